@@ -1,0 +1,222 @@
+//! Workspaces, API keys and scopes: who is calling, in which tenant, allowed to do what.
+
+use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
+use rand::{distributions::Alphanumeric, Rng};
+use sha2::{Digest, Sha256};
+
+use crate::{error::AppError, App};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workspace {
+    pub id: WorkspaceId,
+    pub name: String,
+    pub plan: Plan,
+    pub created_at: Timestamp,
+    /// USD cap on metered overage; `None` is unlimited.
+    pub overage_cap_usd: Option<f64>,
+    pub rate_limit_override: Option<u32>,
+    pub included_requests_override: Option<u64>,
+}
+
+#[derive(Clone, PartialEq)]
+pub struct ApiKeyRecord {
+    pub id: ApiKeyId,
+    pub workspace_id: WorkspaceId,
+    pub mode: Mode,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// Hex SHA-256 of the whole key. The key itself is never stored.
+    pub key_hash: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+    /// When a rolled key's old secret stops working.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl std::fmt::Debug for ApiKeyRecord {
+    // The hash is not the key, but it is still a credential lookup value: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeyRecord").field("id", &self.id).field("mode", &self.mode).field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// Length of the random part of a key (decisions §7).
+const KEY_RANDOM_LEN: usize = 32;
+
+/// A new key secret for `mode`: the prefix plus 32 random base62 characters.
+pub fn generate_key(mode: Mode) -> String {
+    let random: String = rand::thread_rng().sample_iter(&Alphanumeric).take(KEY_RANDOM_LEN).map(char::from).collect();
+    format!("{}{}", mode.key_prefix(), random)
+}
+
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// The mode a well-formed key selects, or `None` for a malformed key.
+pub fn key_mode(key: &str) -> Option<Mode> {
+    let (mode, random) = if let Some(r) = key.strip_prefix(Mode::Test.key_prefix()) {
+        (Mode::Test, r)
+    } else {
+        (Mode::Live, key.strip_prefix(Mode::Live.key_prefix())?)
+    };
+    (random.len() == KEY_RANDOM_LEN && random.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(mode)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A permission an operation needs: `<resource>:read` or `<resource>:write`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub resource: &'static str,
+    pub access: Access,
+}
+
+impl Scope {
+    pub const fn read(resource: &'static str) -> Scope {
+        Scope { resource, access: Access::Read }
+    }
+
+    pub const fn write(resource: &'static str) -> Scope {
+        Scope { resource, access: Access::Write }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let access = match self.access {
+            Access::Read => "read",
+            Access::Write => "write",
+        };
+        write!(f, "{}:{access}", self.resource)
+    }
+}
+
+/// Resources that scopes name (decisions §7).
+pub const SCOPE_RESOURCES: [&str; 16] = [
+    "contacts", "companies", "deals", "activities", "pipelines", "registry", "automations", "sequences", "webhooks",
+    "connections", "templates", "settings", "usage", "events", "emails", "keys",
+];
+
+/// The scopes granted to a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scopes(pub Vec<String>);
+
+impl Scopes {
+    pub fn all() -> Scopes {
+        Scopes(vec!["*".to_owned()])
+    }
+
+    /// `write` implies `read`; `*` allows everything.
+    pub fn allows(&self, needed: Scope) -> bool {
+        self.0.iter().any(|s| {
+            if s == "*" {
+                return true;
+            }
+            match s.split_once(':') {
+                Some((res, acc)) if res == needed.resource => acc == "write" || (acc == "read" && needed.access == Access::Read),
+                _ => false,
+            }
+        })
+    }
+
+    /// Checks a list of requested scopes: each `*` or `<resource>:read|write`.
+    pub fn parse(requested: Vec<String>) -> Result<Scopes, String> {
+        for s in &requested {
+            let ok = s == "*"
+                || s.split_once(':').is_some_and(|(r, a)| SCOPE_RESOURCES.contains(&r) && (a == "read" || a == "write"));
+            if !ok {
+                return Err(s.clone());
+            }
+        }
+        Ok(Scopes(requested))
+    }
+}
+
+/// Who is calling: the tenant of the key, what it may do, and the workspace's plan.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: Tenant,
+    pub key_id: ApiKeyId,
+    pub scopes: Scopes,
+    pub workspace: Workspace,
+}
+
+impl Caller {
+    pub fn require(&self, scope: Scope) -> Result<(), AppError> {
+        if self.scopes.allows(scope) {
+            Ok(())
+        } else {
+            Err(AppError::Forbidden { scope: scope.to_string() })
+        }
+    }
+}
+
+impl App {
+    /// Resolves an `Authorization` header value into a caller. Every failure is 401, with a
+    /// detail that says which of missing, malformed, unknown, revoked or expired it was.
+    #[tracing::instrument(skip_all, err(level = "debug"))]
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
+        let header = authorization.ok_or(AppError::Unauthorized("missing Authorization header; send `Authorization: Bearer <API_KEY>`"))?;
+        let key = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
+        let mode = key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
+        let mut tx = self.store.begin_read().await?;
+        let (record, workspace) = tx.find_api_key(&hash_key(key)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+        if record.revoked_at.is_some() {
+            return Err(AppError::Unauthorized("this API key has been revoked"));
+        }
+        if record.expires_at.is_some_and(|at| at <= self.clock.now()) {
+            return Err(AppError::Unauthorized("this API key has expired"));
+        }
+        debug_assert_eq!(record.mode, mode);
+        Ok(Caller {
+            tenant: Tenant { workspace_id: record.workspace_id.clone(), mode: record.mode },
+            key_id: record.id,
+            scopes: Scopes(record.scopes),
+            workspace,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_keys_are_well_formed() {
+        for mode in [Mode::Test, Mode::Live] {
+            let k = generate_key(mode);
+            assert_eq!(key_mode(&k), Some(mode));
+        }
+        assert_eq!(key_mode("svc_test_short"), None);
+        assert_eq!(key_mode("sk_test_0123456789012345678901234567890a"), None);
+        assert_eq!(key_mode("svc_live_0123456789012345678901234567890!"), None);
+    }
+
+    #[test]
+    fn write_implies_read_and_star_allows_all() {
+        let s = Scopes(vec!["contacts:write".into(), "deals:read".into()]);
+        assert!(s.allows(Scope::read("contacts")));
+        assert!(s.allows(Scope::write("contacts")));
+        assert!(s.allows(Scope::read("deals")));
+        assert!(!s.allows(Scope::write("deals")));
+        assert!(!s.allows(Scope::read("companies")));
+        assert!(Scopes::all().allows(Scope::write("keys")));
+    }
+
+    #[test]
+    fn scope_parsing_rejects_unknown_resources() {
+        assert!(Scopes::parse(vec!["contacts:read".into(), "*".into()]).is_ok());
+        assert_eq!(Scopes::parse(vec!["contact:read".into()]), Err("contact:read".into()));
+        assert!(Scopes::parse(vec!["contacts:admin".into()]).is_err());
+    }
+}

@@ -1,0 +1,117 @@
+//! Company use cases. Company changes emit no events (spec, Events).
+
+use crm_domain::{registry::ReferenceCheck, Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind, Tenant, ValidationError};
+
+use crate::{
+    auth::Caller,
+    contacts::finish_in_tx,
+    error::AppError,
+    idempotency::IdemClaim,
+    paging::{page_from, slice_for, Page, PageParams},
+    ports::{CompanyFilter, StoreError, Tx},
+    App,
+};
+
+const LIST: &str = "companies";
+
+fn parse_id(id: &str) -> Result<CompanyId, AppError> {
+    CompanyId::parse(id).map_err(|_| AppError::not_found("company", id))
+}
+
+/// Checks that every record a `reference` custom field names exists in the tenant.
+pub(crate) async fn check_custom_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[ReferenceCheck]) -> Result<(), AppError> {
+    for r in refs {
+        let object = [("con_", ObjectKind::Contact), ("cmp_", ObjectKind::Company), ("deal_", ObjectKind::Deal), ("act_", ObjectKind::Activity)]
+            .into_iter()
+            .find(|(p, _)| r.id.starts_with(p))
+            .map(|(_, o)| o);
+        let exists = match object {
+            Some(o) => tx.record_exists(tenant, o, &r.id).await?,
+            None => false,
+        };
+        if !exists {
+            return Err(ValidationError::InvalidReference { field: r.field.clone(), value: r.id.clone() }.into());
+        }
+    }
+    Ok(())
+}
+
+impl App {
+    #[tracing::instrument(skip_all, err(level = "debug"))]
+    pub async fn create_company(&self, caller: &Caller, draft: CompanyDraft, idem: Option<&IdemClaim>) -> Result<Company, AppError> {
+        let tenant = &caller.tenant;
+        let mut tx = self.store.begin_write().await?;
+        let registry = tx.load_registry(tenant, ObjectKind::Company).await?;
+        let (company, refs) = Company::create(CompanyId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
+        check_custom_references(&mut *tx, tenant, &refs).await?;
+        tx.insert_company(tenant, &company).await?;
+        finish_in_tx(&mut *tx, tenant, idem, 201, &company.snapshot()).await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    pub async fn get_company(&self, caller: &Caller, id: &str) -> Result<Company, AppError> {
+        let id = parse_id(id)?;
+        let mut tx = self.store.begin_read().await?;
+        tx.get_company(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))
+    }
+
+    #[tracing::instrument(skip_all, err(level = "debug"))]
+    pub async fn update_company(&self, caller: &Caller, id: &str, patch: CompanyPatch, expected_version: Option<i64>) -> Result<Company, AppError> {
+        let tenant = &caller.tenant;
+        let id = parse_id(id)?;
+        let mut tx = self.store.begin_write().await?;
+        let mut company = tx.get_company(tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        if expected_version.is_some_and(|v| v != company.version) {
+            return Err(AppError::VersionConflict { current: company.version });
+        }
+        if company.deleted_at.is_some() {
+            return Err(AppError::Conflict { detail: "this company is deleted; restore it before updating".into(), existing: None });
+        }
+        let registry = tx.load_registry(tenant, ObjectKind::Company).await?;
+        let (changed, refs) = company.apply(patch, self.clock.now(), &registry)?;
+        if changed.is_empty() {
+            return Ok(company);
+        }
+        check_custom_references(&mut *tx, tenant, &refs).await?;
+        match tx.update_company(tenant, &company).await {
+            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: company.version - 1 }),
+            other => other?,
+        }
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    pub async fn delete_company(&self, caller: &Caller, id: &str) -> Result<Company, AppError> {
+        self.set_company_deleted(caller, id, true).await
+    }
+
+    pub async fn restore_company(&self, caller: &Caller, id: &str) -> Result<Company, AppError> {
+        self.set_company_deleted(caller, id, false).await
+    }
+
+    async fn set_company_deleted(&self, caller: &Caller, id: &str, deleted: bool) -> Result<Company, AppError> {
+        let tenant = &caller.tenant;
+        let id = parse_id(id)?;
+        let mut tx = self.store.begin_write().await?;
+        let mut company = tx.get_company(tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        if company.deleted_at.is_some() == deleted {
+            return Ok(company);
+        }
+        let now = self.clock.now();
+        company.deleted_at = deleted.then_some(now);
+        company.updated_at = now;
+        company.version += 1;
+        tx.update_company(tenant, &company).await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    pub async fn list_companies(&self, caller: &Caller, filter: CompanyFilter, page: PageParams) -> Result<Page<Company>, AppError> {
+        let fingerprint = format!("{filter:?}");
+        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let mut tx = self.store.begin_read().await?;
+        let rows = tx.list_companies(&caller.tenant, &filter, &slice).await?;
+        Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.as_str()))
+    }
+}

@@ -1,0 +1,94 @@
+//! `Idempotency-Key` (decisions §9). A key is claimed in its own short transaction so that a
+//! second request with the same key sees it "in progress" while the first runs; the outcome is
+//! then stored by the write's own transaction (success) or separately (4xx). 5xx outcomes release
+//! the key. A claim whose process died is taken over once its lease runs out.
+
+use crm_domain::{Tenant, Timestamp};
+
+use crate::{error::AppError, App};
+
+/// How long a key and its stored result are kept.
+pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+/// How long a claim may stay in progress before another request may take it over.
+pub const LEASE_MS: i64 = 60 * 1000;
+pub const MAX_KEY_LEN: usize = 255;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredReply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdemRecord {
+    pub key: String,
+    /// Hash of method, path and canonical body: "the same request".
+    pub fingerprint: String,
+    pub reply: Option<StoredReply>,
+    pub created_at: Timestamp,
+    pub locked_until: Timestamp,
+}
+
+/// A claimed key: the request holding it must finish or release it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdemClaim {
+    pub key: String,
+}
+
+#[derive(Debug)]
+pub enum Claim {
+    Fresh(IdemClaim),
+    Replay(StoredReply),
+}
+
+impl App {
+    /// Claims `key` for a request with this fingerprint, or returns the stored outcome of the
+    /// same request, or fails with `idempotency_key_reused` / `idempotency_in_progress`.
+    pub async fn claim_idempotency(&self, tenant: &Tenant, key: &str, fingerprint: &str) -> Result<Claim, AppError> {
+        let now = self.clock.now();
+        let fresh = IdemRecord {
+            key: key.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            reply: None,
+            created_at: now,
+            locked_until: now.plus_millis(LEASE_MS),
+        };
+        let mut tx = self.store.begin_write().await?;
+        if tx.insert_idempotency(tenant, &fresh).await? {
+            tx.commit().await?;
+            return Ok(Claim::Fresh(IdemClaim { key: key.to_owned() }));
+        }
+        let existing = tx
+            .get_idempotency(tenant, key)
+            .await?
+            .ok_or_else(|| AppError::Internal("idempotency record vanished inside a transaction".into()))?;
+        let expired = existing.created_at.plus_millis(RETENTION_MS) <= now;
+        let abandoned = existing.reply.is_none() && existing.locked_until <= now;
+        if expired || (abandoned && existing.fingerprint == fingerprint) {
+            tx.put_idempotency(tenant, &fresh).await?;
+            tx.commit().await?;
+            return Ok(Claim::Fresh(IdemClaim { key: key.to_owned() }));
+        }
+        if existing.fingerprint != fingerprint {
+            return Err(AppError::IdempotencyKeyReused);
+        }
+        match existing.reply {
+            Some(reply) => Ok(Claim::Replay(reply)),
+            None => Err(AppError::IdempotencyInProgress),
+        }
+    }
+
+    /// Stores an outcome that was not written by the operation's own transaction (a 4xx).
+    pub async fn finish_idempotency(&self, tenant: &Tenant, claim: &IdemClaim, reply: &StoredReply) -> Result<(), AppError> {
+        let mut tx = self.store.begin_write().await?;
+        tx.finish_idempotency(tenant, &claim.key, reply).await?;
+        Ok(tx.commit().await?)
+    }
+
+    /// Gives the key back after an unexpected failure, so that a retry runs the request again.
+    pub async fn release_idempotency(&self, tenant: &Tenant, claim: &IdemClaim) -> Result<(), AppError> {
+        let mut tx = self.store.begin_write().await?;
+        tx.delete_idempotency(tenant, &claim.key).await?;
+        Ok(tx.commit().await?)
+    }
+}

@@ -1,0 +1,42 @@
+//! The use cases of the CRM and the ports they need.
+//!
+//! Every write is one transaction opened through the [`ports::Store`] port: the record, its
+//! events (outbox) and the idempotency result commit together or not at all. This crate knows the
+//! rules (through `crm-domain`) and the ports, and nothing of HTTP, JSON wire DTOs, SQL or any
+//! particular database: adapters implement [`ports`], transports call [`App`].
+
+pub mod auth;
+pub mod companies;
+pub mod contacts;
+pub mod error;
+pub mod idempotency;
+pub mod paging;
+pub mod ports;
+pub mod system;
+pub mod workspaces;
+
+use std::sync::Arc;
+
+pub use auth::{Access, Caller, Scope, Scopes};
+pub use error::AppError;
+pub use paging::{Page, PageParams};
+pub use ports::{Clock, IdSource, Store, StoreError, Tx};
+
+/// The application: the ports it was built with. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdSource>,
+}
+
+impl App {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
+        App { store, clock, ids }
+    }
+
+    /// Whether the database answers.
+    pub async fn ready(&self) -> Result<(), AppError> {
+        Ok(self.store.ping().await?)
+    }
+}

@@ -1,0 +1,153 @@
+//! The ports: what the use cases need from the outside world. Adapters implement them; every
+//! method documents its contract, and the conformance suite (`crm-store-conformance`) checks it.
+
+use async_trait::async_trait;
+use crm_domain::{
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, ObjectKind, Registry, Tenant, Timestamp,
+    WorkspaceId,
+};
+use uuid::Uuid;
+
+use crate::{
+    auth::{ApiKeyRecord, Workspace},
+    idempotency::{IdemRecord, StoredReply},
+};
+
+/// Failures of a store. Business meaning is carried by `Duplicate`; everything else is
+/// unexpected and becomes a 500 with the details logged, never shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was hit. The transaction is still usable.
+    #[error("duplicate")]
+    Duplicate,
+    /// An optimistic update found the row at another version than expected.
+    #[error("stale version")]
+    Stale,
+    #[error("store: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+pub trait IdSource: Send + Sync {
+    /// A fresh, time-ordered UUID (v7).
+    fn new_uuid(&self) -> Uuid;
+}
+
+/// A database holding every workspace's data.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Opens a transaction that may write. It holds the write lock where the backend has one
+    /// (SQLite), and locks rows it reads for update (Postgres). Dropped without `commit`, it
+    /// rolls back.
+    async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError>;
+    /// Opens a read-only unit of work. Writes through it are a programming error.
+    async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError>;
+    /// Whether the database answers a trivial query.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Filters of the contact list. All present filters must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContactFilter {
+    /// Case-insensitive substring of first or last name, email, phone or LinkedIn URL.
+    pub q: Option<String>,
+    pub email: Option<Email>,
+    pub company_id: Option<CompanyId>,
+    pub contact_type: Option<String>,
+    pub include_deleted: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompanyFilter {
+    /// Case-insensitive substring of name or domain.
+    pub q: Option<String>,
+    pub domain: Option<String>,
+    pub include_deleted: bool,
+}
+
+/// A slice of a newest-first list: records with an id below `before` (all when `None`), at most
+/// `limit` of them, ordered by id descending (ids are time-ordered).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slice {
+    pub before: Option<String>,
+    pub limit: u32,
+}
+
+#[async_trait]
+pub trait WorkspaceRepo {
+    async fn insert_workspace(&mut self, ws: &Workspace) -> Result<(), StoreError>;
+    async fn get_workspace(&mut self, id: &WorkspaceId) -> Result<Option<Workspace>, StoreError>;
+    /// Whether any workspace exists (first-start bootstrap).
+    async fn has_workspaces(&mut self) -> Result<bool, StoreError>;
+    async fn insert_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError>;
+    /// The key with this SHA-256 hash, revoked or not, with its workspace.
+    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError>;
+    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError>;
+}
+
+#[async_trait]
+pub trait RegistryRepo {
+    /// The custom fields of `object` and every enum group with its values, in registration order.
+    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError>;
+    /// Creates an enum group if absent; returns whether it was created.
+    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError>;
+    /// Adds a value to a group (creating the group) if absent; returns whether it was added.
+    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError>;
+}
+
+#[async_trait]
+pub trait ContactRepo {
+    /// MUST return `Duplicate`, leaving the transaction usable, when the email is taken in the
+    /// tenant (soft-deleted contacts included).
+    async fn insert_contact(&mut self, tenant: &Tenant, contact: &Contact) -> Result<(), StoreError>;
+    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError>;
+    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError>;
+    /// Writes every field of `contact`, expecting the stored row at `contact.version - 1`; MUST
+    /// return `Stale` otherwise and `Duplicate` when the new email is taken.
+    async fn update_contact(&mut self, tenant: &Tenant, contact: &Contact) -> Result<(), StoreError>;
+    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError>;
+}
+
+#[async_trait]
+pub trait CompanyRepo {
+    async fn insert_company(&mut self, tenant: &Tenant, company: &Company) -> Result<(), StoreError>;
+    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError>;
+    /// Same contract as `update_contact` (`Stale` on a version mismatch).
+    async fn update_company(&mut self, tenant: &Tenant, company: &Company) -> Result<(), StoreError>;
+    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError>;
+}
+
+#[async_trait]
+pub trait RecordRepo {
+    /// Whether a record of `object` with this id exists in the tenant (soft-deleted ones count:
+    /// they can be restored, and references to them stay valid).
+    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError>;
+}
+
+#[async_trait]
+pub trait EventRepo {
+    async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError>;
+    /// Newest first, optionally of one type.
+    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError>;
+}
+
+#[async_trait]
+pub trait IdempotencyRepo {
+    /// Inserts a new in-flight record unless one exists for (tenant, key); returns whether it did.
+    async fn insert_idempotency(&mut self, tenant: &Tenant, record: &IdemRecord) -> Result<bool, StoreError>;
+    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError>;
+    /// Replaces the record for (tenant, record.key).
+    async fn put_idempotency(&mut self, tenant: &Tenant, record: &IdemRecord) -> Result<(), StoreError>;
+    async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError>;
+    /// Stores the outcome of the request holding `key` and marks it finished.
+    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError>;
+}
+
+/// One unit of work on the store.
+#[async_trait]
+pub trait Tx: WorkspaceRepo + RegistryRepo + ContactRepo + CompanyRepo + RecordRepo + EventRepo + IdempotencyRepo + Send {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}

@@ -1,0 +1,129 @@
+//! Companies: a name, an optional domain (not unique), custom fields.
+
+use serde_json::{json, Value};
+
+use crate::{
+    contact::{clean, clean_patch},
+    error::ValidationError,
+    ids::CompanyId,
+    patch::Patch,
+    registry::{ReferenceCheck, Registry},
+    time::Timestamp,
+    JsonMap,
+};
+
+pub const WRITABLE_FIELDS: [&str; 3] = ["name", "domain", "custom_fields"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Company {
+    pub id: CompanyId,
+    pub name: String,
+    pub domain: Option<String>,
+    pub custom_fields: JsonMap,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: i64,
+    pub deleted_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CompanyDraft {
+    pub name: Option<String>,
+    pub domain: Option<String>,
+    pub custom_fields: JsonMap,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CompanyPatch {
+    pub name: Patch<String>,
+    pub domain: Patch<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// Domains are case-insensitive; they are kept lower-cased so the `domain` filter is exact.
+fn normalise_domain(raw: String) -> Result<String, ValidationError> {
+    let d = raw.to_lowercase();
+    if d.chars().any(char::is_whitespace) || d.contains('/') {
+        return Err(ValidationError::invalid("domain", "must be a bare domain such as example.com"));
+    }
+    Ok(d)
+}
+
+impl Company {
+    pub fn create(id: CompanyId, now: Timestamp, draft: CompanyDraft, registry: &Registry) -> Result<(Company, Vec<ReferenceCheck>), ValidationError> {
+        let name = clean(draft.name).ok_or_else(|| ValidationError::invalid("name", "is required"))?;
+        let domain = clean(draft.domain).map(normalise_domain).transpose()?;
+        let (custom_fields, refs) = registry.validate_new(draft.custom_fields)?;
+        let company = Company { id, name, domain, custom_fields, created_at: now, updated_at: now, version: 1, deleted_at: None };
+        Ok((company, refs))
+    }
+
+    pub fn apply(&mut self, patch: CompanyPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
+        let mut changed = Vec::new();
+        let mut refs = Vec::new();
+        match clean_patch(patch.name) {
+            Patch::Absent => {}
+            Patch::Null => return Err(ValidationError::invalid("name", "cannot be empty")),
+            Patch::Value(name) => {
+                if name != self.name {
+                    self.name = name;
+                    changed.push("name");
+                }
+            }
+        }
+        if clean_patch(patch.domain).try_map(normalise_domain)?.apply_to(&mut self.domain) {
+            changed.push("domain");
+        }
+        if let Some(cf) = patch.custom_fields {
+            let (cf_changed, custom) = registry.merge(&mut self.custom_fields, cf)?;
+            refs = custom;
+            if cf_changed {
+                changed.push("custom_fields");
+            }
+        }
+        if !changed.is_empty() {
+            self.updated_at = now;
+            self.version += 1;
+        }
+        Ok((changed, refs))
+    }
+
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "id": self.id.as_str(),
+            "object": "company",
+            "name": self.name,
+            "domain": self.domain,
+            "custom_fields": self.custom_fields,
+            "created_at": self.created_at.to_string(),
+            "updated_at": self.updated_at.to_string(),
+            "version": self.version,
+            "deleted_at": self.deleted_at.map(|t| t.to_string()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn name_is_required_and_domain_lowercased() {
+        let id = CompanyId::from_uuid(Uuid::from_u128(1));
+        let err = Company::create(id.clone(), Timestamp::from_millis(0), CompanyDraft::default(), &Registry::default()).unwrap_err();
+        assert_eq!(err, ValidationError::invalid("name", "is required"));
+        let draft = CompanyDraft { name: Some("Acme".into()), domain: Some("ACME.io".into()), ..Default::default() };
+        let (c, _) = Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        assert_eq!(c.domain.as_deref(), Some("acme.io"));
+    }
+
+    #[test]
+    fn name_cannot_be_cleared() {
+        let id = CompanyId::from_uuid(Uuid::from_u128(1));
+        let draft = CompanyDraft { name: Some("Acme".into()), ..Default::default() };
+        let (mut c, _) = Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        let patch = CompanyPatch { name: Patch::Null, ..Default::default() };
+        assert!(c.apply(patch, Timestamp::from_millis(1), &Registry::default()).is_err());
+    }
+}

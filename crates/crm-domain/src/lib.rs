@@ -1,0 +1,35 @@
+//! The rules of the CRM: typed ids, records and their validation, custom fields checked against a
+//! registry snapshot, and the events a change produces.
+//!
+//! This crate must not know about HTTP, SQL, JSON wire DTOs, the network or any async runtime.
+//! Everything here is synchronous and deterministic: time and randomness come in as arguments
+//! (a [`Timestamp`], a [`uuid::Uuid`]), so every rule can be unit-tested without a database.
+//! Other Rust services may depend on this crate alone.
+
+pub mod company;
+pub mod contact;
+pub mod email;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod patch;
+pub mod plan;
+pub mod registry;
+pub mod suggest;
+pub mod tenant;
+pub mod time;
+
+pub use company::{Company, CompanyDraft, CompanyPatch};
+pub use contact::{Contact, ContactDraft, ContactPatch};
+pub use email::Email;
+pub use error::ValidationError;
+pub use event::{Event, EventType};
+pub use ids::*;
+pub use patch::Patch;
+pub use plan::{Plan, PlanLimits};
+pub use registry::{DataType, EnumValue, FieldDef, ObjectKind, Registry};
+pub use tenant::{Mode, Tenant};
+pub use time::{Date, Timestamp};
+
+/// A JSON object, the shape of `custom_fields` and of record snapshots.
+pub type JsonMap = serde_json::Map<String, serde_json::Value>;

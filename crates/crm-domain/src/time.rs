@@ -1,0 +1,93 @@
+//! Instants with millisecond precision, and calendar dates. Both render in the wire format of
+//! decisions §2 (`2026-01-02T03:04:05.678Z`, `2026-01-02`).
+
+use std::fmt;
+
+use time::{format_description::well_known::Rfc3339, macros::format_description, OffsetDateTime};
+
+/// Milliseconds since the Unix epoch, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    pub fn from_millis(ms: i64) -> Self {
+        Self(ms)
+    }
+
+    pub fn millis(self) -> i64 {
+        self.0
+    }
+
+    pub fn unix_seconds(self) -> i64 {
+        self.0.div_euclid(1000)
+    }
+
+    pub fn plus_millis(self, ms: i64) -> Self {
+        Self(self.0.saturating_add(ms))
+    }
+
+    /// Parses an RFC 3339 instant with any offset and precision; keeps milliseconds.
+    pub fn parse_rfc3339(s: &str) -> Option<Self> {
+        let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+        Some(Self((dt.unix_timestamp_nanos() / 1_000_000) as i64))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dt = OffsetDateTime::from_unix_timestamp_nanos(self.0 as i128 * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let format = format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        );
+        match dt.format(&format) {
+            Ok(s) => f.write_str(&s),
+            Err(_) => Err(fmt::Error),
+        }
+    }
+}
+
+/// A calendar date, `YYYY-MM-DD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date(time::Date);
+
+impl Date {
+    pub fn parse(s: &str) -> Option<Self> {
+        let format = format_description!("[year]-[month]-[day]");
+        // The format is fixed-width, so reject anything longer/shorter than 10 chars up front.
+        (s.len() == 10).then(|| time::Date::parse(s, &format).ok().map(Self)).flatten()
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        write!(f, "{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_with_millis_and_z() {
+        assert_eq!(Timestamp::from_millis(1_700_000_000_123).to_string(), "2023-11-14T22:13:20.123Z");
+        assert_eq!(Timestamp::from_millis(0).to_string(), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn parses_offsets_into_utc_millis() {
+        let t = Timestamp::parse_rfc3339("2023-11-14T23:13:20.123456+01:00").unwrap();
+        assert_eq!(t.millis(), 1_700_000_000_123);
+        assert!(Timestamp::parse_rfc3339("yesterday").is_none());
+    }
+
+    #[test]
+    fn dates_round_trip_and_reject_garbage() {
+        assert_eq!(Date::parse("2026-02-28").unwrap().to_string(), "2026-02-28");
+        assert!(Date::parse("2026-02-30").is_none());
+        assert!(Date::parse("2026-2-3").is_none());
+        assert!(Date::parse("2026-02-03T00:00:00Z").is_none());
+    }
+}
