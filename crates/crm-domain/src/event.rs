@@ -80,3 +80,45 @@ impl Event {
         v
     }
 }
+
+impl Event {
+    /// Reads back an event stored as its snapshot.
+    pub fn from_snapshot(v: &Value) -> Option<Event> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str);
+        Some(Event {
+            id: EventId::from_trusted(s("id")?.to_owned()),
+            event_type: EventType::parse(s("type")?)?,
+            mode: Mode::parse(s("mode")?)?,
+            created_at: Timestamp::parse_rfc3339(s("created_at")?)?,
+            data: v.get("data")?.clone(),
+            changed_fields: v
+                .get("changed_fields")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect()),
+            previous_stage: v.get("previous_stage").map(|p| p.as_str().map(String::from)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn snapshot_round_trips() {
+        let e = Event {
+            id: EventId::from_uuid(Uuid::from_u128(3)),
+            event_type: EventType::DealStageChanged,
+            mode: Mode::Live,
+            created_at: Timestamp::from_millis(1_700_000_000_000),
+            data: json!({"id": "deal_x"}),
+            changed_fields: Some(vec!["stage".into()]),
+            previous_stage: Some(None),
+        };
+        let snap = e.snapshot();
+        assert_eq!(snap["object"], "deal");
+        assert_eq!(snap["previous_stage"], Value::Null);
+        assert_eq!(Event::from_snapshot(&snap), Some(e));
+    }
+}

@@ -1,1 +1,58 @@
+//! One conformance suite for every store adapter, so the SQLite and Postgres stores cannot drift.
+//!
+//! An adapter's tests call [`conformance_suite!`] with an async expression that yields a fresh,
+//! migrated, empty `Arc<dyn Store>`; every case below becomes its own `#[tokio::test]`.
+//! Also here: how tests find a Postgres server ([`postgres_admin_url`]).
 
+pub mod cases;
+mod fixtures;
+
+pub use fixtures::*;
+
+/// Where tests reach Postgres: `CRM_TEST_DATABASE_URL`, else the local server on 127.0.0.1:5432
+/// as user `postgres` (trust auth). `cargo xtask test` starts a throwaway cluster with `initdb`
+/// and sets the variable when neither is there. Tests never skip silently: when the server cannot
+/// be reached they fail with [`POSTGRES_HELP`].
+pub fn postgres_admin_url() -> String {
+    std::env::var("CRM_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+pub const POSTGRES_HELP: &str = "these tests need Postgres: set CRM_TEST_DATABASE_URL=postgres://user@host:port/db, \
+run a server on 127.0.0.1:5432 (user postgres, trust auth), or run `cargo xtask test`, which starts a throwaway \
+cluster with initdb when one is installed";
+
+/// Expands to one `#[tokio::test]` per conformance case. `$factory` is an async expression
+/// evaluating to a fresh `Arc<dyn crm_app::Store>`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@cases $factory;
+            workspace_and_keys_round_trip,
+            contact_round_trips_every_field,
+            duplicate_email_is_reported_and_the_transaction_stays_usable,
+            email_is_unique_per_tenant_only,
+            update_checks_the_version,
+            update_to_a_taken_email_is_a_duplicate,
+            contacts_list_newest_first_in_slices,
+            contact_filters_match,
+            like_wildcards_in_q_are_literal,
+            soft_deleted_contacts_are_listed_only_on_request,
+            company_round_trip_update_and_filters,
+            tenants_never_see_each_other,
+            registry_groups_and_values_are_idempotent_and_ordered,
+            events_are_listed_newest_first_by_type,
+            idempotency_records_round_trip,
+            a_dropped_write_transaction_rolls_back,
+            record_exists_sees_soft_deleted_records
+        );
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store: std::sync::Arc<dyn crm_app::Store> = $factory.await;
+                $crate::cases::$case(store).await;
+            }
+        )*
+    };
+}

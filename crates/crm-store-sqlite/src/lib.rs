@@ -1,1 +1,95 @@
+//! The store port over SQLite (sqlx), the embedded default.
+//!
+//! SQLite allows one writer at a time, so writes go through a pool of exactly one connection
+//! that opens every transaction with `BEGIN IMMEDIATE` (taking the write lock up front, which is
+//! what makes read-then-write transactions safe under WAL), while reads use a separate pool of
+//! read-only connections that never wait for the writer. This crate knows SQL and sqlx, and no
+//! HTTP and no business rule beyond what the port's contracts say.
 
+mod rows;
+mod tx;
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use crm_app::{Store, StoreError, Tx};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use tx::SqliteTx;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+pub(crate) fn backend(e: sqlx::Error) -> StoreError {
+    StoreError::Backend(Box::new(e))
+}
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://crm.db`, `sqlite:///abs/path.db`,
+    /// any sqlx SQLite URL) in WAL mode.
+    pub async fn connect(url: &str) -> Result<SqliteStore, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(backend)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(false)
+            // Keep the WAL file from growing without bound between checkpoints.
+            .pragma("journal_size_limit", "67108864")
+            .pragma("cache_size", "-16000")
+            .statement_cache_capacity(256);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.clone())
+            .await
+            .map_err(backend)?;
+        let readers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2).clamp(2, 8) * 2;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(readers)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(backend)?;
+        Ok(SqliteStore { writer, reader })
+    }
+
+    /// Applies the migrations under `migrations/sqlite`.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.writer).await.map_err(|e| StoreError::Backend(Box::new(e)))
+    }
+
+    pub fn into_arc(self) -> Arc<dyn Store> {
+        Arc::new(self)
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
+        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
+        Ok(Box::new(SqliteTx::write(tx)))
+    }
+
+    async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
+        let conn = self.reader.acquire().await.map_err(backend)?;
+        Ok(Box::new(SqliteTx::read(conn)))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.reader).await.map_err(backend)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,75 @@
+//! Records to store, built with fixed clocks and ids so assertions are exact.
+
+use crm_app::auth::{ApiKeyRecord, Workspace};
+use crm_domain::{
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Tenant, Timestamp, WorkspaceId,
+};
+use uuid::Uuid;
+
+pub fn uuid() -> Uuid {
+    Uuid::now_v7()
+}
+
+pub fn workspace() -> Workspace {
+    Workspace {
+        id: WorkspaceId::from_uuid(uuid()),
+        name: "Acme".into(),
+        plan: Plan::Pro,
+        created_at: Timestamp::from_millis(1_700_000_000_000),
+        overage_cap_usd: Some(12.5),
+        rate_limit_override: Some(77),
+        included_requests_override: None,
+    }
+}
+
+pub fn tenant(ws: &Workspace, mode: Mode) -> Tenant {
+    Tenant { workspace_id: ws.id.clone(), mode }
+}
+
+pub fn api_key(ws: &Workspace, mode: Mode, hash: &str) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: ApiKeyId::from_uuid(uuid()),
+        workspace_id: ws.id.clone(),
+        mode,
+        name: "ci".into(),
+        scopes: vec!["contacts:read".into(), "deals:write".into()],
+        key_hash: hash.into(),
+        created_at: Timestamp::from_millis(1_700_000_000_001),
+        last_used_at: None,
+        revoked_at: None,
+        expires_at: Some(Timestamp::from_millis(1_800_000_000_000)),
+    }
+}
+
+pub fn contact(email: Option<&str>) -> Contact {
+    let now = Timestamp::from_millis(1_700_000_000_123);
+    Contact {
+        id: ContactId::from_uuid(uuid()),
+        first_name: Some("Ada".into()),
+        last_name: Some("Lovelace".into()),
+        email: email.map(|e| Email::parse(e).expect("valid email")),
+        phone: None,
+        linkedin_url: None,
+        company_id: None,
+        contact_type: None,
+        custom_fields: JsonMap::new(),
+        created_at: now,
+        updated_at: now,
+        version: 1,
+        deleted_at: None,
+    }
+}
+
+pub fn company(name: &str, domain: Option<&str>) -> Company {
+    let now = Timestamp::from_millis(1_700_000_000_456);
+    Company {
+        id: CompanyId::from_uuid(uuid()),
+        name: name.into(),
+        domain: domain.map(String::from),
+        custom_fields: JsonMap::new(),
+        created_at: now,
+        updated_at: now,
+        version: 1,
+        deleted_at: None,
+    }
+}

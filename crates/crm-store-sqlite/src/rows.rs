@@ -1,0 +1,100 @@
+//! Row ↔ record mapping.
+
+use crm_app::{
+    auth::{ApiKeyRecord, Workspace},
+    StoreError,
+};
+use crm_domain::{
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Timestamp, WorkspaceId,
+};
+use sqlx::{sqlite::SqliteRow, Row};
+
+use crate::backend;
+
+pub(crate) fn corrupt(what: &str) -> StoreError {
+    StoreError::Backend(format!("corrupt row: {what}").into())
+}
+
+pub(crate) fn json_map(text: &str) -> Result<JsonMap, StoreError> {
+    serde_json::from_str(text).map_err(|_| corrupt("custom_fields"))
+}
+
+pub(crate) fn ts(ms: Option<i64>) -> Option<Timestamp> {
+    ms.map(Timestamp::from_millis)
+}
+
+pub(crate) fn mode(s: &str) -> Result<Mode, StoreError> {
+    Mode::parse(s).ok_or_else(|| corrupt("mode"))
+}
+
+pub(crate) const CONTACT_COLUMNS: &str =
+    "id, first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields, created_at, updated_at, version, deleted_at";
+
+pub(crate) fn contact(row: &SqliteRow) -> Result<Contact, StoreError> {
+    let get_s = |c: &str| row.try_get::<Option<String>, _>(c).map_err(backend);
+    Ok(Contact {
+        id: ContactId::from_trusted(row.try_get("id").map_err(backend)?),
+        first_name: get_s("first_name")?,
+        last_name: get_s("last_name")?,
+        email: get_s("email")?.map(Email::from_trusted),
+        phone: get_s("phone")?,
+        linkedin_url: get_s("linkedin_url")?,
+        company_id: get_s("company_id")?.map(CompanyId::from_trusted),
+        contact_type: get_s("type")?,
+        custom_fields: json_map(&row.try_get::<String, _>("custom_fields").map_err(backend)?)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),
+        version: row.try_get("version").map_err(backend)?,
+        deleted_at: ts(row.try_get("deleted_at").map_err(backend)?),
+    })
+}
+
+pub(crate) const COMPANY_COLUMNS: &str = "id, name, domain, custom_fields, created_at, updated_at, version, deleted_at";
+
+pub(crate) fn company(row: &SqliteRow) -> Result<Company, StoreError> {
+    Ok(Company {
+        id: CompanyId::from_trusted(row.try_get("id").map_err(backend)?),
+        name: row.try_get("name").map_err(backend)?,
+        domain: row.try_get("domain").map_err(backend)?,
+        custom_fields: json_map(&row.try_get::<String, _>("custom_fields").map_err(backend)?)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),
+        version: row.try_get("version").map_err(backend)?,
+        deleted_at: ts(row.try_get("deleted_at").map_err(backend)?),
+    })
+}
+
+pub(crate) const WORKSPACE_COLUMNS: &str =
+    "w.id AS w_id, w.name AS w_name, w.plan AS w_plan, w.created_at AS w_created_at, w.overage_cap_usd, w.rate_limit_override, w.included_requests_override";
+
+pub(crate) fn workspace(row: &SqliteRow) -> Result<Workspace, StoreError> {
+    let plan: String = row.try_get("w_plan").map_err(backend)?;
+    Ok(Workspace {
+        id: WorkspaceId::from_trusted(row.try_get("w_id").map_err(backend)?),
+        name: row.try_get("w_name").map_err(backend)?,
+        plan: Plan::parse(&plan).ok_or_else(|| corrupt("plan"))?,
+        created_at: Timestamp::from_millis(row.try_get("w_created_at").map_err(backend)?),
+        overage_cap_usd: row.try_get("overage_cap_usd").map_err(backend)?,
+        rate_limit_override: row.try_get::<Option<i64>, _>("rate_limit_override").map_err(backend)?.map(|v| v as u32),
+        included_requests_override: row.try_get::<Option<i64>, _>("included_requests_override").map_err(backend)?.map(|v| v as u64),
+    })
+}
+
+pub(crate) const KEY_COLUMNS: &str =
+    "k.workspace_id, k.mode, k.id, k.name, k.scopes, k.key_hash, k.created_at, k.last_used_at, k.revoked_at, k.expires_at";
+
+pub(crate) fn api_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
+    let scopes: String = row.try_get("scopes").map_err(backend)?;
+    Ok(ApiKeyRecord {
+        id: ApiKeyId::from_trusted(row.try_get("id").map_err(backend)?),
+        workspace_id: WorkspaceId::from_trusted(row.try_get("workspace_id").map_err(backend)?),
+        mode: mode(&row.try_get::<String, _>("mode").map_err(backend)?)?,
+        name: row.try_get("name").map_err(backend)?,
+        scopes: serde_json::from_str(&scopes).map_err(|_| corrupt("scopes"))?,
+        key_hash: row.try_get("key_hash").map_err(backend)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        last_used_at: ts(row.try_get("last_used_at").map_err(backend)?),
+        revoked_at: ts(row.try_get("revoked_at").map_err(backend)?),
+        expires_at: ts(row.try_get("expires_at").map_err(backend)?),
+    })
+}

@@ -1,0 +1,581 @@
+//! The unit of work: a write transaction on the single writer connection, or a plain reader
+//! connection for reads.
+
+use async_trait::async_trait;
+use crm_app::{
+    auth::{ApiKeyRecord, Workspace},
+    idempotency::{IdemRecord, StoredReply},
+    ports::{
+        CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
+        WorkspaceRepo,
+    },
+    StoreError, Tx,
+};
+use crm_domain::{
+    registry::{DataType, EnumValue, FieldDef},
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, ObjectKind, Registry, Tenant, Timestamp, WorkspaceId,
+};
+use sqlx::{pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
+
+use crate::{backend, rows};
+
+pub enum SqliteTx {
+    Write(Transaction<'static, Sqlite>),
+    Read(PoolConnection<Sqlite>),
+}
+
+impl SqliteTx {
+    pub(crate) fn write(tx: Transaction<'static, Sqlite>) -> Self {
+        SqliteTx::Write(tx)
+    }
+
+    pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
+        SqliteTx::Read(conn)
+    }
+
+    fn conn(&mut self) -> &mut SqliteConnection {
+        match self {
+            SqliteTx::Write(tx) => tx,
+            SqliteTx::Read(conn) => conn,
+        }
+    }
+}
+
+/// Was this a violation of a UNIQUE or PRIMARY KEY constraint?
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// `%q%` with LIKE's wildcards escaped (with `\`).
+pub(crate) fn like_pattern(q: &str) -> String {
+    let mut p = String::with_capacity(q.len() + 2);
+    p.push('%');
+    for c in q.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+fn json_text(map: &crm_domain::JsonMap) -> String {
+    serde_json::Value::Object(map.clone()).to_string()
+}
+
+fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant) {
+    qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+}
+
+fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
+    if let Some(before) = &slice.before {
+        qb.push(" AND id < ").push_bind(before.as_str());
+    }
+    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+}
+
+#[async_trait]
+impl WorkspaceRepo for SqliteTx {
+    async fn insert_workspace(&mut self, ws: &Workspace) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO workspaces (id, name, plan, created_at, overage_cap_usd, rate_limit_override, included_requests_override)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(ws.id.as_str())
+        .bind(&ws.name)
+        .bind(ws.plan.as_str())
+        .bind(ws.created_at.millis())
+        .bind(ws.overage_cap_usd)
+        .bind(ws.rate_limit_override.map(i64::from))
+        .bind(ws.included_requests_override.map(|v| v as i64))
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn get_workspace(&mut self, id: &WorkspaceId) -> Result<Option<Workspace>, StoreError> {
+        let sql = format!("SELECT {} FROM workspaces w WHERE w.id = $1", rows::WORKSPACE_COLUMNS);
+        let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        row.as_ref().map(rows::workspace).transpose()
+    }
+
+    async fn has_workspaces(&mut self) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)").fetch_one(self.conn()).await.map_err(backend)?;
+        row.try_get::<bool, _>(0).map_err(backend)
+    }
+
+    async fn insert_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO api_keys (workspace_id, mode, id, name, scopes, key_hash, created_at, last_used_at, revoked_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(key.workspace_id.as_str())
+        .bind(key.mode.as_str())
+        .bind(key.id.as_str())
+        .bind(&key.name)
+        .bind(serde_json::to_string(&key.scopes).unwrap_or_else(|_| "[]".into()))
+        .bind(&key.key_hash)
+        .bind(key.created_at.millis())
+        .bind(key.last_used_at.map(Timestamp::millis))
+        .bind(key.revoked_at.map(Timestamp::millis))
+        .bind(key.expires_at.map(Timestamp::millis))
+        .execute(self.conn())
+        .await
+        .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate } else { backend(e) })?;
+        Ok(())
+    }
+
+    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
+        let sql = format!(
+            "SELECT {}, {} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = $1",
+            rows::KEY_COLUMNS,
+            rows::WORKSPACE_COLUMNS
+        );
+        let row = sqlx::query(&sql).bind(hash).fetch_optional(self.conn()).await.map_err(backend)?;
+        row.map(|r| Ok((rows::api_key(&r)?, rows::workspace(&r)?))).transpose()
+    }
+
+    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3", rows::KEY_COLUMNS);
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(rows::api_key).transpose()
+    }
+}
+
+#[async_trait]
+impl RegistryRepo for SqliteTx {
+    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError> {
+        let (ws, mode) = (tenant.workspace_id.as_str(), tenant.mode.as_str());
+        let field_rows = sqlx::query(
+            "SELECT key, label, data_type, enum_group, required FROM custom_fields
+             WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position",
+        )
+        .bind(ws)
+        .bind(mode)
+        .bind(object.as_str())
+        .fetch_all(self.conn())
+        .await
+        .map_err(backend)?;
+        let mut registry = Registry::default();
+        for r in &field_rows {
+            let data_type: String = r.try_get("data_type").map_err(backend)?;
+            registry.fields.push(FieldDef {
+                object,
+                key: r.try_get("key").map_err(backend)?,
+                label: r.try_get("label").map_err(backend)?,
+                data_type: DataType::parse(&data_type).ok_or_else(|| rows::corrupt("data_type"))?,
+                enum_group: r.try_get("enum_group").map_err(backend)?,
+                required: r.try_get("required").map_err(backend)?,
+            });
+        }
+        let groups = sqlx::query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2")
+            .bind(ws)
+            .bind(mode)
+            .fetch_all(self.conn())
+            .await
+            .map_err(backend)?;
+        for g in &groups {
+            registry.enums.insert(g.try_get("grp").map_err(backend)?, Vec::new());
+        }
+        let values = sqlx::query(
+            "SELECT grp, value, label FROM enum_values WHERE workspace_id = $1 AND mode = $2 ORDER BY grp, position",
+        )
+        .bind(ws)
+        .bind(mode)
+        .fetch_all(self.conn())
+        .await
+        .map_err(backend)?;
+        for v in &values {
+            let group: String = v.try_get("grp").map_err(backend)?;
+            registry.enums.entry(group).or_default().push(EnumValue {
+                value: v.try_get("value").map_err(backend)?,
+                label: v.try_get("label").map_err(backend)?,
+            });
+        }
+        Ok(registry)
+    }
+
+    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO enum_groups (workspace_id, mode, grp, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(group)
+        .bind(now.millis())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError> {
+        self.insert_enum_group(tenant, group, now).await?;
+        let done = sqlx::query(
+            "INSERT INTO enum_values (workspace_id, mode, grp, value, label, created_at, position)
+             SELECT $1, $2, $3, $4, $5, $6, COALESCE(MAX(position), 0) + 1 FROM enum_values
+             WHERE workspace_id = $1 AND mode = $2 AND grp = $3
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(group)
+        .bind(value)
+        .bind(label)
+        .bind(now.millis())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+fn bind_contact<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    c: &'q Contact,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    q.bind(c.first_name.as_deref())
+        .bind(c.last_name.as_deref())
+        .bind(c.email.as_ref().map(Email::as_str))
+        .bind(c.phone.as_deref())
+        .bind(c.linkedin_url.as_deref())
+        .bind(c.company_id.as_ref().map(CompanyId::as_str))
+        .bind(c.contact_type.as_deref())
+        .bind(json_text(&c.custom_fields))
+        .bind(c.updated_at.millis())
+        .bind(c.version)
+        .bind(c.deleted_at.map(Timestamp::millis))
+}
+
+#[async_trait]
+impl ContactRepo for SqliteTx {
+    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+        let q = sqlx::query(
+            "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
+                                   updated_at, version, deleted_at, workspace_id, mode, id, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+             ON CONFLICT DO NOTHING",
+        );
+        let done = bind_contact(q, c)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(c.id.as_str())
+            .bind(c.created_at.millis())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Duplicate);
+        }
+        Ok(())
+    }
+
+    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
+        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::CONTACT_COLUMNS);
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(rows::contact).transpose()
+    }
+
+    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError> {
+        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3", rows::CONTACT_COLUMNS);
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(email.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(rows::contact).transpose()
+    }
+
+    async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+        let q = sqlx::query(
+            "UPDATE contacts SET first_name = $1, last_name = $2, email = $3, phone = $4, linkedin_url = $5, company_id = $6,
+                    type = $7, custom_fields = $8, updated_at = $9, version = $10, deleted_at = $11
+             WHERE workspace_id = $12 AND mode = $13 AND id = $14 AND version = $15",
+        );
+        let done = bind_contact(q, c)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(c.id.as_str())
+            .bind(c.version - 1)
+            .execute(self.conn())
+            .await
+            .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate } else { backend(e) })?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Stale);
+        }
+        Ok(())
+    }
+
+    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+        tenant_where(&mut qb, tenant);
+        if !filter.include_deleted {
+            qb.push(" AND deleted_at IS NULL");
+        }
+        if let Some(email) = &filter.email {
+            qb.push(" AND email = ").push_bind(email.as_str());
+        }
+        if let Some(company) = &filter.company_id {
+            qb.push(" AND company_id = ").push_bind(company.as_str());
+        }
+        if let Some(t) = &filter.contact_type {
+            qb.push(" AND type = ").push_bind(t.as_str());
+        }
+        if let Some(q) = &filter.q {
+            let p = like_pattern(q);
+            qb.push(" AND (");
+            for (i, col) in ["first_name", "last_name", "email", "phone", "linkedin_url"].iter().enumerate() {
+                if i > 0 {
+                    qb.push(" OR ");
+                }
+                qb.push(*col).push(" LIKE ").push_bind(p.clone()).push(" ESCAPE '\\'");
+            }
+            qb.push(" OR (COALESCE(first_name, '') || ' ' || COALESCE(last_name, '')) LIKE ").push_bind(p).push(" ESCAPE '\\')");
+        }
+        slice_clause(&mut qb, slice);
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(rows::contact).collect()
+    }
+}
+
+fn bind_company<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    c: &'q Company,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    q.bind(&c.name)
+        .bind(c.domain.as_deref())
+        .bind(json_text(&c.custom_fields))
+        .bind(c.updated_at.millis())
+        .bind(c.version)
+        .bind(c.deleted_at.map(Timestamp::millis))
+}
+
+#[async_trait]
+impl CompanyRepo for SqliteTx {
+    async fn insert_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
+        let q = sqlx::query(
+            "INSERT INTO companies (name, domain, custom_fields, updated_at, version, deleted_at, workspace_id, mode, id, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        );
+        bind_company(q, c)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(c.id.as_str())
+            .bind(c.created_at.millis())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError> {
+        let sql = format!("SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::COMPANY_COLUMNS);
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(rows::company).transpose()
+    }
+
+    async fn update_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
+        let q = sqlx::query(
+            "UPDATE companies SET name = $1, domain = $2, custom_fields = $3, updated_at = $4, version = $5, deleted_at = $6
+             WHERE workspace_id = $7 AND mode = $8 AND id = $9 AND version = $10",
+        );
+        let done = bind_company(q, c)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(c.id.as_str())
+            .bind(c.version - 1)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Stale);
+        }
+        Ok(())
+    }
+
+    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
+        tenant_where(&mut qb, tenant);
+        if !filter.include_deleted {
+            qb.push(" AND deleted_at IS NULL");
+        }
+        if let Some(domain) = &filter.domain {
+            qb.push(" AND domain = ").push_bind(domain.to_lowercase());
+        }
+        if let Some(q) = &filter.q {
+            let p = like_pattern(q);
+            qb.push(" AND (name LIKE ").push_bind(p.clone()).push(" ESCAPE '\\' OR domain LIKE ").push_bind(p).push(" ESCAPE '\\')");
+        }
+        slice_clause(&mut qb, slice);
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(rows::company).collect()
+    }
+}
+
+#[async_trait]
+impl RecordRepo for SqliteTx {
+    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
+        let table = match object {
+            ObjectKind::Contact => "contacts",
+            ObjectKind::Company => "companies",
+            // Deals and activities arrive with their own tables; until then no such record exists.
+            ObjectKind::Deal | ObjectKind::Activity => return Ok(false),
+        };
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id)
+            .fetch_one(self.conn())
+            .await
+            .map_err(backend)?;
+        row.try_get::<bool, _>(0).map_err(backend)
+    }
+}
+
+#[async_trait]
+impl EventRepo for SqliteTx {
+    async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(event.id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.created_at.millis())
+            .bind(event.snapshot().to_string())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new("SELECT body FROM events");
+        tenant_where(&mut qb, tenant);
+        if let Some(t) = event_type {
+            qb.push(" AND type = ").push_bind(t);
+        }
+        slice_clause(&mut qb, slice);
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter()
+            .map(|r: &SqliteRow| {
+                let body: String = r.try_get("body").map_err(backend)?;
+                let v: serde_json::Value = serde_json::from_str(&body).map_err(|_| rows::corrupt("event body"))?;
+                Event::from_snapshot(&v).ok_or_else(|| rows::corrupt("event body"))
+            })
+            .collect()
+    }
+}
+
+fn idem_record(r: &SqliteRow) -> Result<IdemRecord, StoreError> {
+    let status: Option<i64> = r.try_get("reply_status").map_err(backend)?;
+    let body: Option<Vec<u8>> = r.try_get("reply_body").map_err(backend)?;
+    Ok(IdemRecord {
+        key: r.try_get("key").map_err(backend)?,
+        fingerprint: r.try_get("fingerprint").map_err(backend)?,
+        reply: status.map(|s| StoredReply { status: s as u16, body: body.unwrap_or_default() }),
+        created_at: Timestamp::from_millis(r.try_get("created_at").map_err(backend)?),
+        locked_until: Timestamp::from_millis(r.try_get("locked_until").map_err(backend)?),
+    })
+}
+
+#[async_trait]
+impl IdempotencyRepo for SqliteTx {
+    async fn insert_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(&rec.key)
+        .bind(&rec.fingerprint)
+        .bind(rec.reply.as_ref().map(|r| i64::from(r.status)))
+        .bind(rec.reply.as_ref().map(|r| r.body.clone()))
+        .bind(rec.created_at.millis())
+        .bind(rec.locked_until.millis())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT key, fingerprint, reply_status, reply_body, created_at, locked_until FROM idempotency_keys
+             WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(key)
+        .fetch_optional(self.conn())
+        .await
+        .map_err(backend)?;
+        row.as_ref().map(idem_record).transpose()
+    }
+
+    async fn put_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<(), StoreError> {
+        self.delete_idempotency(tenant, &rec.key).await?;
+        self.insert_idempotency(tenant, rec).await?;
+        Ok(())
+    }
+
+    async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3")
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(key)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET reply_status = $1, reply_body = $2
+             WHERE workspace_id = $3 AND mode = $4 AND key = $5",
+        )
+        .bind(i64::from(reply.status))
+        .bind(reply.body.as_slice())
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(key)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tx for SqliteTx {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        match *self {
+            SqliteTx::Write(tx) => tx.commit().await.map_err(backend),
+            SqliteTx::Read(_) => Ok(()),
+        }
+    }
+}
