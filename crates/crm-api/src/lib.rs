@@ -1,1 +1,160 @@
+//! The operation catalog and everything the transports share.
+//!
+//! Each operation is declared once in [`catalog`]: name, method and path, input and output
+//! schemas, scope, idempotency, description and handler. [`Api::call`] runs one for an
+//! authenticated caller, applying scopes and `Idempotency-Key` the same way whichever transport
+//! (REST, MCP, A2A) received it, and turns every error into a [`problem::Problem`]. This crate
+//! knows JSON and the wire DTOs; it does not know axum, HTTP servers, MCP or A2A framing, or SQL.
 
+pub mod body;
+pub mod catalog;
+pub mod openapi;
+pub mod ops;
+pub mod problem;
+pub mod schema;
+
+use crm_app::{idempotency::Claim, idempotency::StoredReply, App, Caller};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub use catalog::{catalog, Input, Method, Operation, Reply};
+pub use problem::{ErrorCode, Problem};
+
+/// The version of the interface description this service implements.
+pub const SPEC_VERSION: &str = "0.14.0";
+
+/// The application plus what rendering needs (the public URL, for problem `type`s).
+#[derive(Clone)]
+pub struct Api {
+    pub app: App,
+    /// `<public_url>/errors`.
+    pub errors_base_url: String,
+}
+
+impl Api {
+    pub fn new(app: App, public_url: &str) -> Api {
+        Api { app, errors_base_url: format!("{}/errors", public_url.trim_end_matches('/')) }
+    }
+
+    pub fn problem_json(&self, p: &Problem) -> Value {
+        p.to_json(&self.errors_base_url)
+    }
+
+    /// Runs `op` for `caller`: checks the scope, the query parameters and the body shape, and
+    /// handles `Idempotency-Key` (claim, replay, store) around the handler.
+    #[tracing::instrument(skip_all, fields(op = op.name))]
+    pub async fn call(&self, op: &'static Operation, caller: &Caller, mut input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
+        caller.require(op.scope)?;
+        check_query(op, &input)?;
+        if op.body.is_some() {
+            match &input.body {
+                None | Some(Value::Object(_)) => {}
+                Some(_) => return Err(Problem::bad_request("the request body must be a JSON object")),
+            }
+        }
+        let key = match idempotency_key {
+            Some(key) if op.idempotency_key => key,
+            _ => return (op.handler)(self, caller, input).await,
+        };
+        if key.is_empty() || key.len() > crm_app::idempotency::MAX_KEY_LEN {
+            return Err(Problem::bad_request("Idempotency-Key must be 1 to 255 characters").with("field", "Idempotency-Key"));
+        }
+        let tenant = &caller.tenant;
+        let claim = match self.app.claim_idempotency(tenant, key, &fingerprint(op, &input)).await? {
+            Claim::Replay(stored) => {
+                let body: Value = serde_json::from_slice(&stored.body).unwrap_or(Value::Null);
+                if stored.status >= 400 {
+                    let code = body.get("code").and_then(Value::as_str).and_then(ErrorCode::parse).unwrap_or(ErrorCode::InternalError);
+                    let mut p = Problem::new(code, body.get("detail").and_then(Value::as_str).unwrap_or_default());
+                    if let Value::Object(map) = body {
+                        for (k, v) in map {
+                            if !["type", "title", "status", "detail", "code"].contains(&k.as_str()) {
+                                p.extra.insert(k, v);
+                            }
+                        }
+                    }
+                    return Err(p.with("idempotent_replayed", true));
+                }
+                let mut reply = Reply::record(stored.status, body);
+                reply.replayed = true;
+                return Ok(reply);
+            }
+            Claim::Fresh(claim) => claim,
+        };
+        input.idem = Some(claim.clone());
+        let result = (op.handler)(self, caller, input).await;
+        match &result {
+            Ok(_) => {} // stored by the operation's own transaction
+            Err(p) if p.status() < 500 => {
+                let body = serde_json::to_vec(&self.problem_json(p)).unwrap_or_default();
+                self.app.finish_idempotency(tenant, &claim, &StoredReply { status: p.status(), body }).await?;
+            }
+            Err(_) => self.app.release_idempotency(tenant, &claim).await?,
+        }
+        result
+    }
+}
+
+/// Unknown or repeated query parameters are refused, naming the accepted ones.
+fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
+    for (i, (name, _)) in input.query.iter().enumerate() {
+        if !op.query.iter().any(|q| q.name == name) {
+            let valid: Vec<&str> = op.query.iter().map(|q| q.name).collect();
+            let mut p = Problem::bad_request(format!("unknown query parameter `{name}`")).with("field", name.as_str()).with("valid_options", valid.clone());
+            if let Some(s) = crm_domain::suggest::closest(name, valid) {
+                p = p.with("suggestion", format!("did you mean `{s}`?"));
+            }
+            return Err(p);
+        }
+        if input.query[..i].iter().any(|(n, _)| n == name) {
+            return Err(Problem::bad_request(format!("query parameter `{name}` is given more than once")).with("field", name.as_str()));
+        }
+    }
+    for q in op.query.iter().filter(|q| q.required) {
+        if input.query_str(q.name).is_none_or(str::is_empty) {
+            return Err(Problem::validation(q.name, format!("{} is required", q.name)));
+        }
+    }
+    Ok(())
+}
+
+/// "The same request": method, concrete path and canonical body (keys sorted).
+fn fingerprint(op: &Operation, input: &Input) -> String {
+    let mut path = op.path.to_owned();
+    for (k, v) in &input.path {
+        path = path.replace(&format!("{{{k}}}"), v);
+    }
+    let mut h = Sha256::new();
+    h.update(op.method.as_str());
+    h.update(b" ");
+    h.update(path.as_bytes());
+    h.update(b"\n");
+    h.update(canonical_json(input.body.as_ref().unwrap_or(&Value::Null)).as_bytes());
+    hex::encode(h.finalize())
+}
+
+pub fn canonical_json(v: &Value) -> String {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries.into_iter().map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), canonical_json(v))).collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(items) => format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"d":[1,{"z":0,"y":1}],"c":null}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#);
+    }
+}

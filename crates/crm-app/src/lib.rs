@@ -9,6 +9,7 @@ pub mod auth;
 pub mod companies;
 pub mod contacts;
 pub mod error;
+pub mod events;
 pub mod idempotency;
 pub mod paging;
 pub mod ports;

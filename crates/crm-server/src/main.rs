@@ -1,1 +1,143 @@
-fn main() {}
+//! `crm-server`: the binary. Reads configuration, builds the adapters, and runs the HTTP server
+//! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
+
+mod config;
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use crm_api::Api;
+use crm_app::{
+    system::{SystemClock, UuidV7},
+    workspaces::{CreatedWorkspace, Overrides},
+    App, Store,
+};
+use crm_domain::Plan;
+
+use config::{DatabaseArgs, ServeArgs};
+
+#[derive(Parser)]
+#[command(name = "crm-server", version, about = "An API-first CRM: REST, MCP and A2A over one operation catalog")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (applies pending migrations first).
+    Serve(ServeArgs),
+    /// Apply pending migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Workspaces and plans (an operator's job).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+}
+
+#[derive(Subcommand)]
+enum WorkspaceCommand {
+    /// Create a workspace and print its id and one full-scope test key and live key.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "free", value_parser = parse_plan)]
+        plan: Plan,
+        /// Print one JSON line `{"workspace_id", "test_key", "live_key"}`.
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        rate_limit_per_minute: Option<u32>,
+        #[arg(long)]
+        included_requests: Option<u64>,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+fn parse_plan(s: &str) -> Result<Plan, String> {
+    Plan::parse(s).ok_or_else(|| format!("unknown plan `{s}` (free, pro or scale)"))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    config::init_tracing();
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(db) => {
+            open_store(&db.database_url).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Workspace(WorkspaceCommand::Create { name, plan, json, rate_limit_per_minute, included_requests, db }) => {
+            let app = app(open_store(&db.database_url).await?);
+            let created = app
+                .create_workspace(&name, plan, Overrides { rate_limit_per_minute, included_requests })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            print_workspace(&created, json);
+            Ok(())
+        }
+    }
+}
+
+/// Opens and migrates the store the URL names: `postgres://…` is Postgres, anything else SQLite.
+async fn open_store(url: &str) -> Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = crm_store_postgres::PostgresStore::connect(url).await.context("connecting to Postgres")?;
+        store.migrate().await.context("migrating Postgres")?;
+        Ok(Arc::new(store))
+    } else {
+        let store = crm_store_sqlite::SqliteStore::connect(url).await.context("opening SQLite")?;
+        store.migrate().await.context("migrating SQLite")?;
+        Ok(Arc::new(store))
+    }
+}
+
+fn app(store: Arc<dyn Store>) -> App {
+    App::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
+}
+
+fn print_workspace(created: &CreatedWorkspace, json: bool) {
+    if json {
+        let line = serde_json::json!({
+            "workspace_id": created.workspace.id.as_str(),
+            "test_key": created.test_key,
+            "live_key": created.live_key,
+        });
+        println!("{line}");
+    } else {
+        println!("workspace {} ({}) on plan {}", created.workspace.id, created.workspace.name, created.workspace.plan.as_str());
+        println!("  test key: {}", created.test_key);
+        println!("  live key: {}", created.live_key);
+        println!("  (keys are shown once; store them now)");
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let store = open_store(&args.db.database_url).await?;
+    let app = app(store);
+    if let Some(created) = app.bootstrap().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        println!("first start: created workspace `default` on the free plan");
+        print_workspace(&created, false);
+    }
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let api = Arc::new(Api::new(app, &public_url));
+    let router = crm_http::router(api, axum_extra_routes());
+    println!("listening on http://{addr}");
+    tracing::info!(%addr, %public_url, "listening");
+    axum_serve(listener, router).await
+}
+
+fn axum_extra_routes() -> axum::Router {
+    axum::Router::new()
+}
+
+async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router) -> Result<()> {
+    axum::serve(listener, router).with_graceful_shutdown(config::shutdown_signal()).await.context("serving HTTP")?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! The operation catalog: every operation of the service, declared once. The REST router, the
+//! OpenAPI document, the MCP tool list and the A2A skills are all derived from [`catalog`].
+
+use std::{collections::BTreeMap, future::Future, pin::Pin, sync::OnceLock};
+
+use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
+use serde_json::Value;
+
+use crate::{ops, problem::Problem, Api};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// Hints for agents (MCP tool annotations, decisions §17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+}
+
+impl Hints {
+    pub const READ: Hints = Hints { read_only: true, destructive: false, idempotent: true };
+    pub const CREATE: Hints = Hints { read_only: false, destructive: false, idempotent: false };
+    pub const UPDATE: Hints = Hints { read_only: false, destructive: false, idempotent: true };
+    pub const DELETE: Hints = Hints { read_only: false, destructive: true, idempotent: true };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    String,
+    Boolean,
+    Integer { min: i64, max: i64 },
+}
+
+/// A query parameter an operation accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryParam {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub required: bool,
+    pub description: &'static str,
+}
+
+impl QueryParam {
+    pub const fn string(name: &'static str, description: &'static str) -> QueryParam {
+        QueryParam { name, kind: ParamKind::String, required: false, description }
+    }
+
+    pub fn schema(&self) -> Value {
+        let mut s = match self.kind {
+            ParamKind::String => serde_json::json!({"type": "string"}),
+            ParamKind::Boolean => serde_json::json!({"type": "boolean"}),
+            ParamKind::Integer { min, max } => serde_json::json!({"type": "integer", "minimum": min, "maximum": max}),
+        };
+        s["description"] = Value::from(self.description);
+        s
+    }
+}
+
+/// The paging and deleted-record controls of every list (decisions §4).
+pub const LIMIT: QueryParam = QueryParam {
+    name: "limit",
+    kind: ParamKind::Integer { min: 1, max: 100 },
+    required: false,
+    description: "Page size, 1 to 100 (default 25).",
+};
+pub const CURSOR: QueryParam = QueryParam::string("cursor", "The `next_cursor` of the previous page.");
+pub const INCLUDE_DELETED: QueryParam = QueryParam {
+    name: "include_deleted",
+    kind: ParamKind::Boolean,
+    required: false,
+    description: "List soft-deleted records too.",
+};
+
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, Problem>> + Send + 'a>>;
+pub type Handler = for<'a> fn(&'a Api, &'a Caller, Input) -> HandlerFuture<'a>;
+
+pub struct Operation {
+    /// `svc_<verb>_<noun>`: the MCP tool and A2A skill name, and the OpenAPI operationId.
+    pub name: &'static str,
+    pub method: Method,
+    /// Relative to `/v1`, with `{id}`-style parameters.
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// What it does, what it needs first, which errors to expect.
+    pub description: &'static str,
+    pub scope: Scope,
+    /// Whether it honours `Idempotency-Key`.
+    pub idempotency_key: bool,
+    /// Whether it honours `If-Match`.
+    pub if_match: bool,
+    pub success_status: u16,
+    pub query: &'static [QueryParam],
+    pub body: Option<fn() -> Value>,
+    pub output: fn() -> Value,
+    pub hints: Hints,
+    pub handler: Handler,
+}
+
+impl Operation {
+    /// Names of the path parameters, in order.
+    pub fn path_params(&self) -> Vec<&'static str> {
+        self.path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()
+    }
+
+    /// The schema of the flat arguments object of agent tools: path parameters, query parameters
+    /// and body fields, plus `idempotency_key` / `if_match` where the operation honours them.
+    pub fn arguments_schema(&self) -> Value {
+        let mut properties = serde_json::Map::new();
+        let mut required: Vec<Value> = Vec::new();
+        for p in self.path_params() {
+            properties.insert(p.to_owned(), serde_json::json!({"type": "string", "description": "Id of the record."}));
+            required.push(p.into());
+        }
+        for q in self.query {
+            properties.insert(q.name.to_owned(), q.schema());
+            if q.required {
+                required.push(q.name.into());
+            }
+        }
+        if let Some(body) = self.body {
+            let body = body();
+            if let Some(props) = body.get("properties").and_then(Value::as_object) {
+                properties.extend(props.clone());
+            }
+            if let Some(req) = body.get("required").and_then(Value::as_array) {
+                required.extend(req.iter().cloned());
+            }
+        }
+        if self.idempotency_key {
+            properties.insert(
+                "idempotency_key".into(),
+                serde_json::json!({"type": "string", "maxLength": 255, "description": "Makes a retry safe: the same key with the same arguments returns the first result."}),
+            );
+        }
+        if self.if_match {
+            properties.insert(
+                "if_match".into(),
+                serde_json::json!({"type": ["string", "integer"], "description": "The record version you read; the update fails with version_conflict if it changed."}),
+            );
+        }
+        serde_json::json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+    }
+}
+
+/// What a transport hands to an operation.
+#[derive(Debug, Default)]
+pub struct Input {
+    pub path: BTreeMap<String, String>,
+    pub query: Vec<(String, String)>,
+    pub body: Option<Value>,
+    pub if_match: Option<String>,
+    /// Set by the dispatcher when the request holds an idempotency key.
+    pub idem: Option<IdemClaim>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    /// The record version, sent as `ETag`.
+    pub etag: Option<i64>,
+    /// A stored result replayed for a repeated `Idempotency-Key`.
+    pub replayed: bool,
+}
+
+impl Reply {
+    pub fn new(status: u16, body: Value) -> Reply {
+        Reply { status, body, etag: None, replayed: false }
+    }
+
+    /// A single record: its version becomes the ETag.
+    pub fn record(status: u16, body: Value) -> Reply {
+        let etag = body.get("version").and_then(Value::as_i64);
+        Reply { status, body, etag, replayed: false }
+    }
+}
+
+impl Input {
+    pub fn path_param(&self, name: &str) -> &str {
+        self.path.get(name).map(String::as_str).unwrap_or_default()
+    }
+
+    pub fn query_str(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn query_bool(&self, name: &str) -> Result<bool, Problem> {
+        match self.query_str(name) {
+            None => Ok(false),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(_) => Err(Problem::validation(name, format!("{name} must be true or false"))),
+        }
+    }
+
+    pub fn page(&self) -> Result<PageParams, Problem> {
+        let limit = match self.query_str("limit") {
+            None => crm_app::paging::DEFAULT_LIMIT,
+            Some(raw) => match raw.parse::<f64>() {
+                Ok(n) if n.fract() == 0.0 && (1.0..=f64::from(crm_app::paging::MAX_LIMIT)).contains(&n) => n as u32,
+                _ => return Err(Problem::validation("limit", "limit must be an integer from 1 to 100")),
+            },
+        };
+        Ok(PageParams { limit, cursor: self.query_str("cursor").map(str::to_owned) })
+    }
+}
+
+/// Every operation of the service.
+pub fn catalog() -> &'static [Operation] {
+    static CATALOG: OnceLock<Vec<Operation>> = OnceLock::new();
+    CATALOG.get_or_init(|| [ops::contacts::operations(), ops::companies::operations(), ops::events::operations()].into_iter().flatten().collect())
+}
+
+pub fn find(name: &str) -> Option<&'static Operation> {
+    catalog().iter().find(|op| op.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_pattern_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for op in catalog() {
+            assert!(op.name.starts_with("svc_") && op.name.split('_').count() >= 3, "{}", op.name);
+            assert!(seen.insert(op.name), "duplicate {}", op.name);
+            assert!(seen.insert(Box::leak(format!("{} {}", op.method.as_str(), op.path).into_boxed_str())), "duplicate route {}", op.path);
+            assert!(!op.description.is_empty() && !op.summary.is_empty());
+        }
+    }
+
+    #[test]
+    fn idempotency_keys_only_on_creates() {
+        for op in catalog() {
+            if op.idempotency_key {
+                assert_eq!(op.method, Method::Post, "{}", op.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Companies: `/companies`. Company changes emit no events.
+
+use crm_app::{ports::CompanyFilter, Scope};
+use crm_domain::{Company, CompanyDraft, CompanyPatch, JsonMap};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    schema::{schema_of, PatchField},
+};
+
+const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+
+/// A company to create; `name` is required.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CompanyCreate {
+    pub name: Option<String>,
+    /// A bare domain such as `example.com`; not unique.
+    pub domain: Option<String>,
+    /// Registered custom field keys only (see POST /fields).
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// A partial update: fields sent are set, `null` clears them (`name` cannot be cleared);
+/// `custom_fields` merges key by key.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CompanyUpdate {
+    #[serde(default)]
+    pub name: PatchField<String>,
+    #[serde(default)]
+    pub domain: PatchField<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// A company as the API returns it.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct CompanyOut {
+    /// `cmp_` prefix.
+    id: String,
+    /// Always `company`.
+    object: String,
+    name: String,
+    domain: Option<String>,
+    custom_fields: JsonMap,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+    deleted_at: Option<String>,
+}
+
+fn render(c: &Company) -> serde_json::Value {
+    c.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[
+    QueryParam::string("q", "Case-insensitive substring of name or domain."),
+    QueryParam::string("domain", "Exact domain (case-insensitive)."),
+    LIMIT,
+    CURSOR,
+    INCLUDE_DELETED,
+];
+
+handler!(list(api, caller, input) {
+    let filter = CompanyFilter {
+        q: filter_value(&input, "q"),
+        domain: filter_value(&input, "domain").map(|d| d.to_lowercase()),
+        include_deleted: input.query_bool("include_deleted")?,
+    };
+    let page = api.app.list_companies(caller, filter, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: CompanyCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
+    let company = api.app.create_company(caller, draft, input.idem.as_ref()).await?;
+    Ok(Reply::record(201, render(&company)))
+});
+
+handler!(get(api, caller, input) {
+    let company = api.app.get_company(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&company)))
+});
+
+handler!(update(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
+    let company = api.app.update_company(caller, input.path_param("id"), patch, expected).await?;
+    Ok(Reply::record(200, render(&company)))
+});
+
+handler!(delete(api, caller, input) {
+    let company = api.app.delete_company(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(company.id.as_str(), "company")))
+});
+
+handler!(restore(api, caller, input) {
+    let company = api.app.restore_company(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&company)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("companies");
+    let write = Scope::write("companies");
+    vec![
+        Operation {
+            name: "svc_list_companies",
+            method: Method::Get,
+            path: "/companies",
+            summary: "List companies",
+            description: "Lists companies newest first, filtered by `q` (name or domain substring) or exact `domain`. Page with \
+                `limit` and `cursor`; soft-deleted companies appear only with `include_deleted=true`. Errors: bad_request for an \
+                unknown parameter, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<CompanyOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_company",
+            method: Method::Post,
+            path: "/companies",
+            summary: "Create a company",
+            description: "Creates a company. `name` is required (validation_failed); `domain` is not unique, so duplicates are \
+                allowed. Custom field keys must be registered first with POST /fields (unknown_field). Company changes emit no \
+                events. Send an Idempotency-Key to make retries safe.",
+            scope: write,
+            idempotency_key: true,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<CompanyCreate>),
+            output: schema_of::<CompanyOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_company",
+            method: Method::Get,
+            path: "/companies/{id}",
+            summary: "Get a company",
+            description: "Returns one company by its `cmp_` id, soft-deleted ones included. The ETag header carries its version. \
+                Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<CompanyOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_company",
+            method: Method::Patch,
+            path: "/companies/{id}",
+            summary: "Update a company",
+            description: "Changes the fields sent (null clears `domain`; `custom_fields` merges key by key). Send If-Match with \
+                the version you read to get version_conflict (412) if it changed since. Errors: not_found, validation_failed, \
+                unknown_field, conflict for a deleted company (restore it first).",
+            scope: write,
+            idempotency_key: false,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<CompanyUpdate>),
+            output: schema_of::<CompanyOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_company",
+            method: Method::Delete,
+            path: "/companies/{id}",
+            summary: "Delete a company",
+            description: "Soft-deletes a company; restore it with svc_restore_company. Deleting a deleted company answers the \
+                same. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_restore_company",
+            method: Method::Post,
+            path: "/companies/{id}/restore",
+            summary: "Restore a company",
+            description: "Brings a soft-deleted company back and returns it; restoring an active company is a no-op. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<CompanyOut>,
+            hints: Hints::UPDATE,
+            handler: restore,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+
+    #[test]
+    fn the_output_schema_describes_the_snapshot_exactly() {
+        let draft = CompanyDraft { name: Some("A".into()), ..Default::default() };
+        let id = crm_domain::CompanyId::from_uuid(uuid::Uuid::nil());
+        let (c, _) = Company::create(id, crm_domain::Timestamp::from_millis(0), draft, &Default::default()).unwrap();
+        let keys: Vec<String> = c.snapshot().as_object().unwrap().keys().cloned().collect();
+        assert_eq!(property_names(&schema_of::<CompanyOut>()), keys);
+        assert_eq!(property_names(&schema_of::<CompanyCreate>()), crm_domain::company::WRITABLE_FIELDS);
+    }
+}

@@ -1,0 +1,312 @@
+//! Contacts: `/contacts`.
+
+use crm_app::{ports::ContactFilter, Scope};
+use crm_domain::{Contact, ContactDraft, ContactPatch, Email, JsonMap};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    schema::{schema_of, PatchField},
+    Problem,
+};
+
+const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+
+/// A contact to create. At least one of a name, `email`, `phone`, `linkedin_url`, `company_id`
+/// or a custom field is required.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ContactCreate {
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    /// Unique per workspace and mode, compared case-insensitively.
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    /// An http(s) URL.
+    pub linkedin_url: Option<String>,
+    /// The `cmp_` id of an existing company.
+    pub company_id: Option<String>,
+    /// A registered `contact.type` enum value (see GET /enums).
+    #[serde(rename = "type")]
+    pub contact_type: Option<String>,
+    /// Registered custom field keys only (see POST /fields).
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// A partial update: fields sent are set, `null` clears them; `custom_fields` merges key by key
+/// (`null` removes a key).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ContactUpdate {
+    #[serde(default)]
+    pub first_name: PatchField<String>,
+    #[serde(default)]
+    pub last_name: PatchField<String>,
+    #[serde(default)]
+    pub email: PatchField<String>,
+    #[serde(default)]
+    pub phone: PatchField<String>,
+    #[serde(default)]
+    pub linkedin_url: PatchField<String>,
+    #[serde(default)]
+    pub company_id: PatchField<String>,
+    #[serde(default, rename = "type")]
+    pub contact_type: PatchField<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// A contact as the API returns it.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct ContactOut {
+    /// `con_` prefix.
+    id: String,
+    /// Always `contact`.
+    object: String,
+    first_name: Option<String>,
+    last_name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    linkedin_url: Option<String>,
+    company_id: Option<String>,
+    #[schemars(rename = "type")]
+    contact_type: Option<String>,
+    custom_fields: JsonMap,
+    created_at: String,
+    updated_at: String,
+    /// Incremented on every change; send it back in `If-Match`.
+    version: i64,
+    deleted_at: Option<String>,
+}
+
+impl From<ContactCreate> for ContactDraft {
+    fn from(c: ContactCreate) -> Self {
+        ContactDraft {
+            first_name: c.first_name,
+            last_name: c.last_name,
+            email: c.email,
+            phone: c.phone,
+            linkedin_url: c.linkedin_url,
+            company_id: c.company_id,
+            contact_type: c.contact_type,
+            custom_fields: c.custom_fields.unwrap_or_default(),
+        }
+    }
+}
+
+impl From<ContactUpdate> for ContactPatch {
+    fn from(u: ContactUpdate) -> Self {
+        ContactPatch {
+            first_name: u.first_name.into_patch(),
+            last_name: u.last_name.into_patch(),
+            email: u.email.into_patch(),
+            phone: u.phone.into_patch(),
+            linkedin_url: u.linkedin_url.into_patch(),
+            company_id: u.company_id.into_patch(),
+            contact_type: u.contact_type.into_patch(),
+            custom_fields: u.custom_fields,
+        }
+    }
+}
+
+fn render(c: &Contact) -> serde_json::Value {
+    c.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[
+    QueryParam::string("q", "Case-insensitive substring of first or last name, email, phone or LinkedIn URL."),
+    QueryParam::string("email", "Exact email (case-insensitive)."),
+    QueryParam::string("company_id", "Contacts of this company (`cmp_` id)."),
+    QueryParam::string("type", "A registered `contact.type` value."),
+    LIMIT,
+    CURSOR,
+    INCLUDE_DELETED,
+];
+
+handler!(list(api, caller, input) {
+    let contact_type = filter_value(&input, "type");
+    if let Some(t) = &contact_type {
+        api.app.check_contact_type(caller, t).await?;
+    }
+    let email = match filter_value(&input, "email") {
+        Some(raw) => Some(Email::parse(&raw).ok_or_else(|| Problem::validation("email", "email must be an e-mail address"))?),
+        None => None,
+    };
+    let company_id = match filter_value(&input, "company_id") {
+        Some(raw) => Some(crm_domain::CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
+        None => None,
+    };
+    let filter = ContactFilter {
+        q: filter_value(&input, "q"),
+        email,
+        company_id,
+        contact_type,
+        include_deleted: input.query_bool("include_deleted")?,
+    };
+    let page = api.app.list_contacts(caller, filter, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let draft: ContactCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let contact = api.app.create_contact(caller, draft.into(), input.idem.as_ref()).await?;
+    Ok(Reply::record(201, render(&contact)))
+});
+
+handler!(get(api, caller, input) {
+    let contact = api.app.get_contact(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&contact)))
+});
+
+handler!(update(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let patch: ContactUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let contact = api.app.update_contact(caller, input.path_param("id"), patch.into(), expected).await?;
+    Ok(Reply::record(200, render(&contact)))
+});
+
+handler!(delete(api, caller, input) {
+    let contact = api.app.delete_contact(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(contact.id.as_str(), "contact")))
+});
+
+handler!(restore(api, caller, input) {
+    let contact = api.app.restore_contact(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&contact)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("contacts");
+    let write = Scope::write("contacts");
+    vec![
+        Operation {
+            name: "svc_list_contacts",
+            method: Method::Get,
+            path: "/contacts",
+            summary: "List contacts",
+            description: "Lists contacts newest first, filtered by `q`, `email`, `company_id` or `type`. Page with `limit` and \
+                `cursor` (follow `next_cursor` while `has_more`); soft-deleted contacts appear only with `include_deleted=true`. \
+                Errors: bad_request for an unknown parameter, unknown_value for an unregistered `type`, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<ContactOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_contact",
+            method: Method::Post,
+            path: "/contacts",
+            summary: "Create a contact",
+            description: "Creates a contact and emits `contact.created`. Needs at least one of a name, email, phone, LinkedIn \
+                URL, company or custom field (else identifier_required). `company_id` must name an existing company \
+                (invalid_reference); `type` must be a registered `contact.type` value (unknown_value; add one with POST /enums); \
+                custom field keys must be registered first with POST /fields (unknown_field). A duplicate email answers 409 \
+                conflict with the existing contact under `existing`. Send an Idempotency-Key to make retries safe.",
+            scope: write,
+            idempotency_key: true,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<ContactCreate>),
+            output: schema_of::<ContactOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_contact",
+            method: Method::Get,
+            path: "/contacts/{id}",
+            summary: "Get a contact",
+            description: "Returns one contact by its `con_` id, soft-deleted ones included (with `deleted_at` set). The ETag \
+                header carries its version for If-Match. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<ContactOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_contact",
+            method: Method::Patch,
+            path: "/contacts/{id}",
+            summary: "Update a contact",
+            description: "Changes the fields sent (null clears one; `custom_fields` merges key by key, null removes a key) and \
+                emits `contact.updated` with `changed_fields` when anything changed. Send If-Match with the version you read \
+                to fail with version_conflict (412) if someone changed it since. Errors as for create, plus not_found, and \
+                conflict for a deleted contact (restore it first).",
+            scope: write,
+            idempotency_key: false,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<ContactUpdate>),
+            output: schema_of::<ContactOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_contact",
+            method: Method::Delete,
+            path: "/contacts/{id}",
+            summary: "Delete a contact",
+            description: "Soft-deletes a contact: it leaves lists (unless include_deleted=true) but keeps its email and can be \
+                restored with svc_restore_contact. Deleting a deleted contact answers the same. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_restore_contact",
+            method: Method::Post,
+            path: "/contacts/{id}/restore",
+            summary: "Restore a contact",
+            description: "Brings a soft-deleted contact back and returns it; restoring an active contact is a no-op. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<ContactOut>,
+            hints: Hints::UPDATE,
+            handler: restore,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+
+    #[test]
+    fn the_output_schema_describes_the_snapshot_exactly() {
+        let draft = ContactDraft { first_name: Some("A".into()), ..Default::default() };
+        let id = crm_domain::ContactId::from_uuid(uuid::Uuid::nil());
+        let (c, _) = Contact::create(id, crm_domain::Timestamp::from_millis(0), draft, &Default::default()).unwrap();
+        let snapshot_keys: Vec<String> = c.snapshot().as_object().unwrap().keys().cloned().collect();
+        assert_eq!(property_names(&schema_of::<ContactOut>()), snapshot_keys);
+    }
+
+    #[test]
+    fn create_and_update_accept_the_same_fields() {
+        assert_eq!(property_names(&schema_of::<ContactCreate>()), property_names(&schema_of::<ContactUpdate>()));
+        assert_eq!(property_names(&schema_of::<ContactCreate>()), crm_domain::contact::WRITABLE_FIELDS);
+    }
+}

@@ -1,0 +1,94 @@
+//! The operations, one module per resource. Each module declares its DTOs (the wire format, with
+//! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
+
+pub mod companies;
+pub mod contacts;
+pub mod events;
+
+use crm_app::Page;
+use schemars::JsonSchema;
+use serde_json::{json, Value};
+
+/// Declares a handler: an async body turned into the catalog's boxed-future fn pointer.
+macro_rules! handler {
+    ($name:ident($api:ident, $caller:ident, $input:ident) $body:block) => {
+        fn $name<'a>(
+            $api: &'a $crate::Api,
+            $caller: &'a crm_app::Caller,
+            $input: $crate::catalog::Input,
+        ) -> $crate::catalog::HandlerFuture<'a> {
+            Box::pin(async move $body)
+        }
+    };
+}
+pub(crate) use handler;
+
+/// The list envelope of decisions §4.
+pub(crate) fn list_body<T>(page: Page<T>, render: impl Fn(&T) -> Value) -> Value {
+    json!({
+        "object": "list",
+        "data": page.data.iter().map(render).collect::<Vec<_>>(),
+        "has_more": page.has_more,
+        "next_cursor": page.next_cursor,
+    })
+}
+
+/// The schema of a list envelope of `T`.
+pub(crate) fn list_schema<T: JsonSchema>() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "object": {"const": "list"},
+            "data": {"type": "array", "items": crate::schema::schema_of::<T>()},
+            "has_more": {"type": "boolean"},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+        "required": ["object", "data", "has_more", "next_cursor"],
+    })
+}
+
+/// The body DELETE answers with (decisions §3).
+pub(crate) fn deleted_body(id: &str, object: &str) -> Value {
+    json!({"id": id, "object": object, "deleted": true})
+}
+
+pub(crate) fn deleted_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "deleted": {"const": true}},
+        "required": ["id", "object", "deleted"],
+    })
+}
+
+/// `If-Match`: `"<version>"`, a bare version, `W/"<version>"` or `*` (no precondition).
+pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem> {
+    let Some(raw) = raw.map(str::trim) else { return Ok(None) };
+    if raw == "*" {
+        return Ok(None);
+    }
+    let unquoted = raw.trim_start_matches("W/").trim_matches('"');
+    unquoted
+        .parse::<i64>()
+        .map(Some)
+        .map_err(|_| crate::Problem::bad_request("If-Match must be a record version such as \"3\", or *").with("field", "If-Match"))
+}
+
+/// A string filter that may be given empty: empty means "not filtered".
+pub(crate) fn filter_value(input: &crate::Input, name: &str) -> Option<String> {
+    input.query_str(name).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_match_accepts_the_documented_spellings() {
+        assert_eq!(if_match(Some("\"3\"")).unwrap(), Some(3));
+        assert_eq!(if_match(Some("3")).unwrap(), Some(3));
+        assert_eq!(if_match(Some("W/\"4\"")).unwrap(), Some(4));
+        assert_eq!(if_match(Some("*")).unwrap(), None);
+        assert_eq!(if_match(None).unwrap(), None);
+        assert!(if_match(Some("abc")).is_err());
+    }
+}

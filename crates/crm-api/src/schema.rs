@@ -1,0 +1,61 @@
+//! JSON Schemas of the operations' inputs and outputs, generated from the DTO types so that the
+//! OpenAPI document, MCP `inputSchema`s and A2A skills describe exactly what the parser accepts.
+
+use std::borrow::Cow;
+
+use crm_domain::Patch;
+use schemars::{generate::SchemaSettings, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// A self-contained schema (subschemas inlined, no `$schema`), ready to embed anywhere.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let mut schema = generator.into_generator().into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("title");
+    }
+    schema
+}
+
+/// The property names of an object schema: the fields a body may carry.
+pub fn property_names(schema: &Value) -> Vec<String> {
+    schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// A field of a PATCH body: absent leaves it, `null` clears it, a value sets it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PatchField<T>(pub Patch<T>);
+
+impl<T> PatchField<T> {
+    pub fn into_patch(self) -> Patch<T> {
+        self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for PatchField<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Only called when the key is present (with #[serde(default)]); absent stays Absent.
+        Ok(PatchField(match Option::<T>::deserialize(d)? {
+            Some(v) => Patch::Value(v),
+            None => Patch::Null,
+        }))
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for PatchField<T> {
+    fn schema_name() -> Cow<'static, str> {
+        <Option<T>>::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        <Option<T>>::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}

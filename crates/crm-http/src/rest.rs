@@ -1,0 +1,139 @@
+//! The catalog's operations as REST routes under `/v1`.
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{FromRequestParts, RawPathParams, Request, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{on, MethodFilter},
+    Router,
+};
+use bytes::Bytes;
+use crm_api::{catalog, Api, ErrorCode, Input, Method, Operation, Problem, Reply};
+use serde_json::Value;
+
+use crate::REQUEST_ID;
+
+/// Request bodies above this answer 413 `payload_too_large` (decisions §5).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+const PROBLEM_JSON: &str = "application/problem+json";
+
+pub(crate) fn routes() -> Router<Arc<Api>> {
+    let mut router = Router::new().route("/v1/openapi.json", axum::routing::get(openapi));
+    for op in catalog() {
+        let filter = match op.method {
+            Method::Get => MethodFilter::GET,
+            Method::Post => MethodFilter::POST,
+            Method::Patch => MethodFilter::PATCH,
+            Method::Delete => MethodFilter::DELETE,
+        };
+        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, req);
+        router = router.route(&format!("/v1{}", op.path), on(filter, handler));
+    }
+    router
+}
+
+fn request_id(headers: &HeaderMap) -> String {
+    headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+fn json_response(status: u16, content_type: &'static str, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut res = Response::new(Body::from(bytes));
+    *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res
+}
+
+/// Renders a problem; 500s carry the request id, which the log shows too.
+pub(crate) fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response {
+    let mut doc = api.problem_json(problem);
+    if problem.code == ErrorCode::InternalError {
+        doc["request_id"] = Value::from(request_id);
+    }
+    let mut res = json_response(problem.status(), PROBLEM_JSON, &doc);
+    if problem.code == ErrorCode::Unauthorized {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    res
+}
+
+fn reply_response(reply: &Reply) -> Response {
+    let mut res = json_response(reply.status, "application/json", &reply.body);
+    if let Some(v) = reply.etag {
+        if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
+            res.headers_mut().insert(header::ETAG, h);
+        }
+    }
+    if reply.replayed {
+        res.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    res
+}
+
+async fn serve(api: Arc<Api>, op: &'static Operation, req: Request) -> Response {
+    let rid = request_id(req.headers());
+    match run(&api, op, req).await {
+        Ok(reply) => reply_response(&reply),
+        Err(problem) => problem_response(&api, &problem, &rid),
+    }
+}
+
+async fn run(api: &Api, op: &'static Operation, req: Request) -> Result<Reply, Problem> {
+    let (mut parts, body) = req.into_parts();
+    let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let caller = api.app.authenticate(authorization).await?;
+
+    let path = RawPathParams::from_request_parts(&mut parts, &())
+        .await
+        .map_err(|_| Problem::bad_request("malformed path parameter"))?
+        .iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let body = if op.body.is_some() { read_json(&parts.headers, body).await? } else { None };
+    let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
+    let if_match = header("if-match").transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
+    let idempotency_key = header("idempotency-key").transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
+    let input = Input { path, query, body, if_match, idem: None };
+    api.call(op, &caller, input, idempotency_key.as_deref()).await
+}
+
+/// Reads at most [`MAX_BODY_BYTES`] and parses them as JSON; an empty body is `None`.
+async fn read_json(headers: &HeaderMap, body: Body) -> Result<Option<Value>, Problem> {
+    let too_large = || Problem::new(ErrorCode::PayloadTooLarge, format!("the request body exceeds {MAX_BODY_BYTES} bytes"));
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(too_large());
+    }
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| too_large())?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
+}
+
+pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
+    let public_url = api.errors_base_url.trim_end_matches("/errors");
+    json_response(200, "application/json", &crm_api::openapi::document(public_url))
+}
+
+pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
+    match api.app.ready().await {
+        Ok(()) => "ready".into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+        }
+    }
+}
+
+/// Unknown paths and methods answer a problem document too.
+pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
+    let rid = request_id(req.headers());
+    let detail = format!("no operation {} {}; see /v1/openapi.json", req.method(), req.uri().path());
+    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), &rid)
+}

@@ -1,0 +1,59 @@
+//! Configuration (flags and `CRM_*` environment variables), logging and shutdown signals.
+
+use clap::Args;
+
+#[derive(Args, Debug, Clone)]
+pub struct DatabaseArgs {
+    /// `sqlite://crm.db` (default, created on first start), `sqlite:///abs/path.db`, or `postgres://…`.
+    #[arg(long, env = "CRM_DATABASE_URL", default_value = "sqlite://crm.db")]
+    pub database_url: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, env = "CRM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// The URL clients reach this server at (problem `type`s, OpenAPI servers). Default: http://<listen>.
+    #[arg(long, env = "CRM_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+}
+
+/// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`); `CRM_LOG_FORMAT=json`
+/// switches to JSON lines. Keys and secrets are never logged: request spans carry method and
+/// path only.
+pub fn init_tracing() {
+    use tracing_subscriber::{fmt, EnvFilter};
+    let filter = EnvFilter::try_from_env("CRM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}
