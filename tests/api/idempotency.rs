@@ -1,0 +1,134 @@
+//! `Idempotency-Key` (spec "Idempotency and concurrency", decisions §9).
+
+use std::sync::{
+    atomic::{AtomicI64, Ordering},
+    Arc,
+};
+
+use crm_app::{
+    idempotency::{Claim, StoredReply, LEASE_MS},
+    system::UuidV7,
+    workspaces::Overrides,
+    App, AppError, Clock,
+};
+use crm_domain::{Mode, Plan, Tenant, Timestamp};
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::{Backend, Server};
+
+async fn a_replay_returns_the_first_result(s: Server) {
+    let body = json!({"first_name": "Ada", "email": "ada@example.com"});
+    let first = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-1").json(&body).send().await;
+    let created = first.ok(201).clone();
+    assert_eq!(first.header("idempotent-replayed"), None);
+    // Same body with keys in another order is the same request.
+    let again = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-1").json(&json!({"email": "ada@example.com", "first_name": "Ada"})).send().await;
+    assert_eq!(again.ok(201), &created);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(s.get("/contacts").await.ok(200)["data"].as_array().unwrap().len(), 1);
+    assert_eq!(s.get("/events").await.ok(200)["data"].as_array().unwrap().len(), 1, "one event, not two");
+}
+
+async fn the_same_key_with_another_body_is_refused(s: Server) {
+    s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-2").json(&json!({"first_name": "A"})).send().await.ok(201);
+    let res = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-2").json(&json!({"first_name": "B"})).send().await;
+    res.problem(409, "idempotency_key_reused");
+    // The same key on another path is another request too.
+    let res = s.req(Method::POST, "/companies").header("Idempotency-Key", "k-2").json(&json!({"name": "A"})).send().await;
+    res.problem(409, "idempotency_key_reused");
+}
+
+async fn client_errors_are_stored_and_replayed(s: Server) {
+    let send = || s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-3").json(&json!({"first_name": "  "})).send();
+    send().await.problem(422, "identifier_required");
+    let replay = send().await;
+    replay.problem(422, "identifier_required");
+}
+
+async fn keys_are_scoped_per_mode(s: Server) {
+    let body = json!({"first_name": "A"});
+    let test = s.req(Method::POST, "/contacts").header("Idempotency-Key", "shared").json(&body).send().await.ok(201).clone();
+    let live = s.req(Method::POST, "/contacts").key(&s.keys.live).header("Idempotency-Key", "shared").json(&body).send().await;
+    assert_ne!(live.ok(201)["id"], test["id"]);
+    assert_eq!(live.header("idempotent-replayed"), None);
+}
+
+async fn overlong_keys_are_refused(s: Server) {
+    let key = "k".repeat(256);
+    s.req(Method::POST, "/contacts").header("Idempotency-Key", &key).json(&json!({"first_name": "A"})).send().await.problem(400, "bad_request");
+}
+
+async fn updates_ignore_the_header(s: Server) {
+    let c = s.post("/contacts", json!({"first_name": "A"})).await.ok(201).clone();
+    let path = format!("/contacts/{}", c["id"].as_str().unwrap());
+    s.req(Method::PATCH, &path).header("Idempotency-Key", "u").json(&json!({"first_name": "B"})).send().await.ok(200);
+    let res = s.req(Method::PATCH, &path).header("Idempotency-Key", "u").json(&json!({"first_name": "C"})).send().await;
+    assert_eq!(res.ok(200)["first_name"], "C");
+}
+
+crate::on_both_stores!(
+    a_replay_returns_the_first_result,
+    the_same_key_with_another_body_is_refused,
+    client_errors_are_stored_and_replayed,
+    keys_are_scoped_per_mode,
+    overlong_keys_are_refused,
+    updates_ignore_the_header,
+);
+
+/// A clock the test moves by hand.
+struct ManualClock(AtomicI64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
+    let url = crate::support::fresh_database(backend).await;
+    let store: Arc<dyn crm_app::Store> = match backend {
+        Backend::Sqlite => {
+            let s = crm_store_sqlite::SqliteStore::connect(&url).await.unwrap();
+            s.migrate().await.unwrap();
+            Arc::new(s)
+        }
+        Backend::Postgres => {
+            let s = crm_store_postgres::PostgresStore::connect(&url).await.unwrap();
+            s.migrate().await.unwrap();
+            Arc::new(s)
+        }
+    };
+    let clock = Arc::new(ManualClock(AtomicI64::new(1_800_000_000_000)));
+    (App::new(store, clock.clone(), Arc::new(UuidV7)), clock)
+}
+
+/// A key whose first request is still running answers `idempotency_in_progress`; once its lease
+/// runs out (the process died), a retry takes it over; a finished one replays.
+async fn in_progress_then_abandoned_then_replayed(backend: Backend) {
+    let (app, clock) = app_on(backend).await;
+    let ws = app.create_workspace("w", Plan::Free, Overrides::default()).await.unwrap();
+    let tenant = Tenant { workspace_id: ws.workspace.id, mode: Mode::Test };
+    let Claim::Fresh(claim) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else { panic!("fresh") };
+    assert!(matches!(app.claim_idempotency(&tenant, "k", "fp").await, Err(AppError::IdempotencyInProgress)));
+    assert!(matches!(app.claim_idempotency(&tenant, "k", "other").await, Err(AppError::IdempotencyKeyReused)));
+    clock.0.fetch_add(LEASE_MS + 1, Ordering::SeqCst);
+    let Claim::Fresh(taken) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else { panic!("taken over") };
+    assert_eq!(taken, claim);
+    let reply = StoredReply { status: 201, body: b"{}".to_vec() };
+    app.finish_idempotency(&tenant, &taken, &reply).await.unwrap();
+    match app.claim_idempotency(&tenant, "k", "fp").await.unwrap() {
+        Claim::Replay(r) => assert_eq!(r, reply),
+        Claim::Fresh(_) => panic!("should replay"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_progress_then_abandoned_then_replayed_on_sqlite() {
+    in_progress_then_abandoned_then_replayed(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_progress_then_abandoned_then_replayed_on_postgres() {
+    in_progress_then_abandoned_then_replayed(Backend::Postgres).await;
+}

@@ -1,0 +1,52 @@
+//! The routes around the operations: health, readiness, error pages, OpenAPI, request ids.
+
+use reqwest::Method;
+
+use crate::support::Server;
+
+async fn health_and_readiness_need_no_key(s: Server) {
+    assert_eq!(s.anon(Method::GET, "!/healthz").send().await.status, 200);
+    assert_eq!(s.anon(Method::GET, "!/readyz").send().await.status, 200);
+}
+
+async fn every_error_code_has_a_page(s: Server) {
+    for code in crm_api::ErrorCode::ALL {
+        let res = s.anon(Method::GET, &format!("!/errors/{}", code.as_str())).send().await;
+        assert_eq!(res.status, 200, "{}", code.as_str());
+        assert!(res.body.as_str().unwrap().contains(code.as_str()));
+    }
+    assert_eq!(s.anon(Method::GET, "!/errors/no_such_code").send().await.status, 404);
+}
+
+async fn problem_types_point_at_the_error_pages(s: Server) {
+    let res = s.anon(Method::GET, "/contacts").send().await;
+    let t = res.problem(401, "unauthorized")["type"].as_str().unwrap().to_owned();
+    assert_eq!(t, format!("{}/errors/unauthorized", s.base));
+    let page = s.anon(Method::GET, &format!("!{}", t.trim_start_matches(&s.base))).send().await;
+    assert_eq!(page.status, 200);
+}
+
+async fn openapi_lists_every_operation(s: Server) {
+    let res = s.anon(Method::GET, "/openapi.json").send().await;
+    let doc = res.ok(200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["version"], "0.14.0");
+    for op in crm_api::catalog() {
+        let entry = &doc["paths"][op.path][op.method.as_str().to_lowercase()];
+        assert_eq!(entry["operationId"], op.name);
+    }
+}
+
+async fn request_ids_are_unique(s: Server) {
+    let a = s.anon(Method::GET, "!/healthz").send().await;
+    let b = s.anon(Method::GET, "!/healthz").send().await;
+    assert_ne!(a.header("request-id"), b.header("request-id"));
+}
+
+crate::on_both_stores!(
+    health_and_readiness_need_no_key,
+    every_error_code_has_a_page,
+    problem_types_point_at_the_error_pages,
+    openapi_lists_every_operation,
+    request_ids_are_unique,
+);

@@ -1,0 +1,253 @@
+//! Test harness: each test gets its own server process on its own fresh database (SQLite file or
+//! Postgres database), with its own workspace and keys, and talks to it over real HTTP.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_crm-server");
+
+/// A fresh, empty database URL for `backend`.
+pub async fn fresh_database(backend: Backend) -> String {
+    let name = format!("crm_e2e_{}", uuid::Uuid::now_v7().simple());
+    match backend {
+        Backend::Sqlite => format!("sqlite://{}", std::env::temp_dir().join(format!("{name}.db")).display()),
+        Backend::Postgres => {
+            use sqlx::Connection;
+            let admin = crm_store_conformance::postgres_admin_url();
+            let mut conn = sqlx::PgConnection::connect(&admin)
+                .await
+                .unwrap_or_else(|e| panic!("{} ({e})", crm_store_conformance::POSTGRES_HELP));
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+            let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
+            format!("{base}/{name}")
+        }
+    }
+}
+
+/// Keys printed by `crm-server workspace create --json`.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    #[allow(dead_code)] // read by tests of later issues
+    pub workspace_id: String,
+    pub test: String,
+    pub live: String,
+}
+
+pub fn create_workspace(database_url: &str, extra: &[&str]) -> Keys {
+    let out = Command::new(BIN)
+        .args(["workspace", "create", "--name", "e2e", "--json", "--database-url", database_url])
+        .args(extra)
+        .env("CRM_LOG", "warn")
+        .output()
+        .expect("run crm-server workspace create");
+    assert!(out.status.success(), "workspace create failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    Keys {
+        workspace_id: v["workspace_id"].as_str().unwrap().to_owned(),
+        test: v["test_key"].as_str().unwrap().to_owned(),
+        live: v["live_key"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// A running `crm-server serve`, killed when dropped.
+#[allow(dead_code)] // database_url and backend serve tests that restart servers
+pub struct Server {
+    pub base: String,
+    pub database_url: String,
+    pub keys: Keys,
+    pub backend: Backend,
+    child: Child,
+    client: reqwest::Client,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a server on a fresh database with one workspace on `plan`.
+pub async fn spawn(backend: Backend) -> Server {
+    spawn_with(backend, &[]).await
+}
+
+pub async fn spawn_with(backend: Backend, workspace_args: &[&str]) -> Server {
+    let database_url = fresh_database(backend).await;
+    let keys = create_workspace(&database_url, workspace_args);
+    start(backend, database_url, keys, &[])
+}
+
+pub fn start(backend: Backend, database_url: String, keys: Keys, env: &[(&str, &str)]) -> Server {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &database_url])
+        .env("CRM_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn crm-server serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    break addr.trim().to_owned();
+                }
+            }
+            _ => panic!("crm-server exited before listening"),
+        }
+    };
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    Server { base, database_url, keys, backend, child, client }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Res {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Res {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem document with this status and code; returns the body.
+    #[track_caller]
+    pub fn problem(&self, status: u16, code: &str) -> &Value {
+        assert_eq!(self.status.as_u16(), status, "status of {:#}", self.body);
+        assert_eq!(self.body["code"], code, "code of {:#}", self.body);
+        assert_eq!(self.header("content-type"), Some("application/problem+json"));
+        assert!(self.body["type"].as_str().unwrap().ends_with(&format!("/errors/{code}")));
+        assert_eq!(self.body["status"], status);
+        assert!(self.body["title"].is_string() && self.body["detail"].is_string());
+        &self.body
+    }
+
+    #[track_caller]
+    pub fn ok(&self, status: u16) -> &Value {
+        assert_eq!(self.status.as_u16(), status, "status of {:#}", self.body);
+        &self.body
+    }
+}
+
+/// A request being built.
+pub struct Req<'a> {
+    _server: &'a Server,
+    builder: reqwest::RequestBuilder,
+    key: Option<String>,
+}
+
+impl<'a> Req<'a> {
+    /// Use this key instead of the test key.
+    pub fn key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_owned());
+        self
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.builder = self.builder.header(name, value);
+        self
+    }
+
+    pub fn json(mut self, body: &Value) -> Self {
+        self.builder = self.builder.json(body);
+        self
+    }
+
+    pub fn raw(mut self, body: impl Into<reqwest::Body>) -> Self {
+        self.builder = self.builder.header("content-type", "application/json").body(body);
+        self
+    }
+
+    pub async fn send(self) -> Res {
+        let builder = match &self.key {
+            Some(key) => self.builder.bearer_auth(key),
+            None => self.builder,
+        };
+        let res = builder.send().await.expect("request");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.bytes().await.expect("body");
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into())) };
+        assert!(headers.contains_key("request-id"), "every response carries Request-Id");
+        Res { status, headers, body }
+    }
+}
+
+impl Server {
+    /// A request with the test key; `path` is relative to `/v1` unless it starts with `!`.
+    pub fn req(&self, method: Method, path: &str) -> Req<'_> {
+        let url = match path.strip_prefix('!') {
+            Some(raw) => format!("{}{raw}", self.base),
+            None => format!("{}/v1{path}", self.base),
+        };
+        Req { _server: self, builder: self.client.request(method, url), key: Some(self.keys.test.clone()) }
+    }
+
+    /// Like `req` but with no Authorization header.
+    pub fn anon(&self, method: Method, path: &str) -> Req<'_> {
+        let url = match path.strip_prefix('!') {
+            Some(raw) => format!("{}{raw}", self.base),
+            None => format!("{}/v1{path}", self.base),
+        };
+        Req { _server: self, builder: self.client.request(method, url), key: None }
+    }
+
+    pub async fn get(&self, path: &str) -> Res {
+        self.req(Method::GET, path).send().await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Res {
+        self.req(Method::POST, path).json(&body).send().await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> Res {
+        self.req(Method::PATCH, path).json(&body).send().await
+    }
+
+    pub async fn delete(&self, path: &str) -> Res {
+        self.req(Method::DELETE, path).send().await
+    }
+}
+
+/// Declares each listed `async fn name(s: Server)` as two tests, one per store.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::spawn($crate::support::Backend::Sqlite).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::spawn($crate::support::Backend::Postgres).await).await;
+                }
+            )*
+        }
+    };
+}
