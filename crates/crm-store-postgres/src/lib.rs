@@ -1,1 +1,92 @@
+//! The store port over Postgres (sqlx), for deployments where several server processes share
+//! one database.
+//!
+//! Writes run in ordinary (READ COMMITTED) transactions from a shared pool. Where SQLite relies
+//! on its single writer, this store locks instead: a write transaction reads the contacts and
+//! companies it is about to change `FOR UPDATE`, and locks an enum group before appending to it,
+//! so concurrent read-modify-writes queue rather than fail or collide. Postgres aborts a whole
+//! transaction on any failed statement, while the port promises that `Duplicate` leaves it
+//! usable; so uniqueness is checked with `ON CONFLICT DO NOTHING`, or inside a savepoint where
+//! that cannot work. Reads take a plain pooled connection with no `BEGIN`. This crate knows SQL
+//! and sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
+mod rows;
+mod tx;
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use crm_app::{Store, StoreError, Tx};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+pub use tx::PostgresTx;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// Connections per process when the caller does not choose: Postgres serves about a hundred in
+/// all by default, and several processes may share it.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+pub(crate) fn backend(e: sqlx::Error) -> StoreError {
+    StoreError::Backend(Box::new(e))
+}
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (any sqlx Postgres URL) with a pool of
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// Connects with a pool of at most `max_connections`.
+    pub async fn connect_with(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
+        let pool = PgPoolOptions::new()
+            // A pool of none would only ever time out.
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(url)
+            .await
+            .map_err(backend)?;
+        Ok(PostgresStore { pool })
+    }
+
+    /// Applies the migrations under `migrations/postgres`. Safe to run from several processes at
+    /// once: sqlx serializes them with an advisory lock.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await.map_err(|e| StoreError::Backend(Box::new(e)))
+    }
+
+    pub fn into_arc(self) -> Arc<dyn Store> {
+        Arc::new(self)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
+        let tx = self.pool.begin().await.map_err(backend)?;
+        Ok(Box::new(PostgresTx::write(tx)))
+    }
+
+    async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
+        // No BEGIN: it would cost two round trips per request. As with the SQLite store's readers,
+        // a read unit of work is therefore not one snapshot: each statement sees what had
+        // committed when it started.
+        let conn = self.pool.acquire().await.map_err(backend)?;
+        Ok(Box::new(PostgresTx::read(conn)))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(backend)?;
+        Ok(())
+    }
+}

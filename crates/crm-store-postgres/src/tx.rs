@@ -1,0 +1,592 @@
+//! The unit of work: a write transaction, or a plain pooled connection for reads.
+//!
+//! Conventions that keep the statements below short: every tenant-scoped statement takes the
+//! workspace as `$1` and the mode as `$2` (`tenant_query`); JSON is bound as text and cast with
+//! `::jsonb`, and read back as `::text` (see `rows`).
+
+use async_trait::async_trait;
+use crm_app::{
+    auth::{ApiKeyRecord, Workspace},
+    idempotency::{IdemRecord, StoredReply},
+    ports::{
+        CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
+        WorkspaceRepo,
+    },
+    StoreError, Tx,
+};
+use crm_domain::{
+    registry::{DataType, EnumValue, FieldDef},
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, ObjectKind, Registry, Tenant, Timestamp,
+    WorkspaceId,
+};
+use sqlx::{
+    pool::PoolConnection,
+    postgres::{PgArguments, PgRow},
+    query::Query,
+    Connection, PgConnection, Postgres, QueryBuilder, Row, Transaction,
+};
+
+use crate::{
+    backend,
+    rows::{self, get},
+};
+
+type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+
+pub enum PostgresTx {
+    Write(Transaction<'static, Postgres>),
+    Read(PoolConnection<Postgres>),
+}
+
+impl PostgresTx {
+    pub(crate) fn write(tx: Transaction<'static, Postgres>) -> Self {
+        PostgresTx::Write(tx)
+    }
+
+    pub(crate) fn read(conn: PoolConnection<Postgres>) -> Self {
+        PostgresTx::Read(conn)
+    }
+
+    fn conn(&mut self) -> &mut PgConnection {
+        match self {
+            PostgresTx::Write(tx) => tx,
+            PostgresTx::Read(conn) => conn,
+        }
+    }
+
+    /// The locking clause for reading a row this unit of work may then update: in a write
+    /// transaction, a concurrent read-modify-write of the same row waits for this one to commit
+    /// and then reads its result, instead of failing later with `Stale`. Reads lock nothing.
+    fn for_update(&self) -> &'static str {
+        match self {
+            PostgresTx::Write(_) => " FOR UPDATE",
+            PostgresTx::Read(_) => "",
+        }
+    }
+
+    async fn optional<T>(
+        &mut self,
+        q: PgQuery<'_>,
+        map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
+    ) -> Result<Option<T>, StoreError> {
+        let row = q.fetch_optional(self.conn()).await.map_err(backend)?;
+        row.as_ref().map(map).transpose()
+    }
+
+    async fn all<T>(
+        &mut self,
+        q: PgQuery<'_>,
+        map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = q.fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(map).collect()
+    }
+
+    /// The single boolean a `SELECT EXISTS (...)` answers.
+    async fn exists(&mut self, q: PgQuery<'_>) -> Result<bool, StoreError> {
+        let row = q.fetch_one(self.conn()).await.map_err(backend)?;
+        row.try_get(0).map_err(backend)
+    }
+
+    /// Runs a statement; returns how many rows it touched.
+    async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
+        Ok(q.execute(self.conn()).await.map_err(backend)?.rows_affected())
+    }
+
+    /// Runs a statement that may break a uniqueness rule no `ON CONFLICT` can catch (an UPDATE),
+    /// reporting that as `Duplicate`. A failed statement aborts a Postgres transaction, and the
+    /// port promises `Duplicate` leaves it usable, so in a write transaction the statement runs
+    /// in a savepoint that is rolled back when it fails.
+    async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
+        let result = match self {
+            PostgresTx::Write(tx) => {
+                let mut savepoint = Connection::begin(&mut **tx).await.map_err(backend)?;
+                let result = q.execute(&mut *savepoint).await;
+                let closed = if result.is_ok() { savepoint.commit().await } else { savepoint.rollback().await };
+                closed.map_err(backend)?;
+                result
+            }
+            // Outside a transaction a failed statement spoils nothing.
+            PostgresTx::Read(conn) => q.execute(&mut **conn).await,
+        };
+        match result {
+            Ok(done) => Ok(done.rows_affected()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+            Err(e) => Err(backend(e)),
+        }
+    }
+}
+
+/// Was this a violation of a UNIQUE or PRIMARY KEY constraint?
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// `sql` with the tenant bound as `$1` (workspace) and `$2` (mode).
+fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> PgQuery<'q> {
+    sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
+}
+
+/// `%q%` with LIKE's wildcards escaped (with `\`); the same escaping as the SQLite store.
+fn like_pattern(q: &str) -> String {
+    let mut p = String::with_capacity(q.len() + 2);
+    p.push('%');
+    for c in q.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+fn json_text(map: &JsonMap) -> String {
+    serde_json::Value::Object(map.clone()).to_string()
+}
+
+fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Postgres>, tenant: &'a Tenant) {
+    qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+}
+
+/// ` AND (t1 ILIKE p OR t2 ILIKE p ...)`: `q` as a case-insensitive, literal substring of any
+/// of the `targets` (columns or expressions).
+fn substring_filter(qb: &mut QueryBuilder<'_, Postgres>, targets: &[&str], q: &str) {
+    let pattern = like_pattern(q);
+    qb.push(" AND (");
+    for (i, target) in targets.iter().enumerate() {
+        if i > 0 {
+            qb.push(" OR ");
+        }
+        qb.push(*target).push(" ILIKE ").push_bind(pattern.clone()).push(r" ESCAPE '\'");
+    }
+    qb.push(")");
+}
+
+fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a Slice) {
+    if let Some(before) = &slice.before {
+        qb.push(" AND id < ").push_bind(before.as_str());
+    }
+    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+}
+
+fn out_of_range(what: &str) -> StoreError {
+    StoreError::Backend(format!("{what} out of range").into())
+}
+
+#[async_trait]
+impl WorkspaceRepo for PostgresTx {
+    async fn insert_workspace(&mut self, ws: &Workspace) -> Result<(), StoreError> {
+        let included = ws.included_requests_override.map(i64::try_from).transpose().map_err(|_| out_of_range("included_requests_override"))?;
+        let q = sqlx::query(
+            "INSERT INTO workspaces (id, name, plan, created_at, overage_cap_usd, rate_limit_override, included_requests_override)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(ws.id.as_str())
+        .bind(&ws.name)
+        .bind(ws.plan.as_str())
+        .bind(ws.created_at.millis())
+        .bind(ws.overage_cap_usd)
+        .bind(ws.rate_limit_override.map(i64::from))
+        .bind(included);
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn get_workspace(&mut self, id: &WorkspaceId) -> Result<Option<Workspace>, StoreError> {
+        let sql = format!("SELECT {} FROM workspaces w WHERE w.id = $1", rows::WORKSPACE_COLUMNS);
+        self.optional(sqlx::query(&sql).bind(id.as_str()), rows::workspace).await
+    }
+
+    async fn has_workspaces(&mut self) -> Result<bool, StoreError> {
+        self.exists(sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)")).await
+    }
+
+    async fn insert_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
+        let scopes = serde_json::to_string(&key.scopes).map_err(|e| StoreError::Backend(Box::new(e)))?;
+        // The id and the hash are unique; ON CONFLICT reports a clash without aborting the transaction.
+        let q = sqlx::query(
+            "INSERT INTO api_keys (workspace_id, mode, id, name, scopes, key_hash, created_at, last_used_at, revoked_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+        )
+        .bind(key.workspace_id.as_str())
+        .bind(key.mode.as_str())
+        .bind(key.id.as_str())
+        .bind(&key.name)
+        .bind(scopes)
+        .bind(&key.key_hash)
+        .bind(key.created_at.millis())
+        .bind(key.last_used_at.map(Timestamp::millis))
+        .bind(key.revoked_at.map(Timestamp::millis))
+        .bind(key.expires_at.map(Timestamp::millis));
+        match self.execute(q).await? {
+            0 => Err(StoreError::Duplicate),
+            _ => Ok(()),
+        }
+    }
+
+    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
+        let sql = format!(
+            "SELECT {}, {} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = $1",
+            rows::KEY_COLUMNS,
+            rows::WORKSPACE_COLUMNS
+        );
+        self.optional(sqlx::query(&sql).bind(hash), |r| Ok((rows::api_key(r)?, rows::workspace(r)?))).await
+    }
+
+    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3", rows::KEY_COLUMNS);
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::api_key).await
+    }
+}
+
+#[async_trait]
+impl RegistryRepo for PostgresTx {
+    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError> {
+        let fields = tenant_query(
+            "SELECT key, label, data_type, enum_group, required FROM custom_fields
+             WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position",
+            tenant,
+        )
+        .bind(object.as_str());
+        let fields = self.all(fields, |r| field_def(r, object)).await?;
+        let groups = tenant_query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2", tenant);
+        let groups = self.all(groups, |r| get::<String>(r, "grp")).await?;
+        let values = tenant_query(
+            "SELECT grp, value, label FROM enum_values WHERE workspace_id = $1 AND mode = $2 ORDER BY grp, position",
+            tenant,
+        );
+        let values = self.all(values, enum_value).await?;
+
+        let mut registry = Registry { fields, ..Registry::default() };
+        for group in groups {
+            registry.enums.insert(group, Vec::new());
+        }
+        for (group, value) in values {
+            registry.enums.entry(group).or_default().push(value);
+        }
+        Ok(registry)
+    }
+
+    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError> {
+        let q = tenant_query(
+            "INSERT INTO enum_groups (workspace_id, mode, grp, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(group)
+        .bind(now.millis());
+        Ok(self.execute(q).await? == 1)
+    }
+
+    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError> {
+        self.insert_enum_group(tenant, group, now).await?;
+        self.lock_enum_group(tenant, group).await?;
+        let q = tenant_query(
+            "INSERT INTO enum_values (workspace_id, mode, grp, value, label, created_at, position)
+             SELECT $1, $2, $3, $4, $5, $6, COALESCE(MAX(position), 0) + 1 FROM enum_values
+             WHERE workspace_id = $1 AND mode = $2 AND grp = $3
+             ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(group)
+        .bind(value)
+        .bind(label)
+        .bind(now.millis());
+        Ok(self.execute(q).await? == 1)
+    }
+}
+
+impl PostgresTx {
+    /// Values are appended at the group's highest position + 1. SQLite's single writer makes
+    /// that safe; here two transactions appending to one group would read the same highest
+    /// position, so the group's row is locked first, by a statement of its own (a READ COMMITTED
+    /// statement sees only what had committed when it began, so the locking must be over before
+    /// the INSERT reads the highest position).
+    async fn lock_enum_group(&mut self, tenant: &Tenant, group: &str) -> Result<(), StoreError> {
+        if let PostgresTx::Read(_) = self {
+            return Ok(());
+        }
+        let q = tenant_query("SELECT 1 FROM enum_groups WHERE workspace_id = $1 AND mode = $2 AND grp = $3 FOR UPDATE", tenant)
+            .bind(group);
+        self.execute(q).await?;
+        Ok(())
+    }
+}
+
+fn field_def(row: &PgRow, object: ObjectKind) -> Result<FieldDef, StoreError> {
+    let data_type: String = get(row, "data_type")?;
+    Ok(FieldDef {
+        object,
+        key: get(row, "key")?,
+        label: get(row, "label")?,
+        data_type: DataType::parse(&data_type).ok_or_else(|| rows::corrupt("data_type"))?,
+        enum_group: get(row, "enum_group")?,
+        required: get(row, "required")?,
+    })
+}
+
+fn enum_value(row: &PgRow) -> Result<(String, EnumValue), StoreError> {
+    Ok((get(row, "grp")?, EnumValue { value: get(row, "value")?, label: get(row, "label")? }))
+}
+
+/// Binds a contact's writable fields as `$5` to `$15` (after the tenant, the id and one more).
+fn bind_contact<'q>(q: PgQuery<'q>, c: &'q Contact) -> PgQuery<'q> {
+    q.bind(c.first_name.as_deref())
+        .bind(c.last_name.as_deref())
+        .bind(c.email.as_ref().map(Email::as_str))
+        .bind(c.phone.as_deref())
+        .bind(c.linkedin_url.as_deref())
+        .bind(c.company_id.as_ref().map(CompanyId::as_str))
+        .bind(c.contact_type.as_deref())
+        .bind(json_text(&c.custom_fields))
+        .bind(c.updated_at.millis())
+        .bind(c.version)
+        .bind(c.deleted_at.map(Timestamp::millis))
+}
+
+/// Columns a contact's text search looks in.
+const CONTACT_Q_TARGETS: [&str; 6] = [
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "linkedin_url",
+    // So that "grace hop" finds Grace Hopper.
+    "(COALESCE(first_name, '') || ' ' || COALESCE(last_name, ''))",
+];
+
+#[async_trait]
+impl ContactRepo for PostgresTx {
+    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+        // ON CONFLICT, unlike a failed INSERT, leaves the transaction usable.
+        let q = tenant_query(
+            "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
+                                   company_id, type, custom_fields, updated_at, version, deleted_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15)
+             ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(c.id.as_str())
+        .bind(c.created_at.millis());
+        match self.execute(bind_contact(q, c)).await? {
+            0 => Err(StoreError::Duplicate),
+            _ => Ok(()),
+        }
+    }
+
+    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
+            rows::CONTACT_COLUMNS,
+            self.for_update()
+        );
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::contact).await
+    }
+
+    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError> {
+        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3", rows::CONTACT_COLUMNS);
+        self.optional(tenant_query(&sql, tenant).bind(email.as_str()), rows::contact).await
+    }
+
+    async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "UPDATE contacts SET first_name = $5, last_name = $6, email = $7, phone = $8, linkedin_url = $9, company_id = $10,
+                    type = $11, custom_fields = $12::jsonb, updated_at = $13, version = $14, deleted_at = $15
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4",
+            tenant,
+        )
+        .bind(c.id.as_str())
+        .bind(c.version - 1);
+        match self.execute_unique(bind_contact(q, c)).await? {
+            0 => Err(StoreError::Stale),
+            _ => Ok(()),
+        }
+    }
+
+    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+        tenant_where(&mut qb, tenant);
+        if !filter.include_deleted {
+            qb.push(" AND deleted_at IS NULL");
+        }
+        if let Some(email) = &filter.email {
+            qb.push(" AND email = ").push_bind(email.as_str());
+        }
+        if let Some(company) = &filter.company_id {
+            qb.push(" AND company_id = ").push_bind(company.as_str());
+        }
+        if let Some(t) = &filter.contact_type {
+            qb.push(" AND type = ").push_bind(t.as_str());
+        }
+        if let Some(q) = &filter.q {
+            substring_filter(&mut qb, &CONTACT_Q_TARGETS, q);
+        }
+        slice_clause(&mut qb, slice);
+        self.all(qb.build(), rows::contact).await
+    }
+}
+
+/// Binds a company's writable fields as `$5` to `$10` (after the tenant, the id and one more).
+fn bind_company<'q>(q: PgQuery<'q>, c: &'q Company) -> PgQuery<'q> {
+    q.bind(&c.name)
+        .bind(c.domain.as_deref())
+        .bind(json_text(&c.custom_fields))
+        .bind(c.updated_at.millis())
+        .bind(c.version)
+        .bind(c.deleted_at.map(Timestamp::millis))
+}
+
+#[async_trait]
+impl CompanyRepo for PostgresTx {
+    async fn insert_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "INSERT INTO companies (workspace_id, mode, id, created_at, name, domain, custom_fields, updated_at, version, deleted_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10)",
+            tenant,
+        )
+        .bind(c.id.as_str())
+        .bind(c.created_at.millis());
+        self.execute(bind_company(q, c)).await?;
+        Ok(())
+    }
+
+    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
+            rows::COMPANY_COLUMNS,
+            self.for_update()
+        );
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::company).await
+    }
+
+    async fn update_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
+        // Companies have no uniqueness rule beyond their id, so no savepoint is needed.
+        let q = tenant_query(
+            "UPDATE companies SET name = $5, domain = $6, custom_fields = $7::jsonb, updated_at = $8, version = $9, deleted_at = $10
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4",
+            tenant,
+        )
+        .bind(c.id.as_str())
+        .bind(c.version - 1);
+        match self.execute(bind_company(q, c)).await? {
+            0 => Err(StoreError::Stale),
+            _ => Ok(()),
+        }
+    }
+
+    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
+        tenant_where(&mut qb, tenant);
+        if !filter.include_deleted {
+            qb.push(" AND deleted_at IS NULL");
+        }
+        if let Some(domain) = &filter.domain {
+            qb.push(" AND domain = ").push_bind(domain.to_lowercase());
+        }
+        if let Some(q) = &filter.q {
+            substring_filter(&mut qb, &["name", "domain"], q);
+        }
+        slice_clause(&mut qb, slice);
+        self.all(qb.build(), rows::company).await
+    }
+}
+
+#[async_trait]
+impl RecordRepo for PostgresTx {
+    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
+        let table = match object {
+            ObjectKind::Contact => "contacts",
+            ObjectKind::Company => "companies",
+            // Deals and activities arrive with their own tables; until then no such record exists.
+            ObjectKind::Deal | ObjectKind::Activity => return Ok(false),
+        };
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
+        self.exists(tenant_query(&sql, tenant).bind(id)).await
+    }
+}
+
+#[async_trait]
+impl EventRepo for PostgresTx {
+    async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
+            tenant,
+        )
+        .bind(event.id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(event.created_at.millis())
+        .bind(event.snapshot().to_string());
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM events", rows::EVENT_COLUMNS));
+        tenant_where(&mut qb, tenant);
+        if let Some(t) = event_type {
+            qb.push(" AND type = ").push_bind(t);
+        }
+        slice_clause(&mut qb, slice);
+        self.all(qb.build(), rows::event).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyRepo for PostgresTx {
+    async fn insert_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<bool, StoreError> {
+        let q = tenant_query(
+            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(&rec.key)
+        .bind(&rec.fingerprint)
+        .bind(rec.reply.as_ref().map(|r| i64::from(r.status)))
+        .bind(rec.reply.as_ref().map(|r| r.body.as_slice()))
+        .bind(rec.created_at.millis())
+        .bind(rec.locked_until.millis());
+        Ok(self.execute(q).await? == 1)
+    }
+
+    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+            rows::IDEM_COLUMNS
+        );
+        self.optional(tenant_query(&sql, tenant).bind(key), rows::idem_record).await
+    }
+
+    async fn put_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<(), StoreError> {
+        self.delete_idempotency(tenant, &rec.key).await?;
+        self.insert_idempotency(tenant, rec).await?;
+        Ok(())
+    }
+
+    async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
+        let q = tenant_query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3", tenant).bind(key);
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "UPDATE idempotency_keys SET reply_status = $4, reply_body = $5 WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+            tenant,
+        )
+        .bind(key)
+        .bind(i64::from(reply.status))
+        .bind(reply.body.as_slice());
+        self.execute(q).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Tx for PostgresTx {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        match *self {
+            PostgresTx::Write(tx) => tx.commit().await.map_err(backend),
+            PostgresTx::Read(_) => Ok(()),
+        }
+    }
+}
