@@ -98,14 +98,15 @@ CREATE TABLE companies (
 );
 CREATE INDEX companies_domain ON companies (workspace_id, mode, domain, id) WHERE domain IS NOT NULL;
 
--- The outbox: one row per event, written in the transaction of the change that caused it.
+-- The outbox: one row per event, written in the transaction of the change that caused it. The body is
+-- JSON (not JSONB) so it keeps the key order webhooks and GET /events show on both stores.
 CREATE TABLE events (
     workspace_id TEXT NOT NULL,
     mode         TEXT NOT NULL,
     id           TEXT COLLATE "C" NOT NULL,
     type         TEXT NOT NULL,
     created_at   BIGINT NOT NULL,
-    body         JSONB NOT NULL,
+    body         JSON NOT NULL,
     PRIMARY KEY (workspace_id, mode, id)
 );
 CREATE INDEX events_type ON events (workspace_id, mode, type, id);

@@ -50,3 +50,11 @@ crate::on_both_stores!(
     openapi_lists_every_operation,
     request_ids_are_unique,
 );
+
+/// docs/openapi.json is generated from the catalog (`cargo xtask openapi`); it must not go stale.
+#[test]
+fn the_committed_openapi_document_is_current() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json")).expect("docs/openapi.json");
+    let committed: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(committed, crm_api::openapi::document("http://127.0.0.1:8080"), "run `cargo xtask openapi`");
+}

@@ -1,1 +1,93 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's automation.
+//!
+//! - `test`: every test of the workspace, on SQLite and Postgres. Postgres is found through
+//!   `CRM_TEST_DATABASE_URL`, else the server on 127.0.0.1:5432 (user postgres), else a throwaway
+//!   cluster started with `initdb`; if none can be had, it fails saying how to provide one.
+//! - `tidy`: checks the architecture's dependency rules.
+//! - `openapi`: writes `docs/openapi.json` from the operation catalog.
+//! - `deny`: runs `cargo deny check` (when cargo-deny is installed).
+
+mod postgres;
+mod tidy;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf()
+}
+
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+pub(crate) fn has_command(name: &str, arg: &str) -> bool {
+    Command::new(name).arg(arg).output().is_ok_and(|o| o.status.success())
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn test(args: &[String]) -> Result<()> {
+    tidy::check(&root())?;
+    let pg = postgres::find_or_start(&root())?;
+    eprintln!("xtask: Postgres for tests at {}", pg.redacted_url());
+    pg.drop_leftover_test_databases();
+    let mut cmd = cargo();
+    if has_command("cargo-nextest", "--version") {
+        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+    } else {
+        cmd.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    cmd.args(args).env("CRM_TEST_DATABASE_URL", &pg.url);
+    let result = run(&mut cmd);
+    pg.drop_leftover_test_databases();
+    result
+}
+
+fn openapi() -> Result<()> {
+    let out = cargo()
+        .args(["run", "--quiet", "-p", "crm-server", "--", "openapi"])
+        .output()
+        .context("running crm-server openapi")?;
+    if !out.status.success() {
+        bail!("crm-server openapi failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let path = root().join("docs/openapi.json");
+    std::fs::write(&path, out.stdout).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
+
+fn deny() -> Result<()> {
+    if !has_command("cargo-deny", "--version") {
+        bail!("cargo-deny is not installed: `cargo install --locked cargo-deny`, then run `cargo xtask deny` again");
+    }
+    run(cargo().args(["deny", "check"]))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("tidy") => tidy::check(&root()),
+        Some("openapi") => openapi(),
+        Some("deny") => deny(),
+        _ => {
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | tidy | openapi | deny>");
+            std::process::exit(2);
+        }
+    }
+}

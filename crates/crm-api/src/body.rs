@@ -18,6 +18,9 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hin
     let Value::Object(map) = &value else {
         return Err(Problem::bad_request("the request body must be a JSON object"));
     };
+    if let Some(path) = nul_path(&value, String::new()) {
+        return Err(Problem::validation(&path, format!("{path}: text must not contain the NUL character (U+0000)")));
+    }
     let valid = property_names(&schema_of::<T>());
     if let Some(unknown) = map.keys().find(|k| !valid.contains(k)) {
         let suggestion = match crm_domain::suggest::closest(unknown, valid.iter().map(String::as_str)) {
@@ -39,6 +42,17 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hin
         let detail = inner.split(" at line").next().unwrap_or(&inner).to_owned();
         Problem::validation(&field, format!("{field}: {detail}"))
     })
+}
+
+/// The path of the first string (or key) holding U+0000, which no store can keep as text.
+fn nul_path(value: &Value, path: String) -> Option<String> {
+    let join = |k: &str| if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") };
+    match value {
+        Value::String(s) if s.contains('\0') => Some(path),
+        Value::Object(map) => map.iter().find_map(|(k, v)| if k.contains('\0') { Some(join(k)) } else { nul_path(v, join(k)) }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| nul_path(v, format!("{path}[{i}]"))),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -68,6 +82,12 @@ mod tests {
         let err = parse::<In>(Some(&json!({"count": "three"})), None).unwrap_err();
         assert_eq!(err.code, ErrorCode::ValidationFailed);
         assert_eq!(err.extra["field"], "count");
+    }
+
+    #[test]
+    fn nul_characters_are_refused_with_their_path() {
+        let err = parse::<serde_json::Map<String, Value>>(Some(&json!({"a": {"b": ["x", "y\u{0}"]}})), None).unwrap_err();
+        assert_eq!(err.extra["field"], "a.b[1]");
     }
 
     #[test]

@@ -33,6 +33,11 @@ enum Command {
     /// Workspaces and plans (an operator's job).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Print the OpenAPI document generated from the operation catalog.
+    Openapi {
+        #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
+        public_url: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -65,6 +70,10 @@ async fn main() -> Result<()> {
     config::init_tracing();
     match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Openapi { public_url } => {
+            println!("{:#}", crm_api::openapi::document(&public_url));
+            Ok(())
+        }
         Command::Migrate(db) => {
             open_store(&db.database_url).await?;
             println!("migrations applied");

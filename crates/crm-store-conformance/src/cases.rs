@@ -117,6 +117,10 @@ pub async fn update_to_a_taken_email_is_a_duplicate(store: Arc<dyn Store>) {
     b.email = Some(Email::parse("a@b.co").unwrap());
     b.version = 2;
     assert!(matches!(tx.update_contact(&t, &b).await, Err(StoreError::Duplicate)));
+    // The transaction stays usable: the caller reads the holder of the email, then goes on.
+    assert_eq!(tx.get_contact_by_email(&t, &Email::parse("a@b.co").unwrap()).await.unwrap().map(|c| c.id), Some(a.id.clone()));
+    tx.insert_contact(&t, &contact(Some("c@b.co"))).await.unwrap();
+    tx.commit().await.unwrap();
 }
 
 pub async fn contacts_list_newest_first_in_slices(store: Arc<dyn Store>) {

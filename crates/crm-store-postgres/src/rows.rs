@@ -1,6 +1,6 @@
 //! Row ↔ record mapping.
 //!
-//! JSONB columns are selected as `::text` and parsed with serde_json, so the crate needs no sqlx
+//! JSON(B) columns are selected as `::text` and parsed with serde_json, so the crate needs no sqlx
 //! JSON feature and reads JSON exactly as the SQLite store does.
 
 use crm_app::{

@@ -509,7 +509,7 @@ impl RecordRepo for PostgresTx {
 impl EventRepo for PostgresTx {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
         let q = tenant_query(
-            "INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
+            "INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::json)",
             tenant,
         )
         .bind(event.id.as_str())

@@ -1,0 +1,57 @@
+//! The architecture's dependency rules (docs/architecture.md), checked mechanically: the domain
+//! crate stays pure, the application never depends on an adapter, only the store crates use
+//! sqlx, only the HTTP crates use axum.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+/// (crate, dependencies it must not have)
+const RULES: &[(&str, &[&str])] = &[
+    ("crm-domain", &["tokio", "sqlx", "axum", "reqwest", "crm-app", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
+    ("crm-app", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
+    ("crm-api", &["sqlx", "axum", "reqwest", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
+    ("crm-http", &["sqlx", "crm-store-sqlite", "crm-store-postgres"]),
+    ("crm-store-sqlite", &["axum", "reqwest", "crm-api", "crm-http"]),
+    ("crm-store-postgres", &["axum", "reqwest", "crm-api", "crm-http"]),
+];
+
+/// Names under `[dependencies]` (not dev-dependencies: tests may use anything).
+fn normal_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut names = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some((name, _)) = line.split_once('=') {
+                let name = name.trim().trim_end_matches(".workspace").trim();
+                if !name.is_empty() && !name.starts_with('#') {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+    }
+    names
+}
+
+pub fn check(root: &Path) -> Result<()> {
+    let mut broken = Vec::new();
+    for (krate, banned) in RULES {
+        let path = root.join("crates").join(krate).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        for dep in normal_dependencies(&manifest) {
+            if banned.contains(&dep.as_str()) {
+                broken.push(format!("{krate} must not depend on {dep}"));
+            }
+        }
+    }
+    if !broken.is_empty() {
+        bail!("architecture rules broken:\n  {}", broken.join("\n  "));
+    }
+    eprintln!("xtask: tidy: dependency rules hold");
+    Ok(())
+}
