@@ -95,17 +95,9 @@ fn parse_linkedin(raw: String) -> Result<String, ValidationError> {
     }
 }
 
-/// What the application must still check against the store before the write: the company and
-/// any record referenced from a custom field must exist.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct References {
-    pub company_id: Option<CompanyId>,
-    pub custom: Vec<ReferenceCheck>,
-}
-
 impl Contact {
     /// Validates a draft into a new contact (version 1).
-    pub fn create(id: ContactId, now: Timestamp, draft: ContactDraft, registry: &Registry) -> Result<(Contact, References), ValidationError> {
+    pub fn create(id: ContactId, now: Timestamp, draft: ContactDraft, registry: &Registry) -> Result<(Contact, Vec<ReferenceCheck>), ValidationError> {
         let email = clean(draft.email).map(parse_email).transpose()?;
         let company_id = clean(draft.company_id).map(parse_company).transpose()?;
         let linkedin_url = clean(draft.linkedin_url).map(parse_linkedin).transpose()?;
@@ -113,7 +105,10 @@ impl Contact {
         if let Some(t) = &contact_type {
             registry.check_enum("type", CONTACT_TYPE_GROUP, t)?;
         }
-        let (custom_fields, custom_refs) = registry.validate_new(draft.custom_fields)?;
+        let (custom_fields, mut refs) = registry.validate_new(draft.custom_fields)?;
+        if let Some(c) = &company_id {
+            refs.push(ReferenceCheck::new("company_id", c.as_str()));
+        }
         let contact = Contact {
             id,
             first_name: clean(draft.first_name),
@@ -130,14 +125,14 @@ impl Contact {
             deleted_at: None,
         };
         contact.check_identified()?;
-        Ok((contact, References { company_id, custom: custom_refs }))
+        Ok((contact, refs))
     }
 
     /// Applies a partial update. Returns the names of the fields that changed (empty: no change,
     /// and the version stays) and the references to check.
-    pub fn apply(&mut self, patch: ContactPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, References), ValidationError> {
+    pub fn apply(&mut self, patch: ContactPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
         let mut changed = Vec::new();
-        let mut refs = References::default();
+        let mut refs = Vec::new();
         if clean_patch(patch.first_name).apply_to(&mut self.first_name) {
             changed.push("first_name");
         }
@@ -155,7 +150,7 @@ impl Contact {
         }
         let company = clean_patch(patch.company_id).try_map(parse_company)?;
         if let Patch::Value(id) = &company {
-            refs.company_id = Some(id.clone());
+            refs.push(ReferenceCheck::new("company_id", id.as_str()));
         }
         if company.apply_to(&mut self.company_id) {
             changed.push("company_id");
@@ -169,7 +164,7 @@ impl Contact {
         }
         if let Some(cf) = patch.custom_fields {
             let (cf_changed, custom) = registry.merge(&mut self.custom_fields, cf)?;
-            refs.custom = custom;
+            refs.extend(custom);
             if cf_changed {
                 changed.push("custom_fields");
             }

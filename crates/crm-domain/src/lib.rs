@@ -6,26 +6,32 @@
 //! (a [`Timestamp`], a [`uuid::Uuid`]), so every rule can be unit-tested without a database.
 //! Other Rust services may depend on this crate alone.
 
+pub mod activity;
 pub mod company;
 pub mod contact;
+pub mod deal;
 pub mod email;
 pub mod error;
 pub mod event;
 pub mod ids;
 pub mod patch;
+pub mod pipeline;
 pub mod plan;
 pub mod registry;
 pub mod suggest;
 pub mod tenant;
 pub mod time;
 
+pub use activity::{Activity, ActivityDraft, ActivityPatch};
 pub use company::{Company, CompanyDraft, CompanyPatch};
 pub use contact::{Contact, ContactDraft, ContactPatch};
+pub use deal::{Deal, DealChange, DealDraft, DealPatch};
 pub use email::Email;
 pub use error::ValidationError;
 pub use event::{Event, EventType};
 pub use ids::*;
 pub use patch::Patch;
+pub use pipeline::{Pipeline, PipelineDraft, Stage, StageDraft, StageType};
 pub use plan::{Plan, PlanLimits};
 pub use registry::{DataType, EnumValue, FieldDef, ObjectKind, Registry};
 pub use tenant::{Mode, Tenant};

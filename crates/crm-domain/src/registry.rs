@@ -133,11 +133,26 @@ pub struct EnumValue {
     pub label: Option<String>,
 }
 
-/// A reference found in a custom field value; the caller checks that the record exists.
+/// A reference to another record found in the input; the caller checks that the record exists
+/// (the object is told by the id's prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferenceCheck {
     pub field: String,
     pub id: String,
+}
+
+impl ReferenceCheck {
+    pub fn new(field: &str, id: &str) -> ReferenceCheck {
+        ReferenceCheck { field: field.to_owned(), id: id.to_owned() }
+    }
+
+    /// The kind of record the id names, by its prefix.
+    pub fn object(&self) -> Option<ObjectKind> {
+        [("con_", ObjectKind::Contact), ("cmp_", ObjectKind::Company), ("deal_", ObjectKind::Deal), ("act_", ObjectKind::Activity)]
+            .into_iter()
+            .find(|(p, _)| self.id.starts_with(p))
+            .map(|(_, o)| o)
+    }
 }
 
 /// What a record's validation needs to know of the registry: the custom fields of its object and

@@ -1,0 +1,389 @@
+//! Pipelines and their ordered stages. The lowest ordinal is the entry stage; `won` and `lost`
+//! stages are terminal. Stage keys are unique within a pipeline, not across pipelines.
+
+use serde_json::{json, Value};
+
+use crate::{
+    error::ValidationError,
+    ids::{PipelineId, StageId},
+    time::Timestamp,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StageType {
+    Open,
+    Won,
+    Lost,
+}
+
+impl StageType {
+    pub const ALL: [StageType; 3] = [StageType::Open, StageType::Won, StageType::Lost];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageType::Open => "open",
+            StageType::Won => "won",
+            StageType::Lost => "lost",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StageType> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != StageType::Open
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    pub id: StageId,
+    pub key: String,
+    pub label: String,
+    pub stage_type: StageType,
+    /// Position in the pipeline, 0-based and contiguous.
+    pub ordinal: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pipeline {
+    pub id: PipelineId,
+    pub key: String,
+    pub name: String,
+    pub is_default: bool,
+    pub stages: Vec<Stage>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: i64,
+}
+
+/// A stage as a client sends it: a plain key, or `{key, label?, type?}`.
+#[derive(Debug, Clone, Default)]
+pub struct StageDraft {
+    pub key: String,
+    pub label: Option<String>,
+    pub stage_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PipelineDraft {
+    pub key: Option<String>,
+    pub name: Option<String>,
+    pub is_default: bool,
+    pub stages: Vec<StageDraft>,
+}
+
+/// The stages of the default pipeline of a new workspace (decisions §6).
+pub const DEFAULT_STAGES: [(&str, StageType); 5] = [
+    ("lead", StageType::Open),
+    ("qualified", StageType::Open),
+    ("proposal", StageType::Open),
+    ("won", StageType::Won),
+    ("lost", StageType::Lost),
+];
+pub const DEFAULT_PIPELINE_KEY: &str = "default";
+
+/// Keys of pipelines and stages: 1-64 of `[a-z0-9_-]`, starting with a letter or digit. A pipeline
+/// key may not look like a pipeline id, since both address a pipeline.
+fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
+    let ok = !key.is_empty()
+        && key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !ok {
+        return Err(ValidationError::invalid(field, "must be 1-64 characters of lowercase letters, digits, `_` and `-`"));
+    }
+    if key.starts_with(PipelineId::PREFIX) {
+        return Err(ValidationError::invalid(field, "must not start with `pl_`, which is the prefix of pipeline ids"));
+    }
+    Ok(())
+}
+
+fn parse_stage_type(field: &str, raw: Option<&str>) -> Result<StageType, ValidationError> {
+    match raw {
+        None => Ok(StageType::Open),
+        Some(t) => StageType::parse(t).ok_or_else(|| ValidationError::UnknownValue {
+            field: field.to_owned(),
+            value: t.to_owned(),
+            valid_options: StageType::ALL.iter().map(|t| t.as_str().to_owned()).collect(),
+        }),
+    }
+}
+
+impl Stage {
+    fn from_draft(field: &str, draft: StageDraft, id: StageId) -> Result<Stage, ValidationError> {
+        let key = draft.key.trim().to_owned();
+        check_key(&format!("{field}.key"), &key)?;
+        let stage_type = parse_stage_type(&format!("{field}.type"), draft.stage_type.as_deref())?;
+        let label = draft.label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).unwrap_or_else(|| key.clone());
+        Ok(Stage { id, key, label, stage_type, ordinal: 0 })
+    }
+
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "id": self.id.as_str(),
+            "key": self.key,
+            "label": self.label,
+            "type": self.stage_type.as_str(),
+            "ordinal": self.ordinal,
+        })
+    }
+}
+
+impl Pipeline {
+    /// Validates a new pipeline. `new_stage_id` mints an id per stage.
+    pub fn create(id: PipelineId, now: Timestamp, draft: PipelineDraft, mut new_stage_id: impl FnMut() -> StageId) -> Result<Pipeline, ValidationError> {
+        let key = draft.key.map(|k| k.trim().to_owned()).ok_or_else(|| ValidationError::invalid("key", "is required"))?;
+        check_key("key", &key)?;
+        let name = draft.name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).unwrap_or_else(|| key.clone());
+        if draft.stages.is_empty() {
+            return Err(ValidationError::invalid("stages", "a pipeline needs at least one stage"));
+        }
+        let mut stages = Vec::with_capacity(draft.stages.len());
+        for (i, s) in draft.stages.into_iter().enumerate() {
+            let stage = Stage::from_draft(&format!("stages[{i}]"), s, new_stage_id())?;
+            if stages.iter().any(|existing: &Stage| existing.key == stage.key) {
+                return Err(ValidationError::invalid(format!("stages[{i}].key"), format!("stage key `{}` appears twice", stage.key)));
+            }
+            stages.push(stage);
+        }
+        let mut pipeline = Pipeline { id, key, name, is_default: draft.is_default, stages, created_at: now, updated_at: now, version: 1 };
+        pipeline.renumber();
+        Ok(pipeline)
+    }
+
+    /// The default pipeline every new workspace gets in each mode.
+    pub fn default_for_workspace(id: PipelineId, now: Timestamp, new_stage_id: impl FnMut() -> StageId) -> Pipeline {
+        let draft = PipelineDraft {
+            key: Some(DEFAULT_PIPELINE_KEY.into()),
+            name: Some("Default".into()),
+            is_default: true,
+            stages: DEFAULT_STAGES
+                .iter()
+                .map(|(k, t)| StageDraft { key: (*k).into(), label: None, stage_type: Some(t.as_str().into()) })
+                .collect(),
+        };
+        match Pipeline::create(id, now, draft, new_stage_id) {
+            Ok(p) => p,
+            Err(e) => unreachable!("the built-in default pipeline is valid: {e}"),
+        }
+    }
+
+    fn renumber(&mut self) {
+        for (i, s) in self.stages.iter_mut().enumerate() {
+            s.ordinal = i as u32;
+        }
+    }
+
+    fn touch(&mut self, now: Timestamp) {
+        self.updated_at = now;
+        self.version += 1;
+    }
+
+    /// The entry stage: the lowest ordinal.
+    pub fn entry_stage(&self) -> &Stage {
+        // A pipeline always has at least one stage: `create` and `remove_stage` keep it so.
+        &self.stages[0]
+    }
+
+    pub fn stage(&self, key: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.key == key)
+    }
+
+    pub fn stage_keys(&self) -> Vec<String> {
+        self.stages.iter().map(|s| s.key.clone()).collect()
+    }
+
+    /// The stage with `key`, or 422 `unknown_value` listing this pipeline's keys.
+    pub fn check_stage(&self, field: &str, key: &str) -> Result<&Stage, ValidationError> {
+        self.stage(key).ok_or_else(|| ValidationError::UnknownValue {
+            field: field.to_owned(),
+            value: key.to_owned(),
+            valid_options: self.stage_keys(),
+        })
+    }
+
+    fn position(&self, field: &str, position: Option<i64>, len: usize) -> Result<usize, ValidationError> {
+        match position {
+            None => Ok(len),
+            Some(p) if p >= 0 && (p as usize) <= len => Ok(p as usize),
+            Some(_) => Err(ValidationError::invalid(field, format!("must be from 0 to {len}"))),
+        }
+    }
+
+    /// Inserts a stage at `position` (default: last).
+    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId, now: Timestamp) -> Result<(), ValidationError> {
+        let stage = Stage::from_draft("stage", draft, id)?;
+        if self.stage(&stage.key).is_some() {
+            return Err(ValidationError::invalid("key", format!("stage `{}` already exists in this pipeline", stage.key)));
+        }
+        let at = self.position("position", position, self.stages.len())?;
+        self.stages.insert(at, stage);
+        self.renumber();
+        self.touch(now);
+        Ok(())
+    }
+
+    /// Changes a stage's label, type or position; returns whether its type changed.
+    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>, now: Timestamp) -> Result<bool, ValidationError> {
+        let from = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
+            field: "key".into(),
+            value: key.to_owned(),
+            valid_options: self.stage_keys(),
+        })?;
+        let new_type = stage_type.map(|t| parse_stage_type("type", Some(&t))).transpose()?;
+        let to = match position {
+            Some(_) => self.position("position", position, self.stages.len() - 1)?,
+            None => from,
+        };
+        let mut stage = self.stages.remove(from);
+        if let Some(label) = label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()) {
+            stage.label = label;
+        }
+        let type_changed = new_type.is_some_and(|t| t != stage.stage_type);
+        if let Some(t) = new_type {
+            stage.stage_type = t;
+        }
+        self.stages.insert(to, stage);
+        self.renumber();
+        self.touch(now);
+        Ok(type_changed)
+    }
+
+    /// Removes a stage; the last stage of a pipeline cannot be removed.
+    pub fn remove_stage(&mut self, key: &str, now: Timestamp) -> Result<Stage, ValidationError> {
+        let at = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
+            field: "key".into(),
+            value: key.to_owned(),
+            valid_options: self.stage_keys(),
+        })?;
+        if self.stages.len() == 1 {
+            return Err(ValidationError::invalid("key", "a pipeline keeps at least one stage"));
+        }
+        let removed = self.stages.remove(at);
+        self.renumber();
+        self.touch(now);
+        Ok(removed)
+    }
+
+    pub fn rename(&mut self, name: String, now: Timestamp) -> Result<bool, ValidationError> {
+        let name = name.trim().to_owned();
+        if name.is_empty() {
+            return Err(ValidationError::invalid("name", "cannot be empty"));
+        }
+        if name == self.name {
+            return Ok(false);
+        }
+        self.name = name;
+        self.touch(now);
+        Ok(true)
+    }
+
+    pub fn set_default(&mut self, is_default: bool, now: Timestamp) {
+        if self.is_default != is_default {
+            self.is_default = is_default;
+            self.touch(now);
+        }
+    }
+
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "id": self.id.as_str(),
+            "object": "pipeline",
+            "key": self.key,
+            "name": self.name,
+            "is_default": self.is_default,
+            "stages": self.stages.iter().map(Stage::snapshot).collect::<Vec<_>>(),
+            "created_at": self.created_at.to_string(),
+            "updated_at": self.updated_at.to_string(),
+            "version": self.version,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn ids() -> impl FnMut() -> StageId {
+        let mut n = 0u128;
+        move || {
+            n += 1;
+            StageId::from_uuid(Uuid::from_u128(n))
+        }
+    }
+
+    fn draft(stages: &[&str]) -> PipelineDraft {
+        PipelineDraft {
+            key: Some("sales".into()),
+            name: None,
+            is_default: false,
+            stages: stages.iter().map(|k| StageDraft { key: (*k).into(), ..Default::default() }).collect(),
+        }
+    }
+
+    fn pipeline(stages: &[&str]) -> Pipeline {
+        Pipeline::create(PipelineId::from_uuid(Uuid::from_u128(9)), Timestamp::from_millis(0), draft(stages), ids()).unwrap()
+    }
+
+    #[test]
+    fn the_default_pipeline_has_the_five_stages() {
+        let p = Pipeline::default_for_workspace(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), ids());
+        assert_eq!(p.stage_keys(), ["lead", "qualified", "proposal", "won", "lost"]);
+        assert_eq!(p.stage("won").unwrap().stage_type, StageType::Won);
+        assert_eq!(p.stage("lost").unwrap().stage_type, StageType::Lost);
+        assert_eq!(p.entry_stage().key, "lead");
+        assert!(p.is_default);
+    }
+
+    #[test]
+    fn plain_string_stages_get_their_key_as_label_and_ordinals() {
+        let p = pipeline(&["a", "b"]);
+        assert_eq!(p.stages[1].label, "b");
+        assert_eq!(p.stages.iter().map(|s| s.ordinal).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(p.name, "sales");
+    }
+
+    #[test]
+    fn invalid_pipelines_are_refused() {
+        let id = || PipelineId::from_uuid(Uuid::nil());
+        assert!(Pipeline::create(id(), Timestamp::from_millis(0), draft(&[]), ids()).is_err());
+        assert!(Pipeline::create(id(), Timestamp::from_millis(0), draft(&["a", "a"]), ids()).is_err());
+        let mut bad_key = draft(&["a"]);
+        bad_key.key = Some("pl_sneaky".into());
+        assert!(Pipeline::create(id(), Timestamp::from_millis(0), bad_key, ids()).is_err());
+        let mut bad_type = draft(&["a"]);
+        bad_type.stages[0].stage_type = Some("closed".into());
+        let err = Pipeline::create(id(), Timestamp::from_millis(0), bad_type, ids()).unwrap_err();
+        assert!(matches!(err, ValidationError::UnknownValue { .. }));
+    }
+
+    #[test]
+    fn unknown_stage_lists_the_valid_keys() {
+        let err = pipeline(&["a", "b"]).check_stage("stage", "c").unwrap_err();
+        assert_eq!(err, ValidationError::UnknownValue { field: "stage".into(), value: "c".into(), valid_options: vec!["a".into(), "b".into()] });
+    }
+
+    #[test]
+    fn stages_are_added_moved_and_removed_with_contiguous_ordinals() {
+        let mut p = pipeline(&["a", "b", "c"]);
+        p.add_stage(StageDraft { key: "x".into(), ..Default::default() }, Some(1), StageId::from_uuid(Uuid::from_u128(99)), Timestamp::from_millis(1)).unwrap();
+        assert_eq!(p.stage_keys(), ["a", "x", "b", "c"]);
+        p.update_stage("a", None, Some("won".into()), Some(3), Timestamp::from_millis(2)).unwrap();
+        assert_eq!(p.stage_keys(), ["x", "b", "c", "a"]);
+        assert_eq!(p.stage("a").unwrap().stage_type, StageType::Won);
+        p.remove_stage("b", Timestamp::from_millis(3)).unwrap();
+        assert_eq!(p.stages.iter().map(|s| (s.key.as_str(), s.ordinal)).collect::<Vec<_>>(), [("x", 0), ("c", 1), ("a", 2)]);
+        assert_eq!(p.version, 4);
+        assert!(p.add_stage(StageDraft { key: "c".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil()), Timestamp::from_millis(4)).is_err());
+        assert!(p.update_stage("x", None, None, Some(9), Timestamp::from_millis(4)).is_err());
+    }
+
+    #[test]
+    fn the_last_stage_stays() {
+        let mut p = pipeline(&["only"]);
+        assert!(p.remove_stage("only", Timestamp::from_millis(1)).is_err());
+    }
+}
