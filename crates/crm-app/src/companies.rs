@@ -1,14 +1,14 @@
 //! Company use cases. Company changes emit no events (spec, Events).
 
-use crm_domain::{registry::ReferenceCheck, Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind, Tenant, ValidationError};
+use crm_domain::{Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind};
 
 use crate::{
     auth::Caller,
-    contacts::finish_in_tx,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{CompanyFilter, StoreError, Tx},
+    ports::{CompanyFilter, StoreError},
+    write::{check_references, finish_in_tx},
     App,
 };
 
@@ -18,24 +18,6 @@ fn parse_id(id: &str) -> Result<CompanyId, AppError> {
     CompanyId::parse(id).map_err(|_| AppError::not_found("company", id))
 }
 
-/// Checks that every record a `reference` custom field names exists in the tenant.
-pub(crate) async fn check_custom_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[ReferenceCheck]) -> Result<(), AppError> {
-    for r in refs {
-        let object = [("con_", ObjectKind::Contact), ("cmp_", ObjectKind::Company), ("deal_", ObjectKind::Deal), ("act_", ObjectKind::Activity)]
-            .into_iter()
-            .find(|(p, _)| r.id.starts_with(p))
-            .map(|(_, o)| o);
-        let exists = match object {
-            Some(o) => tx.record_exists(tenant, o, &r.id).await?,
-            None => false,
-        };
-        if !exists {
-            return Err(ValidationError::InvalidReference { field: r.field.clone(), value: r.id.clone() }.into());
-        }
-    }
-    Ok(())
-}
-
 impl App {
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn create_company(&self, caller: &Caller, draft: CompanyDraft, idem: Option<&IdemClaim>) -> Result<Company, AppError> {
@@ -43,7 +25,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         let registry = tx.load_registry(tenant, ObjectKind::Company).await?;
         let (company, refs) = Company::create(CompanyId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
-        check_custom_references(&mut *tx, tenant, &refs).await?;
+        check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &company.snapshot()).await?;
         tx.commit().await?;
@@ -73,7 +55,7 @@ impl App {
         if changed.is_empty() {
             return Ok(company);
         }
-        check_custom_references(&mut *tx, tenant, &refs).await?;
+        check_references(&mut *tx, tenant, &refs).await?;
         match tx.update_company(tenant, &company).await {
             Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: company.version - 1 }),
             other => other?,
@@ -112,6 +94,6 @@ impl App {
         let slice = slice_for(&page, LIST, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_companies(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.as_str()))
+        Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.to_string()))
     }
 }

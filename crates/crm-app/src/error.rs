@@ -29,6 +29,9 @@ pub enum AppError {
     BadRequest { detail: String, valid_options: Option<Vec<String>> },
     #[error("the cursor is not valid for this list; restart without a cursor")]
     InvalidCursor,
+    /// An atomic batch in which some operations failed: nothing was written.
+    #[error("{} of the batch's operations failed; nothing was written", failures.len())]
+    BatchFailed { failures: Vec<(usize, AppError)> },
     #[error("internal: {0}")]
     Internal(String),
 }

@@ -15,6 +15,6 @@ impl App {
         let slice = slice_for(&page, EVENTS, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_events(&caller.tenant, event_type, &slice).await?;
-        Ok(page_from(rows, &page, EVENTS, &fingerprint, |e| e.id.as_str()))
+        Ok(page_from(rows, &page, EVENTS, &fingerprint, |e| e.id.to_string()))
     }
 }

@@ -5,16 +5,22 @@
 //! rules (through `crm-domain`) and the ports, and nothing of HTTP, JSON wire DTOs, SQL or any
 //! particular database: adapters implement [`ports`], transports call [`App`].
 
+pub mod activities;
 pub mod auth;
+pub mod batch;
 pub mod companies;
 pub mod contacts;
+pub mod deals;
 pub mod error;
 pub mod events;
 pub mod idempotency;
 pub mod paging;
+pub mod pipelines;
 pub mod ports;
+pub mod search;
 pub mod system;
 pub mod workspaces;
+pub mod write;
 
 use std::sync::Arc;
 

@@ -80,10 +80,10 @@ pub fn slice_for(params: &PageParams, list: &str, filters: &str) -> Result<Slice
 }
 
 /// Cuts the fetched rows to the page and makes the next cursor from the last id kept.
-pub fn page_from<T>(mut rows: Vec<T>, params: &PageParams, list: &str, filters: &str, id_of: impl Fn(&T) -> &str) -> Page<T> {
+pub fn page_from<T>(mut rows: Vec<T>, params: &PageParams, list: &str, filters: &str, key_of: impl Fn(&T) -> String) -> Page<T> {
     let has_more = rows.len() > params.limit as usize;
     rows.truncate(params.limit as usize);
-    let next_cursor = if has_more { rows.last().map(|r| encode_cursor(list, filters, id_of(r))) } else { None };
+    let next_cursor = if has_more { rows.last().map(|r| encode_cursor(list, filters, &key_of(r))) } else { None };
     Page { data: rows, has_more, next_cursor }
 }
 
@@ -111,11 +111,11 @@ mod tests {
     #[test]
     fn page_sets_has_more_and_cursor() {
         let params = PageParams { limit: 2, cursor: None };
-        let p = page_from(vec!["c", "b", "a"], &params, "l", "", |s| s);
+        let p = page_from(vec!["c", "b", "a"], &params, "l", "", |s| s.to_string());
         assert_eq!(p.data, vec!["c", "b"]);
         assert!(p.has_more);
         assert_eq!(decode_cursor(p.next_cursor.as_deref().unwrap(), "l", "").unwrap(), "b");
-        let last = page_from(vec!["a"], &params, "l", "", |s| s);
+        let last = page_from(vec!["a"], &params, "l", "", |s| s.to_string());
         assert!(!last.has_more && last.next_cursor.is_none());
     }
 }

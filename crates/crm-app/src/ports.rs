@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, ObjectKind, Registry, Tenant, Timestamp,
-    WorkspaceId,
+    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Deal, DealId, Email, Event, ObjectKind, Pipeline,
+    PipelineId, Registry, StageType, Tenant, Timestamp, WorkspaceId,
 };
 use uuid::Uuid;
 
@@ -68,8 +68,29 @@ pub struct CompanyFilter {
     pub include_deleted: bool,
 }
 
+/// Filters of the deal list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DealFilter {
+    /// Case-insensitive substring of the title.
+    pub q: Option<String>,
+    pub pipeline_id: Option<PipelineId>,
+    pub stage: Option<String>,
+    pub company_id: Option<CompanyId>,
+    pub primary_contact_id: Option<ContactId>,
+    pub include_deleted: bool,
+}
+
+/// Filters of the activity list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActivityFilter {
+    pub contact_id: Option<ContactId>,
+    pub deal_id: Option<DealId>,
+    pub activity_type: Option<String>,
+}
+
 /// A slice of a newest-first list: records with an id below `before` (all when `None`), at most
-/// `limit` of them, ordered by id descending (ids are time-ordered).
+/// `limit` of them, ordered by id descending (ids are time-ordered). Activities are ordered by
+/// `(occurred_at, id)` descending instead, and their `before` is `"<occurred_at ms>:<id>"`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Slice {
     pub before: Option<String>,
@@ -121,6 +142,48 @@ pub trait CompanyRepo {
 }
 
 #[async_trait]
+pub trait PipelineRepo {
+    /// MUST return `Duplicate`, leaving the transaction usable, when the key is taken in the tenant.
+    async fn insert_pipeline(&mut self, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), StoreError>;
+    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<Option<Pipeline>, StoreError>;
+    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str) -> Result<Option<Pipeline>, StoreError>;
+    async fn default_pipeline(&mut self, tenant: &Tenant) -> Result<Option<Pipeline>, StoreError>;
+    /// Every pipeline of the tenant, oldest first.
+    async fn list_pipelines(&mut self, tenant: &Tenant) -> Result<Vec<Pipeline>, StoreError>;
+    /// Writes name, default flag, stages and version; `Stale` unless the row is at `version - 1`.
+    async fn update_pipeline(&mut self, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), StoreError>;
+    /// Clears the default flag of every pipeline of the tenant but `keep`.
+    async fn clear_default_pipeline(&mut self, tenant: &Tenant, keep: &PipelineId, now: Timestamp) -> Result<(), StoreError>;
+    async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<(), StoreError>;
+    /// Deals (soft-deleted ones included) in the pipeline, or in one of its stages.
+    async fn count_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: Option<&str>) -> Result<i64, StoreError>;
+    /// Moves every deal of a stage to another stage of the same pipeline (bumping versions).
+    async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError>;
+    /// Keeps deals' `stage_type` in step after a stage's type changed.
+    async fn set_deals_stage_type(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str, stage_type: StageType) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+pub trait DealRepo {
+    async fn insert_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
+    async fn get_deal(&mut self, tenant: &Tenant, id: &DealId) -> Result<Option<Deal>, StoreError>;
+    /// Same contract as `update_contact` (`Stale` on a version mismatch).
+    async fn update_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
+    async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError>;
+}
+
+#[async_trait]
+pub trait ActivityRepo {
+    async fn insert_activity(&mut self, tenant: &Tenant, activity: &Activity) -> Result<(), StoreError>;
+    async fn get_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<Option<Activity>, StoreError>;
+    /// `Stale` unless the row is at `version - 1`.
+    async fn update_activity(&mut self, tenant: &Tenant, activity: &Activity) -> Result<(), StoreError>;
+    async fn delete_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<(), StoreError>;
+    /// Newest first by `(occurred_at, id)`.
+    async fn list_activities(&mut self, tenant: &Tenant, filter: &ActivityFilter, slice: &Slice) -> Result<Vec<Activity>, StoreError>;
+}
+
+#[async_trait]
 pub trait RecordRepo {
     /// Whether a record of `object` with this id exists in the tenant (soft-deleted ones count:
     /// they can be restored, and references to them stay valid).
@@ -148,6 +211,23 @@ pub trait IdempotencyRepo {
 
 /// One unit of work on the store.
 #[async_trait]
-pub trait Tx: WorkspaceRepo + RegistryRepo + ContactRepo + CompanyRepo + RecordRepo + EventRepo + IdempotencyRepo + Send {
+pub trait Tx:
+    WorkspaceRepo
+    + RegistryRepo
+    + ContactRepo
+    + CompanyRepo
+    + PipelineRepo
+    + DealRepo
+    + ActivityRepo
+    + RecordRepo
+    + EventRepo
+    + IdempotencyRepo
+    + Send
+{
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Marks a point the transaction can return to (`SAVEPOINT`), so one part of a batch can
+    /// fail without undoing the others.
+    async fn savepoint(&mut self, name: &str) -> Result<(), StoreError>;
+    async fn release_savepoint(&mut self, name: &str) -> Result<(), StoreError>;
+    async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError>;
 }

@@ -1,6 +1,6 @@
 //! Creating workspaces (an operator's job) with their seeded registry and first keys.
 
-use crm_domain::{ApiKeyId, Mode, Plan, Tenant, WorkspaceId};
+use crm_domain::{ApiKeyId, Mode, Pipeline, PipelineId, Plan, StageId, Tenant, WorkspaceId};
 
 use crate::{
     auth::{generate_key, hash_key, ApiKeyRecord, Workspace},
@@ -9,7 +9,7 @@ use crate::{
     App,
 };
 
-/// Enum groups every new workspace has in each mode (decisions §6).
+/// Enum groups every new workspace has in each mode, with the default pipeline (decisions §6).
 pub const SEEDED_ENUMS: [(&str, &[&str]); 2] = [("contact.type", &[]), ("activity.type", &["note", "call", "email", "task"])];
 
 #[derive(Debug, Clone, Default)]
@@ -66,6 +66,8 @@ impl App {
                     tx.insert_enum_value(&tenant, group, value, None, now).await?;
                 }
             }
+            let pipeline = Pipeline::default_for_workspace(PipelineId::from_uuid(self.ids.new_uuid()), now, || StageId::from_uuid(self.ids.new_uuid()));
+            tx.insert_pipeline(&tenant, &pipeline).await?;
             let secret = generate_key(mode);
             tx.insert_api_key(&ApiKeyRecord {
                 id: ApiKeyId::from_uuid(self.ids.new_uuid()),

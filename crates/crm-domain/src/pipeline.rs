@@ -176,7 +176,9 @@ impl Pipeline {
         }
     }
 
-    fn touch(&mut self, now: Timestamp) {
+    /// Records one change (however many edits made it): new `updated_at`, version + 1. The
+    /// editing methods leave this to their caller, so a request that edits twice bumps once.
+    pub fn touch(&mut self, now: Timestamp) {
         self.updated_at = now;
         self.version += 1;
     }
@@ -213,7 +215,7 @@ impl Pipeline {
     }
 
     /// Inserts a stage at `position` (default: last).
-    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId, now: Timestamp) -> Result<(), ValidationError> {
+    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId) -> Result<(), ValidationError> {
         let stage = Stage::from_draft("stage", draft, id)?;
         if self.stage(&stage.key).is_some() {
             return Err(ValidationError::invalid("key", format!("stage `{}` already exists in this pipeline", stage.key)));
@@ -221,12 +223,11 @@ impl Pipeline {
         let at = self.position("position", position, self.stages.len())?;
         self.stages.insert(at, stage);
         self.renumber();
-        self.touch(now);
         Ok(())
     }
 
     /// Changes a stage's label, type or position; returns whether its type changed.
-    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>, now: Timestamp) -> Result<bool, ValidationError> {
+    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>) -> Result<bool, ValidationError> {
         let from = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
             field: "key".into(),
             value: key.to_owned(),
@@ -247,12 +248,11 @@ impl Pipeline {
         }
         self.stages.insert(to, stage);
         self.renumber();
-        self.touch(now);
         Ok(type_changed)
     }
 
     /// Removes a stage; the last stage of a pipeline cannot be removed.
-    pub fn remove_stage(&mut self, key: &str, now: Timestamp) -> Result<Stage, ValidationError> {
+    pub fn remove_stage(&mut self, key: &str) -> Result<Stage, ValidationError> {
         let at = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
             field: "key".into(),
             value: key.to_owned(),
@@ -263,11 +263,10 @@ impl Pipeline {
         }
         let removed = self.stages.remove(at);
         self.renumber();
-        self.touch(now);
         Ok(removed)
     }
 
-    pub fn rename(&mut self, name: String, now: Timestamp) -> Result<bool, ValidationError> {
+    pub fn rename(&mut self, name: String) -> Result<bool, ValidationError> {
         let name = name.trim().to_owned();
         if name.is_empty() {
             return Err(ValidationError::invalid("name", "cannot be empty"));
@@ -276,15 +275,14 @@ impl Pipeline {
             return Ok(false);
         }
         self.name = name;
-        self.touch(now);
         Ok(true)
     }
 
-    pub fn set_default(&mut self, is_default: bool, now: Timestamp) {
-        if self.is_default != is_default {
-            self.is_default = is_default;
-            self.touch(now);
-        }
+    /// Returns whether the flag changed.
+    pub fn set_default(&mut self, is_default: bool) -> bool {
+        let changed = self.is_default != is_default;
+        self.is_default = is_default;
+        changed
     }
 
     pub fn snapshot(&self) -> Value {
@@ -369,21 +367,20 @@ mod tests {
     #[test]
     fn stages_are_added_moved_and_removed_with_contiguous_ordinals() {
         let mut p = pipeline(&["a", "b", "c"]);
-        p.add_stage(StageDraft { key: "x".into(), ..Default::default() }, Some(1), StageId::from_uuid(Uuid::from_u128(99)), Timestamp::from_millis(1)).unwrap();
+        p.add_stage(StageDraft { key: "x".into(), ..Default::default() }, Some(1), StageId::from_uuid(Uuid::from_u128(99))).unwrap();
         assert_eq!(p.stage_keys(), ["a", "x", "b", "c"]);
-        p.update_stage("a", None, Some("won".into()), Some(3), Timestamp::from_millis(2)).unwrap();
+        p.update_stage("a", None, Some("won".into()), Some(3)).unwrap();
         assert_eq!(p.stage_keys(), ["x", "b", "c", "a"]);
         assert_eq!(p.stage("a").unwrap().stage_type, StageType::Won);
-        p.remove_stage("b", Timestamp::from_millis(3)).unwrap();
+        p.remove_stage("b").unwrap();
         assert_eq!(p.stages.iter().map(|s| (s.key.as_str(), s.ordinal)).collect::<Vec<_>>(), [("x", 0), ("c", 1), ("a", 2)]);
-        assert_eq!(p.version, 4);
-        assert!(p.add_stage(StageDraft { key: "c".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil()), Timestamp::from_millis(4)).is_err());
-        assert!(p.update_stage("x", None, None, Some(9), Timestamp::from_millis(4)).is_err());
+        assert!(p.add_stage(StageDraft { key: "c".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil())).is_err());
+        assert!(p.update_stage("x", None, None, Some(9)).is_err());
     }
 
     #[test]
     fn the_last_stage_stays() {
         let mut p = pipeline(&["only"]);
-        assert!(p.remove_stage("only", Timestamp::from_millis(1)).is_err());
+        assert!(p.remove_stage("only").is_err());
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crm_app::{
     idempotency::{IdemRecord, StoredReply},
-    ports::{CompanyFilter, ContactFilter, Slice},
+    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, Slice},
     Store, StoreError,
 };
 use crm_domain::{
@@ -372,4 +372,199 @@ pub async fn record_exists_sees_soft_deleted_records(store: Arc<dyn Store>) {
     assert!(tx.record_exists(&t, ObjectKind::Contact, c.id.as_str()).await.unwrap());
     assert!(tx.record_exists(&t, ObjectKind::Company, co.id.as_str()).await.unwrap());
     assert!(!tx.record_exists(&t, ObjectKind::Company, c.id.as_str()).await.unwrap());
+}
+
+pub async fn pipelines_round_trip_by_id_and_key_with_unique_keys(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let mut sales = pipeline("sales", &["new", "won"]);
+    sales.is_default = true;
+    let other = pipeline("hiring", &["applied"]);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_pipeline(&t, &sales).await.unwrap();
+    tx.insert_pipeline(&t, &other).await.unwrap();
+    assert!(matches!(tx.insert_pipeline(&t, &pipeline("sales", &["x"])).await, Err(StoreError::Duplicate)));
+    // The transaction survives the duplicate, and the same key is free in the other mode.
+    tx.insert_pipeline(&tenant(&ws, Mode::Live), &pipeline("sales", &["x"])).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_pipeline(&t, &sales.id).await.unwrap(), Some(sales.clone()));
+    assert_eq!(tx.get_pipeline_by_key(&t, "hiring").await.unwrap(), Some(other.clone()));
+    assert_eq!(tx.default_pipeline(&t).await.unwrap(), Some(sales.clone()));
+    assert_eq!(tx.list_pipelines(&t).await.unwrap(), vec![sales, other], "oldest first");
+}
+
+pub async fn pipeline_updates_check_the_version_and_default_moves(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let mut a = pipeline("a", &["one"]);
+    a.is_default = true;
+    let mut b = pipeline("b", &["one"]);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_pipeline(&t, &a).await.unwrap();
+    tx.insert_pipeline(&t, &b).await.unwrap();
+    b.set_default(true);
+    b.add_stage(crm_domain::StageDraft { key: "two".into(), ..Default::default() }, None, crm_domain::StageId::from_uuid(uuid())).unwrap();
+    b.touch(Timestamp::from_millis(1_800_000_000_000));
+    tx.update_pipeline(&t, &b).await.unwrap();
+    assert!(matches!(tx.update_pipeline(&t, &b).await, Err(StoreError::Stale)));
+    tx.clear_default_pipeline(&t, &b.id, Timestamp::from_millis(1_800_000_000_001)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.default_pipeline(&t).await.unwrap().map(|p| p.id), Some(b.id.clone()));
+    let a_now = tx.get_pipeline(&t, &a.id).await.unwrap().unwrap();
+    assert!(!a_now.is_default);
+    assert_eq!(a_now.version, 2);
+    assert_eq!(tx.get_pipeline(&t, &b.id).await.unwrap().unwrap().stage_keys(), ["one", "two"]);
+    drop(tx);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.delete_pipeline(&t, &a.id).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.get_pipeline(&t, &a.id).await.unwrap().is_none());
+}
+
+pub async fn deals_round_trip_and_filter(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let sales = pipeline("sales", &["new", "won"]);
+    let hiring = pipeline("hiring", &["new"]);
+    let mut big = deal("Big Rocket Order", &sales, "new");
+    big.custom_fields = json!({"source": "web"}).as_object().unwrap().clone();
+    big.company_id = Some(CompanyId::from_uuid(uuid()));
+    big.primary_contact_id = Some(crm_domain::ContactId::from_uuid(uuid()));
+    let won = deal("Small order", &sales, "won");
+    let hire = deal("Hire a rocket engineer", &hiring, "new");
+    let mut tx = store.begin_write().await.unwrap();
+    for p in [&sales, &hiring] {
+        tx.insert_pipeline(&t, p).await.unwrap();
+    }
+    for d in [&big, &won, &hire] {
+        tx.insert_deal(&t, d).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_deal(&t, &big.id).await.unwrap(), Some(big.clone()));
+    let ids = |v: Vec<crm_domain::Deal>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
+    let f = |f: DealFilter| f;
+    assert_eq!(ids(tx.list_deals(&t, &DealFilter::default(), &all()).await.unwrap()), vec![hire.id.clone(), won.id.clone(), big.id.clone()]);
+    assert_eq!(ids(tx.list_deals(&t, &f(DealFilter { stage: Some("new".into()), ..Default::default() }), &all()).await.unwrap()), vec![hire.id.clone(), big.id.clone()], "stage keys repeat across pipelines");
+    let sales_new = DealFilter { pipeline_id: Some(sales.id.clone()), stage: Some("new".into()), ..Default::default() };
+    assert_eq!(ids(tx.list_deals(&t, &sales_new, &all()).await.unwrap()), vec![big.id.clone()]);
+    assert_eq!(ids(tx.list_deals(&t, &f(DealFilter { q: Some("ROCKET".into()), ..Default::default() }), &all()).await.unwrap()), vec![hire.id.clone(), big.id.clone()]);
+    assert_eq!(ids(tx.list_deals(&t, &f(DealFilter { company_id: big.company_id.clone(), ..Default::default() }), &all()).await.unwrap()), vec![big.id.clone()]);
+    assert_eq!(ids(tx.list_deals(&t, &f(DealFilter { primary_contact_id: big.primary_contact_id.clone(), ..Default::default() }), &all()).await.unwrap()), vec![big.id.clone()]);
+    assert_eq!(tx.count_deals(&t, &sales.id, None).await.unwrap(), 2);
+    assert_eq!(tx.count_deals(&t, &sales.id, Some("won")).await.unwrap(), 1);
+    assert!(tx.record_exists(&t, ObjectKind::Deal, big.id.as_str()).await.unwrap());
+}
+
+pub async fn deal_updates_check_the_version_and_stage_moves_keep_types(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let mut sales = pipeline("sales", &["new", "won"]);
+    let mut d = deal("Order", &sales, "new");
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_pipeline(&t, &sales).await.unwrap();
+    tx.insert_deal(&t, &d).await.unwrap();
+    d.title = "Order 2".into();
+    d.version = 2;
+    d.deleted_at = Some(Timestamp::from_millis(1_800_000_000_000));
+    tx.update_deal(&t, &d).await.unwrap();
+    assert!(matches!(tx.update_deal(&t, &d).await, Err(StoreError::Stale)));
+    assert_eq!(tx.move_deals(&t, &sales.id, "new", "won", crm_domain::StageType::Open, Timestamp::from_millis(1_800_000_000_001)).await.unwrap(), 1);
+    sales.update_stage("won", None, Some("won".into()), None).unwrap();
+    tx.set_deals_stage_type(&t, &sales.id, "won", crm_domain::StageType::Won).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let got = tx.get_deal(&t, &d.id).await.unwrap().unwrap();
+    assert_eq!((got.stage.as_str(), got.stage_type, got.version), ("won", crm_domain::StageType::Won, 3));
+    assert!(tx.list_deals(&t, &DealFilter::default(), &all()).await.unwrap().is_empty(), "soft-deleted");
+    assert_eq!(tx.list_deals(&t, &DealFilter { include_deleted: true, ..Default::default() }, &all()).await.unwrap().len(), 1);
+}
+
+pub async fn activities_list_newest_first_by_occurrence(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let contact_id = crm_domain::ContactId::from_uuid(uuid());
+    let mut old = activity(1_000);
+    old.contact_id = Some(contact_id.clone());
+    let mut recent = activity(3_000);
+    recent.activity_type = "call".into();
+    let mut same_time = activity(3_000);
+    same_time.contact_id = Some(contact_id.clone());
+    let mut tx = store.begin_write().await.unwrap();
+    for a in [&old, &recent, &same_time] {
+        tx.insert_activity(&t, a).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let ids = |v: Vec<crm_domain::Activity>| v.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    let every = tx.list_activities(&t, &ActivityFilter::default(), &all()).await.unwrap();
+    assert_eq!(ids(every), vec![same_time.id.clone(), recent.id.clone(), old.id.clone()]);
+    let page2 = Slice { before: Some(format!("3000:{}", same_time.id)), limit: 10 };
+    assert_eq!(ids(tx.list_activities(&t, &ActivityFilter::default(), &page2).await.unwrap()), vec![recent.id.clone(), old.id.clone()]);
+    let by_contact = ActivityFilter { contact_id: Some(contact_id), ..Default::default() };
+    assert_eq!(ids(tx.list_activities(&t, &by_contact, &all()).await.unwrap()), vec![same_time.id.clone(), old.id.clone()]);
+    let calls = ActivityFilter { activity_type: Some("call".into()), ..Default::default() };
+    assert_eq!(ids(tx.list_activities(&t, &calls, &all()).await.unwrap()), vec![recent.id.clone()]);
+    assert_eq!(tx.get_activity(&t, &old.id).await.unwrap(), Some(old.clone()));
+    drop(tx);
+    let mut tx = store.begin_write().await.unwrap();
+    let mut changed = old.clone();
+    changed.body = Some("edited".into());
+    changed.version = 2;
+    tx.update_activity(&t, &changed).await.unwrap();
+    assert!(matches!(tx.update_activity(&t, &changed).await, Err(StoreError::Stale)));
+    tx.delete_activity(&t, &recent.id).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_activity(&t, &old.id).await.unwrap(), Some(changed));
+    assert!(tx.get_activity(&t, &recent.id).await.unwrap().is_none());
+    assert!(!tx.record_exists(&t, ObjectKind::Activity, recent.id.as_str()).await.unwrap());
+}
+
+pub async fn substring_search_matches_short_and_long_needles(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let mut ada = contact(Some("ada@analytical.engine"));
+    ada.phone = Some("+44 20 7946 0000".into());
+    let mut grace = contact(Some("grace@navy.mil"));
+    grace.first_name = Some("Grace".into());
+    grace.last_name = Some("Hopper".into());
+    let acme = company("Acme Rockets", Some("acme.io"));
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_contact(&t, &ada).await.unwrap();
+    tx.insert_contact(&t, &grace).await.unwrap();
+    tx.insert_company(&t, &acme).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    for (q, expected) in [("lovelace", vec![ada.id.clone()]), ("ANALYTICAL", vec![ada.id.clone()]), ("7946", vec![ada.id.clone()]), ("ho", vec![grace.id.clone()]), ("e", vec![grace.id.clone(), ada.id.clone()]), ("\"quoted\"", vec![])] {
+        let got: Vec<_> = tx.list_contacts(&t, &ContactFilter { q: Some(q.into()), ..Default::default() }, &all()).await.unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(got, expected, "q={q}");
+    }
+    drop(tx);
+    // The index follows updates.
+    let mut tx = store.begin_write().await.unwrap();
+    grace.last_name = Some("Brewster".into());
+    grace.version = 2;
+    tx.update_contact(&t, &grace).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.list_contacts(&t, &ContactFilter { q: Some("hopper".into()), ..Default::default() }, &all()).await.unwrap().is_empty());
+    assert_eq!(tx.list_contacts(&t, &ContactFilter { q: Some("brewster".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
+    assert_eq!(tx.list_companies(&t, &CompanyFilter { q: Some("rocket".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
+    assert_eq!(tx.list_companies(&t, &CompanyFilter { q: Some("io".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
+}
+
+pub async fn savepoints_undo_part_of_a_transaction(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let kept = contact(Some("kept@example.com"));
+    let undone = contact(Some("undone@example.com"));
+    let mut tx = store.begin_write().await.unwrap();
+    tx.savepoint("op").await.unwrap();
+    tx.insert_contact(&t, &kept).await.unwrap();
+    tx.release_savepoint("op").await.unwrap();
+    tx.savepoint("op").await.unwrap();
+    tx.insert_contact(&t, &undone).await.unwrap();
+    tx.rollback_to_savepoint("op").await.unwrap();
+    tx.release_savepoint("op").await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.get_contact(&t, &kept.id).await.unwrap().is_some());
+    assert!(tx.get_contact(&t, &undone.id).await.unwrap().is_none());
 }

@@ -73,3 +73,55 @@ pub fn company(name: &str, domain: Option<&str>) -> Company {
         deleted_at: None,
     }
 }
+
+pub fn pipeline(key: &str, stages: &[&str]) -> crm_domain::Pipeline {
+    let draft = crm_domain::PipelineDraft {
+        key: Some(key.into()),
+        name: Some(format!("{key} pipeline")),
+        is_default: false,
+        stages: stages.iter().map(|k| crm_domain::StageDraft { key: (*k).into(), label: None, stage_type: None }).collect(),
+    };
+    crm_domain::Pipeline::create(crm_domain::PipelineId::from_uuid(uuid()), Timestamp::from_millis(1_700_000_000_000), draft, || {
+        crm_domain::StageId::from_uuid(uuid())
+    })
+    .expect("valid pipeline")
+}
+
+pub fn deal(title: &str, pipeline: &crm_domain::Pipeline, stage: &str) -> crm_domain::Deal {
+    let now = Timestamp::from_millis(1_700_000_000_789);
+    let stage = pipeline.stage(stage).expect("stage of the pipeline");
+    crm_domain::Deal {
+        id: crm_domain::DealId::from_uuid(uuid()),
+        title: title.into(),
+        pipeline_id: pipeline.id.clone(),
+        pipeline_key: pipeline.key.clone(),
+        stage: stage.key.clone(),
+        stage_type: stage.stage_type,
+        primary_contact_id: None,
+        company_id: None,
+        value_cents: Some(12_500),
+        currency: Some("EUR".into()),
+        close_date: crm_domain::Date::parse("2026-12-31"),
+        custom_fields: JsonMap::new(),
+        created_at: now,
+        updated_at: now,
+        version: 1,
+        deleted_at: None,
+    }
+}
+
+pub fn activity(occurred_at_ms: i64) -> crm_domain::Activity {
+    let now = Timestamp::from_millis(1_700_000_001_000);
+    crm_domain::Activity {
+        id: crm_domain::ActivityId::from_uuid(uuid()),
+        activity_type: "note".into(),
+        contact_id: None,
+        deal_id: None,
+        body: Some("Called; left a message.".into()),
+        occurred_at: Timestamp::from_millis(occurred_at_ms),
+        custom_fields: JsonMap::new(),
+        created_at: now,
+        updated_at: now,
+        version: 1,
+    }
+}

@@ -43,7 +43,14 @@ macro_rules! conformance_suite {
             events_are_listed_newest_first_by_type,
             idempotency_records_round_trip,
             a_dropped_write_transaction_rolls_back,
-            record_exists_sees_soft_deleted_records
+            record_exists_sees_soft_deleted_records,
+            pipelines_round_trip_by_id_and_key_with_unique_keys,
+            pipeline_updates_check_the_version_and_default_moves,
+            deals_round_trip_and_filter,
+            deal_updates_check_the_version_and_stage_moves_keep_types,
+            activities_list_newest_first_by_occurrence,
+            substring_search_matches_short_and_long_needles,
+            savepoints_undo_part_of_a_transaction
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

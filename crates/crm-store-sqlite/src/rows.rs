@@ -98,3 +98,83 @@ pub(crate) fn api_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
         expires_at: ts(row.try_get("expires_at").map_err(backend)?),
     })
 }
+
+pub(crate) const PIPELINE_COLUMNS: &str = "id, key, name, is_default, stages, created_at, updated_at, version";
+
+pub(crate) fn stages_json(stages: &[crm_domain::Stage]) -> String {
+    serde_json::Value::Array(stages.iter().map(crm_domain::Stage::snapshot).collect()).to_string()
+}
+
+fn stages_from_json(text: &str) -> Result<Vec<crm_domain::Stage>, StoreError> {
+    let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
+    values
+        .iter()
+        .map(|v| {
+            let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).ok_or_else(|| corrupt("stage"));
+            Ok(crm_domain::Stage {
+                id: crm_domain::StageId::from_trusted(s("id")?),
+                key: s("key")?,
+                label: s("label")?,
+                stage_type: crm_domain::StageType::parse(&s("type")?).ok_or_else(|| corrupt("stage type"))?,
+                ordinal: v.get("ordinal").and_then(serde_json::Value::as_u64).ok_or_else(|| corrupt("ordinal"))? as u32,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn pipeline(row: &SqliteRow) -> Result<crm_domain::Pipeline, StoreError> {
+    Ok(crm_domain::Pipeline {
+        id: crm_domain::PipelineId::from_trusted(row.try_get("id").map_err(backend)?),
+        key: row.try_get("key").map_err(backend)?,
+        name: row.try_get("name").map_err(backend)?,
+        is_default: row.try_get("is_default").map_err(backend)?,
+        stages: stages_from_json(&row.try_get::<String, _>("stages").map_err(backend)?)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),
+        version: row.try_get("version").map_err(backend)?,
+    })
+}
+
+pub(crate) const DEAL_COLUMNS: &str = "id, title, pipeline_id, pipeline_key, stage, stage_type, primary_contact_id, company_id, \
+     value_cents, currency, close_date, custom_fields, created_at, updated_at, version, deleted_at";
+
+pub(crate) fn deal(row: &SqliteRow) -> Result<crm_domain::Deal, StoreError> {
+    let get_s = |c: &str| row.try_get::<Option<String>, _>(c).map_err(backend);
+    let stage_type: String = row.try_get("stage_type").map_err(backend)?;
+    Ok(crm_domain::Deal {
+        id: crm_domain::DealId::from_trusted(row.try_get("id").map_err(backend)?),
+        title: row.try_get("title").map_err(backend)?,
+        pipeline_id: crm_domain::PipelineId::from_trusted(row.try_get("pipeline_id").map_err(backend)?),
+        pipeline_key: row.try_get("pipeline_key").map_err(backend)?,
+        stage: row.try_get("stage").map_err(backend)?,
+        stage_type: crm_domain::StageType::parse(&stage_type).ok_or_else(|| corrupt("stage_type"))?,
+        primary_contact_id: get_s("primary_contact_id")?.map(ContactId::from_trusted),
+        company_id: get_s("company_id")?.map(CompanyId::from_trusted),
+        value_cents: row.try_get("value_cents").map_err(backend)?,
+        currency: get_s("currency")?,
+        close_date: get_s("close_date")?.map(|d| crm_domain::Date::parse(&d).ok_or_else(|| corrupt("close_date"))).transpose()?,
+        custom_fields: json_map(&row.try_get::<String, _>("custom_fields").map_err(backend)?)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),
+        version: row.try_get("version").map_err(backend)?,
+        deleted_at: ts(row.try_get("deleted_at").map_err(backend)?),
+    })
+}
+
+pub(crate) const ACTIVITY_COLUMNS: &str = "id, type, contact_id, deal_id, body, occurred_at, custom_fields, created_at, updated_at, version";
+
+pub(crate) fn activity(row: &SqliteRow) -> Result<crm_domain::Activity, StoreError> {
+    let get_s = |c: &str| row.try_get::<Option<String>, _>(c).map_err(backend);
+    Ok(crm_domain::Activity {
+        id: crm_domain::ActivityId::from_trusted(row.try_get("id").map_err(backend)?),
+        activity_type: row.try_get("type").map_err(backend)?,
+        contact_id: get_s("contact_id")?.map(ContactId::from_trusted),
+        deal_id: get_s("deal_id")?.map(crm_domain::DealId::from_trusted),
+        body: get_s("body")?,
+        occurred_at: Timestamp::from_millis(row.try_get("occurred_at").map_err(backend)?),
+        custom_fields: json_map(&row.try_get::<String, _>("custom_fields").map_err(backend)?)?,
+        created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),
+        version: row.try_get("version").map_err(backend)?,
+    })
+}

@@ -33,7 +33,7 @@ impl SqliteTx {
         SqliteTx::Read(conn)
     }
 
-    fn conn(&mut self) -> &mut SqliteConnection {
+    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
             SqliteTx::Write(tx) => tx,
             SqliteTx::Read(conn) => conn,
@@ -42,7 +42,7 @@ impl SqliteTx {
 }
 
 /// Was this a violation of a UNIQUE or PRIMARY KEY constraint?
-fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
@@ -60,15 +60,28 @@ pub(crate) fn like_pattern(q: &str) -> String {
     p
 }
 
-fn json_text(map: &crm_domain::JsonMap) -> String {
+/// A case-insensitive substring condition on the table's `search_text`: through its FTS5 trigram
+/// index when the needle has at least three characters (the shortest a trigram can match),
+/// else a LIKE over the column.
+pub(crate) fn push_search(qb: &mut QueryBuilder<'_, Sqlite>, fts_table: &'static str, q: &str) {
+    let needle = q.to_lowercase();
+    if needle.chars().count() >= 3 {
+        let phrase = format!("\"{}\"", needle.replace('"', "\"\""));
+        qb.push(" AND rowid IN (SELECT rowid FROM ").push(fts_table).push(" WHERE ").push(fts_table).push(" MATCH ").push_bind(phrase).push(")");
+    } else {
+        qb.push(" AND search_text LIKE ").push_bind(like_pattern(&needle)).push(" ESCAPE '\\'");
+    }
+}
+
+pub(crate) fn json_text(map: &crm_domain::JsonMap) -> String {
     serde_json::Value::Object(map.clone()).to_string()
 }
 
-fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant) {
+pub(crate) fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant) {
     qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
 }
 
-fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
+pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
     if let Some(before) = &slice.before {
         qb.push(" AND id < ").push_bind(before.as_str());
     }
@@ -338,15 +351,7 @@ impl ContactRepo for SqliteTx {
             qb.push(" AND type = ").push_bind(t.as_str());
         }
         if let Some(q) = &filter.q {
-            let p = like_pattern(q);
-            qb.push(" AND (");
-            for (i, col) in ["first_name", "last_name", "email", "phone", "linkedin_url"].iter().enumerate() {
-                if i > 0 {
-                    qb.push(" OR ");
-                }
-                qb.push(*col).push(" LIKE ").push_bind(p.clone()).push(" ESCAPE '\\'");
-            }
-            qb.push(" OR (COALESCE(first_name, '') || ' ' || COALESCE(last_name, '')) LIKE ").push_bind(p).push(" ESCAPE '\\')");
+            push_search(&mut qb, "contacts_fts", q);
         }
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
@@ -425,8 +430,7 @@ impl CompanyRepo for SqliteTx {
             qb.push(" AND domain = ").push_bind(domain.to_lowercase());
         }
         if let Some(q) = &filter.q {
-            let p = like_pattern(q);
-            qb.push(" AND (name LIKE ").push_bind(p.clone()).push(" ESCAPE '\\' OR domain LIKE ").push_bind(p).push(" ESCAPE '\\')");
+            push_search(&mut qb, "companies_fts", q);
         }
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
@@ -440,8 +444,8 @@ impl RecordRepo for SqliteTx {
         let table = match object {
             ObjectKind::Contact => "contacts",
             ObjectKind::Company => "companies",
-            // Deals and activities arrive with their own tables; until then no such record exists.
-            ObjectKind::Deal | ObjectKind::Activity => return Ok(false),
+            ObjectKind::Deal => "deals",
+            ObjectKind::Activity => "activities",
         };
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
         let row = sqlx::query(&sql)
@@ -570,6 +574,15 @@ impl IdempotencyRepo for SqliteTx {
     }
 }
 
+/// Savepoint names come from our own code, never from input; still, refuse anything but a plain
+/// identifier rather than splice it into SQL unchecked.
+fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(StoreError::Backend(format!("invalid savepoint name {name:?}").into()));
+    }
+    Ok(format!("{verb} {name}"))
+}
+
 #[async_trait]
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
@@ -577,5 +590,20 @@ impl Tx for SqliteTx {
             SqliteTx::Write(tx) => tx.commit().await.map_err(backend),
             SqliteTx::Read(_) => Ok(()),
         }
+    }
+
+    async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
+        sqlx::query(&savepoint_sql("SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn release_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
+        sqlx::query(&savepoint_sql("RELEASE SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
+        sqlx::query(&savepoint_sql("ROLLBACK TO SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        Ok(())
     }
 }

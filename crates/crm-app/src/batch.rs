@@ -1,0 +1,99 @@
+//! `POST /batch`: up to 100 contact and deal writes in one transaction, each in its own
+//! savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
+//! Batch writes are validated like single writes but are event-silent.
+
+use crm_domain::{ContactDraft, ContactPatch, DealDraft, DealPatch};
+use serde_json::Value;
+
+use crate::{
+    auth::Caller,
+    error::AppError,
+    idempotency::IdemClaim,
+    ports::Tx,
+    write::{finish_in_tx, Emit},
+    App,
+};
+
+pub const MAX_OPERATIONS: usize = 100;
+
+#[derive(Debug, Clone)]
+pub enum BatchOp {
+    CreateContact(ContactDraft),
+    UpdateContact { id: String, patch: ContactPatch },
+    DeleteContact { id: String },
+    CreateDeal { draft: DealDraft, pipeline: Option<String> },
+    UpdateDeal { id: String, patch: DealPatch, pipeline: Option<String> },
+    DeleteDeal { id: String },
+}
+
+/// The outcome of one operation: the record (or deletion confirmation), or why it failed.
+pub type OpResult = (usize, Result<Value, AppError>);
+
+/// Turns the outcomes into the response (status, body); the caller owns the wire format.
+pub type Render<'a> = &'a (dyn Fn(&[OpResult]) -> (u16, Value) + Send + Sync);
+
+impl App {
+    async fn run_op(&self, tx: &mut dyn Tx, caller: &Caller, op: BatchOp) -> Result<Value, AppError> {
+        let tenant = &caller.tenant;
+        let silent = Emit::Silent;
+        Ok(match op {
+            BatchOp::CreateContact(draft) => self.create_contact_in(tx, tenant, draft, silent).await?.snapshot(),
+            BatchOp::UpdateContact { id, patch } => self.update_contact_in(tx, tenant, &id, patch, None, silent).await?.snapshot(),
+            BatchOp::DeleteContact { id } => {
+                let c = self.set_contact_deleted_in(tx, tenant, &id, true).await?;
+                serde_json::json!({"id": c.id.as_str(), "object": "contact", "deleted": true})
+            }
+            BatchOp::CreateDeal { draft, pipeline } => self.create_deal_in(tx, tenant, draft, pipeline.as_deref(), silent).await?.snapshot(),
+            BatchOp::UpdateDeal { id, patch, pipeline } => {
+                self.update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, silent).await?.snapshot()
+            }
+            BatchOp::DeleteDeal { id } => {
+                let d = self.set_deal_deleted_in(tx, tenant, &id, true).await?;
+                serde_json::json!({"id": d.id.as_str(), "object": "deal", "deleted": true})
+            }
+        })
+    }
+
+    /// Runs the operations (each with its index in the request). Operations that failed to parse
+    /// are passed in as `failed` so the response and `atomic` account for them.
+    pub async fn batch(
+        &self,
+        caller: &Caller,
+        ops: Vec<(usize, BatchOp)>,
+        failed: Vec<(usize, AppError)>,
+        atomic: bool,
+        idem: Option<&IdemClaim>,
+        render: Render<'_>,
+    ) -> Result<(u16, Value), AppError> {
+        if atomic && !failed.is_empty() {
+            return Err(AppError::BatchFailed { failures: failed });
+        }
+        let mut results: Vec<OpResult> = failed.into_iter().map(|(i, e)| (i, Err(e))).collect();
+        let mut tx = self.store.begin_write().await?;
+        for (index, op) in ops {
+            tx.savepoint("batch_op").await?;
+            match self.run_op(&mut *tx, caller, op).await {
+                Ok(v) => {
+                    tx.release_savepoint("batch_op").await?;
+                    results.push((index, Ok(v)));
+                }
+                Err(AppError::Internal(msg)) => return Err(AppError::Internal(msg)),
+                Err(e) => {
+                    tx.rollback_to_savepoint("batch_op").await?;
+                    tx.release_savepoint("batch_op").await?;
+                    results.push((index, Err(e)));
+                }
+            }
+        }
+        results.sort_by_key(|(i, _)| *i);
+        if atomic && results.iter().any(|(_, r)| r.is_err()) {
+            // Dropping the transaction rolls every operation back.
+            let failures = results.into_iter().filter_map(|(i, r)| r.err().map(|e| (i, e))).collect();
+            return Err(AppError::BatchFailed { failures });
+        }
+        let (status, body) = render(&results);
+        finish_in_tx(&mut *tx, &caller.tenant, idem, status, &body).await?;
+        tx.commit().await?;
+        Ok((status, body))
+    }
+}

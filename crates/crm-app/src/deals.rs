@@ -1,0 +1,179 @@
+//! Deal use cases: create, read, update (stage moves emit `deal.stage_changed`), soft delete,
+//! restore, list.
+
+use crm_domain::{CompanyId, ContactId, Deal, DealDraft, DealId, DealPatch, EventType, ObjectKind, Tenant};
+
+use crate::{
+    auth::Caller,
+    error::AppError,
+    idempotency::IdemClaim,
+    paging::{page_from, slice_for, Page, PageParams},
+    pipelines,
+    ports::{DealFilter, StoreError, Tx},
+    write::{check_references, finish_in_tx, Emit},
+    App,
+};
+
+const LIST: &str = "deals";
+
+fn parse_id(id: &str) -> Result<DealId, AppError> {
+    DealId::parse(id).map_err(|_| AppError::not_found("deal", id))
+}
+
+/// The deal list's filters as the client sent them; the pipeline is a key or an id.
+#[derive(Debug, Clone, Default)]
+pub struct DealQuery {
+    pub q: Option<String>,
+    pub pipeline: Option<String>,
+    pub stage: Option<String>,
+    pub company_id: Option<CompanyId>,
+    pub primary_contact_id: Option<ContactId>,
+    pub include_deleted: bool,
+}
+
+impl App {
+    /// Creates a deal in `pipeline` (key or id; the default pipeline when `None`). Emits
+    /// `deal.created`, and `deal.stage_changed` too when the client named the stage.
+    #[tracing::instrument(skip_all, err(level = "debug"))]
+    pub async fn create_deal(&self, caller: &Caller, draft: DealDraft, pipeline: Option<&str>, idem: Option<&IdemClaim>) -> Result<Deal, AppError> {
+        let tenant = &caller.tenant;
+        let mut tx = self.store.begin_write().await?;
+        let deal = self.create_deal_in(&mut *tx, tenant, draft, pipeline, Emit::Events).await?;
+        finish_in_tx(&mut *tx, tenant, idem, 201, &deal.snapshot()).await?;
+        tx.commit().await?;
+        Ok(deal)
+    }
+
+    pub(crate) async fn create_deal_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: DealDraft, pipeline: Option<&str>, emit: Emit) -> Result<Deal, AppError> {
+        let pipeline = pipelines::resolve(tx, tenant, pipeline, "pipeline").await?;
+        let registry = tx.load_registry(tenant, ObjectKind::Deal).await?;
+        let now = self.clock.now();
+        let (deal, refs, stage_given) = Deal::create(DealId::from_uuid(self.ids.new_uuid()), now, draft, &pipeline, &registry)?;
+        check_references(tx, tenant, &refs).await?;
+        tx.insert_deal(tenant, &deal).await?;
+        let snapshot = deal.snapshot();
+        self.emit(tx, tenant, emit, EventType::DealCreated, now, snapshot.clone(), None, None).await?;
+        if stage_given {
+            self.emit(tx, tenant, emit, EventType::DealStageChanged, now, snapshot, None, Some(None)).await?;
+        }
+        Ok(deal)
+    }
+
+    pub async fn get_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
+        let id = parse_id(id)?;
+        let mut tx = self.store.begin_read().await?;
+        tx.get_deal(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))
+    }
+
+    /// Applies a partial update. `pipeline` (key or id) moves the deal to another pipeline.
+    #[tracing::instrument(skip_all, err(level = "debug"))]
+    pub async fn update_deal(&self, caller: &Caller, id: &str, patch: DealPatch, pipeline: Option<&str>, expected_version: Option<i64>) -> Result<Deal, AppError> {
+        let mut tx = self.store.begin_write().await?;
+        let deal = self.update_deal_in(&mut *tx, &caller.tenant, id, patch, pipeline, expected_version, Emit::Events).await?;
+        tx.commit().await?;
+        Ok(deal)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn update_deal_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &str,
+        patch: DealPatch,
+        pipeline: Option<&str>,
+        expected_version: Option<i64>,
+        emit: Emit,
+    ) -> Result<Deal, AppError> {
+        let id = parse_id(id)?;
+        let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
+        if expected_version.is_some_and(|v| v != deal.version) {
+            return Err(AppError::VersionConflict { current: deal.version });
+        }
+        if deal.deleted_at.is_some() {
+            return Err(AppError::Conflict { detail: "this deal is deleted; restore it before updating".into(), existing: None });
+        }
+        let target = match pipeline {
+            Some(reference) => pipelines::resolve(tx, tenant, Some(reference), "pipeline").await?,
+            None => tx
+                .get_pipeline(tenant, &deal.pipeline_id)
+                .await?
+                .ok_or_else(|| AppError::Internal(format!("deal {} sits in a missing pipeline", deal.id)))?,
+        };
+        let registry = tx.load_registry(tenant, ObjectKind::Deal).await?;
+        let now = self.clock.now();
+        let change = deal.apply(patch, &target, now, &registry)?;
+        if change.changed.is_empty() {
+            return Ok(deal);
+        }
+        check_references(tx, tenant, &change.references).await?;
+        match tx.update_deal(tenant, &deal).await {
+            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: deal.version - 1 }),
+            other => other?,
+        }
+        let snapshot = deal.snapshot();
+        let changed = change.changed.iter().map(|f| (*f).to_owned()).collect();
+        self.emit(tx, tenant, emit, EventType::DealUpdated, now, snapshot.clone(), Some(changed), None).await?;
+        if let Some(previous) = change.previous_stage {
+            self.emit(tx, tenant, emit, EventType::DealStageChanged, now, snapshot, None, Some(Some(previous))).await?;
+        }
+        Ok(deal)
+    }
+
+    pub async fn delete_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
+        let mut tx = self.store.begin_write().await?;
+        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, true).await?;
+        tx.commit().await?;
+        Ok(deal)
+    }
+
+    pub async fn restore_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
+        let mut tx = self.store.begin_write().await?;
+        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, false).await?;
+        tx.commit().await?;
+        Ok(deal)
+    }
+
+    pub(crate) async fn set_deal_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool) -> Result<Deal, AppError> {
+        let id = parse_id(id)?;
+        let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
+        if deal.deleted_at.is_some() == deleted {
+            return Ok(deal);
+        }
+        let now = self.clock.now();
+        deal.deleted_at = deleted.then_some(now);
+        deal.updated_at = now;
+        deal.version += 1;
+        tx.update_deal(tenant, &deal).await?;
+        Ok(deal)
+    }
+
+    /// Lists deals; without a pipeline filter all pipelines merge. With one, `stage` must be one
+    /// of its keys (422 `unknown_value` listing them).
+    pub async fn list_deals(&self, caller: &Caller, query: DealQuery, page: PageParams) -> Result<Page<Deal>, AppError> {
+        let tenant = &caller.tenant;
+        let mut tx = self.store.begin_read().await?;
+        let pipeline_id = match &query.pipeline {
+            Some(reference) => {
+                let pipeline = pipelines::resolve(&mut *tx, tenant, Some(reference), "pipeline").await?;
+                if let Some(stage) = &query.stage {
+                    pipeline.check_stage("stage", stage)?;
+                }
+                Some(pipeline.id)
+            }
+            None => None,
+        };
+        let filter = DealFilter {
+            q: query.q,
+            pipeline_id,
+            stage: query.stage,
+            company_id: query.company_id,
+            primary_contact_id: query.primary_contact_id,
+            include_deleted: query.include_deleted,
+        };
+        let fingerprint = format!("{filter:?}");
+        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let rows = tx.list_deals(tenant, &filter, &slice).await?;
+        Ok(page_from(rows, &page, LIST, &fingerprint, |d| d.id.to_string()))
+    }
+}

@@ -1,0 +1,188 @@
+//! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
+
+use crm_domain::{Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant, ValidationError};
+
+use crate::{auth::Caller, error::AppError, ports::{StoreError, Tx}, App};
+
+/// A change to a pipeline's own fields.
+#[derive(Debug, Clone, Default)]
+pub struct PipelineUpdate {
+    pub name: Option<String>,
+    pub is_default: Option<bool>,
+}
+
+/// What `svc_manage_stage` does to one stage.
+#[derive(Debug, Clone)]
+pub enum StageAction {
+    Add { draft: StageDraft, position: Option<i64> },
+    Update { key: String, label: Option<String>, stage_type: Option<String>, position: Option<i64> },
+    /// Deals in the stage move to `move_to`; without it, a stage holding deals is not removed.
+    Remove { key: String, move_to: Option<String> },
+}
+
+/// Looks a pipeline up by id or key inside a transaction.
+pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Option<Pipeline>, AppError> {
+    Ok(if id_or_key.starts_with(PipelineId::PREFIX) {
+        match PipelineId::parse(id_or_key) {
+            Ok(id) => tx.get_pipeline(tenant, &id).await?,
+            Err(_) => None,
+        }
+    } else {
+        tx.get_pipeline_by_key(tenant, id_or_key).await?
+    })
+}
+
+/// The pipeline a record field names (`pipeline` on a deal, or a filter): unknown names are
+/// `unknown_value` listing the pipeline keys. `None` is the default pipeline.
+pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<&str>, field: &str) -> Result<Pipeline, AppError> {
+    let found = match reference {
+        Some(r) => lookup(tx, tenant, r).await?,
+        None => tx.default_pipeline(tenant).await?,
+    };
+    match found {
+        Some(p) => Ok(p),
+        None => {
+            let keys = tx.list_pipelines(tenant).await?.into_iter().map(|p| p.key).collect();
+            Err(ValidationError::UnknownValue { field: field.to_owned(), value: reference.unwrap_or_default().to_owned(), valid_options: keys }.into())
+        }
+    }
+}
+
+async fn find(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Pipeline, AppError> {
+    lookup(tx, tenant, id_or_key).await?.ok_or_else(|| AppError::not_found("pipeline", id_or_key))
+}
+
+async fn save(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), AppError> {
+    match tx.update_pipeline(tenant, pipeline).await {
+        Err(StoreError::Stale) => Err(AppError::VersionConflict { current: pipeline.version - 1 }),
+        other => Ok(other?),
+    }
+}
+
+impl App {
+    fn stage_ids(&self) -> impl FnMut() -> StageId + '_ {
+        || StageId::from_uuid(self.ids.new_uuid())
+    }
+
+    /// Creates a pipeline; a new default unsets the old one. Not covered by Idempotency-Key: a
+    /// retry answers 409 for the taken key.
+    pub async fn create_pipeline(&self, caller: &Caller, draft: PipelineDraft) -> Result<Pipeline, AppError> {
+        let tenant = &caller.tenant;
+        let now = self.clock.now();
+        let pipeline = Pipeline::create(PipelineId::from_uuid(self.ids.new_uuid()), now, draft, self.stage_ids())?;
+        let mut tx = self.store.begin_write().await?;
+        match tx.insert_pipeline(tenant, &pipeline).await {
+            Err(StoreError::Duplicate) => {
+                let existing = tx.get_pipeline_by_key(tenant, &pipeline.key).await?.map(|p| p.snapshot());
+                return Err(AppError::Conflict { detail: format!("a pipeline with key `{}` already exists", pipeline.key), existing });
+            }
+            other => other?,
+        }
+        if pipeline.is_default {
+            tx.clear_default_pipeline(tenant, &pipeline.id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(pipeline)
+    }
+
+    pub async fn list_pipelines(&self, caller: &Caller) -> Result<Vec<Pipeline>, AppError> {
+        let mut tx = self.store.begin_read().await?;
+        Ok(tx.list_pipelines(&caller.tenant).await?)
+    }
+
+    pub async fn get_pipeline(&self, caller: &Caller, id_or_key: &str) -> Result<Pipeline, AppError> {
+        let mut tx = self.store.begin_read().await?;
+        find(&mut *tx, &caller.tenant, id_or_key).await
+    }
+
+    pub async fn update_pipeline(&self, caller: &Caller, id_or_key: &str, update: PipelineUpdate) -> Result<Pipeline, AppError> {
+        let tenant = &caller.tenant;
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
+        let mut changed = false;
+        if let Some(name) = update.name {
+            changed |= pipeline.rename(name)?;
+        }
+        match update.is_default {
+            Some(false) if pipeline.is_default => {
+                return Err(ValidationError::invalid("is_default", "a workspace always has a default pipeline; make another pipeline the default instead").into());
+            }
+            Some(flag) => changed |= pipeline.set_default(flag),
+            None => {}
+        }
+        if !changed {
+            return Ok(pipeline);
+        }
+        pipeline.touch(now);
+        save(&mut *tx, tenant, &pipeline).await?;
+        if pipeline.is_default {
+            tx.clear_default_pipeline(tenant, &pipeline.id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(pipeline)
+    }
+
+    /// Deletes a pipeline for good; not the default one, and not while it holds deals.
+    pub async fn delete_pipeline(&self, caller: &Caller, id_or_key: &str) -> Result<Pipeline, AppError> {
+        let tenant = &caller.tenant;
+        let mut tx = self.store.begin_write().await?;
+        let pipeline = find(&mut *tx, tenant, id_or_key).await?;
+        if pipeline.is_default {
+            return Err(AppError::Conflict { detail: "the default pipeline cannot be deleted; make another pipeline the default first".into(), existing: None });
+        }
+        let deals = tx.count_deals(tenant, &pipeline.id, None).await?;
+        if deals > 0 {
+            return Err(AppError::Conflict { detail: format!("the pipeline holds {deals} deals; move or delete them first"), existing: None });
+        }
+        tx.delete_pipeline(tenant, &pipeline.id).await?;
+        tx.commit().await?;
+        Ok(pipeline)
+    }
+
+    /// Adds, changes or removes one stage and returns the pipeline.
+    pub async fn manage_stage(&self, caller: &Caller, id_or_key: &str, action: StageAction) -> Result<Pipeline, AppError> {
+        let tenant = &caller.tenant;
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
+        match action {
+            StageAction::Add { draft, position } => {
+                pipeline.add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid()))?;
+                pipeline.touch(now);
+                save(&mut *tx, tenant, &pipeline).await?;
+            }
+            StageAction::Update { key, label, stage_type, position } => {
+                let type_changed = pipeline.update_stage(&key, label, stage_type, position)?;
+                pipeline.touch(now);
+                save(&mut *tx, tenant, &pipeline).await?;
+                if type_changed {
+                    let stage_type = pipeline.check_stage("key", &key)?.stage_type;
+                    tx.set_deals_stage_type(tenant, &pipeline.id, &key, stage_type).await?;
+                }
+            }
+            StageAction::Remove { key, move_to } => {
+                pipeline.check_stage("key", &key)?;
+                let deals = tx.count_deals(tenant, &pipeline.id, Some(&key)).await?;
+                if deals > 0 {
+                    let Some(target) = move_to else {
+                        return Err(AppError::Conflict {
+                            detail: format!("{deals} deals sit in stage `{key}`; pass move_to=<stage key> to move them"),
+                            existing: None,
+                        });
+                    };
+                    if target == key {
+                        return Err(ValidationError::invalid("move_to", "must name another stage").into());
+                    }
+                    let target_type = pipeline.check_stage("move_to", &target)?.stage_type;
+                    tx.move_deals(tenant, &pipeline.id, &key, &target, target_type, now).await?;
+                }
+                pipeline.remove_stage(&key)?;
+                pipeline.touch(now);
+                save(&mut *tx, tenant, &pipeline).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(pipeline)
+    }
+}
