@@ -2,9 +2,14 @@
 
 mod support;
 
+mod activities;
 mod auth;
+mod batch;
 mod companies;
 mod contacts;
+mod deals;
 mod errors;
 mod idempotency;
+mod pipelines;
 mod platform;
+mod search;

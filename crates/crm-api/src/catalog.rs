@@ -160,6 +160,22 @@ impl Operation {
     }
 }
 
+/// A second route of an operation (e.g. `PATCH /pipelines/{pipeline}/stages/{key}` of
+/// `svc_manage_stage`): the REST transport maps its path parameters and query into the body and
+/// sets `action`, so the operation and its tool stay one.
+#[derive(Debug, Clone, Copy)]
+pub struct Alias {
+    pub operation: &'static str,
+    pub method: Method,
+    pub path: &'static str,
+    pub action: &'static str,
+}
+
+pub const ALIASES: &[Alias] = &[
+    Alias { operation: "svc_manage_stage", method: Method::Patch, path: "/pipelines/{pipeline}/stages/{key}", action: "update" },
+    Alias { operation: "svc_manage_stage", method: Method::Delete, path: "/pipelines/{pipeline}/stages/{key}", action: "remove" },
+];
+
 /// What a transport hands to an operation.
 #[derive(Debug, Default)]
 pub struct Input {
@@ -226,7 +242,21 @@ impl Input {
 /// Every operation of the service.
 pub fn catalog() -> &'static [Operation] {
     static CATALOG: OnceLock<Vec<Operation>> = OnceLock::new();
-    CATALOG.get_or_init(|| [ops::contacts::operations(), ops::companies::operations(), ops::events::operations()].into_iter().flatten().collect())
+    CATALOG.get_or_init(|| {
+        [
+            ops::contacts::operations(),
+            ops::companies::operations(),
+            ops::pipelines::operations(),
+            ops::deals::operations(),
+            ops::activities::operations(),
+            ops::search::operations(),
+            ops::batch::operations(),
+            ops::events::operations(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    })
 }
 
 pub fn find(name: &str) -> Option<&'static Operation> {

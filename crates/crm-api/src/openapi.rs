@@ -76,6 +76,34 @@ pub fn document(public_url: &str) -> Value {
         let entry = paths.entry(op.path.to_owned()).or_insert_with(|| json!({}));
         entry[method] = operation;
     }
+    for alias in crate::catalog::ALIASES {
+        let Some(op) = crate::catalog::find(alias.operation) else { continue };
+        let method = alias.method.as_str().to_lowercase();
+        let params: Vec<Value> = alias
+            .path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        let mut operation = json!({
+            "operationId": format!("{}__{}", op.name, alias.action),
+            "x-alias-of": op.name,
+            "summary": format!("{} ({})", op.summary, alias.action),
+            "description": format!("The `{}` action of {}, as its own route. {}", alias.action, op.name, op.description),
+            "parameters": params,
+            "security": [{"bearer": []}],
+            "x-scope": op.scope.to_string(),
+            "responses": {
+                "200": {"description": "Success", "content": {"application/json": {"schema": (op.output)()}}},
+                "default": {"description": "Problem", "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}},
+            },
+        });
+        if alias.method == Method::Patch {
+            operation["requestBody"] = json!({"required": false, "content": {"application/json": {"schema": op.body.map(|b| b()).unwrap_or(json!({}))}}});
+        }
+        let entry = paths.entry(alias.path.to_owned()).or_insert_with(|| json!({}));
+        entry[method] = operation;
+    }
     json!({
         "openapi": "3.1.0",
         "info": {

@@ -65,13 +65,15 @@ error_codes! {
 pub struct Problem {
     pub code: ErrorCode,
     pub detail: String,
-    /// Extra members: `field`, `valid_options`, `suggestion`, `existing`, `errors`, ...
+    /// Extra members: `field`, `valid_options`, `suggestion`, `existing`, ...
     pub extra: Map<String, Value>,
+    /// Per-item problems (an atomic batch): rendered as `errors: [{index, error}]`.
+    pub errors: Vec<(usize, Problem)>,
 }
 
 impl Problem {
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Problem {
-        Problem { code, detail: detail.into(), extra: Map::new() }
+        Problem { code, detail: detail.into(), extra: Map::new(), errors: Vec::new() }
     }
 
     pub fn with(mut self, member: &str, value: impl Into<Value>) -> Problem {
@@ -102,6 +104,10 @@ impl Problem {
         });
         if let Value::Object(map) = &mut doc {
             map.extend(self.extra.clone());
+            if !self.errors.is_empty() {
+                let errors = self.errors.iter().map(|(i, p)| json!({"index": i, "error": p.to_json(errors_base_url)})).collect();
+                map.insert("errors".into(), Value::Array(errors));
+            }
         }
         doc
     }
@@ -154,6 +160,11 @@ impl From<AppError> for Problem {
                 }
             }
             AppError::InvalidCursor => Problem::new(ErrorCode::InvalidCursor, detail),
+            AppError::BatchFailed { failures } => {
+                let mut p = Problem::new(ErrorCode::ValidationFailed, detail).with("field", "operations");
+                p.errors = failures.into_iter().map(|(i, e)| (i, Problem::from(e))).collect();
+                p
+            }
             AppError::Internal(msg) => {
                 // Logged here, once, inside the request's span; never sent.
                 tracing::error!(error = %msg, "internal error");

@@ -27,8 +27,14 @@ pub fn property_names(schema: &Value) -> Vec<String> {
 }
 
 /// A field of a PATCH body: absent leaves it, `null` clears it, a value sets it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PatchField<T>(pub Patch<T>);
+
+impl<T> Default for PatchField<T> {
+    fn default() -> Self {
+        PatchField(Patch::Absent)
+    }
+}
 
 impl<T> PatchField<T> {
     pub fn into_patch(self) -> Patch<T> {
@@ -53,6 +59,34 @@ impl<T: JsonSchema> JsonSchema for PatchField<T> {
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         <Option<T>>::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// An integer field that accepts any JSON number without a fractional part (`3.0` is 3;
+/// decisions §17: A2A clients send numbers as doubles); `3.5` is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeNumber(pub i64);
+
+impl<'de> Deserialize<'de> for WholeNumber {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Number::deserialize(d)?;
+        crm_domain::registry::whole_number(&serde_json::Value::Number(v))
+            .map(WholeNumber)
+            .ok_or_else(|| serde::de::Error::custom("expected a whole number"))
+    }
+}
+
+impl JsonSchema for WholeNumber {
+    fn schema_name() -> Cow<'static, str> {
+        "integer".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({"type": "integer"})
     }
 
     fn inline_schema() -> bool {

@@ -54,21 +54,10 @@ impl App {
         })
     }
 
-    /// Runs the operations (each with its index in the request). Operations that failed to parse
-    /// are passed in as `failed` so the response and `atomic` account for them.
-    pub async fn batch(
-        &self,
-        caller: &Caller,
-        ops: Vec<(usize, BatchOp)>,
-        failed: Vec<(usize, AppError)>,
-        atomic: bool,
-        idem: Option<&IdemClaim>,
-        render: Render<'_>,
-    ) -> Result<(u16, Value), AppError> {
-        if atomic && !failed.is_empty() {
-            return Err(AppError::BatchFailed { failures: failed });
-        }
-        let mut results: Vec<OpResult> = failed.into_iter().map(|(i, e)| (i, Err(e))).collect();
+    /// Runs the operations (each with its index in the request) and renders the response with
+    /// `render`, storing it as the idempotent result inside the same transaction.
+    pub async fn batch(&self, caller: &Caller, ops: Vec<(usize, BatchOp)>, atomic: bool, idem: Option<&IdemClaim>, render: Render<'_>) -> Result<(u16, Value), AppError> {
+        let mut results: Vec<OpResult> = Vec::with_capacity(ops.len());
         let mut tx = self.store.begin_write().await?;
         for (index, op) in ops {
             tx.savepoint("batch_op").await?;

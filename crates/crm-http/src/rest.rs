@@ -11,7 +11,10 @@ use axum::{
     Router,
 };
 use bytes::Bytes;
-use crm_api::{catalog, Api, ErrorCode, Input, Method, Operation, Problem, Reply};
+use crm_api::{
+    catalog::{self, Alias, ALIASES},
+    Api, ErrorCode, Input, Method, Operation, Problem, Reply,
+};
 use serde_json::Value;
 
 use crate::REQUEST_ID;
@@ -23,17 +26,25 @@ const PROBLEM_JSON: &str = "application/problem+json";
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
     let mut router = Router::new().route("/v1/openapi.json", axum::routing::get(openapi));
-    for op in catalog() {
-        let filter = match op.method {
-            Method::Get => MethodFilter::GET,
-            Method::Post => MethodFilter::POST,
-            Method::Patch => MethodFilter::PATCH,
-            Method::Delete => MethodFilter::DELETE,
-        };
-        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, req);
-        router = router.route(&format!("/v1{}", op.path), on(filter, handler));
+    for op in catalog::catalog() {
+        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, None, req);
+        router = router.route(&format!("/v1{}", op.path), on(method_filter(op.method), handler));
+    }
+    for alias in ALIASES {
+        let Some(op) = catalog::find(alias.operation) else { continue };
+        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, Some(alias), req);
+        router = router.route(&format!("/v1{}", alias.path), on(method_filter(alias.method), handler));
     }
     router
+}
+
+fn method_filter(method: Method) -> MethodFilter {
+    match method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+        Method::Patch => MethodFilter::PATCH,
+        Method::Delete => MethodFilter::DELETE,
+    }
 }
 
 fn request_id(headers: &HeaderMap) -> String {
@@ -74,15 +85,15 @@ fn reply_response(reply: &Reply) -> Response {
     res
 }
 
-async fn serve(api: Arc<Api>, op: &'static Operation, req: Request) -> Response {
+async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Response {
     let rid = request_id(req.headers());
-    match run(&api, op, req).await {
+    match run(&api, op, alias, req).await {
         Ok(reply) => reply_response(&reply),
         Err(problem) => problem_response(&api, &problem, &rid),
     }
 }
 
-async fn run(api: &Api, op: &'static Operation, req: Request) -> Result<Reply, Problem> {
+async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Result<Reply, Problem> {
     let (mut parts, body) = req.into_parts();
     let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
@@ -94,12 +105,34 @@ async fn run(api: &Api, op: &'static Operation, req: Request) -> Result<Reply, P
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
-    let body = if op.body.is_some() { read_json(&parts.headers, body).await? } else { None };
+    let body = if op.body.is_some() || alias.is_some() { read_json(&parts.headers, body).await? } else { None };
     let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
     let if_match = header("if-match").transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
     let idempotency_key = header("idempotency-key").transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
-    let input = Input { path, query, body, if_match, idem: None };
+    let mut input = Input { path, query, body, if_match, idem: None };
+    if let Some(alias) = alias {
+        fold_alias(op, alias, &mut input)?;
+    }
     api.call(op, &caller, input, idempotency_key.as_deref()).await
+}
+
+/// An alias route's extra path parameters and its query become body fields of the operation,
+/// with the alias's `action`, so the operation sees the same input a tool call would send.
+fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Problem> {
+    let own: Vec<&str> = op.path_params();
+    let mut body = match input.body.take() {
+        None => serde_json::Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(Problem::bad_request("the request body must be a JSON object")),
+    };
+    let extra: Vec<(String, String)> = input.path.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (k, v) in extra.into_iter().chain(std::mem::take(&mut input.query)) {
+        input.path.remove(&k);
+        body.insert(k, Value::String(v));
+    }
+    body.insert("action".into(), Value::from(alias.action));
+    input.body = Some(Value::Object(body));
+    Ok(())
 }
 
 /// Reads at most [`MAX_BODY_BYTES`] and parses them as JSON; an empty body is `None`.

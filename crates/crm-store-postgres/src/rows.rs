@@ -9,7 +9,8 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, Mode, Plan, Timestamp, WorkspaceId,
+    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Date, Deal, DealId, Email, Event, JsonMap, Mode,
+    Pipeline, PipelineId, Plan, Stage, StageId, StageType, Timestamp, WorkspaceId,
 };
 use sqlx::{postgres::PgRow, Decode, Postgres, Row, Type};
 
@@ -140,5 +141,89 @@ pub(crate) fn idem_record(row: &PgRow) -> Result<IdemRecord, StoreError> {
         reply,
         created_at: ts(row, "created_at")?,
         locked_until: ts(row, "locked_until")?,
+    })
+}
+
+/// `stages` as the SQLite store keeps them: a JSON array of `Stage::snapshot()` objects (bound
+/// as text and cast to JSONB).
+pub(crate) fn stages_json(stages: &[Stage]) -> String {
+    serde_json::Value::Array(stages.iter().map(Stage::snapshot).collect()).to_string()
+}
+
+fn stages_from_json(text: &str) -> Result<Vec<Stage>, StoreError> {
+    let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
+    values
+        .iter()
+        .map(|v| {
+            let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).ok_or_else(|| corrupt("stage"));
+            let ordinal = v.get("ordinal").and_then(serde_json::Value::as_u64).ok_or_else(|| corrupt("stage ordinal"))?;
+            Ok(Stage {
+                id: StageId::from_trusted(s("id")?),
+                key: s("key")?,
+                label: s("label")?,
+                stage_type: StageType::parse(&s("type")?).ok_or_else(|| corrupt("stage type"))?,
+                ordinal: u32::try_from(ordinal).map_err(|_| corrupt("stage ordinal"))?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) const PIPELINE_COLUMNS: &str =
+    "id, key, name, is_default, stages::text AS stages, created_at, updated_at, version";
+
+pub(crate) fn pipeline(row: &PgRow) -> Result<Pipeline, StoreError> {
+    Ok(Pipeline {
+        id: PipelineId::from_trusted(get(row, "id")?),
+        key: get(row, "key")?,
+        name: get(row, "name")?,
+        is_default: get(row, "is_default")?,
+        stages: stages_from_json(&get::<String>(row, "stages")?)?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        version: get(row, "version")?,
+    })
+}
+
+pub(crate) const DEAL_COLUMNS: &str = "id, title, pipeline_id, pipeline_key, stage, stage_type, primary_contact_id, company_id, \
+     value_cents, currency, close_date, custom_fields::text AS custom_fields, created_at, updated_at, version, deleted_at";
+
+pub(crate) fn deal(row: &PgRow) -> Result<Deal, StoreError> {
+    let stage_type: String = get(row, "stage_type")?;
+    let close_date: Option<String> = get(row, "close_date")?;
+    Ok(Deal {
+        id: DealId::from_trusted(get(row, "id")?),
+        title: get(row, "title")?,
+        pipeline_id: PipelineId::from_trusted(get(row, "pipeline_id")?),
+        pipeline_key: get(row, "pipeline_key")?,
+        stage: get(row, "stage")?,
+        stage_type: StageType::parse(&stage_type).ok_or_else(|| corrupt("stage_type"))?,
+        primary_contact_id: get::<Option<String>>(row, "primary_contact_id")?.map(ContactId::from_trusted),
+        company_id: get::<Option<String>>(row, "company_id")?.map(CompanyId::from_trusted),
+        value_cents: get(row, "value_cents")?,
+        currency: get(row, "currency")?,
+        close_date: close_date.map(|d| Date::parse(&d).ok_or_else(|| corrupt("close_date"))).transpose()?,
+        custom_fields: json_map(row)?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        version: get(row, "version")?,
+        deleted_at: opt_ts(row, "deleted_at")?,
+    })
+}
+
+pub(crate) const ACTIVITY_COLUMNS: &str =
+    "id, type, contact_id, deal_id, body, occurred_at, custom_fields::text AS custom_fields, created_at, updated_at, version";
+
+pub(crate) fn activity(row: &PgRow) -> Result<Activity, StoreError> {
+    Ok(Activity {
+        id: ActivityId::from_trusted(get(row, "id")?),
+        activity_type: get(row, "type")?,
+        contact_id: get::<Option<String>>(row, "contact_id")?.map(ContactId::from_trusted),
+        deal_id: get::<Option<String>>(row, "deal_id")?.map(DealId::from_trusted),
+        body: get(row, "body")?,
+        occurred_at: ts(row, "occurred_at")?,
+        custom_fields: json_map(row)?,
+        created_at: ts(row, "created_at")?,
+        updated_at: ts(row, "updated_at")?,
+        version: get(row, "version")?,
     })
 }

@@ -1,9 +1,14 @@
 //! The operations, one module per resource. Each module declares its DTOs (the wire format, with
 //! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
 
+pub mod activities;
+pub mod batch;
 pub mod companies;
 pub mod contacts;
+pub mod deals;
 pub mod events;
+pub mod pipelines;
+pub mod search;
 
 use crm_app::Page;
 use schemars::JsonSchema;

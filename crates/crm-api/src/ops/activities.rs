@@ -1,0 +1,219 @@
+//! Activities: `/activities`, newest first by `occurred_at`.
+
+use crm_app::{ports::ActivityFilter, Scope};
+use crm_domain::{Activity, ActivityDraft, ActivityPatch, ContactId, DealId, JsonMap};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    schema::{schema_of, PatchField},
+    Problem,
+};
+
+const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+
+/// An activity to record.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ActivityCreate {
+    /// A registered `activity.type` value: note, call, email, task, or one added with POST /enums.
+    #[serde(rename = "type")]
+    pub activity_type: Option<String>,
+    pub contact_id: Option<String>,
+    pub deal_id: Option<String>,
+    pub body: Option<String>,
+    /// When it happened (ISO 8601); defaults to now, may be in the past.
+    pub occurred_at: Option<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ActivityUpdate {
+    #[serde(default, rename = "type")]
+    pub activity_type: PatchField<String>,
+    #[serde(default)]
+    pub contact_id: PatchField<String>,
+    #[serde(default)]
+    pub deal_id: PatchField<String>,
+    #[serde(default)]
+    pub body: PatchField<String>,
+    #[serde(default)]
+    pub occurred_at: PatchField<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct ActivityOut {
+    /// `act_` prefix.
+    id: String,
+    object: String,
+    #[schemars(rename = "type")]
+    activity_type: String,
+    contact_id: Option<String>,
+    deal_id: Option<String>,
+    body: Option<String>,
+    occurred_at: String,
+    custom_fields: JsonMap,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+}
+
+fn render(a: &Activity) -> serde_json::Value {
+    a.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[
+    QueryParam::string("contact_id", "Activities of this contact."),
+    QueryParam::string("deal_id", "Activities of this deal."),
+    QueryParam::string("type", "A registered `activity.type` value."),
+    LIMIT,
+    CURSOR,
+];
+
+handler!(list(api, caller, input) {
+    let contact_id = match filter_value(&input, "contact_id") {
+        Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("contact_id", e.to_string()))?),
+        None => None,
+    };
+    let deal_id = match filter_value(&input, "deal_id") {
+        Some(raw) => Some(DealId::parse(&raw).map_err(|e| Problem::validation("deal_id", e.to_string()))?),
+        None => None,
+    };
+    let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
+    let page = api.app.list_activities(caller, filter, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: ActivityCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let draft = ActivityDraft {
+        activity_type: c.activity_type,
+        contact_id: c.contact_id,
+        deal_id: c.deal_id,
+        body: c.body,
+        occurred_at: c.occurred_at,
+        custom_fields: c.custom_fields.unwrap_or_default(),
+    };
+    let activity = api.app.create_activity(caller, draft, input.idem.as_ref()).await?;
+    Ok(Reply::record(201, render(&activity)))
+});
+
+handler!(get(api, caller, input) {
+    let activity = api.app.get_activity(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&activity)))
+});
+
+handler!(update(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let u: ActivityUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let patch = ActivityPatch {
+        activity_type: u.activity_type.into_patch(),
+        contact_id: u.contact_id.into_patch(),
+        deal_id: u.deal_id.into_patch(),
+        body: u.body.into_patch(),
+        occurred_at: u.occurred_at.into_patch(),
+        custom_fields: u.custom_fields,
+    };
+    let activity = api.app.update_activity(caller, input.path_param("id"), patch, expected).await?;
+    Ok(Reply::record(200, render(&activity)))
+});
+
+handler!(delete(api, caller, input) {
+    let activity = api.app.delete_activity(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(activity.id.as_str(), "activity")))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("activities");
+    let write = Scope::write("activities");
+    vec![
+        Operation {
+            name: "svc_list_activities",
+            method: Method::Get,
+            path: "/activities",
+            summary: "List activities",
+            description: "Lists activities newest first by `occurred_at`, filtered by `contact_id`, `deal_id` or `type`. Errors: \
+                unknown_value for an unregistered type, bad_request for an unknown parameter, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<ActivityOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_activity",
+            method: Method::Post,
+            path: "/activities",
+            summary: "Record an activity",
+            description: "Records a note, call, email or task on a contact and/or deal. `type` is required and must be a registered \
+                `activity.type` value (unknown_value lists them; add more with POST /enums). `occurred_at` defaults to now and may \
+                be backdated. `contact_id`/`deal_id` must exist (invalid_reference). Send an Idempotency-Key to make retries safe.",
+            scope: write,
+            idempotency_key: true,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<ActivityCreate>),
+            output: schema_of::<ActivityOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_activity",
+            method: Method::Get,
+            path: "/activities/{id}",
+            summary: "Get an activity",
+            description: "Returns one activity by its `act_` id. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<ActivityOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_activity",
+            method: Method::Patch,
+            path: "/activities/{id}",
+            summary: "Update an activity",
+            description: "Changes the fields sent (null clears one). Send If-Match to get version_conflict (412) if it changed \
+                since you read it. Errors: not_found, unknown_value, invalid_reference.",
+            scope: write,
+            idempotency_key: false,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<ActivityUpdate>),
+            output: schema_of::<ActivityOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_activity",
+            method: Method::Delete,
+            path: "/activities/{id}",
+            summary: "Delete an activity",
+            description: "Deletes an activity for good. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+    ]
+}

@@ -1,0 +1,193 @@
+//! `POST /batch`: up to 100 contact or deal writes (decisions §10).
+
+use crm_app::{
+    batch::{BatchOp, OpResult, MAX_OPERATIONS},
+    Caller, Scope,
+};
+use crm_domain::{ContactDraft, ContactPatch};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{contacts::{ContactCreate, ContactUpdate}, deals, handler};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, Reply},
+    schema::schema_of,
+    Api, ErrorCode, Problem,
+};
+
+/// One write.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BatchOperation {
+    /// `create`, `update` or `delete`.
+    pub op: String,
+    /// `contact` or `deal`.
+    pub object: String,
+    /// The record's id, for update and delete.
+    pub id: Option<String>,
+    /// The fields, as for the single create or update.
+    pub data: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BatchRequest {
+    /// 1 to 100 operations.
+    pub operations: Vec<BatchOperation>,
+    /// When true, any failure writes nothing (422 listing the failures under `errors`).
+    pub atomic: Option<bool>,
+}
+
+fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
+    let data = o.data.map(Value::Object);
+    let id = || o.id.clone().filter(|i| !i.is_empty()).ok_or_else(|| Problem::validation("id", "update and delete need the record's `id`"));
+    let hint = Some(deals::UNKNOWN_FIELD_HINT);
+    Ok(match (o.op.as_str(), o.object.as_str()) {
+        ("create", "contact") => BatchOp::CreateContact(ContactDraft::from(body::parse::<ContactCreate>(data.as_ref(), hint)?)),
+        ("update", "contact") => BatchOp::UpdateContact { id: id()?, patch: ContactPatch::from(body::parse::<ContactUpdate>(data.as_ref(), hint)?) },
+        ("delete", "contact") => BatchOp::DeleteContact { id: id()? },
+        ("create", "deal") => {
+            let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
+            BatchOp::CreateDeal { draft, pipeline }
+        }
+        ("update", "deal") => {
+            let (patch, pipeline) = deals::patch(body::parse(data.as_ref(), hint)?)?;
+            BatchOp::UpdateDeal { id: id()?, patch, pipeline }
+        }
+        ("delete", "deal") => BatchOp::DeleteDeal { id: id()? },
+        (_, "contact" | "deal") => {
+            return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` is not a batch op", o.op))
+                .with("field", "op")
+                .with("valid_options", vec!["create", "update", "delete"]))
+        }
+        _ => {
+            return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` cannot be written in a batch", o.object))
+                .with("field", "object")
+                .with("valid_options", vec!["contact", "deal"]))
+        }
+    })
+}
+
+/// The write scope each object needs (decisions §7: batch needs the write scope of each object).
+fn require_scopes(caller: &Caller, ops: &[BatchOperation]) -> Result<(), Problem> {
+    for o in ops {
+        let scope = match o.object.as_str() {
+            "contact" => Scope::write("contacts"),
+            "deal" => Scope::write("deals"),
+            _ => continue,
+        };
+        caller.require(scope)?;
+    }
+    Ok(())
+}
+
+fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) -> (u16, Value) {
+    let mut rows: Vec<(usize, Value)> = Vec::with_capacity(parse_failures.len() + results.len());
+    let failure = |i: usize, p: &Problem| json!({"index": i, "status": p.status(), "error": api.problem_json(p)});
+    rows.extend(parse_failures.iter().map(|(i, p)| (*i, failure(*i, p))));
+    for (i, r) in results {
+        rows.push((*i, match r {
+            Ok(data) => {
+                let status = if data.get("deleted").is_some() || data.get("version").and_then(Value::as_i64) != Some(1) { 200 } else { 201 };
+                json!({"index": i, "status": status, "data": data})
+            }
+            Err(e) => failure(*i, &Problem::from(clone_error(e))),
+        }));
+    }
+    rows.sort_by_key(|(i, _)| *i);
+    let failed = rows.iter().filter(|(_, r)| r.get("error").is_some()).count();
+    let body = json!({
+        "object": "batch",
+        "results": rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
+        "succeeded": results.len() + parse_failures.len() - failed,
+        "failed": failed,
+    });
+    (200, body)
+}
+
+/// Rendering needs an owned error; `AppError` is not `Clone` because of its internal variant,
+/// which never reaches a batch result (internal errors abort the batch).
+fn clone_error(e: &crm_app::AppError) -> crm_app::AppError {
+    use crm_app::AppError as E;
+    match e {
+        E::Validation(v) => E::Validation(v.clone()),
+        E::NotFound { object, id } => E::NotFound { object, id: id.clone() },
+        E::Conflict { detail, existing } => E::Conflict { detail: detail.clone(), existing: existing.clone() },
+        E::VersionConflict { current } => E::VersionConflict { current: *current },
+        E::Forbidden { scope } => E::Forbidden { scope: scope.clone() },
+        other => E::Internal(other.to_string()),
+    }
+}
+
+handler!(batch(api, caller, input) {
+    let request: BatchRequest = body::parse(input.body.as_ref(), None)?;
+    let count = request.operations.len();
+    if count == 0 || count > MAX_OPERATIONS {
+        return Err(Problem::validation("operations", format!("a batch holds 1 to {MAX_OPERATIONS} operations, not {count}")));
+    }
+    require_scopes(caller, &request.operations)?;
+    let atomic = request.atomic.unwrap_or(false);
+    let mut ops = Vec::with_capacity(count);
+    let mut parse_failures = Vec::new();
+    for (index, o) in request.operations.into_iter().enumerate() {
+        match parse_op(o) {
+            Ok(op) => ops.push((index, op)),
+            Err(p) => parse_failures.push((index, p)),
+        }
+    }
+    if atomic && !parse_failures.is_empty() {
+        let mut p = Problem::new(ErrorCode::ValidationFailed, format!("{} of the batch's operations failed; nothing was written", parse_failures.len()))
+            .with("field", "operations");
+        p.errors = parse_failures;
+        return Err(p);
+    }
+    let render = |results: &[OpResult]| render(api, &parse_failures, results);
+    let (status, body) = api.app.batch(caller, ops, atomic, input.idem.as_ref(), &render).await?;
+    Ok(Reply::new(status, body))
+});
+
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "object": {"const": "batch"},
+            "results": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer"},
+                    "status": {"type": "integer"},
+                    "data": {"type": "object"},
+                    "error": {"type": "object", "description": "A problem document."},
+                },
+                "required": ["index", "status"],
+            }},
+            "succeeded": {"type": "integer"},
+            "failed": {"type": "integer"},
+        },
+        "required": ["object", "results", "succeeded", "failed"],
+    })
+}
+
+pub fn operations() -> Vec<Operation> {
+    vec![Operation {
+        name: "svc_write_batch",
+        method: Method::Post,
+        path: "/batch",
+        summary: "Write up to 100 contacts and deals",
+        description: "Creates, updates or deletes up to 100 contacts and deals in one call: `operations` is a list of {op: \
+            create|update|delete, object: contact|deal, id?, data?}, where `data` is what the single create or update takes. \
+            Each operation is validated like a single write and answered in `results` with its own status and record or problem \
+            document; with `atomic: true` any failure writes nothing (422 listing the failures under `errors`). Batch writes emit \
+            no webhooks, fire no automations and enroll no one. Needs the write scope of each object written. Send an \
+            Idempotency-Key to make retries safe. Errors: validation_failed for 0 or more than 100 operations.",
+        scope: Scope::PER_RECORD,
+        idempotency_key: true,
+        if_match: false,
+        success_status: 200,
+        query: &[],
+        body: Some(schema_of::<BatchRequest>),
+        output: output_schema,
+        hints: Hints::CREATE,
+        handler: batch,
+    }]
+}

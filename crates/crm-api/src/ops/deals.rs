@@ -1,0 +1,329 @@
+//! Deals: `/deals`.
+
+use crm_app::{deals::DealQuery, Scope};
+use crm_domain::{CompanyId, ContactId, Deal, DealDraft, DealPatch, JsonMap};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    schema::{schema_of, PatchField, WholeNumber},
+    Problem,
+};
+
+const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+
+/// A deal to create; `title` is required.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DealCreate {
+    pub title: Option<String>,
+    /// Pipeline key or `pl_` id; the default pipeline when omitted.
+    pub pipeline: Option<String>,
+    /// Alias of `pipeline`.
+    pub pipeline_id: Option<String>,
+    /// A stage key of the pipeline; its entry (first) stage when omitted.
+    pub stage: Option<String>,
+    /// The `con_` id of the contact deal-triggered emails go to.
+    pub primary_contact_id: Option<String>,
+    pub company_id: Option<String>,
+    /// Money in integer minor units (cents).
+    pub value_cents: Option<WholeNumber>,
+    /// Three-letter currency code.
+    pub currency: Option<String>,
+    /// YYYY-MM-DD.
+    pub close_date: Option<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// A partial update: fields sent are set, `null` clears them; a new `pipeline` without a `stage`
+/// puts the deal in that pipeline's entry stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DealUpdate {
+    #[serde(default)]
+    pub title: PatchField<String>,
+    pub pipeline: Option<String>,
+    pub pipeline_id: Option<String>,
+    #[serde(default)]
+    pub stage: PatchField<String>,
+    #[serde(default)]
+    pub primary_contact_id: PatchField<String>,
+    #[serde(default)]
+    pub company_id: PatchField<String>,
+    #[serde(default)]
+    pub value_cents: PatchField<WholeNumber>,
+    #[serde(default)]
+    pub currency: PatchField<String>,
+    #[serde(default)]
+    pub close_date: PatchField<String>,
+    pub custom_fields: Option<JsonMap>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct DealOut {
+    /// `deal_` prefix.
+    id: String,
+    object: String,
+    title: String,
+    /// Pipeline key.
+    pipeline: String,
+    pipeline_id: String,
+    stage: String,
+    /// `open`, `won` or `lost`.
+    stage_type: String,
+    primary_contact_id: Option<String>,
+    company_id: Option<String>,
+    value_cents: Option<i64>,
+    currency: Option<String>,
+    close_date: Option<String>,
+    custom_fields: JsonMap,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+    deleted_at: Option<String>,
+}
+
+/// `pipeline` and its alias `pipeline_id` must agree when both are given.
+pub(crate) fn pipeline_ref(pipeline: Option<String>, alias: Option<String>) -> Result<Option<String>, Problem> {
+    match (pipeline, alias) {
+        (Some(a), Some(b)) if a != b => Err(Problem::validation("pipeline_id", "pipeline and pipeline_id name different pipelines")),
+        (a, b) => Ok(a.or(b).filter(|p| !p.trim().is_empty())),
+    }
+}
+
+pub(crate) fn draft(c: DealCreate) -> Result<(DealDraft, Option<String>), Problem> {
+    let pipeline = pipeline_ref(c.pipeline, c.pipeline_id)?;
+    let draft = DealDraft {
+        title: c.title,
+        stage: c.stage,
+        primary_contact_id: c.primary_contact_id,
+        company_id: c.company_id,
+        value_cents: c.value_cents.map(|v| v.0),
+        currency: c.currency,
+        close_date: c.close_date,
+        custom_fields: c.custom_fields.unwrap_or_default(),
+    };
+    Ok((draft, pipeline))
+}
+
+pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Problem> {
+    let pipeline = pipeline_ref(u.pipeline, u.pipeline_id)?;
+    let patch = DealPatch {
+        title: u.title.into_patch(),
+        stage: u.stage.into_patch(),
+        primary_contact_id: u.primary_contact_id.into_patch(),
+        company_id: u.company_id.into_patch(),
+        value_cents: u.value_cents.into_patch().map(|v| v.0),
+        currency: u.currency.into_patch(),
+        close_date: u.close_date.into_patch(),
+        custom_fields: u.custom_fields,
+    };
+    Ok((patch, pipeline))
+}
+
+pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
+
+fn render(d: &Deal) -> serde_json::Value {
+    d.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[
+    QueryParam::string("q", "Case-insensitive substring of the title."),
+    QueryParam::string("pipeline", "Pipeline key or `pl_` id. Without it, deals of all pipelines are merged."),
+    QueryParam::string("pipeline_id", "Alias of `pipeline`."),
+    QueryParam::string("stage", "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel."),
+    QueryParam::string("company_id", "Deals of this company."),
+    QueryParam::string("primary_contact_id", "Deals of this primary contact."),
+    LIMIT,
+    CURSOR,
+    INCLUDE_DELETED,
+];
+
+handler!(list(api, caller, input) {
+    let pipeline = pipeline_ref(filter_value(&input, "pipeline"), filter_value(&input, "pipeline_id"))?;
+    let company_id = match filter_value(&input, "company_id") {
+        Some(raw) => Some(CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
+        None => None,
+    };
+    let primary_contact_id = match filter_value(&input, "primary_contact_id") {
+        Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("primary_contact_id", e.to_string()))?),
+        None => None,
+    };
+    let query = DealQuery {
+        q: filter_value(&input, "q"),
+        pipeline,
+        stage: filter_value(&input, "stage"),
+        company_id,
+        primary_contact_id,
+        include_deleted: input.query_bool("include_deleted")?,
+    };
+    let page = api.app.list_deals(caller, query, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let (draft, pipeline) = draft(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
+    let deal = api.app.create_deal(caller, draft, pipeline.as_deref(), input.idem.as_ref()).await?;
+    Ok(Reply::record(201, render(&deal)))
+});
+
+handler!(get(api, caller, input) {
+    let deal = api.app.get_deal(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&deal)))
+});
+
+handler!(update(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let (patch, pipeline) = patch(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
+    let deal = api.app.update_deal(caller, input.path_param("id"), patch, pipeline.as_deref(), expected).await?;
+    Ok(Reply::record(200, render(&deal)))
+});
+
+handler!(delete(api, caller, input) {
+    let deal = api.app.delete_deal(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(deal.id.as_str(), "deal")))
+});
+
+handler!(restore(api, caller, input) {
+    let deal = api.app.restore_deal(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&deal)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("deals");
+    let write = Scope::write("deals");
+    vec![
+        Operation {
+            name: "svc_list_deals",
+            method: Method::Get,
+            path: "/deals",
+            summary: "List deals",
+            description: "Lists deals newest first, filtered by `q` (title substring), `pipeline` (key or id; alias `pipeline_id`), \
+                `stage`, `company_id` or `primary_contact_id`. Without a pipeline filter all pipelines merge; stage keys repeat \
+                across pipelines, so pass `pipeline` for a single funnel. Errors: unknown_value for an unknown pipeline or (with a \
+                pipeline) stage, listing the valid ones; bad_request for an unknown parameter; invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<DealOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_deal",
+            method: Method::Post,
+            path: "/deals",
+            summary: "Create a deal",
+            description: "Creates a deal and emits `deal.created`, plus `deal.stage_changed` when `stage` is given. `title` is \
+                required. Without `pipeline` the default pipeline is used; without `stage` its entry stage. Read svc_list_pipelines \
+                first: an unknown pipeline or stage answers unknown_value listing the valid keys. `primary_contact_id` and \
+                `company_id` must exist (invalid_reference). Money is `value_cents` in minor units with a three-letter `currency`. \
+                Custom fields must be registered first with POST /fields. Send an Idempotency-Key to make retries safe.",
+            scope: write,
+            idempotency_key: true,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<DealCreate>),
+            output: schema_of::<DealOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_deal",
+            method: Method::Get,
+            path: "/deals/{id}",
+            summary: "Get a deal",
+            description: "Returns one deal by its `deal_` id, soft-deleted ones included, with `pipeline`, `stage` and `stage_type`. \
+                The ETag header carries its version. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<DealOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_deal",
+            method: Method::Patch,
+            path: "/deals/{id}",
+            summary: "Update a deal",
+            description: "Changes the fields sent and emits `deal.updated` (with `changed_fields`), plus `deal.stage_changed` (with \
+                `previous_stage`) when the stage moves. A new `pipeline` without `stage` lands in its entry stage; `stage` must be a \
+                key of the deal's (new) pipeline, else unknown_value listing them. Send If-Match to get version_conflict (412) if it \
+                changed since you read it. Errors: not_found, invalid_reference, conflict for a deleted deal.",
+            scope: write,
+            idempotency_key: false,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<DealUpdate>),
+            output: schema_of::<DealOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_deal",
+            method: Method::Delete,
+            path: "/deals/{id}",
+            summary: "Delete a deal",
+            description: "Soft-deletes a deal; restore it with svc_restore_deal. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_restore_deal",
+            method: Method::Post,
+            path: "/deals/{id}/restore",
+            summary: "Restore a deal",
+            description: "Brings a soft-deleted deal back and returns it; restoring an active deal is a no-op. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<DealOut>,
+            hints: Hints::UPDATE,
+            handler: restore,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+
+    #[test]
+    fn create_accepts_exactly_the_writable_fields() {
+        let mut fields = property_names(&schema_of::<DealCreate>());
+        fields.sort();
+        let mut expected: Vec<String> = crm_domain::deal::WRITABLE_FIELDS.iter().map(|f| (*f).to_owned()).collect();
+        expected.sort();
+        assert_eq!(fields, expected);
+    }
+
+    #[test]
+    fn whole_floats_are_integers() {
+        let c: DealCreate = body::parse(Some(&serde_json::json!({"title": "x", "value_cents": 1500.0})), None).unwrap();
+        assert_eq!(c.value_cents, Some(WholeNumber(1500)));
+        let err = body::parse::<DealCreate>(Some(&serde_json::json!({"title": "x", "value_cents": 15.5})), None).unwrap_err();
+        assert_eq!(err.extra["field"], "value_cents");
+    }
+}

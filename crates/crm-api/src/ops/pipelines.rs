@@ -1,0 +1,285 @@
+//! Pipelines and stages: `/pipelines`, addressed by `pl_` id or key. Not covered by
+//! `Idempotency-Key` (a retried create answers 409 for its own key).
+
+use crm_app::{
+    pipelines::{PipelineUpdate, StageAction},
+    Scope,
+};
+use crm_domain::{Pipeline, PipelineDraft, StageDraft};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{deleted_body, deleted_schema, handler, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, Reply},
+    schema::{schema_of, WholeNumber},
+    Problem,
+};
+
+/// A stage: a plain key (its label defaults to the key), or an object.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum StageIn {
+    Key(String),
+    Object(StageObject),
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageObject {
+    pub key: String,
+    pub label: Option<String>,
+    /// `open` (default), `won` or `lost`; won and lost stages are terminal.
+    #[serde(rename = "type")]
+    pub stage_type: Option<String>,
+}
+
+impl From<StageIn> for StageDraft {
+    fn from(s: StageIn) -> StageDraft {
+        match s {
+            StageIn::Key(key) => StageDraft { key, label: None, stage_type: None },
+            StageIn::Object(o) => StageDraft { key: o.key, label: o.label, stage_type: o.stage_type },
+        }
+    }
+}
+
+/// A pipeline to create. `key` is unique per workspace and mode; the first stage is the entry stage.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PipelineCreate {
+    pub key: Option<String>,
+    /// Defaults to the key.
+    pub name: Option<String>,
+    /// Making it the default unsets the old default.
+    pub is_default: Option<bool>,
+    /// Ordered; at least one.
+    pub stages: Option<Vec<StageIn>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PipelineChange {
+    pub name: Option<String>,
+    /// `true` makes this the default pipeline (and unsets the old one).
+    pub is_default: Option<bool>,
+}
+
+/// One stage change. `action` is `add` (default for POST), `update` or `remove`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StageChange {
+    pub action: Option<String>,
+    /// The stage key: of the new stage (add) or of the stage to change or remove.
+    pub key: Option<String>,
+    pub label: Option<String>,
+    #[serde(rename = "type")]
+    pub stage_type: Option<String>,
+    /// 0-based position; default: last (add) or unchanged (update).
+    pub position: Option<WholeNumber>,
+    /// remove: the stage to move the removed stage's deals to.
+    pub move_to: Option<String>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct StageOut {
+    id: String,
+    key: String,
+    label: String,
+    #[schemars(rename = "type")]
+    stage_type: String,
+    ordinal: u32,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct PipelineOut {
+    /// `pl_` prefix.
+    id: String,
+    object: String,
+    key: String,
+    name: String,
+    is_default: bool,
+    stages: Vec<StageOut>,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+}
+
+fn render(p: &Pipeline) -> serde_json::Value {
+    p.snapshot()
+}
+
+handler!(list(api, caller, _input) {
+    let pipelines = api.app.list_pipelines(caller).await?;
+    Ok(Reply::new(200, json!({
+        "object": "list",
+        "data": pipelines.iter().map(render).collect::<Vec<_>>(),
+        "has_more": false,
+        "next_cursor": null,
+    })))
+});
+
+handler!(create(api, caller, input) {
+    let c: PipelineCreate = body::parse(input.body.as_ref(), None)?;
+    let draft = PipelineDraft {
+        key: c.key,
+        name: c.name,
+        is_default: c.is_default.unwrap_or(false),
+        stages: c.stages.unwrap_or_default().into_iter().map(StageDraft::from).collect(),
+    };
+    let pipeline = api.app.create_pipeline(caller, draft).await?;
+    Ok(Reply::record(201, render(&pipeline)))
+});
+
+handler!(get(api, caller, input) {
+    let pipeline = api.app.get_pipeline(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&pipeline)))
+});
+
+handler!(update(api, caller, input) {
+    let c: PipelineChange = body::parse(input.body.as_ref(), None)?;
+    let pipeline = api.app.update_pipeline(caller, input.path_param("id"), PipelineUpdate { name: c.name, is_default: c.is_default }).await?;
+    Ok(Reply::record(200, render(&pipeline)))
+});
+
+handler!(delete(api, caller, input) {
+    let pipeline = api.app.delete_pipeline(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(pipeline.id.as_str(), "pipeline")))
+});
+
+fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
+    let key = || c.key.clone().filter(|k| !k.trim().is_empty()).ok_or_else(|| Problem::validation("key", "key is required"));
+    Ok(match c.action.as_deref().unwrap_or("add") {
+        "add" => StageAction::Add {
+            draft: StageDraft { key: key()?, label: c.label, stage_type: c.stage_type },
+            position: c.position.map(|p| p.0),
+        },
+        "update" => StageAction::Update { key: key()?, label: c.label, stage_type: c.stage_type, position: c.position.map(|p| p.0) },
+        "remove" => StageAction::Remove { key: key()?, move_to: c.move_to },
+        other => {
+            return Err(Problem::new(crate::ErrorCode::UnknownValue, format!("`{other}` is not a stage action"))
+                .with("field", "action")
+                .with("valid_options", vec!["add", "update", "remove"]))
+        }
+    })
+}
+
+handler!(manage_stage(api, caller, input) {
+    let change: StageChange = body::parse(input.body.as_ref(), None)?;
+    let status = if change.action.as_deref().unwrap_or("add") == "add" { 201 } else { 200 };
+    let pipeline = api.app.manage_stage(caller, input.path_param("pipeline"), stage_action(change)?).await?;
+    Ok(Reply::record(status, render(&pipeline)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("pipelines");
+    let write = Scope::write("pipelines");
+    vec![
+        Operation {
+            name: "svc_list_pipelines",
+            method: Method::Get,
+            path: "/pipelines",
+            summary: "List pipelines",
+            description: "Lists every pipeline of this mode, oldest first, with its ordered stages (key, label, type open/won/lost, \
+                ordinal). Read it before creating or moving deals: a deal's stage must be a key of its pipeline.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: list_schema::<PipelineOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_pipeline",
+            method: Method::Post,
+            path: "/pipelines",
+            summary: "Create a pipeline",
+            description: "Creates a pipeline with ordered stages, each a plain key or {key, label, type}; `won`/`lost` stages are \
+                terminal and the first stage is the entry stage. `is_default: true` makes it the default (used by deals created \
+                without a pipeline). Errors: conflict (409) when the key exists (with `existing`), validation_failed for a bad key \
+                or no stages, unknown_value for a bad stage type. Not covered by Idempotency-Key.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<PipelineCreate>),
+            output: schema_of::<PipelineOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_pipeline",
+            method: Method::Get,
+            path: "/pipelines/{id}",
+            summary: "Get a pipeline",
+            description: "Returns one pipeline by `pl_` id or key, with its stages. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<PipelineOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_pipeline",
+            method: Method::Patch,
+            path: "/pipelines/{id}",
+            summary: "Update a pipeline",
+            description: "Renames a pipeline or makes it the default (the old default is unset). A workspace always has a default, \
+                so `is_default: false` on the default is refused (validation_failed). Change stages with svc_manage_stage. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<PipelineChange>),
+            output: schema_of::<PipelineOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_pipeline",
+            method: Method::Delete,
+            path: "/pipelines/{id}",
+            summary: "Delete a pipeline",
+            description: "Deletes a pipeline for good. The default pipeline, and a pipeline that holds deals, cannot be deleted \
+                (conflict, 409): make another the default, move or delete the deals first. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_manage_stage",
+            method: Method::Post,
+            path: "/pipelines/{pipeline}/stages",
+            summary: "Add, change or remove a stage",
+            description: "One tool for a pipeline's stages. `pipeline` is its id or key; `action` is `add` (key, label?, type?, \
+                position?), `update` (key, label?, type?, position?) or `remove` (key, move_to?). Over REST, update is also \
+                PATCH /pipelines/{pipeline}/stages/{key} and remove DELETE /pipelines/{pipeline}/stages/{key}?move_to=<key>. \
+                Removing a stage that holds deals needs `move_to` (else conflict, 409); the last stage cannot be removed. Returns \
+                the pipeline. Errors: not_found, unknown_value for an unknown stage key (lists the valid ones), validation_failed.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<StageChange>),
+            output: schema_of::<PipelineOut>,
+            hints: Hints::UPDATE,
+            handler: manage_stage,
+        },
+    ]
+}
