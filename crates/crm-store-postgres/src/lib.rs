@@ -2,13 +2,16 @@
 //! one database.
 //!
 //! Writes run in ordinary (READ COMMITTED) transactions from a shared pool. Where SQLite relies
-//! on its single writer, this store locks instead: a write transaction reads the contacts and
-//! companies it is about to change `FOR UPDATE`, and locks an enum group before appending to it,
-//! so concurrent read-modify-writes queue rather than fail or collide. Postgres aborts a whole
-//! transaction on any failed statement, while the port promises that `Duplicate` leaves it
-//! usable; so uniqueness is checked with `ON CONFLICT DO NOTHING`, or inside a savepoint where
-//! that cannot work. Reads take a plain pooled connection with no `BEGIN`. This crate knows SQL
-//! and sqlx, and no HTTP and no business rule beyond what the port's contracts say.
+//! on its single writer, this store locks instead: a write transaction reads the records it is
+//! about to change (contacts, companies, pipelines, the default pipeline, deals, activities)
+//! `FOR UPDATE`, and locks an enum group before appending to it, so concurrent
+//! read-modify-writes queue rather than fail or collide; moving the default pipeline looks
+//! again after waiting (see `clear_default_pipeline`). Postgres aborts a whole transaction on
+//! any failed statement, while the port promises that `Duplicate` leaves it usable; so
+//! uniqueness is checked with `ON CONFLICT DO NOTHING`, or inside a savepoint where that cannot
+//! work, and the port's savepoints are real ones. Reads take a plain pooled connection with no
+//! `BEGIN`. Text search goes through trigram indexes (`search_filter`). This crate knows SQL and
+//! sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
 mod records;
 mod rows;

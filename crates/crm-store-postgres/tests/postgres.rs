@@ -1,16 +1,23 @@
 //! What the Postgres store must do beyond the shared suite, because SQLite's single writer gives
 //! it for free there: concurrent write transactions must not trip over each other, and a
-//! uniqueness failure must not abort the transaction it happened in.
+//! uniqueness failure must not abort the transaction it happened in; and where Postgres itself
+//! behaves differently (a failed statement aborts the transaction until a savepoint is rolled
+//! back; `lower()` is not Rust's `to_lowercase`).
 
 mod support;
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
-use crm_app::{auth::Workspace, Store, StoreError};
-use crm_domain::{Email, Mode, Tenant, Timestamp};
-use crm_store_conformance::{contact, tenant, workspace};
+use crm_app::{
+    auth::Workspace,
+    ports::{ContactFilter, DealFilter, Slice},
+    Store, StoreError, Tx,
+};
+use crm_domain::{Email, Mode, PipelineId, Tenant, Timestamp};
+use crm_store_conformance::{activity, contact, deal, pipeline, tenant, workspace};
 use crm_store_postgres::PostgresStore;
 use sqlx::{Connection, PgConnection, Row};
+use tokio::sync::oneshot;
 
 /// Long enough for the other transactions to reach the same row while one holds it.
 const OVERLAP: Duration = Duration::from_millis(50);
@@ -114,4 +121,233 @@ async fn concurrent_appends_to_an_enum_group_get_distinct_positions() {
         .unwrap();
     assert_eq!(row.get::<i64, _>("all_values"), WRITERS);
     assert_eq!(row.get::<i64, _>("positions"), WRITERS);
+}
+
+/// A tenant whose default pipeline is `old`, with two more pipelines `a` and `b`.
+async fn three_pipelines(store: &Arc<dyn Store>, t: &Tenant) -> [PipelineId; 3] {
+    let mut old = pipeline("old", &["new"]);
+    old.is_default = true;
+    let (a, b) = (pipeline("a", &["new"]), pipeline("b", &["new"]));
+    let mut tx = store.begin_write().await.unwrap();
+    for p in [&old, &a, &b] {
+        tx.insert_pipeline(t, p).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    [old.id, a.id, b.id]
+}
+
+/// What updating a pipeline does in the use case: read it for update, write it, and when it is
+/// the default, clear every other default.
+async fn save_pipeline(tx: &mut dyn Tx, t: &Tenant, id: &PipelineId, make_default: bool) -> Result<(), StoreError> {
+    let mut p = tx.get_pipeline(t, id).await?.expect("pipeline");
+    p.name = format!("{} (edited)", p.name);
+    p.is_default |= make_default;
+    p.version += 1;
+    tx.update_pipeline(t, &p).await?;
+    if p.is_default {
+        tx.clear_default_pipeline(t, id, Timestamp::from_millis(1_800_000_000_000)).await?;
+    }
+    Ok(())
+}
+
+async fn defaults(store: &Arc<dyn Store>, t: &Tenant) -> Vec<PipelineId> {
+    let mut tx = store.begin_read().await.unwrap();
+    tx.list_pipelines(t).await.unwrap().into_iter().filter(|p| p.is_default).map(|p| p.id).collect()
+}
+
+/// Some work inside a transaction.
+type Work<'a> = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
+
+/// The first transaction runs `first` and holds its locks for a while; the second starts once
+/// `first` is done, and runs `second` while the first is still open.
+async fn overlapping<F1, F2>(store: &Arc<dyn Store>, first: F1, second: F2)
+where
+    F1: for<'a> FnOnce(&'a mut dyn Tx) -> Work<'a> + Send + 'static,
+    F2: for<'a> FnOnce(&'a mut dyn Tx) -> Work<'a> + Send + 'static,
+{
+    let (done, started) = oneshot::channel();
+    let s1 = store.clone();
+    let one = tokio::spawn(async move {
+        let mut tx = s1.begin_write().await?;
+        first(&mut *tx).await?;
+        done.send(()).expect("second transaction waits");
+        tokio::time::sleep(OVERLAP).await;
+        tx.commit().await
+    });
+    let s2 = store.clone();
+    let two = tokio::spawn(async move {
+        started.await.expect("first transaction ran");
+        let mut tx = s2.begin_write().await?;
+        second(&mut *tx).await?;
+        tx.commit().await
+    });
+    one.await.unwrap().expect("first transaction succeeds");
+    two.await.unwrap().expect("second transaction succeeds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_transactions_making_different_pipelines_the_default_leave_one_default() {
+    // The second clears the old default only after waiting for the first, which made `a` the
+    // default meanwhile: a single UPDATE, whose snapshot predates that commit, would miss `a`.
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let [old, a, b] = three_pipelines(&store, &t).await;
+    let (t1, t2, b2) = (t.clone(), t.clone(), b.clone());
+    overlapping(
+        &store,
+        move |tx| Box::pin(async move { save_pipeline(tx, &t1, &a, true).await }),
+        move |tx| Box::pin(async move { save_pipeline(tx, &t2, &b2, true).await }),
+    )
+    .await;
+    assert_eq!(defaults(&store, &t).await, vec![b.clone()], "the later commit wins, alone");
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.default_pipeline(&t).await.unwrap().map(|p| p.id), Some(b));
+    assert!(!tx.get_pipeline(&t, &old).await.unwrap().unwrap().is_default);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_the_default_while_another_pipeline_becomes_the_default_neither_deadlocks_nor_keeps_two() {
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let [old, _, b] = three_pipelines(&store, &t).await;
+    let (t1, t2, b2) = (t.clone(), t.clone(), b.clone());
+    overlapping(
+        &store,
+        // Renaming the default locks it and clears (no) other defaults.
+        move |tx| Box::pin(async move { save_pipeline(tx, &t1, &old, false).await }),
+        // Clearing `old` waits for the rename, then clears the renamed row.
+        move |tx| Box::pin(async move { save_pipeline(tx, &t2, &b2, true).await }),
+    )
+    .await;
+    assert_eq!(defaults(&store, &t).await, vec![b]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_pipeline_read_for_a_write_follows_a_concurrent_change_of_default() {
+    // Locking the default row waits for the transaction moving the default away from it; then
+    // the row no longer qualifies, and the answer must be the new default, not "none".
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let [_, _, b] = three_pipelines(&store, &t).await;
+    let (t1, t2, b1, b2) = (t.clone(), t.clone(), b.clone(), b.clone());
+    overlapping(
+        &store,
+        move |tx| Box::pin(async move { save_pipeline(tx, &t1, &b1, true).await }),
+        move |tx| {
+            Box::pin(async move {
+                let found = tx.default_pipeline(&t2).await?.map(|p| p.id);
+                assert_eq!(found, Some(b2));
+                Ok(())
+            })
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_key_taken_by_a_concurrent_transaction_is_a_duplicate_once_that_commits() {
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let first = pipeline("sales", &["new"]);
+    let (t1, t2, f1, first_id) = (t.clone(), t.clone(), first.clone(), first.id.clone());
+    overlapping(
+        &store,
+        move |tx| Box::pin(async move { tx.insert_pipeline(&t1, &f1).await }),
+        move |tx| {
+            Box::pin(async move {
+                // Waits for the first transaction, then reports the clash without aborting.
+                assert!(matches!(tx.insert_pipeline(&t2, &pipeline("sales", &["x"])).await, Err(StoreError::Duplicate)));
+                let holder = tx.get_pipeline_by_key(&t2, "sales").await?.map(|p| p.id);
+                assert_eq!(holder, Some(first_id));
+                tx.insert_pipeline(&t2, &pipeline("hiring", &["x"])).await
+            })
+        },
+    )
+    .await;
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.list_pipelines(&t).await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_back_to_a_savepoint_makes_a_failed_transaction_usable_again() {
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let sales = pipeline("sales", &["new"]);
+    let d = deal("Order", &sales, "new");
+    let (a, mut b) = (contact(Some("a@b.co")), contact(Some("b@b.co")));
+    let note = activity(1_000);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_pipeline(&t, &sales).await.unwrap();
+    tx.insert_deal(&t, &d).await.unwrap();
+    tx.insert_contact(&t, &a).await.unwrap();
+    tx.insert_contact(&t, &b).await.unwrap();
+
+    tx.savepoint("op").await.unwrap();
+    // The same id again breaks the primary key: an error no ON CONFLICT absorbs, which aborts
+    // a Postgres transaction; every statement fails until the savepoint is rolled back.
+    assert!(matches!(tx.insert_deal(&t, &d).await, Err(StoreError::Backend(_))));
+    assert!(matches!(tx.get_deal(&t, &d.id).await, Err(StoreError::Backend(_))));
+    tx.rollback_to_savepoint("op").await.unwrap();
+    tx.release_savepoint("op").await.unwrap();
+    assert_eq!(tx.get_deal(&t, &d.id).await.unwrap(), Some(d.clone()));
+
+    // A `Duplicate` inside a savepoint (the store's own savepoint nests inside it) and a write
+    // undone by rolling back to it.
+    tx.savepoint("op").await.unwrap();
+    b.email = Some(Email::parse("a@b.co").unwrap());
+    b.version = 2;
+    assert!(matches!(tx.update_contact(&t, &b).await, Err(StoreError::Duplicate)));
+    tx.insert_activity(&t, &note).await.unwrap();
+    tx.rollback_to_savepoint("op").await.unwrap();
+    tx.release_savepoint("op").await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_deal(&t, &d.id).await.unwrap(), Some(d));
+    assert!(tx.get_activity(&t, &note.id).await.unwrap().is_none());
+    assert_eq!(tx.get_contact(&t, &b.id).await.unwrap().unwrap().version, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn savepoints_are_no_ops_when_reading_and_refuse_names_that_are_not_identifiers() {
+    let store = support::fresh_store().await.into_arc();
+    // Postgres refuses SAVEPOINT outside a transaction; a read unit of work has nothing to undo.
+    let mut tx = store.begin_read().await.unwrap();
+    tx.savepoint("op").await.unwrap();
+    tx.rollback_to_savepoint("op").await.unwrap();
+    tx.release_savepoint("op").await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    for bad in ["", "1op", "op; COMMIT", "op name"] {
+        assert!(matches!(tx.savepoint(bad).await, Err(StoreError::Backend(_))), "{bad:?}");
+    }
+    tx.savepoint("batch_op_2").await.unwrap();
+    tx.release_savepoint("batch_op_2").await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_stored_text_finds_itself_whatever_its_case_mapping() {
+    // `search_text` is lower-cased by Postgres; Rust lower-cases differently at the edges (a
+    // word-final capital sigma becomes `ς` in Rust, `σ` in Postgres; `İ` becomes `i̇` in
+    // Rust), so the needle is lower-cased by Postgres too.
+    let store = support::fresh_store().await.into_arc();
+    let (_, t) = setup(&store).await;
+    let mut c = contact(None);
+    c.first_name = Some("İLKAY".into());
+    c.last_name = Some("ΣΊΣΥΦΟΣ".into());
+    let sales = pipeline("sales", &["new"]);
+    let d = deal("ΟΔΥΣΣΕΥΣ renewal", &sales, "new");
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_pipeline(&t, &sales).await.unwrap();
+    tx.insert_deal(&t, &d).await.unwrap();
+    tx.commit().await.unwrap();
+    let all = Slice { before: None, limit: 100 };
+    let mut tx = store.begin_read().await.unwrap();
+    for q in ["ΣΊΣΥΦΟΣ", "İLKAY", "İlkay ΣΊΣ"] {
+        let found = tx.list_contacts(&t, &ContactFilter { q: Some(q.into()), ..Default::default() }, &all).await.unwrap();
+        assert_eq!(found.len(), 1, "q={q}");
+    }
+    let found = tx.list_deals(&t, &DealFilter { q: Some("ΟΔΥΣΣΕΥΣ".into()), ..Default::default() }, &all).await.unwrap();
+    assert_eq!(found.len(), 1);
 }
