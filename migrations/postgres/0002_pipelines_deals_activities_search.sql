@@ -1,9 +1,12 @@
 -- Pipelines (stages kept with their pipeline as JSONB: always read and written together), deals,
--- activities, and substring search through trigram GIN indexes (pg_trgm, with btree_gin so the
--- indexes lead with the tenant columns like every other index).
+-- activities, and substring search through trigram GIN indexes (pg_trgm).
+--
+-- The trigram indexes are the one exception to "indexes lead with (workspace_id, mode)": a GIN
+-- index led by the tenant columns (btree_gin) makes every search read all of the tenant's entries
+-- (measured: 18-34 ms against 0.9 ms for a rare needle at 200k rows); the tenant condition is
+-- applied to the few matching rows instead.
 
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
-CREATE EXTENSION IF NOT EXISTS btree_gin;
 
 CREATE TABLE pipelines (
     workspace_id TEXT NOT NULL,
@@ -24,10 +27,10 @@ ALTER TABLE contacts ADD COLUMN search_text TEXT GENERATED ALWAYS AS (
     lower(coalesce(first_name, '') || ' ' || coalesce(last_name, '') || ' ' || coalesce(email, '') || ' ' ||
           coalesce(phone, '') || ' ' || coalesce(linkedin_url, ''))
 ) STORED;
-CREATE INDEX contacts_search ON contacts USING gin (workspace_id, mode, search_text gin_trgm_ops);
+CREATE INDEX contacts_search ON contacts USING gin (search_text gin_trgm_ops);
 
 ALTER TABLE companies ADD COLUMN search_text TEXT GENERATED ALWAYS AS (lower(name || ' ' || coalesce(domain, ''))) STORED;
-CREATE INDEX companies_search ON companies USING gin (workspace_id, mode, search_text gin_trgm_ops);
+CREATE INDEX companies_search ON companies USING gin (search_text gin_trgm_ops);
 
 CREATE TABLE deals (
     workspace_id       TEXT NOT NULL,
@@ -54,7 +57,7 @@ CREATE TABLE deals (
 CREATE INDEX deals_stage ON deals (workspace_id, mode, pipeline_id, stage, id);
 CREATE INDEX deals_company ON deals (workspace_id, mode, company_id, id) WHERE company_id IS NOT NULL;
 CREATE INDEX deals_contact ON deals (workspace_id, mode, primary_contact_id, id) WHERE primary_contact_id IS NOT NULL;
-CREATE INDEX deals_search ON deals USING gin (workspace_id, mode, search_text gin_trgm_ops);
+CREATE INDEX deals_search ON deals USING gin (search_text gin_trgm_ops);
 
 CREATE TABLE activities (
     workspace_id  TEXT NOT NULL,

@@ -9,7 +9,7 @@ use crate::{
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
     pipelines,
-    ports::{DealFilter, StoreError, Tx},
+    ports::{DealFilter, RowLock, StoreError, Tx},
     write::{check_references, finish_in_tx, Emit},
     App,
 };
@@ -96,7 +96,7 @@ impl App {
         let target = match pipeline {
             Some(reference) => pipelines::resolve(tx, tenant, Some(reference), "pipeline").await?,
             None => tx
-                .get_pipeline(tenant, &deal.pipeline_id)
+                .get_pipeline(tenant, &deal.pipeline_id, RowLock::Share)
                 .await?
                 .ok_or_else(|| AppError::Internal(format!("deal {} sits in a missing pipeline", deal.id)))?,
         };

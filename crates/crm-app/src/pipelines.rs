@@ -2,7 +2,12 @@
 
 use crm_domain::{Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant, ValidationError};
 
-use crate::{auth::Caller, error::AppError, ports::{StoreError, Tx}, App};
+use crate::{
+    auth::Caller,
+    error::AppError,
+    ports::{RowLock, StoreError, Tx},
+    App,
+};
 
 /// A change to a pipeline's own fields.
 #[derive(Debug, Clone, Default)]
@@ -21,14 +26,14 @@ pub enum StageAction {
 }
 
 /// Looks a pipeline up by id or key inside a transaction.
-pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Option<Pipeline>, AppError> {
+pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str, lock: RowLock) -> Result<Option<Pipeline>, AppError> {
     Ok(if id_or_key.starts_with(PipelineId::PREFIX) {
         match PipelineId::parse(id_or_key) {
-            Ok(id) => tx.get_pipeline(tenant, &id).await?,
+            Ok(id) => tx.get_pipeline(tenant, &id, lock).await?,
             Err(_) => None,
         }
     } else {
-        tx.get_pipeline_by_key(tenant, id_or_key).await?
+        tx.get_pipeline_by_key(tenant, id_or_key, lock).await?
     })
 }
 
@@ -36,7 +41,8 @@ pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) ->
 /// `unknown_value` listing the pipeline keys. `None` is the default pipeline.
 pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<&str>, field: &str) -> Result<Pipeline, AppError> {
     let found = match reference {
-        Some(r) => lookup(tx, tenant, r).await?,
+        // A reference only: deal writes in one pipeline must not queue behind each other.
+        Some(r) => lookup(tx, tenant, r, RowLock::Share).await?,
         None => tx.default_pipeline(tenant).await?,
     };
     match found {
@@ -48,8 +54,9 @@ pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<
     }
 }
 
+/// The pipeline a request addresses, locked for the change the request makes.
 async fn find(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Pipeline, AppError> {
-    lookup(tx, tenant, id_or_key).await?.ok_or_else(|| AppError::not_found("pipeline", id_or_key))
+    lookup(tx, tenant, id_or_key, RowLock::Update).await?.ok_or_else(|| AppError::not_found("pipeline", id_or_key))
 }
 
 async fn save(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), AppError> {
@@ -73,7 +80,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         match tx.insert_pipeline(tenant, &pipeline).await {
             Err(StoreError::Duplicate) => {
-                let existing = tx.get_pipeline_by_key(tenant, &pipeline.key).await?.map(|p| p.snapshot());
+                let existing = tx.get_pipeline_by_key(tenant, &pipeline.key, RowLock::Share).await?.map(|p| p.snapshot());
                 return Err(AppError::Conflict { detail: format!("a pipeline with key `{}` already exists", pipeline.key), existing });
             }
             other => other?,

@@ -141,12 +141,24 @@ pub trait CompanyRepo {
     async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError>;
 }
 
+/// How a write transaction holds a row it read, where the store has row locks (Postgres; SQLite's
+/// single writer serializes writes anyway). Read units of work never lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLock {
+    /// The row cannot change until this transaction ends; other readers are not blocked. For
+    /// records used as a reference (a deal's pipeline and its stages).
+    Share,
+    /// This transaction will change the row: concurrent writers of it wait.
+    Update,
+}
+
 #[async_trait]
 pub trait PipelineRepo {
     /// MUST return `Duplicate`, leaving the transaction usable, when the key is taken in the tenant.
     async fn insert_pipeline(&mut self, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), StoreError>;
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<Option<Pipeline>, StoreError>;
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str) -> Result<Option<Pipeline>, StoreError>;
+    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, lock: RowLock) -> Result<Option<Pipeline>, StoreError>;
+    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, lock: RowLock) -> Result<Option<Pipeline>, StoreError>;
+    /// Share-locked in a write transaction.
     async fn default_pipeline(&mut self, tenant: &Tenant) -> Result<Option<Pipeline>, StoreError>;
     /// Every pipeline of the tenant, oldest first.
     async fn list_pipelines(&mut self, tenant: &Tenant) -> Result<Vec<Pipeline>, StoreError>;

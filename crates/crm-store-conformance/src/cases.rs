@@ -387,8 +387,8 @@ pub async fn pipelines_round_trip_by_id_and_key_with_unique_keys(store: Arc<dyn 
     tx.insert_pipeline(&tenant(&ws, Mode::Live), &pipeline("sales", &["x"])).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.get_pipeline(&t, &sales.id).await.unwrap(), Some(sales.clone()));
-    assert_eq!(tx.get_pipeline_by_key(&t, "hiring").await.unwrap(), Some(other.clone()));
+    assert_eq!(tx.get_pipeline(&t, &sales.id, crm_app::ports::RowLock::Update).await.unwrap(), Some(sales.clone()));
+    assert_eq!(tx.get_pipeline_by_key(&t, "hiring", crm_app::ports::RowLock::Update).await.unwrap(), Some(other.clone()));
     assert_eq!(tx.default_pipeline(&t).await.unwrap(), Some(sales.clone()));
     assert_eq!(tx.list_pipelines(&t).await.unwrap(), vec![sales, other], "oldest first");
 }
@@ -410,16 +410,16 @@ pub async fn pipeline_updates_check_the_version_and_default_moves(store: Arc<dyn
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.default_pipeline(&t).await.unwrap().map(|p| p.id), Some(b.id.clone()));
-    let a_now = tx.get_pipeline(&t, &a.id).await.unwrap().unwrap();
+    let a_now = tx.get_pipeline(&t, &a.id, crm_app::ports::RowLock::Update).await.unwrap().unwrap();
     assert!(!a_now.is_default);
     assert_eq!(a_now.version, 2);
-    assert_eq!(tx.get_pipeline(&t, &b.id).await.unwrap().unwrap().stage_keys(), ["one", "two"]);
+    assert_eq!(tx.get_pipeline(&t, &b.id, crm_app::ports::RowLock::Update).await.unwrap().unwrap().stage_keys(), ["one", "two"]);
     drop(tx);
     let mut tx = store.begin_write().await.unwrap();
     tx.delete_pipeline(&t, &a.id).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    assert!(tx.get_pipeline(&t, &a.id).await.unwrap().is_none());
+    assert!(tx.get_pipeline(&t, &a.id, crm_app::ports::RowLock::Update).await.unwrap().is_none());
 }
 
 pub async fn deals_round_trip_and_filter(store: Arc<dyn Store>) {

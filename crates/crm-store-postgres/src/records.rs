@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, Slice},
+    ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, RowLock, Slice},
     StoreError,
 };
 use crm_domain::{Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType, Tenant, Timestamp};
@@ -62,26 +62,26 @@ impl PipelineRepo for PostgresTx {
         }
     }
 
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<Option<Pipeline>, StoreError> {
+    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!(
             "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             rows::PIPELINE_COLUMNS,
-            self.for_update()
+            self.locking(lock)
         );
         self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::pipeline).await
     }
 
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str) -> Result<Option<Pipeline>, StoreError> {
+    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!(
             "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND key = $3{}",
             rows::PIPELINE_COLUMNS,
-            self.for_update()
+            self.locking(lock)
         );
         self.optional(tenant_query(&sql, tenant).bind(key), rows::pipeline).await
     }
 
-    /// Locked like `get_pipeline` in a write transaction: a deal created in the default pipeline
-    /// must not land in a stage a concurrent transaction is removing. A row lock waits for the
+    /// Share-locked in a write transaction: a deal created in the default pipeline must not land
+    /// in a stage a concurrent transaction is removing. A row lock waits for the
     /// current holder and then re-checks `is_default`; when that transaction moved the default
     /// elsewhere the row no longer qualifies and the new default was invisible to the statement,
     /// so the lookup is repeated rather than answering "no default".
@@ -89,7 +89,7 @@ impl PipelineRepo for PostgresTx {
         let sql = format!(
             "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND is_default LIMIT 1{}",
             rows::PIPELINE_COLUMNS,
-            self.for_update()
+            self.locking(RowLock::Share)
         );
         for _ in 0..DEFAULT_ROUNDS {
             if let Some(p) = self.optional(tenant_query(&sql, tenant), rows::pipeline).await? {

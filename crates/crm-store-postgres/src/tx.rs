@@ -9,6 +9,7 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
+        RowLock,
         CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
         WorkspaceRepo,
     },
@@ -58,9 +59,15 @@ impl PostgresTx {
     /// transaction, a concurrent read-modify-write of the same row waits for this one to commit
     /// and then reads its result, instead of failing later with `Stale`. Reads lock nothing.
     pub(crate) fn for_update(&self) -> &'static str {
-        match self {
-            PostgresTx::Write(_) => " FOR UPDATE",
-            PostgresTx::Read(_) => "",
+        self.locking(RowLock::Update)
+    }
+
+    /// The locking clause for `lock` in a write transaction; reads lock nothing.
+    pub(crate) fn locking(&self, lock: RowLock) -> &'static str {
+        match (self, lock) {
+            (PostgresTx::Read(_), _) => "",
+            (PostgresTx::Write(_), RowLock::Update) => " FOR UPDATE",
+            (PostgresTx::Write(_), RowLock::Share) => " FOR SHARE",
         }
     }
 

@@ -139,7 +139,7 @@ async fn three_pipelines(store: &Arc<dyn Store>, t: &Tenant) -> [PipelineId; 3] 
 /// What updating a pipeline does in the use case: read it for update, write it, and when it is
 /// the default, clear every other default.
 async fn save_pipeline(tx: &mut dyn Tx, t: &Tenant, id: &PipelineId, make_default: bool) -> Result<(), StoreError> {
-    let mut p = tx.get_pipeline(t, id).await?.expect("pipeline");
+    let mut p = tx.get_pipeline(t, id, crm_app::ports::RowLock::Update).await?.expect("pipeline");
     p.name = format!("{} (edited)", p.name);
     p.is_default |= make_default;
     p.version += 1;
@@ -202,7 +202,7 @@ async fn two_transactions_making_different_pipelines_the_default_leave_one_defau
     assert_eq!(defaults(&store, &t).await, vec![b.clone()], "the later commit wins, alone");
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.default_pipeline(&t).await.unwrap().map(|p| p.id), Some(b));
-    assert!(!tx.get_pipeline(&t, &old).await.unwrap().unwrap().is_default);
+    assert!(!tx.get_pipeline(&t, &old, crm_app::ports::RowLock::Update).await.unwrap().unwrap().is_default);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,7 +257,7 @@ async fn a_pipeline_key_taken_by_a_concurrent_transaction_is_a_duplicate_once_th
             Box::pin(async move {
                 // Waits for the first transaction, then reports the clash without aborting.
                 assert!(matches!(tx.insert_pipeline(&t2, &pipeline("sales", &["x"])).await, Err(StoreError::Duplicate)));
-                let holder = tx.get_pipeline_by_key(&t2, "sales").await?.map(|p| p.id);
+                let holder = tx.get_pipeline_by_key(&t2, "sales", crm_app::ports::RowLock::Update).await?.map(|p| p.id);
                 assert_eq!(holder, Some(first_id));
                 tx.insert_pipeline(&t2, &pipeline("hiring", &["x"])).await
             })

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, Slice},
+    ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, RowLock, Slice},
     StoreError,
 };
 use crm_domain::{Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType, Tenant, Timestamp};
@@ -45,13 +45,14 @@ impl PipelineRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<Option<Pipeline>, StoreError> {
+    // The single writer serializes write transactions: there is nothing to lock.
+    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, _lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::PIPELINE_COLUMNS);
         let row = tenant_query(&sql, tenant).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
         row.as_ref().map(rows::pipeline).transpose()
     }
 
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str) -> Result<Option<Pipeline>, StoreError> {
+    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, _lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND key = $3", rows::PIPELINE_COLUMNS);
         let row = tenant_query(&sql, tenant).bind(key).fetch_optional(self.conn()).await.map_err(backend)?;
         row.as_ref().map(rows::pipeline).transpose()
