@@ -13,6 +13,7 @@ pub mod events;
 pub mod idempotency;
 pub mod paging;
 pub mod ports;
+pub mod registry;
 pub mod system;
 pub mod workspaces;
 

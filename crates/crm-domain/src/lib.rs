@@ -6,6 +6,7 @@
 //! (a [`Timestamp`], a [`uuid::Uuid`]), so every rule can be unit-tested without a database.
 //! Other Rust services may depend on this crate alone.
 
+pub mod automation;
 pub mod company;
 pub mod contact;
 pub mod email;
@@ -27,7 +28,7 @@ pub use event::{Event, EventType};
 pub use ids::*;
 pub use patch::Patch;
 pub use plan::{Plan, PlanLimits};
-pub use registry::{DataType, EnumValue, FieldDef, ObjectKind, Registry};
+pub use registry::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
 

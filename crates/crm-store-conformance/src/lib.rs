@@ -43,7 +43,11 @@ macro_rules! conformance_suite {
             events_are_listed_newest_first_by_type,
             idempotency_records_round_trip,
             a_dropped_write_transaction_rolls_back,
-            record_exists_sees_soft_deleted_records
+            record_exists_sees_soft_deleted_records,
+            custom_fields_register_once_in_order_per_object,
+            object_types_register_once_in_order,
+            concurrent_registrations_keep_registration_order,
+            registry_fields_and_types_stay_in_their_tenant
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
