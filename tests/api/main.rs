@@ -8,3 +8,5 @@ mod contacts;
 mod errors;
 mod idempotency;
 mod platform;
+mod registry;
+mod schema;

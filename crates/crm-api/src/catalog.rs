@@ -58,6 +58,17 @@ pub struct QueryParam {
     pub description: &'static str,
 }
 
+impl ParamKind {
+    /// The JSON type of the parameter's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamKind::String => "string",
+            ParamKind::Boolean => "boolean",
+            ParamKind::Integer { .. } => "integer",
+        }
+    }
+}
+
 impl QueryParam {
     pub const fn string(name: &'static str, description: &'static str) -> QueryParam {
         QueryParam { name, kind: ParamKind::String, required: false, description }
@@ -226,7 +237,13 @@ impl Input {
 /// Every operation of the service.
 pub fn catalog() -> &'static [Operation] {
     static CATALOG: OnceLock<Vec<Operation>> = OnceLock::new();
-    CATALOG.get_or_init(|| [ops::contacts::operations(), ops::companies::operations(), ops::events::operations()].into_iter().flatten().collect())
+    CATALOG.get_or_init(|| [
+            ops::contacts::operations(),
+            ops::companies::operations(),
+            ops::events::operations(),
+            ops::registry::operations(),
+            ops::discovery::operations(),
+        ].into_iter().flatten().collect())
 }
 
 pub fn find(name: &str) -> Option<&'static Operation> {

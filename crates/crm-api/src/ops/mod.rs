@@ -3,7 +3,9 @@
 
 pub mod companies;
 pub mod contacts;
+pub mod discovery;
 pub mod events;
+pub mod registry;
 
 use crm_app::Page;
 use schemars::JsonSchema;
