@@ -12,4 +12,6 @@ mod errors;
 mod idempotency;
 mod pipelines;
 mod platform;
+mod registry;
+mod schema;
 mod search;

@@ -58,6 +58,17 @@ pub struct QueryParam {
     pub description: &'static str,
 }
 
+impl ParamKind {
+    /// The JSON type of the parameter's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamKind::String => "string",
+            ParamKind::Boolean => "boolean",
+            ParamKind::Integer { .. } => "integer",
+        }
+    }
+}
+
 impl QueryParam {
     pub const fn string(name: &'static str, description: &'static str) -> QueryParam {
         QueryParam { name, kind: ParamKind::String, required: false, description }
@@ -252,6 +263,8 @@ pub fn catalog() -> &'static [Operation] {
             ops::search::operations(),
             ops::batch::operations(),
             ops::events::operations(),
+            ops::registry::operations(),
+            ops::discovery::operations(),
         ]
         .into_iter()
         .flatten()

@@ -17,6 +17,7 @@ pub mod idempotency;
 pub mod paging;
 pub mod pipelines;
 pub mod ports;
+pub mod registry;
 pub mod search;
 pub mod system;
 pub mod workspaces;

@@ -7,6 +7,7 @@
 //! Other Rust services may depend on this crate alone.
 
 pub mod activity;
+pub mod automation;
 pub mod company;
 pub mod contact;
 pub mod deal;
@@ -33,7 +34,7 @@ pub use ids::*;
 pub use patch::Patch;
 pub use pipeline::{Pipeline, PipelineDraft, Stage, StageDraft, StageType};
 pub use plan::{Plan, PlanLimits};
-pub use registry::{DataType, EnumValue, FieldDef, ObjectKind, Registry};
+pub use registry::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
 

@@ -6,7 +6,18 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::{email::Email, error::ValidationError, suggest, time::Date, JsonMap};
+use crate::{
+    contact::CONTACT_TYPE_GROUP,
+    email::Email,
+    error::ValidationError,
+    ids::{ActivityId, CompanyId, ContactId, DealId},
+    suggest,
+    time::Date,
+    JsonMap,
+};
+
+/// The enum group an activity's `type` must belong to (seeded with note, call, email, task).
+pub const ACTIVITY_TYPE_GROUP: &str = "activity.type";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
@@ -30,6 +41,44 @@ impl ObjectKind {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// Parses an `object` named in a request; anything else is `unknown_value` listing the four.
+    pub fn parse_input(field: &str, s: &str) -> Result<Self, ValidationError> {
+        Self::parse(s).ok_or_else(|| ValidationError::UnknownValue {
+            field: field.to_owned(),
+            value: s.to_owned(),
+            valid_options: Self::ALL.iter().map(|o| o.as_str().to_owned()).collect(),
+        })
+    }
+
+    /// The prefix of this object's ids, from its typed id.
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            ObjectKind::Contact => ContactId::PREFIX,
+            ObjectKind::Company => CompanyId::PREFIX,
+            ObjectKind::Deal => DealId::PREFIX,
+            ObjectKind::Activity => ActivityId::PREFIX,
+        }
+    }
+
+    /// Built-in fields a create must carry. A wire schema may show them as optional, so that a
+    /// missing one is refused with `validation_failed` naming it rather than a parse error.
+    pub fn required_on_create(self) -> &'static [&'static str] {
+        match self {
+            ObjectKind::Company => &["name"],
+            ObjectKind::Deal => &["title"],
+            ObjectKind::Contact | ObjectKind::Activity => &[],
+        }
+    }
+
+    /// Built-in fields whose value must be in an enum group: (field, group).
+    pub fn enum_fields(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            ObjectKind::Contact => &[("type", CONTACT_TYPE_GROUP)],
+            ObjectKind::Activity => &[("type", ACTIVITY_TYPE_GROUP)],
+            ObjectKind::Company | ObjectKind::Deal => &[],
+        }
     }
 }
 
@@ -80,6 +129,15 @@ impl DataType {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
+    /// Parses a requested `data_type`; anything else is `unknown_value` listing the ten.
+    pub fn parse_input(field: &str, s: &str) -> Result<Self, ValidationError> {
+        Self::parse(s).ok_or_else(|| ValidationError::UnknownValue {
+            field: field.to_owned(),
+            value: s.to_owned(),
+            valid_options: Self::ALL.iter().map(|t| t.as_str().to_owned()).collect(),
+        })
+    }
+
     pub fn uses_enum(self) -> bool {
         matches!(self, DataType::Select | DataType::Multiselect)
     }
@@ -106,15 +164,9 @@ impl FieldDef {
         enum_group: Option<String>,
         required: bool,
     ) -> Result<FieldDef, ValidationError> {
-        let key_ok = !key.is_empty()
-            && key.len() <= 64
-            && key.starts_with(|c: char| c.is_ascii_lowercase())
-            && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !key_ok {
-            return Err(ValidationError::invalid(
-                "key",
-                "must be 1-64 characters of lowercase letters, digits and underscores, starting with a letter",
-            ));
+        check_key("key", key)?;
+        if let Some(group) = &enum_group {
+            check_group_name("enum_group", group)?;
         }
         let enum_group = if data_type.uses_enum() {
             Some(enum_group.unwrap_or_else(|| format!("{}.{}", object.as_str(), key)))
@@ -125,12 +177,110 @@ impl FieldDef {
         };
         Ok(FieldDef { object, key: key.to_owned(), label, data_type, enum_group, required })
     }
+
+    /// The rules of `POST /fields`: `object` one of the four, `data_type` one of the ten
+    /// (default `text`), the key format, a blank label counting as none, and the default enum
+    /// group of select and multiselect fields.
+    pub fn register(request: FieldRegistration) -> Result<FieldDef, ValidationError> {
+        let object = ObjectKind::parse_input("object", &request.object)?;
+        let data_type = match request.data_type.as_deref() {
+            Some(t) => DataType::parse_input("data_type", t)?,
+            None => DataType::Text,
+        };
+        let label = clean_label(request.label)?;
+        FieldDef::new(object, &request.key, label, data_type, request.enum_group, request.required)
+    }
+}
+
+/// A `POST /fields` request as the client sent it, before validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldRegistration {
+    pub object: String,
+    pub key: String,
+    pub label: Option<String>,
+    pub data_type: Option<String>,
+    pub enum_group: Option<String>,
+    pub required: bool,
+}
+
+/// Longest label a field, enum value or object type may carry.
+pub const MAX_LABEL_LEN: usize = 200;
+
+/// The key format of custom fields and custom object types: 1-64 lowercase letters, digits and
+/// underscores, starting with a letter (snake_case, so it reads the same in JSON, in conditions
+/// and in merge tags).
+pub fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
+    let ok = !key.is_empty()
+        && key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_lowercase())
+        && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::invalid(field, "must be 1-64 characters of lowercase letters, digits and underscores, starting with a letter"))
+    }
+}
+
+/// The name format of enum groups: 1-100 lowercase letters, digits, `_`, `.` and `-`, starting
+/// with a letter, so both `contact.type` and bare names such as `industry` fit, with one spelling
+/// per group.
+pub fn check_group_name(field: &str, group: &str) -> Result<(), ValidationError> {
+    let ok = !group.is_empty()
+        && group.len() <= 100
+        && group.starts_with(|c: char| c.is_ascii_lowercase())
+        && group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::invalid(
+            field,
+            "must be 1-100 characters of lowercase letters, digits, `_`, `.` and `-`, starting with a letter (e.g. `contact.type`)",
+        ))
+    }
+}
+
+/// Trims a label; a blank one is none.
+pub fn clean_label(label: Option<String>) -> Result<Option<String>, ValidationError> {
+    let label = label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty());
+    match &label {
+        Some(l) if l.chars().count() > MAX_LABEL_LEN => Err(ValidationError::invalid("label", format!("must be at most {MAX_LABEL_LEN} characters"))),
+        Some(l) if l.chars().any(char::is_control) => Err(ValidationError::invalid("label", "must not contain control characters")),
+        _ => Ok(label),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnumValue {
     pub value: String,
     pub label: Option<String>,
+}
+
+impl EnumValue {
+    /// A value to add to a group: trimmed (records' enum fields are trimmed before they are
+    /// checked, so a value with outer spaces could never match), 1-200 characters, no control
+    /// characters.
+    pub fn new(value: &str, label: Option<String>) -> Result<EnumValue, ValidationError> {
+        let value = value.trim();
+        if value.is_empty() || value.chars().count() > 200 || value.chars().any(char::is_control) {
+            return Err(ValidationError::invalid("value", "must be 1-200 characters with no control characters"));
+        }
+        Ok(EnumValue { value: value.to_owned(), label: clean_label(label)? })
+    }
+}
+
+/// A custom object type: a schema grouping only (spec, "Custom object type").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectType {
+    pub key: String,
+    pub label: Option<String>,
+}
+
+impl ObjectType {
+    /// The rules of `POST /types`: the key format of custom fields, a trimmed label.
+    pub fn new(key: &str, label: Option<String>) -> Result<ObjectType, ValidationError> {
+        check_key("key", key)?;
+        Ok(ObjectType { key: key.to_owned(), label: clean_label(label)? })
+    }
 }
 
 /// A reference to another record found in the input; the caller checks that the record exists
@@ -163,7 +313,7 @@ pub struct Registry {
     pub enums: BTreeMap<String, Vec<EnumValue>>,
 }
 
-/// Prefixes a `reference` custom field accepts.
+/// Prefixes a `reference` custom field accepts (checked against `ObjectKind::id_prefix` in tests).
 const REFERENCE_PREFIXES: [&str; 4] = ["con_", "cmp_", "deal_", "act_"];
 
 impl Registry {
@@ -376,6 +526,93 @@ mod tests {
         assert_eq!(f.enum_group.as_deref(), Some("deal.tier"));
         assert!(FieldDef::new(ObjectKind::Deal, "x", None, DataType::Text, Some("g".into()), false).is_err());
         assert!(FieldDef::new(ObjectKind::Deal, "Bad Key", None, DataType::Text, None, false).is_err());
+    }
+
+    fn registration(object: &str, key: &str, data_type: Option<&str>) -> FieldRegistration {
+        FieldRegistration { object: object.into(), key: key.into(), data_type: data_type.map(String::from), ..Default::default() }
+    }
+
+    #[test]
+    fn registration_defaults_to_text_and_parses_the_ten_types() {
+        let f = FieldDef::register(registration("company", "industry", None)).unwrap();
+        assert_eq!((f.object, f.data_type, f.enum_group, f.required), (ObjectKind::Company, DataType::Text, None, false));
+        for t in DataType::ALL {
+            let f = FieldDef::register(registration("deal", "x", Some(t.as_str()))).unwrap();
+            assert_eq!(f.data_type, t);
+        }
+    }
+
+    #[test]
+    fn registration_refuses_unknown_objects_and_types_listing_the_valid_ones() {
+        let err = FieldDef::register(registration("lead", "x", None)).unwrap_err();
+        assert_eq!(
+            err,
+            ValidationError::UnknownValue {
+                field: "object".into(),
+                value: "lead".into(),
+                valid_options: vec!["contact".into(), "company".into(), "deal".into(), "activity".into()],
+            }
+        );
+        let err = FieldDef::register(registration("contact", "x", Some("string"))).unwrap_err();
+        let ValidationError::UnknownValue { field, valid_options, .. } = err else { panic!("{err:?}") };
+        assert_eq!(field, "data_type");
+        assert_eq!(valid_options.len(), 10);
+        assert!(valid_options.contains(&"multiselect".to_owned()));
+    }
+
+    #[test]
+    fn registration_checks_key_group_and_label() {
+        for bad in ["", "Tier", "1st", "has space", "dash-ed", &"k".repeat(65)] {
+            let err = FieldDef::register(registration("contact", bad, None)).unwrap_err();
+            assert!(matches!(err, ValidationError::Invalid { ref field, .. } if field == "key"), "{bad:?}");
+        }
+        assert!(FieldDef::register(registration("contact", &"k".repeat(64), None)).is_ok());
+        let mut r = registration("contact", "tier", Some("select"));
+        r.enum_group = Some("Bad Group".into());
+        assert!(matches!(FieldDef::register(r.clone()), Err(ValidationError::Invalid { field, .. }) if field == "enum_group"));
+        r.enum_group = Some("tiers".into());
+        assert_eq!(FieldDef::register(r.clone()).unwrap().enum_group.as_deref(), Some("tiers"), "bare group names are allowed");
+        r.label = Some("   ".into());
+        assert_eq!(FieldDef::register(r.clone()).unwrap().label, None, "a blank label is none");
+        r.label = Some(" Tier ".into());
+        assert_eq!(FieldDef::register(r.clone()).unwrap().label.as_deref(), Some("Tier"));
+        r.label = Some("x".repeat(MAX_LABEL_LEN + 1));
+        assert!(matches!(FieldDef::register(r), Err(ValidationError::Invalid { field, .. }) if field == "label"));
+    }
+
+    #[test]
+    fn multiselect_without_group_uses_object_dot_key_too() {
+        let f = FieldDef::register(registration("activity", "channels", Some("multiselect"))).unwrap();
+        assert_eq!(f.enum_group.as_deref(), Some("activity.channels"));
+    }
+
+    #[test]
+    fn enum_values_are_trimmed_and_group_names_checked() {
+        assert_eq!(EnumValue::new("  vip ", Some("".into())).unwrap(), EnumValue { value: "vip".into(), label: None });
+        assert!(EnumValue::new("   ", None).is_err());
+        assert!(EnumValue::new("a\u{7}b", None).is_err());
+        assert!(check_group_name("group", "contact.type").is_ok());
+        assert!(check_group_name("group", "deal-source_2").is_ok());
+        for bad in ["", "Contact.type", ".type", "a b", &"g".repeat(101)] {
+            assert!(check_group_name("group", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn object_types_use_the_key_format() {
+        assert_eq!(ObjectType::new("partner", Some(" Partner ".into())).unwrap().label.as_deref(), Some("Partner"));
+        assert!(ObjectType::new("Partner", None).is_err());
+    }
+
+    #[test]
+    fn objects_know_their_id_prefix_and_rule_fields() {
+        let prefixes: Vec<_> = ObjectKind::ALL.iter().map(|o| o.id_prefix()).collect();
+        assert_eq!(prefixes, ["con_", "cmp_", "deal_", "act_"]);
+        assert_eq!(prefixes, REFERENCE_PREFIXES, "a reference may name a record of any object");
+        assert_eq!(ObjectKind::Company.required_on_create(), ["name"]);
+        assert_eq!(ObjectKind::Deal.required_on_create(), ["title"]);
+        assert_eq!(ObjectKind::Contact.enum_fields(), [("type", "contact.type")]);
+        assert_eq!(ObjectKind::Activity.enum_fields(), [("type", "activity.type")]);
     }
 
     #[test]

@@ -50,7 +50,11 @@ macro_rules! conformance_suite {
             deal_updates_check_the_version_and_stage_moves_keep_types,
             activities_list_newest_first_by_occurrence,
             substring_search_matches_short_and_long_needles,
-            savepoints_undo_part_of_a_transaction
+            savepoints_undo_part_of_a_transaction,
+            custom_fields_register_once_in_order_per_object,
+            object_types_register_once_in_order,
+            concurrent_registrations_keep_registration_order,
+            registry_fields_and_types_stay_in_their_tenant
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -17,8 +17,8 @@ use crm_app::{
 };
 use crm_domain::{
     registry::{DataType, EnumValue, FieldDef},
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, ObjectKind, Registry, Tenant, Timestamp,
-    WorkspaceId,
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, ObjectKind, ObjectType, Registry, Tenant,
+    Timestamp, WorkspaceId,
 };
 use sqlx::{
     pool::PoolConnection,
@@ -263,7 +263,7 @@ impl RegistryRepo for PostgresTx {
     async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError> {
         let fields = tenant_query(
             "SELECT key, label, data_type, enum_group, required FROM custom_fields
-             WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position",
+             WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position, key",
             tenant,
         )
         .bind(object.as_str());
@@ -312,9 +312,74 @@ impl RegistryRepo for PostgresTx {
         .bind(now.millis());
         Ok(self.execute(q).await? == 1)
     }
+
+    async fn insert_field(&mut self, tenant: &Tenant, field: &FieldDef, now: Timestamp) -> Result<bool, StoreError> {
+        self.lock_registry_list(tenant, &format!("custom_fields:{}", field.object.as_str())).await?;
+        let q = tenant_query(
+            "INSERT INTO custom_fields (workspace_id, mode, object, key, label, data_type, enum_group, required, created_at, position)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE(MAX(position), 0) + 1 FROM custom_fields
+             WHERE workspace_id = $1 AND mode = $2 AND object = $3
+             ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(field.object.as_str())
+        .bind(&field.key)
+        .bind(field.label.as_deref())
+        .bind(field.data_type.as_str())
+        .bind(field.enum_group.as_deref())
+        .bind(field.required)
+        .bind(now.millis());
+        Ok(self.execute(q).await? == 1)
+    }
+
+    async fn list_fields(&mut self, tenant: &Tenant) -> Result<Vec<FieldDef>, StoreError> {
+        let q = tenant_query(
+            "SELECT object, key, label, data_type, enum_group, required FROM custom_fields
+             WHERE workspace_id = $1 AND mode = $2 ORDER BY object, position, key",
+            tenant,
+        );
+        self.all(q, |r| {
+            let object: String = get(r, "object")?;
+            field_def(r, ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?)
+        })
+        .await
+    }
+
+    async fn insert_object_type(&mut self, tenant: &Tenant, t: &ObjectType, now: Timestamp) -> Result<bool, StoreError> {
+        self.lock_registry_list(tenant, "object_types").await?;
+        let q = tenant_query(
+            "INSERT INTO object_types (workspace_id, mode, key, label, created_at, position)
+             SELECT $1, $2, $3, $4, $5, COALESCE(MAX(position), 0) + 1 FROM object_types
+             WHERE workspace_id = $1 AND mode = $2
+             ON CONFLICT DO NOTHING",
+            tenant,
+        )
+        .bind(&t.key)
+        .bind(t.label.as_deref())
+        .bind(now.millis());
+        Ok(self.execute(q).await? == 1)
+    }
+
+    async fn list_object_types(&mut self, tenant: &Tenant) -> Result<Vec<ObjectType>, StoreError> {
+        let q = tenant_query("SELECT key, label FROM object_types WHERE workspace_id = $1 AND mode = $2 ORDER BY position, key", tenant);
+        self.all(q, |r| Ok(ObjectType { key: get(r, "key")?, label: get(r, "label")? })).await
+    }
 }
 
 impl PostgresTx {
+    /// Custom fields and object types are appended at the highest position + 1, like enum
+    /// values, but have no parent row to lock; a transaction-scoped advisory lock on the tenant
+    /// and the list stands in for one (taken by its own statement, for the reason given at
+    /// `lock_enum_group`). Registrations are rare, so the serialization costs nothing.
+    async fn lock_registry_list(&mut self, tenant: &Tenant, list: &str) -> Result<(), StoreError> {
+        if let PostgresTx::Read(_) = self {
+            return Ok(());
+        }
+        let q = tenant_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2 || ':' || $3, 0))", tenant).bind(list);
+        q.fetch_one(self.conn()).await.map_err(backend)?;
+        Ok(())
+    }
+
     /// Values are appended at the group's highest position + 1. SQLite's single writer makes
     /// that safe; here two transactions appending to one group would read the same highest
     /// position, so the group's row is locked first, by a statement of its own (a READ COMMITTED

@@ -6,8 +6,10 @@ pub mod batch;
 pub mod companies;
 pub mod contacts;
 pub mod deals;
+pub mod discovery;
 pub mod events;
 pub mod pipelines;
+pub mod registry;
 pub mod search;
 
 use crm_app::Page;

@@ -1,0 +1,329 @@
+//! The registry: `POST /fields`, `GET /enums`, `POST /enums`, `POST /types`. Registrations are
+//! idempotent and answer 201 with the whole current set and whether anything was `created`.
+
+use std::collections::BTreeMap;
+
+use crm_app::{
+    registry::{EnumGroupSet, FieldSet, TypeSet},
+    Scope,
+};
+use crm_domain::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType};
+use schemars::{JsonSchema, Schema};
+use serde::{Deserialize, Serialize};
+
+use super::handler;
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, Reply},
+    schema::schema_of,
+    Problem,
+};
+
+/// Registry creates are idempotent: repeating one changes nothing (decisions §17).
+const REGISTER: Hints = Hints { read_only: false, destructive: false, idempotent: true };
+
+/// Narrows a string field's schema to the names `values` (absent stays allowed where the field
+/// is optional).
+fn names(schema: &mut Schema, values: Vec<&'static str>) {
+    schema.insert("type".into(), "string".into());
+    schema.insert("enum".into(), values.into());
+}
+
+fn object_names(schema: &mut Schema) {
+    names(schema, ObjectKind::ALL.iter().map(|o| o.as_str()).collect());
+}
+
+fn data_type_names(schema: &mut Schema) {
+    names(schema, DataType::ALL.iter().map(|t| t.as_str()).collect());
+}
+
+/// A custom field to register.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FieldCreate {
+    /// The object whose records carry the field.
+    #[schemars(required, transform = object_names)]
+    pub object: Option<String>,
+    /// 1-64 lowercase letters, digits and underscores, starting with a letter (snake_case). Unique per object.
+    #[schemars(required)]
+    pub key: Option<String>,
+    pub label: Option<String>,
+    /// Default `text`. What values the field accepts: text (string), number, boolean, date
+    /// (YYYY-MM-DD), select (a value of `enum_group`), multiselect (an array of them), currency
+    /// (integer minor units), reference (id of an existing record), email, url (http or https).
+    #[schemars(transform = data_type_names)]
+    pub data_type: Option<String>,
+    /// For select and multiselect: the enum group of allowed values; default `<object>.<key>`,
+    /// created empty if absent (add values with POST /enums).
+    pub enum_group: Option<String>,
+    /// A record created without a value for it is refused. Default false.
+    pub required: Option<bool>,
+}
+
+/// A value to add to an enum group.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnumValueCreate {
+    /// The group, by convention `<object>.<name>` such as `contact.type`; created if absent.
+    #[schemars(required)]
+    pub group: Option<String>,
+    /// The value records will carry. Trimmed; unique in its group.
+    #[schemars(required)]
+    pub value: Option<String>,
+    pub label: Option<String>,
+}
+
+/// A custom object type: a schema grouping only.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TypeCreate {
+    /// 1-64 lowercase letters, digits and underscores, starting with a letter.
+    #[schemars(required)]
+    pub key: Option<String>,
+    pub label: Option<String>,
+}
+
+/// A registered custom field.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FieldOut {
+    pub object: &'static str,
+    pub key: String,
+    pub label: Option<String>,
+    pub data_type: &'static str,
+    /// Set for select and multiselect fields.
+    pub enum_group: Option<String>,
+    pub required: bool,
+}
+
+impl From<&FieldDef> for FieldOut {
+    fn from(f: &FieldDef) -> Self {
+        FieldOut {
+            object: f.object.as_str(),
+            key: f.key.clone(),
+            label: f.label.clone(),
+            data_type: f.data_type.as_str(),
+            enum_group: f.enum_group.clone(),
+            required: f.required,
+        }
+    }
+}
+
+/// Every custom field of one object after a registration.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FieldSetOut {
+    /// The object the fields belong to.
+    pub object: &'static str,
+    /// False when the key was already registered: nothing changed, and the field kept its definition.
+    pub created: bool,
+    /// The object's custom fields in registration order.
+    pub fields: Vec<FieldOut>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EnumValueOut {
+    pub value: String,
+    pub label: Option<String>,
+}
+
+impl From<&EnumValue> for EnumValueOut {
+    fn from(v: &EnumValue) -> Self {
+        EnumValueOut { value: v.value.clone(), label: v.label.clone() }
+    }
+}
+
+/// Every enum group with its values (in the order they were added).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnumsOut {
+    /// Always `enums`.
+    pub object: &'static str,
+    pub groups: BTreeMap<String, Vec<EnumValueOut>>,
+}
+
+/// One enum group after a registration.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EnumGroupOut {
+    /// Always `enum_group`.
+    pub object: &'static str,
+    pub group: String,
+    /// False when the value was already in the group: nothing changed.
+    pub created: bool,
+    /// The group's values in the order they were added.
+    pub values: Vec<EnumValueOut>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TypeOut {
+    pub key: String,
+    pub label: Option<String>,
+}
+
+impl From<&ObjectType> for TypeOut {
+    fn from(t: &ObjectType) -> Self {
+        TypeOut { key: t.key.clone(), label: t.label.clone() }
+    }
+}
+
+/// Every custom object type after a registration.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TypeSetOut {
+    /// Always `types`.
+    pub object: &'static str,
+    /// False when the key was already registered: nothing changed.
+    pub created: bool,
+    /// In registration order.
+    pub types: Vec<TypeOut>,
+}
+
+/// The enum groups as the API shows them (also in `GET /schema`).
+pub(crate) fn enum_groups(enums: &BTreeMap<String, Vec<EnumValue>>) -> BTreeMap<String, Vec<EnumValueOut>> {
+    enums.iter().map(|(group, values)| (group.clone(), values.iter().map(EnumValueOut::from).collect())).collect()
+}
+
+fn to_json<T: Serialize>(out: &T) -> Result<serde_json::Value, Problem> {
+    serde_json::to_value(out).map_err(|e| crm_app::AppError::Internal(e.to_string()).into())
+}
+
+/// A body field the schema marks required.
+fn required(value: Option<String>, field: &str) -> Result<String, Problem> {
+    value.ok_or_else(|| Problem::validation(field, format!("{field} is required")))
+}
+
+handler!(create_field(api, caller, input) {
+    let f: FieldCreate = body::parse(input.body.as_ref(), None)?;
+    let request = FieldRegistration {
+        object: required(f.object, "object")?,
+        key: required(f.key, "key")?,
+        label: f.label,
+        data_type: f.data_type,
+        enum_group: f.enum_group,
+        required: f.required.unwrap_or(false),
+    };
+    let FieldSet { object, created, fields } = api.app.create_field(caller, request).await?;
+    let out = FieldSetOut { object: object.as_str(), created, fields: fields.iter().map(FieldOut::from).collect() };
+    Ok(Reply::new(201, to_json(&out)?))
+});
+
+handler!(list_enums(api, caller, _input) {
+    let enums = api.app.list_enums(caller).await?;
+    Ok(Reply::new(200, to_json(&EnumsOut { object: "enums", groups: enum_groups(&enums) })?))
+});
+
+handler!(create_enum_value(api, caller, input) {
+    let e: EnumValueCreate = body::parse(input.body.as_ref(), None)?;
+    let (group, value) = (required(e.group, "group")?, required(e.value, "value")?);
+    let EnumGroupSet { group, created, values } = api.app.create_enum_value(caller, &group, &value, e.label).await?;
+    let out = EnumGroupOut { object: "enum_group", group, created, values: values.iter().map(EnumValueOut::from).collect() };
+    Ok(Reply::new(201, to_json(&out)?))
+});
+
+handler!(create_type(api, caller, input) {
+    let t: TypeCreate = body::parse(input.body.as_ref(), None)?;
+    let TypeSet { created, types } = api.app.create_object_type(caller, &required(t.key, "key")?, t.label).await?;
+    let out = TypeSetOut { object: "types", created, types: types.iter().map(TypeOut::from).collect() };
+    Ok(Reply::new(201, to_json(&out)?))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("registry");
+    let write = Scope::write("registry");
+    vec![
+        Operation {
+            name: "svc_create_field",
+            method: Method::Post,
+            path: "/fields",
+            summary: "Register a custom field",
+            description: "Registers a custom field key for contacts, companies, deals or activities, so records can carry it \
+                under `custom_fields`. `data_type` (default text) decides which values are accepted; a select or multiselect \
+                field takes its values from `enum_group` (default `<object>.<key>`, created empty: add values with \
+                svc_create_enum_value). Idempotent: registering an existing key changes nothing (the field keeps its original \
+                data type) and answers `created: false`. Answers 201 with every custom field of the object. Errors: \
+                unknown_value for an unknown `object` or `data_type` (see `valid_options`), validation_failed for a malformed \
+                key or enum_group.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<FieldCreate>),
+            output: schema_of::<FieldSetOut>,
+            hints: REGISTER,
+            handler: create_field,
+        },
+        Operation {
+            name: "svc_list_enums",
+            method: Method::Get,
+            path: "/enums",
+            summary: "List enum groups",
+            description: "Returns every enum group with its values: the allowed values of contact `type` (`contact.type`), \
+                activity `type` (`activity.type`) and of select and multiselect custom fields. A value outside its group is \
+                refused with unknown_value; add one with svc_create_enum_value.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<EnumsOut>,
+            hints: Hints::READ,
+            handler: list_enums,
+        },
+        Operation {
+            name: "svc_create_enum_value",
+            method: Method::Post,
+            path: "/enums",
+            summary: "Add an enum value",
+            description: "Adds a value to an enum group (created if absent), e.g. `{\"group\": \"contact.type\", \"value\": \
+                \"customer\"}` so contacts may have that `type`. Idempotent: adding an existing value changes nothing and \
+                answers `created: false`. Answers 201 with the group's values. Errors: validation_failed for a malformed \
+                group name or an empty value.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<EnumValueCreate>),
+            output: schema_of::<EnumGroupOut>,
+            hints: REGISTER,
+            handler: create_enum_value,
+        },
+        Operation {
+            name: "svc_create_type",
+            method: Method::Post,
+            path: "/types",
+            summary: "Register a custom object type",
+            description: "Registers a custom object type: a schema grouping only, listed under `types` in svc_describe_schema; \
+                it stores no records. Idempotent on `key`: an existing key changes nothing and answers `created: false`. \
+                Answers 201 with every type. Errors: validation_failed for a malformed key.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<TypeCreate>),
+            output: schema_of::<TypeSetOut>,
+            hints: REGISTER,
+            handler: create_type,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn body_schemas_mark_required_fields_and_list_valid_names() {
+        let s = schema_of::<FieldCreate>();
+        assert_eq!(s["required"], json!(["object", "key"]));
+        assert_eq!(s["properties"]["object"]["enum"], json!(["contact", "company", "deal", "activity"]));
+        assert_eq!(s["properties"]["data_type"]["enum"].as_array().map(Vec::len), Some(10));
+        assert_eq!(schema_of::<EnumValueCreate>()["required"], json!(["group", "value"]));
+        assert_eq!(schema_of::<TypeCreate>()["required"], json!(["key"]));
+    }
+
+    #[test]
+    fn registry_operations_need_the_registry_scope() {
+        for op in operations() {
+            assert_eq!(op.scope.resource, "registry", "{}", op.name);
+            assert!(!op.idempotency_key, "{}: registrations are idempotent by themselves", op.name);
+        }
+    }
+}
