@@ -6,6 +6,7 @@
 //! (REST, MCP, A2A) received it, and turns every error into a [`problem::Problem`]. This crate
 //! knows JSON and the wire DTOs; it does not know axum, HTTP servers, MCP or A2A framing, or SQL.
 
+pub mod agent;
 pub mod body;
 pub mod catalog;
 pub mod openapi;
