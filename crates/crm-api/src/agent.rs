@@ -74,6 +74,29 @@ pub async fn call(api: &Api, op: &'static Operation, caller: &crm_app::Caller, a
     api.call(op, caller, input, idempotency_key.as_deref()).await
 }
 
+/// The tool named `name`, or the problem to answer a call of an unknown one: `bad_request` naming
+/// every tool under `valid_options`, with the closest as a suggestion.
+pub fn find_tool(name: &str) -> Result<&'static Operation, Problem> {
+    crate::catalog::find(name).ok_or_else(|| {
+        let names: Vec<&str> = crate::catalog().iter().map(|op| op.name).collect();
+        let mut p = Problem::bad_request(format!("unknown tool `{name}`")).with("field", "tool").with("valid_options", names.clone());
+        if let Some(s) = crm_domain::suggest::closest(name, names) {
+            p = p.with("suggestion", format!("did you mean `{s}`?"));
+        }
+        p
+    })
+}
+
+/// The problem document an agent transport hands back; a 500's carries the request id, which the
+/// log shows too, as REST's does.
+pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value {
+    let mut doc = api.problem_json(problem);
+    if problem.code == ErrorCode::InternalError {
+        doc["request_id"] = Value::from(request_id);
+    }
+    doc
+}
+
 /// A number as a URL would carry it: an integral value without a fraction (A2A clients send every
 /// number as a double, so `25.0` must read as `25`, decisions §17).
 fn number_text(n: &serde_json::Number) -> String {
@@ -164,6 +187,15 @@ mod tests {
         assert_eq!(err.extra["field"], "emial");
         assert_eq!(err.extra["suggestion"], "did you mean `email`?");
         assert!(err.extra["valid_options"].as_array().unwrap().contains(&json!("cursor")));
+    }
+
+    #[test]
+    fn an_unknown_tool_names_the_valid_ones_and_the_closest() {
+        let Err(err) = find_tool("svc_create_contcat") else { panic!("an unknown tool is refused") };
+        assert_eq!(err.code, ErrorCode::BadRequest);
+        assert_eq!(err.extra["suggestion"], "did you mean `svc_create_contact`?");
+        assert_eq!(err.extra["valid_options"].as_array().map(Vec::len), Some(catalog().len()));
+        assert_eq!(find_tool("svc_create_contact").ok().map(|op| op.name), Some("svc_create_contact"));
     }
 
     #[test]

@@ -37,6 +37,11 @@ impl Api {
         Api { app, errors_base_url: format!("{}/errors", public_url.trim_end_matches('/')) }
     }
 
+    /// The URL clients reach this server at (without a trailing slash).
+    pub fn public_url(&self) -> &str {
+        self.errors_base_url.strip_suffix("/errors").unwrap_or(&self.errors_base_url)
+    }
+
     pub fn problem_json(&self, p: &Problem) -> Value {
         p.to_json(&self.errors_base_url)
     }
