@@ -2,6 +2,7 @@
 
 mod support;
 
+mod agents;
 mod auth;
 mod companies;
 mod contacts;
