@@ -3,6 +3,7 @@
 mod support;
 
 mod activities;
+mod agents;
 mod auth;
 mod batch;
 mod companies;

@@ -2,11 +2,14 @@
 //!
 //! - `test`: every test of the workspace, on SQLite and Postgres. Postgres is found through
 //!   `CRM_TEST_DATABASE_URL`, else the server on 127.0.0.1:5432 (user postgres), else a throwaway
-//!   cluster started with `initdb`; if none can be had, it fails saying how to provide one.
+//!   cluster started with `initdb`; if none can be had, it fails saying how to provide one. Then
+//!   the agent suite (`tests/agents`): the official Python MCP and A2A clients against the server.
+//! - `agents`: the agent suite alone.
 //! - `tidy`: checks the architecture's dependency rules.
 //! - `openapi`: writes `docs/openapi.json` from the operation catalog.
 //! - `deny`: runs `cargo deny check` (when cargo-deny is installed).
 
+mod agents;
 mod postgres;
 mod tidy;
 
@@ -34,7 +37,7 @@ pub(crate) fn has_command(name: &str, arg: &str) -> bool {
     Command::new(name).arg(arg).output().is_ok_and(|o| o.status.success())
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
     c
@@ -52,9 +55,16 @@ fn test(args: &[String]) -> Result<()> {
         cmd.args(["test", "--workspace", "--no-fail-fast"]);
     }
     cmd.args(args).env("CRM_TEST_DATABASE_URL", &pg.url);
-    let result = run(&mut cmd);
+    let rust = run(&mut cmd);
+    // The agent suite runs even when a Rust test failed, so one run reports both.
+    let agents = agents::test(&root(), &pg);
     pg.drop_leftover_test_databases();
-    result
+    rust.and(agents)
+}
+
+fn agents_only() -> Result<()> {
+    let pg = postgres::find_or_start(&root())?;
+    agents::test(&root(), &pg)
 }
 
 fn openapi() -> Result<()> {
@@ -82,11 +92,12 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
+        Some("agents") => agents_only(),
         Some("tidy") => tidy::check(&root()),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | tidy | openapi | deny>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny>");
             std::process::exit(2);
         }
     }

@@ -1,6 +1,7 @@
 //! The architecture's dependency rules (docs/architecture.md), checked mechanically: the domain
 //! crate stays pure, the application never depends on an adapter, only the store crates use
-//! sqlx, only the HTTP crates use axum.
+//! sqlx, only the HTTP crates use axum; the three transports (REST, MCP, A2A) stand side by side
+//! on the catalog and never depend on one another.
 
 use std::path::Path;
 
@@ -12,6 +13,8 @@ const RULES: &[(&str, &[&str])] = &[
     ("crm-app", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-api", &["sqlx", "axum", "reqwest", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-http", &["sqlx", "crm-store-sqlite", "crm-store-postgres"]),
+    ("crm-mcp", &["sqlx", "crm-http", "crm-a2a", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
+    ("crm-a2a", &["sqlx", "crm-http", "crm-mcp", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-store-sqlite", &["axum", "reqwest", "crm-api", "crm-http"]),
     ("crm-store-postgres", &["axum", "reqwest", "crm-api", "crm-http"]),
 ];

@@ -14,7 +14,8 @@ use crate::{
 /// Parses `body` (absent = `{}`) into `T`. `unknown_hint` is suggested when no valid field name
 /// is close to an unknown one (e.g. "register it with POST /fields and send it under custom_fields").
 pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hint: Option<&str>) -> Result<T, Problem> {
-    let value = body.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    let mut value = body.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    integral_floats_as_integers(&mut value);
     let Value::Object(map) = &value else {
         return Err(Problem::bad_request("the request body must be a JSON object"));
     };
@@ -42,6 +43,22 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hin
         let detail = inner.split(" at line").next().unwrap_or(&inner).to_owned();
         Problem::validation(&field, format!("{field}: {detail}"))
     })
+}
+
+/// Integer fields accept any JSON number without a fractional part (decisions §17): A2A clients
+/// carry every number as a double, so `3.0` must read as `3`. A float field reads `3` as `3.0`
+/// anyway, so turning integral doubles into integers everywhere loses nothing.
+fn integral_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *n = serde_json::Number::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
+    }
 }
 
 /// The path of the first string (or key) holding U+0000, which no store can keep as text.
@@ -88,6 +105,20 @@ mod tests {
     fn nul_characters_are_refused_with_their_path() {
         let err = parse::<serde_json::Map<String, Value>>(Some(&json!({"a": {"b": ["x", "y\u{0}"]}})), None).unwrap_err();
         assert_eq!(err.extra["field"], "a.b[1]");
+    }
+
+    #[test]
+    fn integer_fields_accept_integral_doubles_only() {
+        let parsed = parse::<In>(Some(&json!({"count": 3.0})), None).unwrap();
+        assert_eq!(parsed.count, Some(3));
+        let err = parse::<In>(Some(&json!({"count": 3.5})), None).unwrap_err();
+        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("count")));
+        #[derive(Debug, Deserialize, JsonSchema)]
+        struct Nested {
+            a: Value,
+        }
+        let nested = parse::<Nested>(Some(&json!({"a": [1.0, {"b": 2.0, "c": 2.5}]})), None).unwrap();
+        assert_eq!(nested.a, json!([1, {"b": 2, "c": 2.5}]));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! (REST, MCP, A2A) received it, and turns every error into a [`problem::Problem`]. This crate
 //! knows JSON and the wire DTOs; it does not know axum, HTTP servers, MCP or A2A framing, or SQL.
 
+pub mod agent;
 pub mod body;
 pub mod catalog;
 pub mod openapi;
@@ -34,6 +35,11 @@ pub struct Api {
 impl Api {
     pub fn new(app: App, public_url: &str) -> Api {
         Api { app, errors_base_url: format!("{}/errors", public_url.trim_end_matches('/')) }
+    }
+
+    /// The URL clients reach this server at (without a trailing slash).
+    pub fn public_url(&self) -> &str {
+        self.errors_base_url.strip_suffix("/errors").unwrap_or(&self.errors_base_url)
     }
 
     pub fn problem_json(&self, p: &Problem) -> Value {

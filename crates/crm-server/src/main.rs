@@ -135,14 +135,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
     let api = Arc::new(Api::new(app, &public_url));
-    let router = crm_http::router(api, axum_extra_routes());
+    let router = crm_http::router(api.clone(), axum_extra_routes(api));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     axum_serve(listener, router).await
 }
 
-fn axum_extra_routes() -> axum::Router {
-    axum::Router::new()
+/// The agent endpoints, beside REST: MCP at `/mcp`, A2A at `/a2a` with its agent card.
+fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
+    axum::Router::new().merge(crm_mcp::router(api.clone())).merge(crm_a2a::router(api))
 }
 
 async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router) -> Result<()> {

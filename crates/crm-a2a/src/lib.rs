@@ -1,0 +1,92 @@
+//! The A2A transport: every operation of the catalog as a skill of one agent, over A2A's JSON-RPC
+//! binding at `/a2a`, with its agent card at `/.well-known/agent-card.json` (decisions §15).
+//!
+//! A message whose data part is `{"tool": "<skill id>", "arguments": {...}}` runs that operation
+//! through [`crm_api::agent`], the same path an MCP tool call takes, and so the same
+//! [`crm_api::Api::call`] a REST request takes. The answer is a finished task. This crate knows
+//! A2A framing (a small hand-written JSON-RPC layer, checked against the official Python SDK) and
+//! nothing of CRM rules, SQL or the other transports.
+
+mod card;
+pub mod rpc;
+mod store;
+pub mod task;
+
+use std::sync::Arc;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::{Request, State},
+    http::{header, HeaderValue, StatusCode},
+    response::Response,
+    routing::{get, post},
+    Router,
+};
+use crm_api::{Api, ErrorCode, Problem};
+
+pub use card::{agent_card, BEARER_SCHEME, TOOL_CALL_EXTENSION};
+pub use store::TaskStore;
+
+/// The JSON-RPC endpoint.
+pub const PATH: &str = "/a2a";
+/// Where clients look for the agent card.
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// Request bodies above this are refused (413), as on REST (decisions §5).
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What the endpoint holds: the API, the finished tasks, and the card rendered once.
+pub struct Agent {
+    pub api: Arc<Api>,
+    pub tasks: TaskStore,
+    card: Bytes,
+}
+
+/// The agent card route (no authentication) and the JSON-RPC route (bearer key required).
+pub fn router(api: Arc<Api>) -> Router {
+    let card = Bytes::from(serde_json::to_vec(&agent_card(api.public_url())).unwrap_or_default());
+    let agent = Arc::new(Agent { api, tasks: TaskStore::new(store::MAX_TASKS, store::MAX_BYTES), card });
+    Router::new().route(CARD_PATH, get(serve_card)).route(PATH, post(serve_rpc)).with_state(agent)
+}
+
+async fn serve_card(State(agent): State<Arc<Agent>>) -> Response {
+    json_response(StatusCode::OK, "application/json", agent.card.clone())
+}
+
+/// Authenticates first: a missing or bad key is answered 401 with `WWW-Authenticate: Bearer`
+/// before the body is read, so no task exists for it. Then one JSON-RPC request, always answered
+/// 200 with a JSON-RPC response.
+async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let request_id = parts.headers.get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    // A header that is not text can never be a key; NUL makes it fail as malformed.
+    let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let caller = match agent.api.app.authenticate(authorization).await {
+        Ok(caller) => caller,
+        Err(e) => return problem_response(&agent.api, &e.into(), &request_id),
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let p = Problem::new(ErrorCode::PayloadTooLarge, format!("the request body exceeds {MAX_BODY_BYTES} bytes"));
+        return problem_response(&agent.api, &p, &request_id);
+    };
+    let a2a_version = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    let answer = rpc::handle(&agent, &caller, a2a_version, &bytes, &request_id).await;
+    json_response(StatusCode::OK, "application/json", Bytes::from(serde_json::to_vec(&answer).unwrap_or_default()))
+}
+
+fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response {
+    let doc = crm_api::agent::problem_document(api, problem, request_id);
+    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut res = json_response(status, "application/problem+json", Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()));
+    if problem.code == ErrorCode::Unauthorized {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    res
+}
+
+fn json_response(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
+    let mut res = Response::new(Body::from(body));
+    *res.status_mut() = status;
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res
+}

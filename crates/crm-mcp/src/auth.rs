@@ -1,0 +1,42 @@
+//! The bearer key of every `/mcp` request, checked before rmcp sees the request.
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    http::{header, HeaderValue, StatusCode},
+    middleware::Next,
+    response::Response,
+};
+use crm_api::{Api, ErrorCode, Problem};
+
+/// Authenticates the key and hands the [`crm_app::Caller`] on in the request's extensions, where
+/// rmcp passes them to the tool handler (inside the request's `http::request::Parts`). A missing
+/// or bad key is answered 401 with `WWW-Authenticate: Bearer` and a problem document, as REST
+/// answers it.
+pub(crate) async fn require_key(State(api): State<Arc<Api>>, mut req: Request, next: Next) -> Response {
+    // A header that is not text can never be a key; NUL makes it fail as malformed.
+    let authorization = req.headers().get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}").to_owned());
+    match api.app.authenticate(authorization.as_deref()).await {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(e) => {
+            let request_id = req.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            refusal(&api, &e.into(), request_id)
+        }
+    }
+}
+
+fn refusal(api: &Api, problem: &Problem, request_id: &str) -> Response {
+    let body = serde_json::to_vec(&crm_api::agent::problem_document(api, problem, request_id)).unwrap_or_default();
+    let mut res = Response::new(Body::from(body));
+    *res.status_mut() = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    if problem.code == ErrorCode::Unauthorized {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    res
+}
