@@ -98,7 +98,8 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
 
     let mut operations: Vec<(String, &Value)> = Vec::new();
     for item in object(&openapi["paths"]).values() {
-        for op in object(item).values() {
+        // Alias routes (`x-alias-of`) are extra REST paths of an operation, not operations.
+        for op in object(item).values().filter(|op| op.get("x-alias-of").is_none()) {
             operations.push((op["operationId"].as_str().unwrap_or_default().to_owned(), op));
         }
     }
