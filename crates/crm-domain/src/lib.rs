@@ -6,6 +6,7 @@
 //! (a [`Timestamp`], a [`uuid::Uuid`]), so every rule can be unit-tested without a database.
 //! Other Rust services may depend on this crate alone.
 
+pub mod billing;
 pub mod company;
 pub mod contact;
 pub mod email;
@@ -26,7 +27,8 @@ pub use error::ValidationError;
 pub use event::{Event, EventType};
 pub use ids::*;
 pub use patch::Patch;
-pub use plan::{Plan, PlanLimits};
+pub use billing::Period;
+pub use plan::{Allowance, Plan, PlanCap, PlanLimits, Refusal};
 pub use registry::{DataType, EnumValue, FieldDef, ObjectKind, Registry};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
