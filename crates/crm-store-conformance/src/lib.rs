@@ -43,7 +43,12 @@ macro_rules! conformance_suite {
             events_are_listed_newest_first_by_type,
             idempotency_records_round_trip,
             a_dropped_write_transaction_rolls_back,
-            record_exists_sees_soft_deleted_records
+            record_exists_sees_soft_deleted_records,
+            keys_are_listed_per_tenant_newest_first_and_their_state_updates,
+            touching_keys_only_ever_raises_last_used_at,
+            workspace_plan_and_settings_update,
+            usage_counts_add_up_per_tenant_and_period,
+            leases_reserve_until_they_expire
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

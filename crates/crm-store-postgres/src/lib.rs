@@ -10,6 +10,7 @@
 //! that cannot work. Reads take a plain pooled connection with no `BEGIN`. This crate knows SQL
 //! and sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
+mod plans;
 mod rows;
 mod tx;
 

@@ -31,7 +31,7 @@ use crate::{
     rows::{self, get},
 };
 
-type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 pub enum PostgresTx {
     Write(Transaction<'static, Postgres>),
@@ -47,7 +47,7 @@ impl PostgresTx {
         PostgresTx::Read(conn)
     }
 
-    fn conn(&mut self) -> &mut PgConnection {
+    pub(crate) fn conn(&mut self) -> &mut PgConnection {
         match self {
             PostgresTx::Write(tx) => tx,
             PostgresTx::Read(conn) => conn,
@@ -64,7 +64,7 @@ impl PostgresTx {
         }
     }
 
-    async fn optional<T>(
+    pub(crate) async fn optional<T>(
         &mut self,
         q: PgQuery<'_>,
         map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
@@ -73,7 +73,7 @@ impl PostgresTx {
         row.as_ref().map(map).transpose()
     }
 
-    async fn all<T>(
+    pub(crate) async fn all<T>(
         &mut self,
         q: PgQuery<'_>,
         map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
@@ -83,13 +83,13 @@ impl PostgresTx {
     }
 
     /// The single boolean a `SELECT EXISTS (...)` answers.
-    async fn exists(&mut self, q: PgQuery<'_>) -> Result<bool, StoreError> {
+    pub(crate) async fn exists(&mut self, q: PgQuery<'_>) -> Result<bool, StoreError> {
         let row = q.fetch_one(self.conn()).await.map_err(backend)?;
         row.try_get(0).map_err(backend)
     }
 
     /// Runs a statement; returns how many rows it touched.
-    async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
+    pub(crate) async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
         Ok(q.execute(self.conn()).await.map_err(backend)?.rows_affected())
     }
 
@@ -123,7 +123,7 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 /// `sql` with the tenant bound as `$1` (workspace) and `$2` (mode).
-fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> PgQuery<'q> {
+pub(crate) fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> PgQuery<'q> {
     sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
 }
 
@@ -163,14 +163,14 @@ fn substring_filter(qb: &mut QueryBuilder<'_, Postgres>, targets: &[&str], q: &s
     qb.push(")");
 }
 
-fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a Slice) {
+pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a Slice) {
     if let Some(before) = &slice.before {
         qb.push(" AND id < ").push_bind(before.as_str());
     }
     qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
 }
 
-fn out_of_range(what: &str) -> StoreError {
+pub(crate) fn out_of_range(what: &str) -> StoreError {
     StoreError::Backend(format!("{what} out of range").into())
 }
 

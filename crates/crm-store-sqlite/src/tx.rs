@@ -33,7 +33,7 @@ impl SqliteTx {
         SqliteTx::Read(conn)
     }
 
-    fn conn(&mut self) -> &mut SqliteConnection {
+    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
             SqliteTx::Write(tx) => tx,
             SqliteTx::Read(conn) => conn,
@@ -68,7 +68,7 @@ fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant) {
     qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
 }
 
-fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
+pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
     if let Some(before) = &slice.before {
         qb.push(" AND id < ").push_bind(before.as_str());
     }
