@@ -226,7 +226,7 @@ impl Input {
 /// Every operation of the service.
 pub fn catalog() -> &'static [Operation] {
     static CATALOG: OnceLock<Vec<Operation>> = OnceLock::new();
-    CATALOG.get_or_init(|| [ops::contacts::operations(), ops::companies::operations(), ops::events::operations()].into_iter().flatten().collect())
+    CATALOG.get_or_init(|| [ops::contacts::operations(), ops::companies::operations(), ops::events::operations(), ops::keys::operations(), ops::usage::operations()].into_iter().flatten().collect())
 }
 
 pub fn find(name: &str) -> Option<&'static Operation> {

@@ -12,6 +12,7 @@ use axum::{
 };
 use bytes::Bytes;
 use crm_api::{catalog, Api, ErrorCode, Input, Method, Operation, Problem, Reply};
+use crm_app::RateStatus;
 use serde_json::Value;
 
 use crate::REQUEST_ID;
@@ -76,16 +77,40 @@ fn reply_response(reply: &Reply) -> Response {
 
 async fn serve(api: Arc<Api>, op: &'static Operation, req: Request) -> Response {
     let rid = request_id(req.headers());
-    match run(&api, op, req).await {
+    let mut rate = None;
+    let mut res = match run(&api, op, req, &mut rate).await {
         Ok(reply) => reply_response(&reply),
         Err(problem) => problem_response(&api, &problem, &rid),
+    };
+    if let Some(rate) = rate {
+        rate_headers(&mut res, &rate);
+    }
+    res
+}
+
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17) on
+/// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
+fn rate_headers(res: &mut Response, rate: &RateStatus) {
+    let headers = res.headers_mut();
+    headers.insert("ratelimit-limit", HeaderValue::from(rate.limit));
+    headers.insert("ratelimit-remaining", HeaderValue::from(rate.remaining));
+    headers.insert("ratelimit-reset", HeaderValue::from(rate.reset_secs));
+    if !rate.allowed {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(rate.retry_after_secs));
     }
 }
 
-async fn run(api: &Api, op: &'static Operation, req: Request) -> Result<Reply, Problem> {
+/// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
+/// and dispatches. Admission comes before the body is read, so a malformed request still counts.
+async fn run(api: &Api, op: &'static Operation, req: Request, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
     let (mut parts, body) = req.into_parts();
     let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
+    let admission = api.admit(op, &caller).await.map_err(|refused| {
+        *rate = refused.rate;
+        refused.problem
+    })?;
+    *rate = Some(admission.rate);
 
     let path = RawPathParams::from_request_parts(&mut parts, &())
         .await
@@ -99,7 +124,7 @@ async fn run(api: &Api, op: &'static Operation, req: Request) -> Result<Reply, P
     let if_match = header("if-match").transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
     let idempotency_key = header("idempotency-key").transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
     let input = Input { path, query, body, if_match, idem: None };
-    api.call(op, &caller, input, idempotency_key.as_deref()).await
+    api.dispatch(op, &caller, input, idempotency_key.as_deref()).await
 }
 
 /// Reads at most [`MAX_BODY_BYTES`] and parses them as JSON; an empty body is `None`.

@@ -4,6 +4,8 @@
 pub mod companies;
 pub mod contacts;
 pub mod events;
+pub mod keys;
+pub mod usage;
 
 use crm_app::Page;
 use schemars::JsonSchema;
