@@ -7,4 +7,7 @@ mod companies;
 mod contacts;
 mod errors;
 mod idempotency;
+mod keys;
+mod limits;
 mod platform;
+mod plans;

@@ -15,7 +15,9 @@
 //! allowance. Near the boundary the blocks shrink to one request, so one process admits exactly
 //! the allowance; with several processes a request may be refused while another process still
 //! holds a few reserved requests, for at most the flush interval, after which an idle process
-//! gives its block back. Reservations are never admitted late: the cap holds.
+//! gives its block back. Reservations are never admitted late: the cap holds. One exception is
+//! bounded by the flush interval: when a cap is set on a tenant that was uncapped, requests
+//! other processes admitted uncapped in the last second are not yet in the counter.
 
 use std::{
     collections::HashMap,
@@ -75,6 +77,9 @@ struct Entry {
     period: Period,
     /// Requests counted since the last flush.
     unflushed: u64,
+    /// Of those, the ones admitted without a reservation (the tenant was uncapped then): they
+    /// are in neither `used` nor a lease yet, so a reservation must count them itself.
+    uncovered: u64,
     /// Reserved requests not yet handed out.
     tokens: u64,
     lease_until: Option<Timestamp>,
@@ -114,6 +119,7 @@ impl Meter {
                     tenant: tenant.clone(),
                     period,
                     unflushed: 0,
+                    uncovered: 0,
                     tokens: 0,
                     lease_until: None,
                     busy: false,
@@ -193,6 +199,7 @@ impl App {
             }
             let Allowance::Capped { requests, refusal } = allowance else {
                 e.unflushed += 1;
+                e.uncovered += 1;
                 e.busy = true;
                 return Ok(Admission { rate });
             };
@@ -221,7 +228,7 @@ impl App {
         let holder = &self.meter.holder;
         let mut tx = self.store.begin_write().await?;
         let held = tx.lock_usage(&e.tenant, e.period.start, holder, now).await?;
-        let committed = held.used.saturating_add(held.others_reserved).saturating_add(held.own_reserved);
+        let committed = held.used.saturating_add(held.others_reserved).saturating_add(held.own_reserved).saturating_add(e.uncovered);
         let grant = block_size(allowance.saturating_sub(committed));
         if grant > 0 {
             let lease_until = now.plus_millis(LEASE_MS);
@@ -262,6 +269,7 @@ impl App {
                     continue;
                 }
                 e.unflushed = 0;
+                e.uncovered = 0;
                 e.tokens = keep;
                 e.lease_until = (keep > 0).then_some(lease_until);
             }
