@@ -61,6 +61,13 @@ pub fn create_workspace(database_url: &str, extra: &[&str]) -> Keys {
     }
 }
 
+/// Runs `crm-server <args> --database-url <database_url>` to completion; returns its stdout.
+pub fn cli(database_url: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).args(["--database-url", database_url]).env("CRM_LOG", "warn").output().expect("run crm-server");
+    assert!(out.status.success(), "crm-server {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A running `crm-server serve`, killed when dropped.
 #[allow(dead_code)] // database_url and backend serve tests that restart servers
 pub struct Server {
@@ -246,6 +253,30 @@ macro_rules! on_both_stores {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::support::spawn($crate::support::Backend::Postgres).await).await;
+                }
+            )*
+        }
+    };
+}
+
+/// Declares each listed `async fn name(backend: Backend)` as two tests, one per store, for tests
+/// that start their servers themselves (with their own plan, or several servers).
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Postgres).await;
                 }
             )*
         }

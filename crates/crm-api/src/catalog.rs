@@ -265,6 +265,8 @@ pub fn catalog() -> &'static [Operation] {
             ops::events::operations(),
             ops::registry::operations(),
             ops::discovery::operations(),
+            ops::keys::operations(),
+            ops::usage::operations(),
         ]
         .into_iter()
         .flatten()

@@ -14,7 +14,7 @@ pub mod ops;
 pub mod problem;
 pub mod schema;
 
-use crm_app::{idempotency::Claim, idempotency::StoredReply, App, Caller};
+use crm_app::{idempotency::Claim, idempotency::StoredReply, Admission, App, Caller, RateStatus};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -23,6 +23,14 @@ pub use problem::{ErrorCode, Problem};
 
 /// The version of the interface description this service implements.
 pub const SPEC_VERSION: &str = "0.14.0";
+
+/// A call refused by [`Api::admit`] (429, or a 500 while admitting), with the rate budget to
+/// report when the rate limiter ran.
+#[derive(Debug)]
+pub struct Refusal {
+    pub problem: Problem,
+    pub rate: Option<RateStatus>,
+}
 
 /// The application plus what rendering needs (the public URL, for problem `type`s).
 #[derive(Clone)]
@@ -46,10 +54,28 @@ impl Api {
         p.to_json(&self.errors_base_url)
     }
 
-    /// Runs `op` for `caller`: checks the scope, the query parameters and the body shape, and
-    /// handles `Idempotency-Key` (claim, replay, store) around the handler.
+    /// Runs `op` for `caller`: [`Api::admit`] then [`Api::dispatch`]. Every transport that has
+    /// its input ready calls this, so limits and counting are the same on REST, MCP and A2A.
+    pub async fn call(&self, op: &'static Operation, caller: &Caller, input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
+        self.admit(op, caller).await.map_err(|refused| refused.problem)?;
+        self.dispatch(op, caller, input, idempotency_key).await
+    }
+
+    /// Lets one call of `op` through the rate limit, the quota and the spend cap, counting it
+    /// (decisions §8). Call it once per operation call, right after authentication; REST calls
+    /// it before reading the body so that even a malformed request is counted and carries the
+    /// `RateLimit-*` headers.
+    pub async fn admit(&self, op: &Operation, caller: &Caller) -> Result<Admission, Refusal> {
+        self.app
+            .admit(caller, op.name)
+            .await
+            .map_err(|refused| Refusal { problem: refused.error.into(), rate: refused.rate })
+    }
+
+    /// Runs an admitted `op` for `caller`: checks the scope, the query parameters and the body
+    /// shape, and handles `Idempotency-Key` (claim, replay, store) around the handler.
     #[tracing::instrument(skip_all, fields(op = op.name))]
-    pub async fn call(&self, op: &'static Operation, caller: &Caller, mut input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
+    pub async fn dispatch(&self, op: &'static Operation, caller: &Caller, mut input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
         caller.require(op.scope)?;
         check_query(op, &input)?;
         if op.body.is_some() {

@@ -165,6 +165,12 @@ impl From<AppError> for Problem {
                 p.errors = failures.into_iter().map(|(i, e)| (i, Problem::from(e))).collect();
                 p
             }
+            AppError::RateLimited { retry_after_secs } => Problem::new(ErrorCode::RateLimited, detail).with("retry_after", retry_after_secs),
+            AppError::QuotaExceeded { included, .. } => Problem::new(ErrorCode::QuotaExceeded, detail).with("included", included),
+            AppError::SpendCapReached { cap_usd } => Problem::new(ErrorCode::SpendCapReached, detail).with("overage_cap_usd", cap_usd),
+            AppError::PlanLimit { cap, plan, limit, .. } => {
+                Problem::new(ErrorCode::PlanLimit, detail).with("cap", cap).with("plan", plan).with("limit", limit)
+            }
             AppError::Internal(msg) => {
                 // Logged here, once, inside the request's span; never sent.
                 tracing::error!(error = %msg, "internal error");

@@ -18,6 +18,13 @@ pub struct Workspace {
     pub included_requests_override: Option<u64>,
 }
 
+impl Workspace {
+    /// The limits in force: the plan's, with the operator's overrides.
+    pub fn limits(&self) -> crm_domain::PlanLimits {
+        self.plan.limits_with(self.rate_limit_override, self.included_requests_override)
+    }
+}
+
 #[derive(Clone, PartialEq)]
 pub struct ApiKeyRecord {
     pub id: ApiKeyId,
@@ -167,6 +174,12 @@ impl Caller {
 impl App {
     /// Resolves an `Authorization` header value into a caller. Every failure is 401, with a
     /// detail that says which of missing, malformed, unknown, revoked or expired it was.
+    ///
+    /// The key and its workspace are read from the store on every request, with no cache: one
+    /// lookup by a unique index on a read connection (no write, no lock). So a revoked key is
+    /// refused at once by every server process, and a plan or settings change applies to the
+    /// next request everywhere; a cache would need a revocation check per request, which costs
+    /// the same read.
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
         let header = authorization.ok_or(AppError::Unauthorized("missing Authorization header; send `Authorization: Bearer <API_KEY>`"))?;
@@ -181,12 +194,16 @@ impl App {
         if record.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
         }
-        if record.expires_at.is_some_and(|at| at <= self.clock.now()) {
+        let now = self.clock.now();
+        if record.expires_at.is_some_and(|at| at <= now) {
             return Err(AppError::Unauthorized("this API key has expired"));
         }
         debug_assert_eq!(record.mode, mode);
+        let tenant = Tenant { workspace_id: record.workspace_id.clone(), mode: record.mode };
+        // `last_used_at` is written in batches by the flush, never on the request path.
+        self.meter.touch(&tenant, &record.id, now);
         Ok(Caller {
-            tenant: Tenant { workspace_id: record.workspace_id.clone(), mode: record.mode },
+            tenant,
             key_id: record.id,
             scopes: Scopes(record.scopes),
             workspace,

@@ -32,6 +32,14 @@ pub enum AppError {
     /// An atomic batch in which some operations failed: nothing was written.
     #[error("{} of the batch's operations failed; nothing was written", failures.len())]
     BatchFailed { failures: Vec<(usize, AppError)> },
+    #[error("too many requests this minute for this workspace and mode; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("the {plan} plan's {included} live requests for this month are used up; see GET /usage")]
+    QuotaExceeded { plan: &'static str, included: u64 },
+    #[error("the next request would take this month's overage cost past overage_cap_usd ({cap_usd} USD); raise or clear it with PATCH /settings")]
+    SpendCapReached { cap_usd: f64 },
+    #[error("the {plan} plan allows {limit} {what} per mode; disable or delete one, or move to a larger plan")]
+    PlanLimit { cap: &'static str, what: &'static str, plan: &'static str, limit: u32 },
     #[error("internal: {0}")]
     Internal(String),
 }

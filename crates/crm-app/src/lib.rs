@@ -14,9 +14,13 @@ pub mod deals;
 pub mod error;
 pub mod events;
 pub mod idempotency;
+pub mod keys;
+pub mod metering;
 pub mod paging;
 pub mod pipelines;
+pub mod plans;
 pub mod ports;
+pub mod ratelimit;
 pub mod registry;
 pub mod search;
 pub mod system;
@@ -28,7 +32,8 @@ use std::sync::Arc;
 pub use auth::{Access, Caller, Scope, Scopes};
 pub use error::AppError;
 pub use paging::{Page, PageParams};
-pub use ports::{Clock, IdSource, Store, StoreError, Tx};
+pub use metering::{Admission, Refused};
+pub use ports::{Clock, IdSource, RateLimiter, RateStatus, Store, StoreError, Tx};
 
 /// The application: the ports it was built with. Cheap to clone.
 #[derive(Clone)]
@@ -36,11 +41,23 @@ pub struct App {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
+    /// Rate budgets, usage counts and key uses of this process.
+    pub meter: Arc<metering::Meter>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
-        App { store, clock, ids }
+        let holder = crm_domain::encode_uuid(ids.new_uuid());
+        let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
+        App { store, clock, ids, meter }
+    }
+
+    /// The same application with rate budgets kept by `limiter` (shared by several processes)
+    /// instead of in this process.
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> App {
+        let holder = crm_domain::encode_uuid(self.ids.new_uuid());
+        self.meter = Arc::new(metering::Meter::new(holder, limiter));
+        self
     }
 
     /// Whether the database answers.

@@ -49,6 +49,30 @@ pub trait Store: Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
+/// The outcome of taking one request from a rate budget (GCRA: `limit` per minute, bursts of up
+/// to `limit`), with what the `RateLimit-*` headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateStatus {
+    pub allowed: bool,
+    /// Requests per minute.
+    pub limit: u32,
+    /// Requests that could be sent right now.
+    pub remaining: u32,
+    /// Seconds until the budget is whole again.
+    pub reset_secs: u64,
+    /// When refused: seconds until one request would be admitted.
+    pub retry_after_secs: u64,
+}
+
+/// Per-minute request budgets, keyed by an opaque string (workspace and mode). One process keeps
+/// them in memory; several processes share them through an adapter (Redis).
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Takes one request from `key`'s budget of `per_minute` (the limit may change between calls:
+    /// a plan change applies at once). A refused request takes nothing.
+    async fn acquire(&self, key: &str, per_minute: u32) -> RateStatus;
+}
+
 /// Filters of the contact list. All present filters must match.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContactFilter {
@@ -233,6 +257,67 @@ pub trait IdempotencyRepo {
     async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError>;
 }
 
+#[async_trait]
+pub trait KeyRepo {
+    /// The tenant's keys (revoked and expired ones too), newest first.
+    async fn list_api_keys(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Writes `revoked_at` and `expires_at` of the key `key.id` in `key`'s tenant; returns whether
+    /// the key exists.
+    async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError>;
+    /// Raises each key's `last_used_at` to the instant given, never lowering it (touches from
+    /// several processes may arrive out of order). Keys that do not exist are skipped.
+    async fn touch_api_keys(&mut self, uses: &[KeyUse]) -> Result<(), StoreError>;
+}
+
+/// A key seen in use at an instant (batched `last_used_at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyUse {
+    pub tenant: Tenant,
+    pub id: ApiKeyId,
+    pub at: Timestamp,
+}
+
+/// The usage counter of one tenant's billing period, read under its lock (see [`PlanRepo::lock_usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UsageLock {
+    /// Requests counted durably in the period.
+    pub used: u64,
+    /// Allowance reserved by unexpired leases of other holders (processes).
+    pub others_reserved: u64,
+    /// Allowance reserved by the caller's own lease, expired or not.
+    pub own_reserved: u64,
+}
+
+/// How many objects under a plan cap the tenant has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanCounts {
+    pub active_automations: u64,
+    pub sequences: u64,
+}
+
+/// Plans, settings and usage metering. Requests are counted per tenant and billing period (keyed
+/// by the period's start). A process that must not let a capped allowance overshoot *reserves*
+/// part of it under a lease (holder = a process id, with an expiry it renews), hands the
+/// reservation out in memory, and moves what it used from its lease to `used` when it flushes.
+#[async_trait]
+pub trait PlanRepo {
+    /// Writes the plan, the overrides and `overage_cap_usd` of `ws.id`; returns whether it exists.
+    async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError>;
+    /// Creates the tenant's counter for the period at 0 if absent and locks it until the
+    /// transaction ends (so reservations of several processes queue), then reads it. Leases of
+    /// other holders that expired by `now` are dropped. MUST be called before any lease of the
+    /// tenant's period is written in the transaction.
+    async fn lock_usage(&mut self, tenant: &Tenant, period_start: Timestamp, holder: &str, now: Timestamp) -> Result<UsageLock, StoreError>;
+    /// Adds `counted` to the period's `used` (creating the counter), and sets the holder's lease
+    /// to `reserved` (0 deletes it) until `lease_until`. The counter row is written first, so it
+    /// takes the same lock as `lock_usage`.
+    async fn record_usage(&mut self, tenant: &Tenant, period_start: Timestamp, counted: u64, holder: &str, reserved: u64, lease_until: Timestamp) -> Result<(), StoreError>;
+    /// Requests counted durably in the period (0 when none).
+    async fn get_usage(&mut self, tenant: &Tenant, period_start: Timestamp) -> Result<u64, StoreError>;
+    /// The tenant's active automations and sequences.
+    async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError>;
+}
+
 /// One unit of work on the store.
 #[async_trait]
 pub trait Tx:
@@ -246,6 +331,8 @@ pub trait Tx:
     + RecordRepo
     + EventRepo
     + IdempotencyRepo
+    + KeyRepo
+    + PlanRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

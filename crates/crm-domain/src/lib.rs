@@ -8,6 +8,7 @@
 
 pub mod activity;
 pub mod automation;
+pub mod billing;
 pub mod company;
 pub mod contact;
 pub mod deal;
@@ -32,8 +33,9 @@ pub use error::ValidationError;
 pub use event::{Event, EventType};
 pub use ids::*;
 pub use patch::Patch;
+pub use billing::Period;
 pub use pipeline::{Pipeline, PipelineDraft, Stage, StageDraft, StageType};
-pub use plan::{Plan, PlanLimits};
+pub use plan::{Allowance, Plan, PlanCap, PlanLimits, Refusal};
 pub use registry::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};

@@ -15,6 +15,7 @@ use crm_api::{
     catalog::{self, Alias, ALIASES},
     Api, ErrorCode, Input, Method, Operation, Problem, Reply,
 };
+use crm_app::RateStatus;
 use serde_json::Value;
 
 use crate::REQUEST_ID;
@@ -87,16 +88,40 @@ fn reply_response(reply: &Reply) -> Response {
 
 async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Response {
     let rid = request_id(req.headers());
-    match run(&api, op, alias, req).await {
+    let mut rate = None;
+    let mut res = match run(&api, op, alias, req, &mut rate).await {
         Ok(reply) => reply_response(&reply),
         Err(problem) => problem_response(&api, &problem, &rid),
+    };
+    if let Some(rate) = rate {
+        rate_headers(&mut res, &rate);
+    }
+    res
+}
+
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17) on
+/// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
+fn rate_headers(res: &mut Response, rate: &RateStatus) {
+    let headers = res.headers_mut();
+    headers.insert("ratelimit-limit", HeaderValue::from(rate.limit));
+    headers.insert("ratelimit-remaining", HeaderValue::from(rate.remaining));
+    headers.insert("ratelimit-reset", HeaderValue::from(rate.reset_secs));
+    if !rate.allowed {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(rate.retry_after_secs));
     }
 }
 
-async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Result<Reply, Problem> {
+/// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
+/// and dispatches. Admission comes before the body is read, so a malformed request still counts.
+async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, req: Request, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
     let (mut parts, body) = req.into_parts();
     let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
+    let admission = api.admit(op, &caller).await.map_err(|refused| {
+        *rate = refused.rate;
+        refused.problem
+    })?;
+    *rate = Some(admission.rate);
 
     let path = RawPathParams::from_request_parts(&mut parts, &())
         .await
@@ -113,7 +138,7 @@ async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, r
     if let Some(alias) = alias {
         fold_alias(op, alias, &mut input)?;
     }
-    api.call(op, &caller, input, idempotency_key.as_deref()).await
+    api.dispatch(op, &caller, input, idempotency_key.as_deref()).await
 }
 
 /// An alias route's extra path parameters and its query become body fields of the operation,

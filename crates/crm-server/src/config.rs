@@ -17,6 +17,10 @@ pub struct ServeArgs {
     /// The URL clients reach this server at (problem `type`s, OpenAPI servers). Default: http://<listen>.
     #[arg(long, env = "CRM_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Share rate limits with every server process through this Redis (`redis://host:port`);
+    /// without it each process limits on its own.
+    #[arg(long, env = "CRM_REDIS_URL")]
+    pub redis_url: Option<String>,
     #[command(flatten)]
     pub db: DatabaseArgs,
 }

@@ -9,6 +9,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use crm_api::Api;
 use crm_app::{
+    metering::FLUSH_INTERVAL_MS,
+    plans::PlanChange,
     system::{SystemClock, UuidV7},
     workspaces::{CreatedWorkspace, Overrides},
     App, Store,
@@ -58,6 +60,22 @@ enum WorkspaceCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
+    /// Move a workspace to another plan; running servers apply it from their next request.
+    /// Overrides not given are kept; `--clear-overrides` drops them (before applying any given).
+    SetPlan {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long, value_parser = parse_plan)]
+        plan: Plan,
+        #[arg(long)]
+        rate_limit_per_minute: Option<u32>,
+        #[arg(long)]
+        included_requests: Option<u64>,
+        #[arg(long)]
+        clear_overrides: bool,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
 }
 
 fn parse_plan(s: &str) -> Result<Plan, String> {
@@ -86,6 +104,20 @@ async fn main() -> Result<()> {
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             print_workspace(&created, json);
+            Ok(())
+        }
+        Command::Workspace(WorkspaceCommand::SetPlan { workspace, plan, rate_limit_per_minute, included_requests, clear_overrides, db }) => {
+            let app = app(open_store(&db.database_url).await?);
+            let change = PlanChange { plan, overrides: Overrides { rate_limit_per_minute, included_requests }, clear_overrides };
+            let ws = app.set_plan(&workspace, change).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let limits = ws.limits();
+            println!(
+                "workspace {} is on plan {}: {} included live requests per month, {} requests per minute",
+                ws.id,
+                ws.plan.as_str(),
+                limits.included_requests,
+                limits.rate_limit_per_minute
+            );
             Ok(())
         }
     }
@@ -126,7 +158,11 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
 
 async fn serve(args: ServeArgs) -> Result<()> {
     let store = open_store(&args.db.database_url).await?;
-    let app = app(store);
+    let mut app = app(store);
+    if let Some(url) = &args.redis_url {
+        let limiter = crm_redis::RedisRateLimiter::connect(url).await.context("connecting to Redis (CRM_REDIS_URL)")?;
+        app = app.with_rate_limiter(Arc::new(limiter));
+    }
     if let Some(created) = app.bootstrap().await.map_err(|e| anyhow::anyhow!("{e}"))? {
         println!("first start: created workspace `default` on the free plan");
         print_workspace(&created, false);
@@ -134,11 +170,27 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
-    let api = Arc::new(Api::new(app, &public_url));
+    let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
+    let flusher = tokio::spawn(flush_usage_forever(app.clone()));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
-    axum_serve(listener, router).await
+    let served = axum_serve(listener, router).await;
+    flusher.abort();
+    // Counts of the last second, and reservations given back for the other processes.
+    app.flush_usage(true).await;
+    served
+}
+
+/// Writes usage counts and keys' `last_used_at` once a second (decisions §8: counting adds no
+/// write per request, and a crash loses at most a second of it).
+async fn flush_usage_forever(app: App) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(FLUSH_INTERVAL_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        app.flush_usage(false).await;
+    }
 }
 
 /// The agent endpoints, beside REST: MCP at `/mcp`, A2A at `/a2a` with its agent card.

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use crm_app::{
     idempotency::{IdemRecord, StoredReply},
-    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, Slice},
+    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, KeyUse, PlanCounts, Slice, UsageLock},
     Store, StoreError,
 };
 use crm_domain::{
-    CompanyId, DataType, Email, Event, EventId, EventType, FieldDef, Mode, ObjectKind, ObjectType, Timestamp,
+    CompanyId, DataType, Email, Event, EventId, EventType, FieldDef, Mode, ObjectKind, ObjectType, Plan, Timestamp,
 };
 use serde_json::json;
 
@@ -668,4 +668,115 @@ pub async fn savepoints_undo_part_of_a_transaction(store: Arc<dyn Store>) {
     let mut tx = store.begin_read().await.unwrap();
     assert!(tx.get_contact(&t, &kept.id).await.unwrap().is_some());
     assert!(tx.get_contact(&t, &undone.id).await.unwrap().is_none());
+}
+
+pub async fn keys_are_listed_per_tenant_newest_first_and_their_state_updates(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let (a, b, live) = (api_key(&ws, Mode::Test, "h-a"), api_key(&ws, Mode::Test, "h-b"), api_key(&ws, Mode::Live, "h-live"));
+    let mut tx = store.begin_write().await.unwrap();
+    for k in [&a, &b, &live] {
+        tx.insert_api_key(k).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin_read().await.unwrap();
+    let listed: Vec<_> = tx.list_api_keys(&t, &all()).await.unwrap().into_iter().map(|k| k.id).collect();
+    assert_eq!(listed, vec![b.id.clone(), a.id.clone()], "newest first, test mode only");
+    let after_b = Slice { before: Some(b.id.to_string()), limit: 10 };
+    assert_eq!(tx.list_api_keys(&t, &after_b).await.unwrap().len(), 1);
+    drop(tx);
+
+    let mut revoked = a.clone();
+    revoked.revoked_at = Some(Timestamp::from_millis(1_700_000_100_000));
+    revoked.expires_at = None;
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(tx.update_api_key_state(&revoked).await.unwrap());
+    let mut elsewhere = revoked.clone();
+    elsewhere.mode = Mode::Live;
+    assert!(!tx.update_api_key_state(&elsewhere).await.unwrap(), "a key is found in its own tenant only");
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_api_key(&t, &a.id).await.unwrap(), Some(revoked));
+}
+
+pub async fn touching_keys_only_ever_raises_last_used_at(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let key = api_key(&ws, Mode::Test, "h-touch");
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_api_key(&key).await.unwrap();
+    tx.commit().await.unwrap();
+    let touch = |ms| KeyUse { tenant: t.clone(), id: key.id.clone(), at: Timestamp::from_millis(ms) };
+    let missing = KeyUse { tenant: t.clone(), id: api_key(&ws, Mode::Test, "x").id, at: Timestamp::from_millis(5) };
+    for batch in [vec![touch(2_000), missing], vec![touch(1_000)]] {
+        let mut tx = store.begin_write().await.unwrap();
+        tx.touch_api_keys(&batch).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_api_key(&t, &key.id).await.unwrap().unwrap().last_used_at, Some(Timestamp::from_millis(2_000)));
+}
+
+pub async fn workspace_plan_and_settings_update(store: Arc<dyn Store>) {
+    let (mut ws, _) = setup(&store).await;
+    ws.plan = Plan::Scale;
+    ws.overage_cap_usd = None;
+    ws.rate_limit_override = None;
+    ws.included_requests_override = Some(5);
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(tx.update_workspace(&ws).await.unwrap());
+    let mut ghost = workspace();
+    ghost.name = "ghost".into();
+    assert!(!tx.update_workspace(&ghost).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_workspace(&ws.id).await.unwrap(), Some(ws));
+}
+
+pub async fn usage_counts_add_up_per_tenant_and_period(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let live = tenant(&ws, Mode::Live);
+    let (p1, p2) = (Timestamp::from_millis(1_000), Timestamp::from_millis(2_000));
+    let far = Timestamp::from_millis(i64::MAX / 2);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.record_usage(&t, p1, 3, "h", 0, far).await.unwrap();
+    tx.record_usage(&t, p1, 4, "h", 0, far).await.unwrap();
+    tx.record_usage(&live, p1, 1, "h", 0, far).await.unwrap();
+    tx.record_usage(&t, p2, 9, "h", 0, far).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_usage(&t, p1).await.unwrap(), 7);
+    assert_eq!(tx.get_usage(&live, p1).await.unwrap(), 1);
+    assert_eq!(tx.get_usage(&t, p2).await.unwrap(), 9);
+    assert_eq!(tx.get_usage(&tenant(&workspace(), Mode::Test), p1).await.unwrap(), 0);
+    assert_eq!(tx.count_plan_objects(&t).await.unwrap(), PlanCounts::default());
+}
+
+pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let p = Timestamp::from_millis(1_000);
+    let now = Timestamp::from_millis(10_000);
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.lock_usage(&t, p, "a", now).await.unwrap(), UsageLock::default(), "created at 0");
+    tx.record_usage(&t, p, 0, "a", 10, Timestamp::from_millis(20_000)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    tx.lock_usage(&t, p, "b", now).await.unwrap();
+    tx.record_usage(&t, p, 2, "b", 5, Timestamp::from_millis(15_000)).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin_write().await.unwrap();
+    let seen_by_a = tx.lock_usage(&t, p, "a", now).await.unwrap();
+    assert_eq!(seen_by_a, UsageLock { used: 2, others_reserved: 5, own_reserved: 10 });
+    // a moves 4 of its reservation to used and keeps 6.
+    tx.record_usage(&t, p, 4, "a", 6, Timestamp::from_millis(20_000)).await.unwrap();
+    tx.commit().await.unwrap();
+
+    // Once b's lease has expired, its reservation is free again (and its row is gone).
+    let later = Timestamp::from_millis(16_000);
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.lock_usage(&t, p, "a", later).await.unwrap(), UsageLock { used: 6, others_reserved: 0, own_reserved: 6 });
+    tx.record_usage(&t, p, 0, "a", 0, later).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.lock_usage(&t, p, "b", later).await.unwrap(), UsageLock { used: 6, others_reserved: 0, own_reserved: 0 }, "a's reservation dropped b's expired lease");
 }

@@ -54,7 +54,12 @@ macro_rules! conformance_suite {
             custom_fields_register_once_in_order_per_object,
             object_types_register_once_in_order,
             concurrent_registrations_keep_registration_order,
-            registry_fields_and_types_stay_in_their_tenant
+            registry_fields_and_types_stay_in_their_tenant,
+            keys_are_listed_per_tenant_newest_first_and_their_state_updates,
+            touching_keys_only_ever_raises_last_used_at,
+            workspace_plan_and_settings_update,
+            usage_counts_add_up_per_tenant_and_period,
+            leases_reserve_until_they_expire
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -188,7 +188,7 @@ pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a S
     qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
 }
 
-fn out_of_range(what: &str) -> StoreError {
+pub(crate) fn out_of_range(what: &str) -> StoreError {
     StoreError::Backend(format!("{what} out of range").into())
 }
 

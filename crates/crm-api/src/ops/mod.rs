@@ -8,9 +8,11 @@ pub mod contacts;
 pub mod deals;
 pub mod discovery;
 pub mod events;
+pub mod keys;
 pub mod pipelines;
 pub mod registry;
 pub mod search;
+pub mod usage;
 
 use crm_app::Page;
 use schemars::JsonSchema;

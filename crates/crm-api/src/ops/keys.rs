@@ -1,0 +1,270 @@
+//! API keys: `/keys` (decisions §7). A key sees and manages the keys of its own mode; secrets
+//! are returned once, by create and roll, and never again.
+
+use crm_app::{auth::ApiKeyRecord, keys::NewKey, Scope};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{handler, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    schema::schema_of,
+    Problem,
+};
+
+/// A key to create, in the mode of the calling key.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyCreate {
+    /// What the key is for, e.g. `ci` or `billing agent`.
+    pub name: Option<String>,
+    /// `*`, or any of `<resource>:read` / `<resource>:write` (write implies read) for resources
+    /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
+    /// webhooks, connections, templates, settings, usage, events, emails, keys. Only scopes the
+    /// calling key holds itself can be granted.
+    pub scopes: Option<Vec<String>>,
+}
+
+/// How to roll a key.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyRoll {
+    /// How long the old secret keeps working, 0 (default: it stops at once) to 604800 (7 days).
+    #[schemars(with = "Option<u64>")]
+    pub expire_old_after_seconds: Option<f64>,
+}
+
+/// An API key as the API returns it. The secret is not part of it.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered key; never constructed
+pub struct KeyOut {
+    /// `key_` prefix.
+    id: String,
+    /// Always `key`.
+    object: String,
+    name: String,
+    /// `test` or `live`, from the key's prefix.
+    mode: String,
+    scopes: Vec<String>,
+    created_at: String,
+    /// Updated in batches, about once a second.
+    last_used_at: Option<String>,
+    revoked_at: Option<String>,
+    /// Set on a key that was rolled: when its secret stops working.
+    expires_at: Option<String>,
+}
+
+/// A key just created or rolled, with its secret: shown this once, store it now.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered key; never constructed
+pub struct KeyWithSecret {
+    #[serde(flatten)]
+    key: KeyOut,
+    /// The whole key (`svc_test_…` or `svc_live_…`), for `Authorization: Bearer`.
+    secret: String,
+}
+
+fn render(k: &ApiKeyRecord) -> Value {
+    let ts = |t: Option<crm_domain::Timestamp>| t.map(|t| t.to_string());
+    json!({
+        "id": k.id.as_str(),
+        "object": "key",
+        "name": k.name,
+        "mode": k.mode.as_str(),
+        "scopes": k.scopes,
+        "created_at": k.created_at.to_string(),
+        "last_used_at": ts(k.last_used_at),
+        "revoked_at": ts(k.revoked_at),
+        "expires_at": ts(k.expires_at),
+    })
+}
+
+fn render_new(new: &NewKey) -> Value {
+    let mut v = render(&new.key);
+    v["secret"] = Value::from(new.secret.as_str());
+    v
+}
+
+/// Whole seconds given as any JSON number without a fraction (decisions §17).
+fn whole_seconds(v: Option<f64>) -> Result<Option<u64>, Problem> {
+    match v {
+        None => Ok(None),
+        Some(n) if n.fract() == 0.0 && n >= 0.0 && n <= u64::MAX as f64 => Ok(Some(n as u64)),
+        Some(_) => Err(Problem::validation("expire_old_after_seconds", "expire_old_after_seconds must be a whole number of seconds ≥ 0")),
+    }
+}
+
+handler!(list(api, caller, input) {
+    let page = api.app.list_keys(caller, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: KeyCreate = body::parse(input.body.as_ref(), None)?;
+    let new = api.app.create_key(caller, c.name, c.scopes).await?;
+    Ok(Reply::new(201, render_new(&new)))
+});
+
+handler!(get(api, caller, input) {
+    let key = api.app.get_key(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, render(&key)))
+});
+
+handler!(revoke(api, caller, input) {
+    let key = api.app.revoke_key(caller, input.path_param("id")).await?;
+    let revoked_at = key.revoked_at.map(|t| t.to_string());
+    Ok(Reply::new(200, json!({"id": key.id.as_str(), "object": "key", "deleted": true, "revoked_at": revoked_at})))
+});
+
+handler!(roll(api, caller, input) {
+    let r: KeyRoll = body::parse(input.body.as_ref(), None)?;
+    let new = api.app.roll_key(caller, input.path_param("id"), whole_seconds(r.expire_old_after_seconds)?).await?;
+    Ok(Reply::new(201, render_new(&new)))
+});
+
+fn revoked_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"const": "key"},
+            "deleted": {"const": true},
+            "revoked_at": {"type": "string"},
+        },
+        "required": ["id", "object", "deleted", "revoked_at"],
+    })
+}
+
+const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("keys");
+    let write = Scope::write("keys");
+    vec![
+        Operation {
+            name: "svc_list_keys",
+            method: Method::Get,
+            path: "/keys",
+            summary: "List API keys",
+            description: "Lists the API keys of the calling key's mode (test or live) newest first, revoked and rolled ones \
+                included, with their scopes and `last_used_at` (kept within about a second). Secrets are never listed. Page \
+                with `limit` and `cursor`. Errors: forbidden without keys:read, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<KeyOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_key",
+            method: Method::Post,
+            path: "/keys",
+            summary: "Create an API key",
+            description: "Creates an API key in the calling key's mode with a `name` and `scopes` (`*` or `<resource>:read|write`; \
+                write implies read). The response carries the `secret` once: store it, it is never shown again. A key can only \
+                grant scopes it holds itself (forbidden names the one it lacks). Errors: validation_failed for a missing name or \
+                empty scopes, unknown_value with valid_options for an unknown scope, forbidden without keys:write.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<KeyCreate>),
+            output: schema_of::<KeyWithSecret>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_key",
+            method: Method::Get,
+            path: "/keys/{id}",
+            summary: "Get an API key",
+            description: "Returns one API key of the calling key's mode by its `key_` id, without its secret. Errors: not_found \
+                (keys of the other mode are not found either), forbidden without keys:read.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<KeyOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_revoke_key",
+            method: Method::Delete,
+            path: "/keys/{id}",
+            summary: "Revoke an API key",
+            description: "Revokes an API key at once: its next request, on any server, gets 401 unauthorized. Revoking a revoked \
+                key answers the same. A key may revoke itself. Errors: not_found, forbidden without keys:write.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: revoked_schema,
+            hints: Hints::DELETE,
+            handler: revoke,
+        },
+        Operation {
+            name: "svc_roll_key",
+            method: Method::Post,
+            path: "/keys/{id}/roll",
+            summary: "Roll an API key",
+            description: "Replaces a key's secret: answers a new key (new id and `secret`, shown once; same name and scopes) and \
+                sets the old key's `expires_at` to now plus `expire_old_after_seconds` (default 0: the old secret stops at once; \
+                at most 604800). Rolling hands out the key's scopes, so the calling key must hold them all (forbidden). Errors: \
+                not_found, conflict for a revoked or expired key, validation_failed for a bad expire_old_after_seconds.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<KeyRoll>),
+            output: schema_of::<KeyWithSecret>,
+            hints: Hints::CREATE,
+            handler: roll,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+
+    #[test]
+    fn the_output_schemas_describe_the_rendered_key() {
+        let key = ApiKeyRecord {
+            id: crm_domain::ApiKeyId::from_uuid(uuid::Uuid::nil()),
+            workspace_id: crm_domain::WorkspaceId::from_uuid(uuid::Uuid::nil()),
+            mode: crm_domain::Mode::Test,
+            name: "n".into(),
+            scopes: vec!["*".into()],
+            key_hash: "h".into(),
+            created_at: crm_domain::Timestamp::from_millis(0),
+            last_used_at: None,
+            revoked_at: None,
+            expires_at: None,
+        };
+        let keys: Vec<String> = render(&key).as_object().unwrap().keys().cloned().collect();
+        assert_eq!(property_names(&schema_of::<KeyOut>()), keys);
+        let new = NewKey { key, secret: "svc_test_x".into() };
+        let keys: Vec<String> = render_new(&new).as_object().unwrap().keys().cloned().collect();
+        assert_eq!(property_names(&schema_of::<KeyWithSecret>()), keys);
+    }
+
+    #[test]
+    fn seconds_accept_whole_numbers_only() {
+        assert_eq!(whole_seconds(Some(3.0)).unwrap(), Some(3));
+        assert_eq!(whole_seconds(None).unwrap(), None);
+        assert!(whole_seconds(Some(3.5)).is_err());
+        assert!(whole_seconds(Some(-1.0)).is_err());
+    }
+}

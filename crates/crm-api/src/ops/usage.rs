@@ -1,0 +1,245 @@
+//! Usage and settings: `GET /usage`, `GET /settings`, `PATCH /settings` (decisions §8, §17).
+//! These three are never counted and stay open when the quota or the spend cap is reached, so
+//! a client can always see where it stands and lift the cap.
+
+use crm_app::{plans::Usage, Scope};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::handler;
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, Reply},
+    schema::{schema_of, PatchField},
+    Problem,
+};
+
+/// The billing period.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered usage; never constructed
+pub struct PeriodOut {
+    /// First instant of the billing period (the calendar month, UTC).
+    start: String,
+    /// First instant after it.
+    end: String,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)]
+pub struct RequestsOut {
+    /// Requests counted this period in this mode (all but GET /usage and GET/PATCH /settings;
+    /// 401s and 429s are not counted). Other servers' counts arrive within about a second.
+    used: u64,
+    /// Live requests the plan includes; `null` in test mode, which is never metered.
+    included: Option<u64>,
+    /// Live requests beyond the included ones, billed as overage (0 on the free plan).
+    overage: u64,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)]
+pub struct AutomationsOut {
+    active: u64,
+    limit: u32,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)]
+pub struct SequencesOut {
+    count: u64,
+    /// `null`: unlimited (scale plan).
+    limit: Option<u32>,
+}
+
+/// Usage of the calling key's mode in the current billing period, with the effective limits.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)]
+pub struct UsageOut {
+    /// Always `usage`.
+    object: String,
+    /// `test` or `live`.
+    mode: String,
+    /// `free`, `pro` or `scale`.
+    plan: String,
+    period: PeriodOut,
+    requests: RequestsOut,
+    /// `overage × price per request` (pro $0.001, scale $0.0005), unrounded.
+    overage_cost_usd: f64,
+    /// The workspace's cap on overage cost; `null` is unlimited, 0 is no overage at all.
+    overage_cap_usd: Option<f64>,
+    automations: AutomationsOut,
+    sequences: SequencesOut,
+    /// Requests per minute for this workspace and mode (bursts of up to as many at once).
+    rate_limit_per_minute: u32,
+}
+
+/// The workspace's settings (shared by both modes).
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)]
+pub struct SettingsOut {
+    /// Always `settings`.
+    object: String,
+    /// USD cap on metered overage per billing period: a number ≥ 0 (0 means no overage at all) or
+    /// `null` (unlimited).
+    overage_cap_usd: Option<f64>,
+}
+
+/// The change to the settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SettingsUpdate {
+    /// Required: a number ≥ 0 (0 means never any overage), or `null` for unlimited.
+    #[serde(default)]
+    pub overage_cap_usd: PatchField<f64>,
+}
+
+fn render_usage(u: &Usage) -> Value {
+    json!({
+        "object": "usage",
+        "mode": u.mode.as_str(),
+        "plan": u.plan.as_str(),
+        "period": {"start": u.period.start.to_string(), "end": u.period.end.to_string()},
+        "requests": {"used": u.used, "included": u.included(), "overage": u.overage()},
+        "overage_cost_usd": u.overage_cost_usd(),
+        "overage_cap_usd": u.overage_cap_usd,
+        "automations": {"active": u.counts.active_automations, "limit": u.limits.active_automations},
+        "sequences": {"count": u.counts.sequences, "limit": u.limits.sequences},
+        "rate_limit_per_minute": u.limits.rate_limit_per_minute,
+    })
+}
+
+fn render_settings(cap: Option<f64>) -> Value {
+    json!({"object": "settings", "overage_cap_usd": cap})
+}
+
+fn update_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "overage_cap_usd": {
+                "type": ["number", "null"],
+                "minimum": 0,
+                "description": "USD cap on metered overage per billing period: a number ≥ 0 (0 means never any overage) or null (unlimited).",
+            },
+        },
+        "required": ["overage_cap_usd"],
+        "additionalProperties": false,
+    })
+}
+
+handler!(get_usage(api, caller, _input) {
+    let usage = api.app.usage(caller).await?;
+    Ok(Reply::new(200, render_usage(&usage)))
+});
+
+handler!(get_settings(api, caller, _input) {
+    Ok(Reply::new(200, render_settings(api.app.settings(caller))))
+});
+
+handler!(update_settings(api, caller, input) {
+    let u: SettingsUpdate = body::parse(input.body.as_ref(), None)?;
+    let cap = match u.overage_cap_usd.into_patch() {
+        crm_domain::Patch::Absent => {
+            return Err(Problem::validation("overage_cap_usd", "overage_cap_usd is required: a number ≥ 0, or null for unlimited"));
+        }
+        crm_domain::Patch::Null => None,
+        crm_domain::Patch::Value(v) => Some(v),
+    };
+    let cap = api.app.update_settings(caller, cap).await?;
+    Ok(Reply::new(200, render_settings(cap)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation {
+            name: "svc_get_usage",
+            method: Method::Get,
+            path: "/usage",
+            summary: "Get usage",
+            description: "Reports the current billing period (calendar month, UTC) for the calling key's mode: requests used, \
+                included and in overage, the overage cost and cap, active automations and sequences against the plan's caps, \
+                and the rate limit. Test mode is counted but never metered (`included` is null). This call is not counted and \
+                works even when the quota or spend cap is reached. Errors: forbidden without usage:read, rate_limited.",
+            scope: Scope::read("usage"),
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<UsageOut>,
+            hints: Hints::READ,
+            handler: get_usage,
+        },
+        Operation {
+            name: "svc_get_settings",
+            method: Method::Get,
+            path: "/settings",
+            summary: "Get settings",
+            description: "Returns the workspace's settings: `overage_cap_usd`, the USD cap on metered overage (null: unlimited; \
+                0: no overage at all). Settings belong to the workspace, so test and live keys see the same. Not counted, and \
+                open when capped. Errors: forbidden without settings:read.",
+            scope: Scope::read("settings"),
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<SettingsOut>,
+            hints: Hints::READ,
+            handler: get_settings,
+        },
+        Operation {
+            name: "svc_update_settings",
+            method: Method::Patch,
+            path: "/settings",
+            summary: "Update settings",
+            description: "Sets the workspace's `overage_cap_usd` (required): a number ≥ 0, or null to lift the cap. Use it when \
+                requests answer 429 spend_cap_reached; it applies from the next request. Not counted, and open when capped. \
+                Errors: validation_failed when the value is missing, negative or not a number, unknown_field for any other \
+                field, forbidden without settings:write.",
+            scope: Scope::write("settings"),
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: Some(update_schema),
+            output: schema_of::<SettingsOut>,
+            hints: Hints::UPDATE,
+            handler: update_settings,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+    use crm_domain::{Mode, Period, Plan, Timestamp};
+
+    #[test]
+    fn the_usage_schema_describes_the_document_of_decisions_8() {
+        let usage = Usage {
+            mode: Mode::Live,
+            plan: Plan::Scale,
+            period: Period::containing(Timestamp::from_millis(0)),
+            used: 1,
+            limits: Plan::Scale.limits(),
+            overage_cap_usd: None,
+            counts: Default::default(),
+        };
+        let doc = render_usage(&usage);
+        let keys: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(property_names(&schema_of::<UsageOut>()), keys);
+        assert_eq!(keys, ["object", "mode", "plan", "period", "requests", "overage_cost_usd", "overage_cap_usd", "automations", "sequences", "rate_limit_per_minute"]);
+        assert_eq!(doc["sequences"]["limit"], Value::Null, "scale has unlimited sequences");
+        assert_eq!(doc["period"]["start"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(property_names(&schema_of::<SettingsOut>()), ["object", "overage_cap_usd"]);
+    }
+
+    #[test]
+    fn exempt_operations_exist_in_the_catalog() {
+        for name in crm_app::metering::EXEMPT_OPERATIONS {
+            assert!(crate::catalog::find(name).is_some(), "{name}");
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Admitting a request (rate limit, then usage counting against the quota or spend cap), and
+//! the batched writes that keep counting and `last_used_at` off the request path.
+//!
+//! The policy (decisions §8, §17): every authenticated request is rate-limited per workspace and
+//! mode; refused ones (429) count for nothing. Then every request counts toward usage, except
+//! [`EXEMPT_OPERATIONS`], which also stay open when the quota or the cap is reached. Test mode is
+//! counted and never capped. Live requests are capped by the period's [`Allowance`].
+//!
+//! Counting writes nothing per request: counts gather in memory and [`App::flush_usage`] (run
+//! every [`FLUSH_INTERVAL_MS`] by the server) adds them to the period's counter, so a crash loses
+//! at most that much counting. A capped allowance must never be overshot, even by several server
+//! processes at once, so a process *reserves* blocks of it from the database (under a lock on
+//! the counter row, recorded as a lease that expires unless renewed) and admits requests from
+//! its block in memory. The sum of what is used and what is reserved never passes the
+//! allowance. Near the boundary the blocks shrink to one request, so one process admits exactly
+//! the allowance; with several processes a request may be refused while another process still
+//! holds a few reserved requests, for at most the flush interval, after which an idle process
+//! gives its block back. Reservations are never admitted late: the cap holds. One exception is
+//! bounded by the flush interval: when a cap is set on a tenant that was uncapped, requests
+//! other processes admitted uncapped in the last second are not yet in the counter.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use crm_domain::{Allowance, ApiKeyId, Mode, Period, Refusal as CapRefusal, Tenant, Timestamp};
+use tokio::sync::Mutex as AsyncMutex;
+
+use crate::{
+    auth::Caller,
+    error::AppError,
+    ports::{KeyUse, RateLimiter, RateStatus},
+    App,
+};
+
+/// Operations that are neither counted nor capped (they are still rate-limited), so that a
+/// client at its quota or cap can see and lift it (decisions §8).
+pub const EXEMPT_OPERATIONS: [&str; 3] = ["svc_get_usage", "svc_get_settings", "svc_update_settings"];
+
+/// How often counts and `last_used_at` reach the database.
+pub const FLUSH_INTERVAL_MS: u64 = 1_000;
+/// How long a reservation lasts unless the flush renews it.
+const LEASE_MS: i64 = 10_000;
+/// A reservation is drawn on only while this far from its expiry, so a process whose flushes
+/// stall stops using it before other processes may reclaim it.
+const LEASE_MARGIN_MS: i64 = 3_000;
+/// The largest block reserved at once; blocks are also at most a quarter of what is left.
+const MAX_BLOCK: u64 = 100;
+/// After a reservation found nothing left, requests are refused from memory for this long
+/// before the database is asked again (unless the allowance changed meanwhile).
+const EXHAUSTED_RECHECK_MS: i64 = 1_000;
+
+/// A request let through, with the rate budget the transport reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    pub rate: RateStatus,
+}
+
+/// A request refused (429), or a failure while admitting it; `rate` when the rate limiter ran.
+#[derive(Debug)]
+pub struct Refused {
+    pub error: AppError,
+    pub rate: Option<RateStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct EntryKey {
+    tenant: Tenant,
+    period_start: Timestamp,
+}
+
+/// The in-memory usage of one tenant's period in this process.
+#[derive(Debug)]
+struct Entry {
+    tenant: Tenant,
+    period: Period,
+    /// Requests counted since the last flush.
+    unflushed: u64,
+    /// Of those, the ones admitted without a reservation (the tenant was uncapped then): they
+    /// are in neither `used` nor a lease yet, so a reservation must count them itself.
+    uncovered: u64,
+    /// Reserved requests not yet handed out.
+    tokens: u64,
+    lease_until: Option<Timestamp>,
+    /// Whether anything was admitted since the last flush.
+    busy: bool,
+    /// The allowance at which a reservation last found nothing left, and until when to believe it.
+    exhausted: Option<(u64, Timestamp)>,
+    /// Dropped from the map by a flush; an admission that finds it so starts over.
+    retired: bool,
+}
+
+/// The process's metering state. One per [`App`] (clones share it).
+pub struct Meter {
+    /// This process's lease holder id.
+    holder: String,
+    limiter: Arc<dyn RateLimiter>,
+    entries: Mutex<HashMap<EntryKey, Arc<AsyncMutex<Entry>>>>,
+    touches: Mutex<HashMap<ApiKeyId, KeyUse>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The maps hold plain data that stays consistent even if a holder panicked.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Meter {
+    pub fn new(holder: String, limiter: Arc<dyn RateLimiter>) -> Meter {
+        Meter { holder, limiter, entries: Mutex::new(HashMap::new()), touches: Mutex::new(HashMap::new()) }
+    }
+
+    fn entry(&self, tenant: &Tenant, period: Period) -> Arc<AsyncMutex<Entry>> {
+        let key = EntryKey { tenant: tenant.clone(), period_start: period.start };
+        lock(&self.entries)
+            .entry(key)
+            .or_insert_with(|| {
+                Arc::new(AsyncMutex::new(Entry {
+                    tenant: tenant.clone(),
+                    period,
+                    unflushed: 0,
+                    uncovered: 0,
+                    tokens: 0,
+                    lease_until: None,
+                    busy: false,
+                    exhausted: None,
+                    retired: false,
+                }))
+            })
+            .clone()
+    }
+
+    /// Notes that a key was used at `at`; written by the next flush.
+    pub fn touch(&self, tenant: &Tenant, id: &ApiKeyId, at: Timestamp) {
+        let mut touches = lock(&self.touches);
+        let slot = touches.entry(id.clone()).or_insert_with(|| KeyUse { tenant: tenant.clone(), id: id.clone(), at });
+        slot.at = slot.at.max(at);
+    }
+
+    /// A use of the key not yet written, if any.
+    pub fn pending_touch(&self, id: &ApiKeyId) -> Option<Timestamp> {
+        lock(&self.touches).get(id).map(|u| u.at)
+    }
+
+    /// Requests of the tenant's period counted here and not yet flushed.
+    pub async fn pending(&self, tenant: &Tenant, period: Period) -> u64 {
+        let key = EntryKey { tenant: tenant.clone(), period_start: period.start };
+        let entry = lock(&self.entries).get(&key).cloned();
+        match entry {
+            Some(e) => e.lock().await.unflushed,
+            None => 0,
+        }
+    }
+}
+
+fn refusal_error(caller: &Caller, refusal: CapRefusal, included: u64) -> AppError {
+    match refusal {
+        CapRefusal::QuotaExceeded => AppError::QuotaExceeded { plan: caller.workspace.plan.as_str(), included },
+        CapRefusal::SpendCapReached => AppError::SpendCapReached { cap_usd: caller.workspace.overage_cap_usd.unwrap_or(0.0) },
+    }
+}
+
+/// The block to reserve when `headroom` requests are left: a quarter of it, at least one, at
+/// most [`MAX_BLOCK`]; so blocks shrink as the boundary nears and little sits unused in any one
+/// process.
+fn block_size(headroom: u64) -> u64 {
+    if headroom == 0 {
+        0
+    } else {
+        (headroom / 4).clamp(1, MAX_BLOCK).min(headroom)
+    }
+}
+
+impl App {
+    /// Admits one request of `operation` (a catalog name) for `caller`: rate limit first, then
+    /// counting and, in live mode, the quota or spend cap. Every transport calls this once per
+    /// operation call, so REST, MCP and A2A share limits and counts.
+    pub async fn admit(&self, caller: &Caller, operation: &str) -> Result<Admission, Refused> {
+        let limits = caller.workspace.limits();
+        let key = format!("{}:{}", caller.tenant.workspace_id, caller.tenant.mode.as_str());
+        let rate = self.meter.limiter.acquire(&key, limits.rate_limit_per_minute).await;
+        if !rate.allowed {
+            return Err(Refused { error: AppError::RateLimited { retry_after_secs: rate.retry_after_secs }, rate: Some(rate) });
+        }
+        if EXEMPT_OPERATIONS.contains(&operation) {
+            return Ok(Admission { rate });
+        }
+        let allowance = match caller.tenant.mode {
+            Mode::Test => Allowance::Unlimited,
+            Mode::Live => limits.live_allowance(caller.workspace.overage_cap_usd),
+        };
+        let now = self.clock.now();
+        let period = Period::containing(now);
+        loop {
+            let entry = self.meter.entry(&caller.tenant, period);
+            let mut e = entry.lock().await;
+            if e.retired {
+                continue;
+            }
+            let Allowance::Capped { requests, refusal } = allowance else {
+                e.unflushed += 1;
+                e.uncovered += 1;
+                e.busy = true;
+                return Ok(Admission { rate });
+            };
+            let lease_ok = e.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
+            if !lease_ok {
+                e.tokens = 0;
+            }
+            if e.tokens == 0 {
+                let believed_exhausted = e.exhausted.is_some_and(|(at, until)| at == requests && now < until);
+                if !believed_exhausted {
+                    self.reserve(&mut e, requests, now).await.map_err(|error| Refused { error, rate: Some(rate) })?;
+                }
+            }
+            if e.tokens == 0 {
+                return Err(Refused { error: refusal_error(caller, refusal, limits.included_requests), rate: Some(rate) });
+            }
+            e.tokens -= 1;
+            e.unflushed += 1;
+            e.busy = true;
+            return Ok(Admission { rate });
+        }
+    }
+
+    /// Reserves a block of the tenant's allowance of `allowance` requests for this process.
+    async fn reserve(&self, e: &mut Entry, allowance: u64, now: Timestamp) -> Result<(), AppError> {
+        let holder = &self.meter.holder;
+        let mut tx = self.store.begin_write().await?;
+        let held = tx.lock_usage(&e.tenant, e.period.start, holder, now).await?;
+        let committed = held.used.saturating_add(held.others_reserved).saturating_add(held.own_reserved).saturating_add(e.uncovered);
+        let grant = block_size(allowance.saturating_sub(committed));
+        if grant > 0 {
+            let lease_until = now.plus_millis(LEASE_MS);
+            tx.record_usage(&e.tenant, e.period.start, 0, holder, held.own_reserved + grant, lease_until).await?;
+            tx.commit().await?;
+            e.tokens += grant;
+            e.lease_until = Some(lease_until);
+            e.exhausted = None;
+        } else {
+            drop(tx);
+            e.exhausted = Some((allowance, now.plus_millis(EXHAUSTED_RECHECK_MS)));
+        }
+        Ok(())
+    }
+
+    /// Writes the counts gathered since the last flush and the keys' `last_used_at`, renews the
+    /// reservations in use and gives back those of idle tenants (all of them when `last`, at
+    /// shutdown). A failed write is kept for the next flush.
+    pub async fn flush_usage(&self, last: bool) {
+        let holder = self.meter.holder.clone();
+        let entries: Vec<(EntryKey, Arc<AsyncMutex<Entry>>)> = lock(&self.meter.entries).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (key, entry) in entries {
+            let mut e = entry.lock().await;
+            let now = self.clock.now();
+            let give_back = last || !e.busy;
+            let keep = if give_back { 0 } else { e.tokens };
+            let lease_changes = e.tokens > 0 || e.lease_until.is_some();
+            if e.unflushed > 0 || lease_changes {
+                let lease_until = now.plus_millis(LEASE_MS);
+                let written = async {
+                    let mut tx = self.store.begin_write().await?;
+                    tx.record_usage(&e.tenant, e.period.start, e.unflushed, &holder, keep, lease_until).await?;
+                    tx.commit().await
+                }
+                .await;
+                if let Err(err) = written {
+                    tracing::warn!(error = %err, "usage flush failed; retrying at the next flush");
+                    continue;
+                }
+                e.unflushed = 0;
+                e.uncovered = 0;
+                e.tokens = keep;
+                e.lease_until = (keep > 0).then_some(lease_until);
+            }
+            let was_busy = std::mem::replace(&mut e.busy, false);
+            let still_exhausted = e.exhausted.is_some_and(|(_, until)| now < until);
+            if !was_busy && e.unflushed == 0 && e.tokens == 0 && !still_exhausted {
+                e.retired = true;
+                lock(&self.meter.entries).remove(&key);
+            }
+        }
+        let mut uses: Vec<KeyUse> = std::mem::take(&mut *lock(&self.meter.touches)).into_values().collect();
+        if uses.is_empty() {
+            return;
+        }
+        // A fixed order, so that two processes touching the same keys lock them alike.
+        uses.sort_by(|a, b| a.id.cmp(&b.id));
+        let written = async {
+            let mut tx = self.store.begin_write().await?;
+            tx.touch_api_keys(&uses).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(err) = written {
+            tracing::warn!(error = %err, "last_used_at flush failed; retrying at the next flush");
+            for u in uses {
+                self.meter.touch(&u.tenant, &u.id, u.at);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_shrink_towards_the_boundary() {
+        assert_eq!(block_size(0), 0);
+        assert_eq!(block_size(1), 1);
+        assert_eq!(block_size(3), 1);
+        assert_eq!(block_size(8), 2);
+        assert_eq!(block_size(1_000), 100);
+    }
+}

@@ -1,0 +1,124 @@
+//! The in-process rate limiter: one GCRA budget per key, kept by `governor`.
+//!
+//! The budget is the plan's `rate_limit_per_minute` requests per minute, emitted evenly (one
+//! every `60 s / limit`), with bursts of up to `limit` at once: a client that was quiet for a
+//! minute may spend the whole minute's allowance immediately, and is then held to the steady
+//! rate. So in any 60-second window at most `2 × limit` requests pass (the limit plus the burst).
+//! This is the limiter of a single process; several processes share budgets through Redis
+//! (`crm-redis`), which runs the same algorithm.
+
+use std::{
+    collections::HashMap,
+    num::NonZeroU32,
+    sync::{Arc, Mutex},
+};
+
+use async_trait::async_trait;
+use governor::{
+    clock::{Clock, DefaultClock},
+    middleware::StateInformationMiddleware,
+    state::{InMemoryState, NotKeyed},
+    Quota,
+};
+
+use crate::ports::{RateLimiter, RateStatus};
+
+type Gcra = governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
+
+/// Whole seconds, rounded up, for `RateLimit-Reset` and `Retry-After` (which carry integers; a
+/// client that waits the rounded-down value would be refused again).
+pub fn ceil_secs(nanos: u128) -> u64 {
+    nanos.div_ceil(1_000_000_000) as u64
+}
+
+/// Seconds until `remaining` of `limit` is whole again, at one request per `60 s / limit`.
+pub fn reset_secs(limit: u32, remaining: u32) -> u64 {
+    let missing = u128::from(limit.saturating_sub(remaining));
+    ceil_secs(missing * 60_000_000_000 / u128::from(limit.max(1)))
+}
+
+#[derive(Default)]
+pub struct LocalRateLimiter {
+    clock: DefaultClock,
+    budgets: Mutex<HashMap<String, (u32, Arc<Gcra>)>>,
+}
+
+impl LocalRateLimiter {
+    pub fn new() -> LocalRateLimiter {
+        LocalRateLimiter::default()
+    }
+
+    /// The budget of `key` at `per_minute`; a changed limit starts a fresh budget.
+    fn budget(&self, key: &str, per_minute: NonZeroU32) -> Arc<Gcra> {
+        let mut budgets = self.budgets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match budgets.get(key) {
+            Some((limit, gcra)) if *limit == per_minute.get() => gcra.clone(),
+            _ => {
+                let gcra = Arc::new(governor::RateLimiter::direct(Quota::per_minute(per_minute)).with_middleware::<StateInformationMiddleware>());
+                budgets.insert(key.to_owned(), (per_minute.get(), gcra.clone()));
+                gcra
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl RateLimiter for LocalRateLimiter {
+    async fn acquire(&self, key: &str, per_minute: u32) -> RateStatus {
+        let Some(limit) = NonZeroU32::new(per_minute) else {
+            // A limit of 0 admits nothing; the budget never refills.
+            return RateStatus { allowed: false, limit: 0, remaining: 0, reset_secs: 60, retry_after_secs: 60 };
+        };
+        match self.budget(key, limit).check() {
+            Ok(snapshot) => {
+                let remaining = snapshot.remaining_burst_capacity();
+                RateStatus { allowed: true, limit: per_minute, remaining, reset_secs: reset_secs(per_minute, remaining), retry_after_secs: 0 }
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                let retry_after_secs = ceil_secs(wait.as_nanos()).max(1);
+                RateStatus { allowed: false, limit: per_minute, remaining: 0, reset_secs: reset_secs(per_minute, 0), retry_after_secs }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_burst_passes_then_the_next_is_refused_with_a_retry_after() {
+        let limiter = LocalRateLimiter::new();
+        for i in 0..30 {
+            let s = limiter.acquire("ws:live", 30).await;
+            assert!(s.allowed, "request {i} of the burst");
+            assert_eq!(s.remaining, 29 - i);
+        }
+        let refused = limiter.acquire("ws:live", 30).await;
+        assert!(!refused.allowed);
+        assert_eq!(refused.remaining, 0);
+        assert_eq!(refused.retry_after_secs, 2, "one request every 2 s at 30 per minute");
+        assert_eq!(refused.reset_secs, 60);
+        // Budgets are per key.
+        assert!(limiter.acquire("ws:test", 30).await.allowed);
+    }
+
+    #[tokio::test]
+    async fn a_new_limit_applies_at_once() {
+        let limiter = LocalRateLimiter::new();
+        assert!(limiter.acquire("k", 1).await.allowed);
+        assert!(!limiter.acquire("k", 1).await.allowed);
+        let s = limiter.acquire("k", 100).await;
+        assert!(s.allowed && s.limit == 100 && s.remaining == 99);
+        assert!(!limiter.acquire("k", 0).await.allowed);
+    }
+
+    #[test]
+    fn reset_counts_the_time_to_refill_what_is_missing() {
+        assert_eq!(reset_secs(120, 120), 0);
+        assert_eq!(reset_secs(120, 119), 1);
+        assert_eq!(reset_secs(120, 0), 60);
+        assert_eq!(reset_secs(7, 6), 9, "60/7 = 8.57 s rounds up");
+    }
+}
