@@ -62,7 +62,9 @@ def operations(openapi) -> dict:
     ops = {}
     for path, item in openapi["paths"].items():
         for method, op in item.items():
-            ops[op["operationId"]] = (method.upper(), path, op)
+            # Alias routes (`x-alias-of`) are extra REST paths of an operation, not operations.
+            if "x-alias-of" not in op:
+                ops[op["operationId"]] = (method.upper(), path, op)
     return ops
 
 
