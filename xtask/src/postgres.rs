@@ -28,16 +28,42 @@ impl Postgres {
         }
     }
 
-    /// Drops the per-test databases earlier runs left behind (best effort: needs `psql`).
+    /// Drops the per-test databases that earlier runs left behind (best effort: needs `psql`).
+    /// Only databases over an hour old go (their UUIDv7 names tell their age), so a run never
+    /// drops the databases of another run in progress on the same server; one still in use makes
+    /// its DROP fail, which is ignored. All drops go through one `psql` session.
     pub fn drop_leftover_test_databases(&self) {
         let list = Command::new("psql")
             .args([&self.url, "-Atc", "SELECT datname FROM pg_database WHERE datname LIKE 'crm\\_t\\_%' OR datname LIKE 'crm\\_e2e\\_%'"])
             .output();
         let Ok(out) = list else { return };
-        for name in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()) {
-            let _ = Command::new("psql").args([&self.url, "-qc", &format!("DROP DATABASE IF EXISTS \"{name}\"")]).output();
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let script: String = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|name| uuid_v7_millis(name).is_some_and(|ms| now_ms.saturating_sub(ms) > 3_600_000))
+            .map(|name| format!("DROP DATABASE IF EXISTS \"{name}\";\n"))
+            .collect();
+        if script.is_empty() {
+            return;
+        }
+        let child = Command::new("psql").args([&self.url, "-q", "-f", "-"]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn();
+        if let Ok(mut child) = child {
+            if let Some(mut stdin) = child.stdin.take() {
+                use std::io::Write;
+                let _ = stdin.write_all(script.as_bytes());
+            }
+            let _ = child.wait();
         }
     }
+}
+
+/// The creation time (Unix ms) of a test database named `<prefix><32 hex digits of a UUIDv7>`.
+fn uuid_v7_millis(name: &str) -> Option<u64> {
+    let hex = name.get(name.len().checked_sub(32)?..)?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) || hex.as_bytes()[12] != b'7' {
+        return None;
+    }
+    u64::from_str_radix(&hex[..12], 16).ok()
 }
 
 impl Drop for Postgres {
