@@ -258,6 +258,34 @@ async fn a2a_answers_the_0_3_method_names_in_0_3_shapes(s: Server) {
     assert_eq!(got.ok(200)["result"], task);
 }
 
+mod rate_limits {
+    use super::*;
+
+    /// Tool calls are rate-limited and counted like REST requests, and their HTTP responses carry the
+    /// same `RateLimit-*` headers; a malformed call counts too (decisions §8, §17).
+    async fn tool_calls_carry_rate_limit_headers_and_count_like_rest(backend: Backend) {
+        let s = support::spawn_with(backend, &["--rate-limit-per-minute", "4"]).await;
+        let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {}})).await;
+        assert_eq!(res.header("ratelimit-limit"), Some("4"));
+        assert_eq!(res.header("ratelimit-remaining"), Some("3"));
+        // A call with a bad argument is still one admitted request.
+        let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {"emial": "x"}})).await;
+        assert_eq!(res.ok(200)["result"]["isError"], true);
+        assert_eq!(res.header("ratelimit-remaining"), Some("2"));
+        let res = a2a(&s, Some(&s.keys.test), "SendMessage", tool_message("svc_list_contacts", json!({}))).await;
+        assert_eq!(res.header("ratelimit-remaining"), Some("1"));
+        // Protocol traffic is neither limited nor counted.
+        mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/list", json!({})).await.ok(200);
+        s.get("/contacts").await.ok(200);
+        let refused = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {}})).await;
+        assert_eq!(refused.ok(200)["result"]["structuredContent"]["code"], "rate_limited");
+        assert_eq!(refused.header("ratelimit-remaining"), Some("0"));
+        assert!(refused.header("retry-after").is_some());
+    }
+
+    crate::on_both_backends!(tool_calls_carry_rate_limit_headers_and_count_like_rest);
+}
+
 crate::on_both_stores!(
     rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs,
     agent_endpoints_answer_401_with_a_bearer_challenge_to_a_missing_or_bad_key,

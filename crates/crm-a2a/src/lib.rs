@@ -22,7 +22,7 @@ use axum::{
     routing::{get, post},
     Router,
 };
-use crm_api::{Api, ErrorCode, Problem};
+use crm_api::{Api, ErrorCode, Problem, RateSlot};
 
 pub use card::{agent_card, BEARER_SCHEME, TOOL_CALL_EXTENSION};
 pub use store::TaskStore;
@@ -70,8 +70,15 @@ async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
         return problem_response(&agent.api, &p, &request_id);
     };
     let a2a_version = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok());
-    let answer = rpc::handle(&agent, &caller, a2a_version, &bytes, &request_id).await;
-    json_response(StatusCode::OK, "application/json", Bytes::from(serde_json::to_vec(&answer).unwrap_or_default()))
+    let rate = RateSlot::default();
+    let answer = rpc::handle(&agent, &caller, a2a_version, &bytes, &request_id, &rate).await;
+    let mut res = json_response(StatusCode::OK, "application/json", Bytes::from(serde_json::to_vec(&answer).unwrap_or_default()));
+    if let Some(rate) = rate.get() {
+        for (name, value) in crm_api::rate_limit_headers(&rate) {
+            res.headers_mut().insert(name, HeaderValue::from(value));
+        }
+    }
+    res
 }
 
 fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response {

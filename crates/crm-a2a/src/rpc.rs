@@ -5,7 +5,7 @@
 //! here (every task is finished when `SendMessage` returns, nothing streams, nothing is pushed)
 //! and answer the protocol's own errors for that.
 
-use crm_api::{agent, Problem};
+use crm_api::{agent, Problem, RateSlot};
 use crm_app::Caller;
 use serde_json::{json, Map, Value};
 
@@ -47,14 +47,14 @@ fn response(id: Value, outcome: Result<Value, RpcError>) -> Value {
 
 /// Answers one JSON-RPC request of an authenticated caller. `a2a_version` is the request's
 /// `A2A-Version` header; `request_id` goes into the problem document of a 500.
-pub async fn handle(agent: &Agent, caller: &Caller, a2a_version: Option<&str>, body: &[u8], request_id: &str) -> Value {
+pub async fn handle(agent: &Agent, caller: &Caller, a2a_version: Option<&str>, body: &[u8], request_id: &str, rate: &RateSlot) -> Value {
     let request: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return response(Value::Null, Err(err(code::PARSE_ERROR, format!("the body is not JSON: {e}")))),
     };
     let id = request.get("id").filter(|id| id.is_string() || id.is_number()).cloned().unwrap_or(Value::Null);
     let outcome = match envelope(&request, a2a_version) {
-        Ok((method, params)) => dispatch(agent, caller, method, params, request_id).await,
+        Ok((method, params)) => dispatch(agent, caller, method, params, request_id, rate).await,
         Err(e) => Err(e),
     };
     response(id, outcome)
@@ -81,10 +81,10 @@ fn envelope<'a>(request: &'a Value, a2a_version: Option<&str>) -> Result<(&'a st
     Ok((method, request.get("params").unwrap_or(&EMPTY)))
 }
 
-async fn dispatch(agent: &Agent, caller: &Caller, method: &str, params: &Value, request_id: &str) -> Result<Value, RpcError> {
+async fn dispatch(agent: &Agent, caller: &Caller, method: &str, params: &Value, request_id: &str, rate: &RateSlot) -> Result<Value, RpcError> {
     match method {
-        "SendMessage" => send(agent, caller, Wire::V1, params, request_id).await,
-        "message/send" => send(agent, caller, Wire::V03, params, request_id).await,
+        "SendMessage" => send(agent, caller, Wire::V1, params, request_id, rate).await,
+        "message/send" => send(agent, caller, Wire::V03, params, request_id, rate).await,
         "GetTask" => get(agent, caller, Wire::V1, params),
         "tasks/get" => get(agent, caller, Wire::V03, params),
         "CancelTask" | "tasks/cancel" => {
@@ -128,7 +128,7 @@ fn get(agent: &Agent, caller: &Caller, wire: Wire, params: &Value) -> Result<Val
     Ok(task.render(wire, history_length(params.get("historyLength"))))
 }
 
-async fn send(agent: &Agent, caller: &Caller, wire: Wire, params: &Value, request_id: &str) -> Result<Value, RpcError> {
+async fn send(agent: &Agent, caller: &Caller, wire: Wire, params: &Value, request_id: &str, rate: &RateSlot) -> Result<Value, RpcError> {
     let message = params.get("message").filter(|m| m.is_object()).ok_or_else(|| err(code::INVALID_PARAMS, "params.message must be a message"))?;
     if !message.get("parts").is_some_and(Value::is_array) {
         return Err(err(code::INVALID_PARAMS, "message.parts must be an array of parts"));
@@ -148,7 +148,7 @@ async fn send(agent: &Agent, caller: &Caller, wire: Wire, params: &Value, reques
     let mut request = message_to(Wire::V1, message);
     request["taskId"] = id.clone().into();
     request["contextId"] = context_id.clone().into();
-    let (tool, outcome) = run(agent, caller, message, request_id).await;
+    let (tool, outcome) = run(agent, caller, message, request_id, rate).await;
     let task = Task {
         id,
         context_id,
@@ -167,7 +167,7 @@ async fn send(agent: &Agent, caller: &Caller, wire: Wire, params: &Value, reques
 }
 
 /// Runs the tool call of `message`: the operation's outcome, or why the message was rejected.
-async fn run(agent: &Agent, caller: &Caller, message: &Value, request_id: &str) -> (Option<String>, Outcome) {
+async fn run(agent: &Agent, caller: &Caller, message: &Value, request_id: &str, rate: &RateSlot) -> (Option<String>, Outcome) {
     let rejected = |p: Problem| Outcome::Rejected { problem: agent.api.problem_json(&p) };
     let Some(call) = tool_call(message) else {
         let p = Problem::bad_request("the message holds no tool call: send a data part {\"tool\": \"<skill id>\", \"arguments\": {...}}")
@@ -186,7 +186,7 @@ async fn run(agent: &Agent, caller: &Caller, message: &Value, request_id: &str) 
         Some(Value::Object(arguments)) => arguments.clone(),
         Some(_) => return (Some(name.to_owned()), rejected(Problem::bad_request("`arguments` must be an object").with("field", "arguments"))),
     };
-    let outcome = match agent::call(&agent.api, op, caller, arguments).await {
+    let outcome = match agent::call(&agent.api, op, caller, arguments, rate).await {
         Ok(reply) => Outcome::Completed { body: reply.body, status: reply.status },
         Err(p) => Outcome::Failed { problem: agent::problem_document(&agent.api, &p, request_id) },
     };

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::{catalog::Input, problem::ErrorCode, Api, Operation, Problem, Reply};
+use crate::{catalog::Input, problem::ErrorCode, Api, Operation, Problem, RateSlot, Reply};
 
 /// The argument that carries `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
@@ -67,11 +67,19 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
     Ok(ToolCall { input, idempotency_key })
 }
 
-/// Runs the tool `op` for `caller` with `arguments`: the same [`Api::call`] a REST request makes,
-/// so scopes, limits, usage counting, idempotency and `If-Match` apply alike.
-pub async fn call(api: &Api, op: &'static Operation, caller: &crm_app::Caller, arguments: Map<String, Value>) -> Result<Reply, Problem> {
+/// Runs the tool `op` for `caller` with `arguments`: the same admission and dispatch a REST
+/// request gets, so scopes, limits, usage counting, idempotency and `If-Match` apply alike. As on
+/// REST, the call is admitted (and counted) before its arguments are read, so a malformed call
+/// counts too (decisions §17: each `tools/call` and `SendMessage` is one request). The rate
+/// budget goes to `rate` for the response headers.
+pub async fn call(api: &Api, op: &'static Operation, caller: &crm_app::Caller, arguments: Map<String, Value>, rate: &RateSlot) -> Result<Reply, Problem> {
+    let admission = api.admit(op, caller).await.map_err(|refused| {
+        rate.set(refused.rate);
+        refused.problem
+    })?;
+    rate.set(Some(admission.rate));
     let ToolCall { input, idempotency_key } = split(op, arguments)?;
-    api.call(op, caller, input, idempotency_key.as_deref()).await
+    api.dispatch(op, caller, input, idempotency_key.as_deref()).await
 }
 
 /// The tool named `name`, or the problem to answer a call of an unknown one: `bad_request` naming

@@ -32,6 +32,33 @@ pub struct Refusal {
     pub rate: Option<RateStatus>,
 }
 
+/// The rate budget an agent transport learns while running a call, to report as `RateLimit-*`
+/// headers on the HTTP response that carries it (decisions §8: every response carries them).
+#[derive(Debug, Default)]
+pub struct RateSlot(std::sync::Mutex<Option<RateStatus>>);
+
+impl RateSlot {
+    pub fn set(&self, rate: Option<RateStatus>) {
+        if rate.is_some() {
+            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rate;
+        }
+    }
+
+    pub fn get(&self) -> Option<RateStatus> {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The `RateLimit-*` headers (plain integers, decisions §17) for `rate`, plus `Retry-After` when
+/// the call was refused. Transports turn these into HTTP headers.
+pub fn rate_limit_headers(rate: &RateStatus) -> Vec<(&'static str, u64)> {
+    let mut headers = vec![("ratelimit-limit", u64::from(rate.limit)), ("ratelimit-remaining", u64::from(rate.remaining)), ("ratelimit-reset", rate.reset_secs)];
+    if !rate.allowed {
+        headers.push(("retry-after", rate.retry_after_secs));
+    }
+    headers
+}
+
 /// The application plus what rendering needs (the public URL, for problem `type`s).
 #[derive(Clone)]
 pub struct Api {

@@ -102,12 +102,8 @@ async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Ali
 /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17) on
 /// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
 fn rate_headers(res: &mut Response, rate: &RateStatus) {
-    let headers = res.headers_mut();
-    headers.insert("ratelimit-limit", HeaderValue::from(rate.limit));
-    headers.insert("ratelimit-remaining", HeaderValue::from(rate.remaining));
-    headers.insert("ratelimit-reset", HeaderValue::from(rate.reset_secs));
-    if !rate.allowed {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(rate.retry_after_secs));
+    for (name, value) in crm_api::rate_limit_headers(rate) {
+        res.headers_mut().insert(name, HeaderValue::from(value));
     }
 }
 

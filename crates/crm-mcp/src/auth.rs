@@ -9,9 +9,9 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use crm_api::{Api, ErrorCode, Problem};
+use crm_api::{Api, ErrorCode, Problem, RateSlot};
 
-/// Authenticates the key and hands the [`crm_app::Caller`] on in the request's extensions, where
+/// Authenticates the key and hands the [`crm_app::Caller`] (and a [`RateSlot`]) on in the request's extensions, where
 /// rmcp passes them to the tool handler (inside the request's `http::request::Parts`). A missing
 /// or bad key is answered 401 with `WWW-Authenticate: Bearer` and a problem document, as REST
 /// answers it.
@@ -20,8 +20,18 @@ pub(crate) async fn require_key(State(api): State<Arc<Api>>, mut req: Request, n
     let authorization = req.headers().get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}").to_owned());
     match api.app.authenticate(authorization.as_deref()).await {
         Ok(caller) => {
+            // The tool handler records the call's rate budget here (rmcp hands it a clone of the
+            // request's extensions, so the Arc is shared), and the response carries it.
+            let rate = Arc::new(RateSlot::default());
             req.extensions_mut().insert(caller);
-            next.run(req).await
+            req.extensions_mut().insert(rate.clone());
+            let mut res = next.run(req).await;
+            if let Some(rate) = rate.get() {
+                for (name, value) in crm_api::rate_limit_headers(&rate) {
+                    res.headers_mut().insert(name, HeaderValue::from(value));
+                }
+            }
+            res
         }
         Err(e) => {
             let request_id = req.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();

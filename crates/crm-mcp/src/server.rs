@@ -3,7 +3,7 @@
 
 use std::{borrow::Cow, sync::Arc};
 
-use crm_api::{agent, Api};
+use crm_api::{agent, Api, RateSlot};
 use crm_app::Caller;
 use rmcp::{
     model::{
@@ -77,7 +77,8 @@ impl ServerHandler for CrmMcp {
             return Err(ErrorData::internal_error("the request was not authenticated", None));
         };
         let request_id = parts.and_then(|p| p.headers.get("request-id")).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let outcome = agent::call(&self.api, op, &caller, request.arguments.unwrap_or_default()).await;
+        let rate = parts.and_then(|p| p.extensions.get::<Arc<RateSlot>>()).cloned().unwrap_or_default();
+        let outcome = agent::call(&self.api, op, &caller, request.arguments.unwrap_or_default(), &rate).await;
         let outcome = outcome.map(|reply| reply.body).map_err(|p| agent::problem_document(&self.api, &p, request_id));
         Ok(tools::call_result(outcome).into())
     }
