@@ -191,7 +191,8 @@ impl Policy {
         }
     }
 
-    fn allows_name(self, name: &str) -> Result<(), Blocked> {
+    /// Whether a host name may be resolved under this policy (its addresses are checked then).
+    pub fn allows_name(self, name: &str) -> Result<(), Blocked> {
         let trimmed = name.trim_end_matches('.');
         let is_localhost = trimmed == "localhost" || trimmed.ends_with(".localhost");
         match classify_name(name) {
