@@ -19,3 +19,4 @@ mod plans;
 mod registry;
 mod schema;
 mod search;
+mod webhooks;

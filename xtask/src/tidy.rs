@@ -17,6 +17,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("crm-a2a", &["sqlx", "crm-http", "crm-mcp", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-store-sqlite", &["axum", "reqwest", "crm-api", "crm-http"]),
     ("crm-store-postgres", &["axum", "reqwest", "crm-api", "crm-http"]),
+    ("crm-outbound", &["sqlx", "axum", "crm-api", "crm-http", "crm-mcp", "crm-a2a", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-redis", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
 ];
 

@@ -24,6 +24,7 @@ pub mod ratelimit;
 pub mod registry;
 pub mod search;
 pub mod system;
+pub mod webhooks;
 pub mod workspaces;
 pub mod write;
 
@@ -43,13 +44,15 @@ pub struct App {
     pub ids: Arc<dyn IdSource>,
     /// Rate budgets, usage counts and key uses of this process.
     pub meter: Arc<metering::Meter>,
+    /// The network for webhooks (resolving hosts at registration); none in CLI commands.
+    pub outbound: Option<Arc<dyn webhooks::Outbound>>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
-        App { store, clock, ids, meter }
+        App { store, clock, ids, meter, outbound: None }
     }
 
     /// The same application with rate budgets kept by `limiter` (shared by several processes)
@@ -57,6 +60,12 @@ impl App {
     pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> App {
         let holder = crm_domain::encode_uuid(self.ids.new_uuid());
         self.meter = Arc::new(metering::Meter::new(holder, limiter));
+        self
+    }
+
+    /// The same application with webhook hosts resolved (and deliveries sent) through `outbound`.
+    pub fn with_outbound(mut self, outbound: Arc<dyn webhooks::Outbound>) -> App {
+        self.outbound = Some(outbound);
         self
     }
 

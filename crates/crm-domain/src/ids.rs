@@ -98,6 +98,7 @@ typed_id!(SequenceId, "seq_", "sequence");
 typed_id!(EventId, "evt_", "event");
 typed_id!(WorkspaceId, "ws_", "workspace");
 typed_id!(ApiKeyId, "key_", "key");
+typed_id!(DeliveryId, "dlv_", "webhook delivery");
 
 #[cfg(test)]
 mod tests {

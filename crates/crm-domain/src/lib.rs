@@ -23,6 +23,8 @@ pub mod registry;
 pub mod suggest;
 pub mod tenant;
 pub mod time;
+pub mod ssrf;
+pub mod webhook;
 
 pub use activity::{Activity, ActivityDraft, ActivityPatch};
 pub use company::{Company, CompanyDraft, CompanyPatch};
@@ -39,6 +41,7 @@ pub use plan::{Allowance, Plan, PlanCap, PlanLimits, Refusal};
 pub use registry::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
+pub use webhook::{Backoff, DeliveryStatus, Subscription, Webhook};
 
 /// A JSON object, the shape of `custom_fields` and of record snapshots.
 pub type JsonMap = serde_json::Map<String, serde_json::Value>;

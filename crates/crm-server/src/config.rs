@@ -23,6 +23,8 @@ pub struct ServeArgs {
     pub redis_url: Option<String>,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub webhooks: crate::webhooks::WebhookArgs,
 }
 
 /// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`); `CRM_LOG_FORMAT=json`

@@ -2,6 +2,7 @@
 //! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
 
 mod config;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -167,15 +168,29 @@ async fn serve(args: ServeArgs) -> Result<()> {
         println!("first start: created workspace `default` on the free plan");
         print_workspace(&created, false);
     }
+    let worker_cfg = args.webhooks.config()?;
+    let outbound: Arc<dyn crm_app::webhooks::Outbound> = Arc::new(
+        crm_outbound::HttpOutbound::new(worker_cfg.timeout, worker_cfg.concurrency).map_err(|e| anyhow::anyhow!(e))?,
+    );
+    app = app.with_outbound(outbound.clone());
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
     let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        config::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let worker = worker_cfg.enabled.then(|| webhooks::start(app.clone(), outbound, worker_cfg, stop_rx.clone()));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
-    let served = axum_serve(listener, router).await;
+    let served = axum_serve(listener, router, stop_rx).await;
+    if let Some(worker) = worker {
+        let _ = worker.await;
+    }
     flusher.abort();
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
@@ -198,8 +213,15 @@ fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
     axum::Router::new().merge(crm_mcp::router(api.clone())).merge(crm_a2a::router(api))
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router) -> Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(config::shutdown_signal()).await.context("serving HTTP")?;
+async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+    let stopped = async move {
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    axum::serve(listener, router).with_graceful_shutdown(stopped).await.context("serving HTTP")?;
     tracing::info!("shut down cleanly");
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 pub mod cases;
 mod fixtures;
+pub mod webhook_cases;
 
 pub use fixtures::*;
 
@@ -59,7 +60,11 @@ macro_rules! conformance_suite {
             touching_keys_only_ever_raises_last_used_at,
             workspace_plan_and_settings_update,
             usage_counts_add_up_per_tenant_and_period,
-            leases_reserve_until_they_expire
+            leases_reserve_until_they_expire,
+            webhooks_round_trip_and_stay_in_their_tenant,
+            fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant,
+            claims_hold_a_lease_and_record_only_under_it,
+            concurrent_claims_and_fan_outs_never_overlap
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

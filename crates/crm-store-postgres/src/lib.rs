@@ -17,6 +17,7 @@ mod plans;
 mod records;
 mod rows;
 mod tx;
+mod webhooks;
 
 use std::{sync::Arc, time::Duration};
 

@@ -10,6 +10,7 @@ mod plans;
 mod records;
 mod rows;
 mod tx;
+mod webhooks;
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 

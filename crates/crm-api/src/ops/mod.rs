@@ -13,6 +13,7 @@ pub mod pipelines;
 pub mod registry;
 pub mod search;
 pub mod usage;
+pub mod webhooks;
 
 use crm_app::Page;
 use schemars::JsonSchema;

@@ -1,0 +1,426 @@
+//! Webhooks: `/webhooks`, their secret (shown at creation and when rolled), and the log of their
+//! delivery attempts (spec "Webhook", "Events"; decisions §3, §11).
+
+use crm_app::{
+    ports::{DeliveryAttempt, DeliveryRecord},
+    webhooks::WebhookPatch,
+    Scope,
+};
+use crm_domain::{Patch, Webhook};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{deleted_body, deleted_schema, handler, if_match, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    schema::{schema_of, PatchField},
+};
+
+/// A webhook to register.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WebhookCreate {
+    /// Where deliveries are POSTed. Live mode: a public `https` URL (hosts that are or resolve to
+    /// loopback, private, link-local, unique-local, CGNAT, multicast or cloud-metadata addresses
+    /// are refused). Test mode may also use `http` and loopback (`http://127.0.0.1:9000/hook`).
+    pub url: Option<String>,
+    /// Event types to receive: any of `contact.created`, `contact.updated`, `deal.created`,
+    /// `deal.updated`, `deal.stage_changed`; or `["*"]` for all.
+    pub events: Option<Vec<String>>,
+    /// What the webhook is for (at most 500 characters).
+    pub description: Option<String>,
+}
+
+/// Changes to a webhook; fields not sent stay as they are.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WebhookUpdate {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    /// `null` clears it.
+    #[serde(default)]
+    pub description: PatchField<String>,
+    /// A disabled webhook gets no new deliveries, and its pending ones wait until it is enabled.
+    pub enabled: Option<bool>,
+}
+
+/// A webhook as the API returns it. The secret is not part of it.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered webhook; never constructed
+pub struct WebhookOut {
+    /// `wh_` prefix.
+    id: String,
+    /// Always `webhook`.
+    object: String,
+    url: String,
+    events: Vec<String>,
+    description: Option<String>,
+    enabled: bool,
+    /// `test` or `live`: the webhook receives only events of its own mode.
+    mode: String,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+}
+
+/// A webhook just created, or whose secret was rolled, with its signing secret: shown this once.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered webhook; never constructed
+pub struct WebhookWithSecretOut {
+    #[serde(flatten)]
+    webhook: WebhookOut,
+    /// `whsec_` + base64 of 24 random bytes. `Svc-Signature` is keyed with this whole string;
+    /// the Standard Webhooks `webhook-signature` with the base64-decoded part after `whsec_`.
+    secret: String,
+}
+
+/// One attempt to deliver an event.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered attempt; never constructed
+pub struct DeliveryAttemptOut {
+    /// Always `webhook_delivery_attempt`.
+    object: String,
+    /// `dlv_` prefix: the `Svc-Delivery` header, the same on every attempt of the delivery.
+    delivery_id: String,
+    event_id: String,
+    event_type: String,
+    /// 1 to 6 (more after a manual retry of a dead-lettered delivery).
+    attempt: u32,
+    /// The delivery's status after this attempt: `succeeded`, `retrying` or `dead_lettered`.
+    status: String,
+    /// The receiver's HTTP status, when it answered.
+    response_status: Option<u16>,
+    /// Why the attempt failed (timeout, refused address, connection error, non-2xx status).
+    error: Option<String>,
+    duration_ms: u64,
+    /// When the next attempt is due (`retrying` only).
+    next_attempt_at: Option<String>,
+    created_at: String,
+}
+
+/// A delivery queued again by a manual retry.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the rendered delivery; never constructed
+pub struct DeliveryOut {
+    /// `dlv_` prefix.
+    id: String,
+    /// Always `webhook_delivery`.
+    object: String,
+    webhook_id: String,
+    event_id: String,
+    event_type: String,
+    /// `pending`, `retrying`, `succeeded` or `dead_lettered`.
+    status: String,
+    /// Attempts made so far.
+    attempts: u32,
+    next_attempt_at: String,
+    created_at: String,
+    updated_at: String,
+}
+
+fn render(w: &Webhook) -> Value {
+    json!({
+        "id": w.id.as_str(),
+        "object": "webhook",
+        "url": w.url,
+        "events": w.events.names(),
+        "description": w.description,
+        "enabled": w.enabled,
+        "mode": w.mode.as_str(),
+        "created_at": w.created_at.to_string(),
+        "updated_at": w.updated_at.to_string(),
+        "version": w.version,
+    })
+}
+
+fn render_with_secret(w: &Webhook) -> Value {
+    let mut v = render(w);
+    v["secret"] = Value::from(w.secret.as_str());
+    v
+}
+
+fn render_attempt(a: &DeliveryAttempt) -> Value {
+    json!({
+        "object": "webhook_delivery_attempt",
+        "delivery_id": a.delivery_id.as_str(),
+        "event_id": a.event_id.as_str(),
+        "event_type": a.event_type.as_str(),
+        "attempt": a.attempt,
+        "status": a.status.as_str(),
+        "response_status": a.response_status,
+        "error": a.error,
+        "duration_ms": a.duration_ms,
+        "next_attempt_at": a.next_attempt_at.map(|t| t.to_string()),
+        "created_at": a.created_at.to_string(),
+    })
+}
+
+fn render_delivery(d: &DeliveryRecord) -> Value {
+    json!({
+        "id": d.id.as_str(),
+        "object": "webhook_delivery",
+        "webhook_id": d.webhook_id.as_str(),
+        "event_id": d.event_id.as_str(),
+        "event_type": d.event_type.as_str(),
+        "status": d.status.as_str(),
+        "attempts": d.attempts,
+        "next_attempt_at": d.next_attempt_at.to_string(),
+        "created_at": d.created_at.to_string(),
+        "updated_at": d.updated_at.to_string(),
+    })
+}
+
+handler!(list(api, caller, input) {
+    let page = api.app.list_webhooks(caller, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: WebhookCreate = body::parse(input.body.as_ref(), None)?;
+    let hook = api.app.create_webhook(caller, c.url, c.events, c.description).await?;
+    Ok(Reply::record(201, render_with_secret(&hook)))
+});
+
+handler!(get(api, caller, input) {
+    let hook = api.app.get_webhook(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&hook)))
+});
+
+handler!(update(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let u: WebhookUpdate = body::parse(input.body.as_ref(), None)?;
+    let description = match u.description.into_patch() {
+        Patch::Absent => None,
+        Patch::Null => Some(None),
+        Patch::Value(v) => Some(Some(v)),
+    };
+    let patch = WebhookPatch { url: u.url, events: u.events, description, enabled: u.enabled };
+    let hook = api.app.update_webhook(caller, input.path_param("id"), patch, expected).await?;
+    Ok(Reply::record(200, render(&hook)))
+});
+
+handler!(delete(api, caller, input) {
+    let id = api.app.delete_webhook(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(id.as_str(), "webhook")))
+});
+
+handler!(roll_secret(api, caller, input) {
+    let hook = api.app.roll_webhook_secret(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render_with_secret(&hook)))
+});
+
+handler!(list_deliveries(api, caller, input) {
+    let page = api.app.list_webhook_deliveries(caller, input.path_param("id"), input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render_attempt)))
+});
+
+handler!(retry_delivery(api, caller, input) {
+    let d = api.app.retry_webhook_delivery(caller, input.path_param("id"), input.path_param("dlv_id")).await?;
+    Ok(Reply::new(202, render_delivery(&d)))
+});
+
+const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("webhooks");
+    let write = Scope::write("webhooks");
+    vec![
+        Operation {
+            name: "svc_list_webhooks",
+            method: Method::Get,
+            path: "/webhooks",
+            summary: "List webhooks",
+            description: "Lists the webhooks of the calling key's mode, newest first, without their secrets. Page with `limit` \
+                and `cursor`. Errors: forbidden without webhooks:read, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<WebhookOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_webhook",
+            method: Method::Post,
+            path: "/webhooks",
+            summary: "Create a webhook",
+            description: "Registers a `url` to receive `events` (event type names, or [\"*\"] for all) of the calling key's mode. \
+                The response carries the signing `secret` (whsec_...) once: store it. Each matching event is POSTed as \
+                `{id, type, object, created_at, data, ...}` with `Svc-Event`, `Svc-Delivery` (stable across retries), \
+                `Svc-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"t.body\">` and the Standard Webhooks headers; a non-2xx \
+                answer or a 10 s timeout is retried after about 1 min, 5 min, 30 min, 2 h and 6 h, then dead-lettered. Live \
+                mode needs a public https URL. Errors: validation_failed (field url) for a URL that is not https or whose host \
+                is or resolves to a blocked address, unknown_value with valid_options for an unknown event name.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<WebhookCreate>),
+            output: schema_of::<WebhookWithSecretOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_webhook",
+            method: Method::Get,
+            path: "/webhooks/{id}",
+            summary: "Get a webhook",
+            description: "Returns one webhook by its `wh_` id, without its secret. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<WebhookOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_webhook",
+            method: Method::Patch,
+            path: "/webhooks/{id}",
+            summary: "Update a webhook",
+            description: "Changes `url`, `events`, `description` (null clears it) or `enabled`. A disabled webhook gets no \
+                deliveries until enabled again. `If-Match` with the version guards against lost updates. Errors: not_found, \
+                validation_failed (field url), unknown_value for an unknown event name, version_conflict.",
+            scope: write,
+            idempotency_key: false,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<WebhookUpdate>),
+            output: schema_of::<WebhookOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_webhook",
+            method: Method::Delete,
+            path: "/webhooks/{id}",
+            summary: "Delete a webhook",
+            description: "Deletes a webhook for good, with its pending deliveries and their log. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_roll_webhook_secret",
+            method: Method::Post,
+            path: "/webhooks/{id}/roll-secret",
+            summary: "Roll a webhook's signing secret",
+            description: "Replaces the webhook's signing secret and returns the new one once; attempts from now on are signed \
+                with it. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<WebhookWithSecretOut>,
+            hints: Hints::CREATE,
+            handler: roll_secret,
+        },
+        Operation {
+            name: "svc_list_webhook_deliveries",
+            method: Method::Get,
+            path: "/webhooks/{id}/deliveries",
+            summary: "List a webhook's delivery attempts",
+            description: "Lists every delivery attempt of the webhook, newest first: `delivery_id` (the Svc-Delivery header), \
+                `event_id`, `event_type`, `attempt`, the delivery's `status` after it (succeeded, retrying, dead_lettered), \
+                `response_status`, `error`, `duration_ms` and `next_attempt_at`. Page with `limit` and `cursor`. Errors: \
+                not_found, invalid_cursor.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<DeliveryAttemptOut>,
+            hints: Hints::READ,
+            handler: list_deliveries,
+        },
+        Operation {
+            name: "svc_retry_webhook_delivery",
+            method: Method::Post,
+            path: "/webhooks/{id}/deliveries/{dlv_id}/retry",
+            summary: "Retry a dead-lettered delivery",
+            description: "Queues a dead-lettered delivery for one more attempt now (same `Svc-Delivery`); if it fails again it \
+                is dead-lettered again. Answers 202 with the delivery. Errors: not_found, conflict when the delivery is not \
+                dead-lettered.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 202,
+            query: &[],
+            body: None,
+            output: schema_of::<DeliveryOut>,
+            hints: Hints::CREATE,
+            handler: retry_delivery,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::property_names;
+    use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Mode, Subscription, Timestamp, WebhookId};
+    use uuid::Uuid;
+
+    #[test]
+    fn the_output_schemas_describe_what_is_rendered() {
+        let w = Webhook {
+            id: WebhookId::from_uuid(Uuid::nil()),
+            mode: Mode::Test,
+            url: "https://example.com/".into(),
+            events: Subscription::All,
+            description: None,
+            enabled: true,
+            secret: "whsec_x".into(),
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+            version: 1,
+        };
+        let keys = |v: Value| v.as_object().unwrap().keys().cloned().collect::<Vec<String>>();
+        assert_eq!(property_names(&schema_of::<WebhookOut>()), keys(render(&w)));
+        assert_eq!(property_names(&schema_of::<WebhookWithSecretOut>()), keys(render_with_secret(&w)));
+        let a = DeliveryAttempt {
+            seq: "x".into(),
+            webhook_id: w.id.clone(),
+            delivery_id: DeliveryId::from_uuid(Uuid::nil()),
+            event_id: EventId::from_uuid(Uuid::nil()),
+            event_type: EventType::DealCreated,
+            attempt: 1,
+            status: DeliveryStatus::Retrying,
+            response_status: Some(500),
+            error: None,
+            duration_ms: 3,
+            next_attempt_at: None,
+            created_at: Timestamp::from_millis(0),
+        };
+        assert_eq!(property_names(&schema_of::<DeliveryAttemptOut>()), keys(render_attempt(&a)));
+        let d = DeliveryRecord {
+            id: a.delivery_id.clone(),
+            webhook_id: w.id.clone(),
+            event_id: a.event_id.clone(),
+            event_type: a.event_type,
+            status: DeliveryStatus::Pending,
+            attempts: 6,
+            next_attempt_at: Timestamp::from_millis(0),
+            created_at: Timestamp::from_millis(0),
+            updated_at: Timestamp::from_millis(0),
+        };
+        assert_eq!(property_names(&schema_of::<DeliveryOut>()), keys(render_delivery(&d)));
+    }
+}

@@ -1,0 +1,387 @@
+//! Webhooks, deliveries and their attempt log over SQLite. Fan-out and claims run in write
+//! transactions, which hold the database's one write lock (`BEGIN IMMEDIATE`): two dispatchers
+//! or two claimers never see the same rows.
+
+use async_trait::async_trait;
+use crm_app::{
+    ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
+    StoreError,
+};
+use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+
+use crate::{backend, rows, SqliteTx};
+
+/// Rows per multi-row statement (SQLite allows 32766 bound values).
+const CHUNK: usize = 1000;
+
+const WEBHOOK_COLUMNS: &str = "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
+const ATTEMPT_COLUMNS: &str =
+    "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
+
+fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(row: &'r SqliteRow, c: &str) -> Result<T, StoreError> {
+    row.try_get(c).map_err(backend)
+}
+
+fn event_type(s: &str) -> Result<EventType, StoreError> {
+    EventType::parse(s).ok_or_else(|| rows::corrupt("event type"))
+}
+
+fn status(s: &str) -> Result<DeliveryStatus, StoreError> {
+    DeliveryStatus::parse(s).ok_or_else(|| rows::corrupt("delivery status"))
+}
+
+fn events_text(s: &Subscription) -> String {
+    serde_json::to_string(&s.names()).unwrap_or_else(|_| "[]".into())
+}
+
+fn subscription(text: &str) -> Result<Subscription, StoreError> {
+    let names: Vec<String> = serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
+    Ok(Subscription::from_stored(&names))
+}
+
+fn webhook(row: &SqliteRow) -> Result<Webhook, StoreError> {
+    Ok(Webhook {
+        id: WebhookId::from_trusted(get(row, "id")?),
+        mode: rows::mode(&get::<String>(row, "mode")?)?,
+        url: get(row, "url")?,
+        events: subscription(&get::<String>(row, "events")?)?,
+        description: get(row, "description")?,
+        enabled: get(row, "enabled")?,
+        secret: get(row, "secret")?,
+        created_at: Timestamp::from_millis(get(row, "created_at")?),
+        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
+        version: get(row, "version")?,
+    })
+}
+
+fn attempt(row: &SqliteRow) -> Result<DeliveryAttempt, StoreError> {
+    Ok(DeliveryAttempt {
+        seq: get(row, "seq")?,
+        webhook_id: WebhookId::from_trusted(get(row, "webhook_id")?),
+        delivery_id: DeliveryId::from_trusted(get(row, "delivery_id")?),
+        event_id: EventId::from_trusted(get(row, "event_id")?),
+        event_type: event_type(&get::<String>(row, "event_type")?)?,
+        attempt: get::<i64>(row, "attempt")? as u32,
+        status: status(&get::<String>(row, "status")?)?,
+        response_status: get::<Option<i64>>(row, "response_status")?.map(|s| s as u16),
+        error: get(row, "error")?,
+        duration_ms: get::<i64>(row, "duration_ms")?.max(0) as u64,
+        next_attempt_at: rows::ts(get(row, "next_attempt_at")?),
+        created_at: Timestamp::from_millis(get(row, "created_at")?),
+    })
+}
+
+fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
+    Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: rows::mode(&get::<String>(row, "mode")?)? })
+}
+
+#[async_trait]
+impl WebhookRepo for SqliteTx {
+    async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO webhooks (workspace_id, mode, id, url, events, description, enabled, secret, created_at, updated_at, version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(w.id.as_str())
+        .bind(&w.url)
+        .bind(events_text(&w.events))
+        .bind(&w.description)
+        .bind(w.enabled)
+        .bind(&w.secret)
+        .bind(w.created_at.millis())
+        .bind(w.updated_at.millis())
+        .bind(w.version)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn get_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<Option<Webhook>, StoreError> {
+        let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3");
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(webhook).transpose()
+    }
+
+    async fn list_webhooks(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Webhook>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
+        crate::tx::tenant_where(&mut qb, tenant);
+        crate::tx::slice_clause(&mut qb, slice);
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(webhook).collect()
+    }
+
+    async fn update_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE webhooks SET url = $4, events = $5, description = $6, enabled = $7, secret = $8, updated_at = $9, version = $10
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(w.id.as_str())
+        .bind(&w.url)
+        .bind(events_text(&w.events))
+        .bind(&w.description)
+        .bind(w.enabled)
+        .bind(&w.secret)
+        .bind(w.updated_at.millis())
+        .bind(w.version)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Stale)
+        }
+    }
+
+    async fn delete_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<bool, StoreError> {
+        for table in ["webhook_delivery_attempts", "webhook_deliveries"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"))
+                .bind(tenant.workspace_id.as_str())
+                .bind(tenant.mode.as_str())
+                .bind(id.as_str())
+                .execute(self.conn())
+                .await
+                .map_err(backend)?;
+        }
+        let done = sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn take_events_to_dispatch(&mut self, limit: u32) -> Result<Vec<FanOutRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT b.workspace_id, b.mode, b.id, b.type, w.id AS webhook_id, w.events AS webhook_events
+             FROM (SELECT workspace_id, mode, id, type, created_at FROM events WHERE dispatched = 0 ORDER BY created_at, id LIMIT $1) b
+             LEFT JOIN webhooks w ON w.workspace_id = b.workspace_id AND w.mode = b.mode AND w.enabled = 1 AND w.created_at <= b.created_at
+             ORDER BY b.created_at, b.id, b.workspace_id, b.mode",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(self.conn())
+        .await
+        .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                let webhook = match get::<Option<String>>(r, "webhook_id")? {
+                    Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
+                    None => None,
+                };
+                Ok(FanOutRow { tenant: tenant(r)?, event_id: EventId::from_trusted(get(r, "id")?), event_type: event_type(&get::<String>(r, "type")?)?, webhook })
+            })
+            .collect()
+    }
+
+    async fn insert_deliveries(&mut self, deliveries: &[NewDelivery]) -> Result<u64, StoreError> {
+        let mut inserted = 0;
+        for chunk in deliveries.chunks(CHUNK) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO webhook_deliveries (workspace_id, mode, id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at) ",
+            );
+            qb.push_values(chunk, |mut b, d| {
+                b.push_bind(d.tenant.workspace_id.as_str())
+                    .push_bind(d.tenant.mode.as_str())
+                    .push_bind(d.id.as_str())
+                    .push_bind(d.webhook_id.as_str())
+                    .push_bind(d.event_id.as_str())
+                    .push_bind(d.event_type.as_str())
+                    .push_bind(DeliveryStatus::Pending.as_str())
+                    .push_bind(0i64)
+                    .push_bind(d.created_at.millis())
+                    .push_bind(d.created_at.millis())
+                    .push_bind(d.created_at.millis());
+            });
+            qb.push(" ON CONFLICT (workspace_id, mode, event_id, webhook_id) DO NOTHING");
+            inserted += qb.build().execute(self.conn()).await.map_err(backend)?.rows_affected();
+        }
+        Ok(inserted)
+    }
+
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
+        for chunk in events.chunks(CHUNK) {
+            let mut qb = QueryBuilder::<Sqlite>::new("UPDATE events SET dispatched = 1 WHERE (workspace_id, mode, id) IN (");
+            let mut sep = qb.separated(", ");
+            for (t, id) in chunk {
+                sep.push("(")
+                    .push_bind_unseparated(t.workspace_id.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(t.mode.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(id.as_str())
+                    .push_unseparated(")");
+            }
+            qb.push(")");
+            qb.build().execute(self.conn()).await.map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, e.body
+             FROM webhook_deliveries d
+             JOIN webhooks w ON w.workspace_id = d.workspace_id AND w.mode = d.mode AND w.id = d.webhook_id
+             JOIN events e ON e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id
+             WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= $1 AND w.enabled = 1
+             ORDER BY d.next_attempt_at LIMIT $2",
+        )
+        .bind(now.millis())
+        .bind(i64::from(limit))
+        .fetch_all(self.conn())
+        .await
+        .map_err(backend)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let claimed = rows
+            .iter()
+            .map(|r| {
+                Ok(ClaimedDelivery {
+                    tenant: tenant(r)?,
+                    id: DeliveryId::from_trusted(get(r, "id")?),
+                    webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
+                    event_id: EventId::from_trusted(get(r, "event_id")?),
+                    event_type: event_type(&get::<String>(r, "event_type")?)?,
+                    attempts: get::<i64>(r, "attempts")?.max(0) as u32,
+                    url: get(r, "url")?,
+                    secret: get(r, "secret")?,
+                    body: get(r, "body")?,
+                    claim_token: claim_token.to_owned(),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
+        qb.push_bind(lease_until.millis()).push(", claim_token = ").push_bind(claim_token).push(" WHERE (workspace_id, mode, id) IN (");
+        let mut sep = qb.separated(", ");
+        for c in &claimed {
+            sep.push("(")
+                .push_bind_unseparated(c.tenant.workspace_id.as_str())
+                .push_unseparated(", ")
+                .push_bind_unseparated(c.tenant.mode.as_str())
+                .push_unseparated(", ")
+                .push_bind_unseparated(c.id.as_str())
+                .push_unseparated(")");
+        }
+        qb.push(")");
+        qb.build().execute(self.conn()).await.map_err(backend)?;
+        Ok(claimed)
+    }
+
+    async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError> {
+        let mut recorded = 0;
+        for o in outcomes {
+            let a = &o.attempt;
+            let row = sqlx::query(
+                "UPDATE webhook_deliveries SET status = $5, attempts = $6, next_attempt_at = $7, claim_token = NULL, updated_at = $8
+                 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND claim_token = $4
+                 RETURNING webhook_id, event_id, event_type",
+            )
+            .bind(o.tenant.workspace_id.as_str())
+            .bind(o.tenant.mode.as_str())
+            .bind(o.delivery_id.as_str())
+            .bind(&o.claim_token)
+            .bind(o.status.as_str())
+            .bind(i64::from(a.attempt))
+            .bind(o.next_attempt_at.unwrap_or(a.created_at).millis())
+            .bind(a.created_at.millis())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+            let Some(row) = row else { continue };
+            sqlx::query(&format!(
+                "INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            ))
+            .bind(o.tenant.workspace_id.as_str())
+            .bind(o.tenant.mode.as_str())
+            .bind(&a.seq)
+            .bind(get::<String>(&row, "webhook_id")?)
+            .bind(o.delivery_id.as_str())
+            .bind(get::<String>(&row, "event_id")?)
+            .bind(get::<String>(&row, "event_type")?)
+            .bind(i64::from(a.attempt))
+            .bind(o.status.as_str())
+            .bind(a.response_status.map(i64::from))
+            .bind(&a.error)
+            .bind(a.duration_ms as i64)
+            .bind(a.next_attempt_at.map(Timestamp::millis))
+            .bind(a.created_at.millis())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+            recorded += 1;
+        }
+        Ok(recorded)
+    }
+
+    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
+             FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(id.as_str())
+        .bind(webhook_id.as_str())
+        .fetch_optional(self.conn())
+        .await
+        .map_err(backend)?;
+        row.map(|r| {
+            Ok(DeliveryRecord {
+                id: DeliveryId::from_trusted(get(&r, "id")?),
+                webhook_id: WebhookId::from_trusted(get(&r, "webhook_id")?),
+                event_id: EventId::from_trusted(get(&r, "event_id")?),
+                event_type: event_type(&get::<String>(&r, "event_type")?)?,
+                status: status(&get::<String>(&r, "status")?)?,
+                attempts: get::<i64>(&r, "attempts")?.max(0) as u32,
+                next_attempt_at: Timestamp::from_millis(get(&r, "next_attempt_at")?),
+                created_at: Timestamp::from_millis(get(&r, "created_at")?),
+                updated_at: Timestamp::from_millis(get(&r, "updated_at")?),
+            })
+        })
+        .transpose()
+    }
+
+    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(id.as_str())
+        .bind(webhook_id.as_str())
+        .bind(now.millis())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
+        qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+        qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
+        if let Some(before) = &slice.before {
+            qb.push(" AND seq < ").push_bind(before.as_str());
+        }
+        qb.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(slice.limit));
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(attempt).collect()
+    }
+}
