@@ -7,10 +7,13 @@
 
 pub mod activities;
 pub mod auth;
+pub mod automation_ports;
+pub mod automations;
 pub mod batch;
 pub mod companies;
 pub mod contacts;
 pub mod deals;
+pub mod emails;
 pub mod error;
 pub mod events;
 pub mod idempotency;
@@ -23,6 +26,7 @@ pub mod ports;
 pub mod ratelimit;
 pub mod registry;
 pub mod search;
+pub mod sequence_hooks;
 pub mod system;
 pub mod workspaces;
 pub mod write;

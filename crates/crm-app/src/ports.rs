@@ -8,6 +8,7 @@ use crm_domain::{
 };
 use uuid::Uuid;
 
+pub use crate::automation_ports::AutomationRepo;
 use crate::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
@@ -333,6 +334,7 @@ pub trait Tx:
     + IdempotencyRepo
     + KeyRepo
     + PlanRepo
+    + AutomationRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

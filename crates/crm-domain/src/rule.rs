@@ -12,7 +12,7 @@ use crate::{
     deal::DealPatch,
     error::ValidationError,
     event::EventType,
-    ids::AutomationId,
+    ids::{AutomationId, AutomationRunId, EventId},
     merge::{self, Escape, MergeData},
     patch::Patch,
     registry::{whole_number, Registry, ACTIVITY_TYPE_GROUP},
@@ -420,6 +420,104 @@ impl Automation {
     }
 }
 
+impl AutomationDef {
+    /// Reads back a rule the store holds (it was validated when written; anything unreadable is
+    /// `None`, a corrupt row).
+    pub fn from_stored(name: String, trigger_event: &str, conditions: &Value, actions: &Value) -> Option<AutomationDef> {
+        let trigger_event = EventType::parse(trigger_event)?;
+        let conditions = conditions
+            .as_array()?
+            .iter()
+            .map(|c| {
+                let op = ConditionOp::parse(c.get("op")?.as_str()?)?;
+                Some(Condition { field: c.get("field")?.as_str()?.to_owned(), op, value: c.get("value").cloned() })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let actions = actions.as_array()?.iter().map(action_from_stored).collect::<Option<Vec<_>>>()?;
+        Some(AutomationDef { name, trigger_event, conditions, actions })
+    }
+}
+
+fn action_from_stored(v: &Value) -> Option<Action> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some(match ActionType::parse(v.get("type")?.as_str()?)? {
+        ActionType::CreateActivity => Action::CreateActivity { activity_type: s("activity_type")?, body: s("body")? },
+        ActionType::SetField => Action::SetField { field: s("field")?, value: v.get("value").cloned().unwrap_or(Value::Null) },
+        ActionType::MoveDealStage => Action::MoveDealStage { stage: s("stage")? },
+        ActionType::SendEmail => {
+            Action::SendEmail(EmailAction { to: s("to"), subject: s("subject"), body: s("body"), text: s("text"), template_id: s("template_id") })
+        }
+    })
+}
+
+/// One evaluation of a rule for one event (`GET /automations/{id}/runs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutomationRun {
+    pub id: AutomationRunId,
+    pub automation_id: AutomationId,
+    pub event_id: EventId,
+    pub event_type: EventType,
+    pub record_id: String,
+    /// Whether the conditions matched (the actions ran).
+    pub matched: bool,
+    /// One [`ActionOutcome`] per action, in order, when matched.
+    pub actions: Vec<ActionOutcome>,
+    pub created_at: Timestamp,
+}
+
+/// What one action of a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionOutcome {
+    pub action_type: ActionType,
+    /// `Ok(result)`: `succeeded`, with what it made (`{"activity_id"}`, `{"email_id"}`, ...);
+    /// `Err((code, detail))`: `failed`, with the error code of the spec's table or
+    /// `no_recipient`.
+    pub result: Result<Value, (String, String)>,
+}
+
+impl ActionOutcome {
+    pub fn snapshot(&self) -> Value {
+        match &self.result {
+            Ok(result) => json!({"type": self.action_type.as_str(), "status": "succeeded", "result": result, "error": null}),
+            Err((code, detail)) => {
+                json!({"type": self.action_type.as_str(), "status": "failed", "result": null, "error": {"code": code, "detail": detail}})
+            }
+        }
+    }
+
+    pub fn from_snapshot(v: &Value) -> Option<ActionOutcome> {
+        let action_type = ActionType::parse(v.get("type")?.as_str()?)?;
+        let result = match v.get("status")?.as_str()? {
+            "succeeded" => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
+            _ => {
+                let e = v.get("error")?;
+                Err((e.get("code")?.as_str()?.to_owned(), e.get("detail")?.as_str()?.to_owned()))
+            }
+        };
+        Some(ActionOutcome { action_type, result })
+    }
+}
+
+impl AutomationRun {
+    pub fn actions_json(&self) -> Value {
+        Value::Array(self.actions.iter().map(ActionOutcome::snapshot).collect())
+    }
+
+    pub fn snapshot(&self) -> Value {
+        json!({
+            "id": self.id.as_str(),
+            "object": "automation_run",
+            "automation_id": self.automation_id.as_str(),
+            "event_id": self.event_id.as_str(),
+            "event_type": self.event_type.as_str(),
+            "record_id": self.record_id,
+            "matched": self.matched,
+            "actions": self.actions_json(),
+            "created_at": self.created_at.to_string(),
+        })
+    }
+}
+
 /// An action with its merge tags filled from the triggering record, ready to apply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Planned {
@@ -577,6 +675,10 @@ mod tests {
         let d = a.draft();
         let again = parse(json!({"name": d.name, "trigger_event": d.trigger_event, "conditions": d.conditions, "actions": d.actions})).unwrap();
         assert_eq!(again, def);
+        let stored = AutomationDef::from_stored(d.name.unwrap(), "deal.stage_changed", &d.conditions.unwrap(), &d.actions.unwrap()).unwrap();
+        assert_eq!(stored, def);
+        let failed = ActionOutcome { action_type: ActionType::SendEmail, result: Err(("no_recipient".into(), "x".into())) };
+        assert_eq!(ActionOutcome::from_snapshot(&failed.snapshot()), Some(failed));
     }
 
     #[test]

@@ -780,3 +780,5 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
     let mut tx = store.begin_write().await.unwrap();
     assert_eq!(tx.lock_usage(&t, p, "b", later).await.unwrap(), UsageLock { used: 6, others_reserved: 0, own_reserved: 0 }, "a's reservation dropped b's expired lease");
 }
+
+pub use crate::automation_cases::*;

@@ -4,6 +4,7 @@
 //! migrated, empty `Arc<dyn Store>`; every case below becomes its own `#[tokio::test]`.
 //! Also here: how tests find a Postgres server ([`postgres_admin_url`]).
 
+pub mod automation_cases;
 pub mod cases;
 mod fixtures;
 
@@ -59,7 +60,9 @@ macro_rules! conformance_suite {
             touching_keys_only_ever_raises_last_used_at,
             workspace_plan_and_settings_update,
             usage_counts_add_up_per_tenant_and_period,
-            leases_reserve_until_they_expire
+            leases_reserve_until_they_expire,
+            automations_round_trip_update_and_delete_with_their_runs,
+            active_automations_are_the_enabled_ones_for_the_events_oldest_first
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -13,6 +13,7 @@
 //! `BEGIN`. Text search goes through trigram indexes (`search_filter`). This crate knows SQL and
 //! sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
+mod automations;
 mod plans;
 mod records;
 mod rows;

@@ -6,6 +6,7 @@
 //! read-only connections that never wait for the writer. This crate knows SQL and sqlx, and no
 //! HTTP and no business rule beyond what the port's contracts say.
 
+mod automations;
 mod plans;
 mod records;
 mod rows;
