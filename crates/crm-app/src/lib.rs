@@ -18,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod idempotency;
 pub mod keys;
+pub mod mail_ports;
 pub mod metering;
 pub mod paging;
 pub mod pipelines;

@@ -6,6 +6,7 @@
 
 pub mod automation_cases;
 pub mod cases;
+pub mod email_cases;
 mod fixtures;
 
 pub use fixtures::*;
@@ -62,7 +63,11 @@ macro_rules! conformance_suite {
             usage_counts_add_up_per_tenant_and_period,
             leases_reserve_until_they_expire,
             automations_round_trip_update_and_delete_with_their_runs,
-            active_automations_are_the_enabled_ones_for_the_events_oldest_first
+            active_automations_are_the_enabled_ones_for_the_events_oldest_first,
+            connections_and_templates_round_trip_per_tenant,
+            emails_list_newest_first_with_filters,
+            due_emails_are_claimed_once_until_the_claim_expires,
+            concurrent_claimers_never_share_an_email
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
