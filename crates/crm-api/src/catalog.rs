@@ -268,6 +268,8 @@ pub fn catalog() -> &'static [Operation] {
             ops::keys::operations(),
             ops::usage::operations(),
             ops::webhooks::operations(),
+            ops::automations::operations(),
+            ops::email::operations(),
         ]
         .into_iter()
         .flatten()

@@ -1,13 +1,13 @@
 //! Activity use cases. Activities are deleted for good and listed newest first by `occurred_at`.
 
-use crm_domain::{activity::ACTIVITY_TYPE_GROUP, Activity, ActivityDraft, ActivityId, ActivityPatch, ObjectKind};
+use crm_domain::{activity::ACTIVITY_TYPE_GROUP, Activity, ActivityDraft, ActivityId, ActivityPatch, ObjectKind, Tenant};
 
 use crate::{
     auth::Caller,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{ActivityFilter, StoreError},
+    ports::{ActivityFilter, StoreError, Tx},
     write::{check_references, finish_in_tx},
     App,
 };
@@ -23,12 +23,18 @@ impl App {
     pub async fn create_activity(&self, caller: &Caller, draft: ActivityDraft, idem: Option<&IdemClaim>) -> Result<Activity, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
-        let (activity, refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
-        check_references(&mut *tx, tenant, &refs).await?;
-        tx.insert_activity(tenant, &activity).await?;
+        let activity = self.create_activity_in(&mut *tx, tenant, draft).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &activity.snapshot()).await?;
         tx.commit().await?;
+        Ok(activity)
+    }
+
+    /// Records an activity inside a caller's transaction (automation actions, emails).
+    pub(crate) async fn create_activity_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ActivityDraft) -> Result<Activity, AppError> {
+        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+        let (activity, refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
+        check_references(tx, tenant, &refs).await?;
+        tx.insert_activity(tenant, &activity).await?;
         Ok(activity)
     }
 

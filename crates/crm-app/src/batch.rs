@@ -10,7 +10,7 @@ use crate::{
     error::AppError,
     idempotency::IdemClaim,
     ports::Tx,
-    write::{finish_in_tx, Emit},
+    write::{finish_in_tx, Effects, Emit},
     App,
 };
 
@@ -33,22 +33,21 @@ pub type OpResult = (usize, Result<Value, AppError>);
 pub type Render<'a> = &'a (dyn Fn(&[OpResult]) -> (u16, Value) + Send + Sync);
 
 impl App {
-    async fn run_op(&self, tx: &mut dyn Tx, caller: &Caller, op: BatchOp) -> Result<Value, AppError> {
+    async fn run_op(&self, tx: &mut dyn Tx, caller: &Caller, op: BatchOp, fx: &mut Effects) -> Result<Value, AppError> {
         let tenant = &caller.tenant;
-        let silent = Emit::Silent;
         Ok(match op {
-            BatchOp::CreateContact(draft) => self.create_contact_in(tx, tenant, draft, silent).await?.snapshot(),
-            BatchOp::UpdateContact { id, patch } => self.update_contact_in(tx, tenant, &id, patch, None, silent).await?.snapshot(),
+            BatchOp::CreateContact(draft) => self.create_contact_in(tx, tenant, draft, fx).await?.snapshot(),
+            BatchOp::UpdateContact { id, patch } => self.update_contact_in(tx, tenant, &id, patch, None, fx).await?.snapshot(),
             BatchOp::DeleteContact { id } => {
-                let c = self.set_contact_deleted_in(tx, tenant, &id, true).await?;
+                let c = self.set_contact_deleted_in(tx, tenant, &id, true, fx).await?;
                 serde_json::json!({"id": c.id.as_str(), "object": "contact", "deleted": true})
             }
-            BatchOp::CreateDeal { draft, pipeline } => self.create_deal_in(tx, tenant, draft, pipeline.as_deref(), silent).await?.snapshot(),
+            BatchOp::CreateDeal { draft, pipeline } => self.create_deal_in(tx, tenant, draft, pipeline.as_deref(), fx).await?.snapshot(),
             BatchOp::UpdateDeal { id, patch, pipeline } => {
-                self.update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, silent).await?.snapshot()
+                self.update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, fx).await?.snapshot()
             }
             BatchOp::DeleteDeal { id } => {
-                let d = self.set_deal_deleted_in(tx, tenant, &id, true).await?;
+                let d = self.set_deal_deleted_in(tx, tenant, &id, true, fx).await?;
                 serde_json::json!({"id": d.id.as_str(), "object": "deal", "deleted": true})
             }
         })
@@ -59,15 +58,20 @@ impl App {
     pub async fn batch(&self, caller: &Caller, ops: Vec<(usize, BatchOp)>, atomic: bool, idem: Option<&IdemClaim>, render: Render<'_>) -> Result<(u16, Value), AppError> {
         let mut results: Vec<OpResult> = Vec::with_capacity(ops.len());
         let mut tx = self.store.begin_write().await?;
+        // Batch writes are event-silent: no events, no automations, no enrollments; the records
+        // they change still reach sequences' exit re-check.
+        let mut fx = Effects::new(Emit::Silent);
         for (index, op) in ops {
             tx.savepoint("batch_op").await?;
-            match self.run_op(&mut *tx, caller, op).await {
+            let mark = fx.mark();
+            match self.run_op(&mut *tx, caller, op, &mut fx).await {
                 Ok(v) => {
                     tx.release_savepoint("batch_op").await?;
                     results.push((index, Ok(v)));
                 }
                 Err(AppError::Internal(msg)) => return Err(AppError::Internal(msg)),
                 Err(e) => {
+                    fx.rollback_to(mark);
                     tx.rollback_to_savepoint("batch_op").await?;
                     tx.release_savepoint("batch_op").await?;
                     results.push((index, Err(e)));
@@ -80,6 +84,7 @@ impl App {
             let failures = results.into_iter().filter_map(|(i, r)| r.err().map(|e| (i, e))).collect();
             return Err(AppError::BatchFailed { failures });
         }
+        self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         let (status, body) = render(&results);
         finish_in_tx(&mut *tx, &caller.tenant, idem, status, &body).await?;
         tx.commit().await?;

@@ -1,5 +1,5 @@
 //! Contact use cases. Each public use case is one transaction; the `*_in` variants run inside a
-//! caller's transaction (batch) and take whether to emit events.
+//! caller's transaction (batch, automation actions) and collect what they did in its [`Effects`].
 
 use crm_domain::{Contact, ContactDraft, ContactId, ContactPatch, EventType, ObjectKind, Tenant};
 
@@ -9,7 +9,7 @@ use crate::{
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{ContactFilter, StoreError, Tx},
-    write::{check_references, finish_in_tx, Emit},
+    write::{check_references, finish_in_tx, Effects, Emit, RecordRef, Touched},
     App,
 };
 
@@ -38,19 +38,30 @@ async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> 
     }
 }
 
+/// The contact as automations left it, when they changed it (the reply shows the committed record).
+async fn reload(tx: &mut dyn Tx, tenant: &Tenant, contact: Contact, touched: &Touched) -> Result<Contact, AppError> {
+    if !touched.contains(&RecordRef::Contact(contact.id.clone())) {
+        return Ok(contact);
+    }
+    Ok(tx.get_contact(tenant, &contact.id).await?.unwrap_or(contact))
+}
+
 impl App {
     /// Creates a contact and its `contact.created` event in one transaction.
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn create_contact(&self, caller: &Caller, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let contact = self.create_contact_in(&mut *tx, tenant, draft, Emit::Events).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let contact = self.create_contact_in(&mut *tx, tenant, draft, &mut fx).await?;
+        let touched = self.finish_write(&mut *tx, tenant, fx).await?;
+        let contact = reload(&mut *tx, tenant, contact, &touched).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &contact.snapshot()).await?;
         tx.commit().await?;
         Ok(contact)
     }
 
-    pub(crate) async fn create_contact_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft, emit: Emit) -> Result<Contact, AppError> {
+    pub(crate) async fn create_contact_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft, fx: &mut Effects) -> Result<Contact, AppError> {
         let registry = tx.load_registry(tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         let (contact, refs) = Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
@@ -59,7 +70,9 @@ impl App {
             Err(StoreError::Duplicate) => return Err(email_conflict(tx, tenant, &contact).await),
             other => other?,
         }
-        self.emit(tx, tenant, emit, EventType::ContactCreated, now, contact.snapshot(), None, None).await?;
+        let record = RecordRef::Contact(contact.id.clone());
+        fx.changed(record.clone(), false);
+        self.emit(fx, EventType::ContactCreated, record, now, contact.snapshot(), None, None);
         Ok(contact)
     }
 
@@ -73,7 +86,10 @@ impl App {
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn update_contact(&self, caller: &Caller, id: &str, patch: ContactPatch, expected_version: Option<i64>) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let contact = self.update_contact_in(&mut *tx, &caller.tenant, id, patch, expected_version, Emit::Events).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let contact = self.update_contact_in(&mut *tx, &caller.tenant, id, patch, expected_version, &mut fx).await?;
+        let touched = self.finish_write(&mut *tx, &caller.tenant, fx).await?;
+        let contact = reload(&mut *tx, &caller.tenant, contact, &touched).await?;
         tx.commit().await?;
         Ok(contact)
     }
@@ -85,7 +101,7 @@ impl App {
         id: &str,
         patch: ContactPatch,
         expected_version: Option<i64>,
-        emit: Emit,
+        fx: &mut Effects,
     ) -> Result<Contact, AppError> {
         let id = parse_id(id)?;
         let mut contact = tx.get_contact(tenant, &id).await?.ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
@@ -108,14 +124,18 @@ impl App {
             other => other?,
         }
         let changed = changed.into_iter().map(String::from).collect();
-        self.emit(tx, tenant, emit, EventType::ContactUpdated, now, contact.snapshot(), Some(changed), None).await?;
+        let record = RecordRef::Contact(contact.id.clone());
+        fx.changed(record.clone(), false);
+        self.emit(fx, EventType::ContactUpdated, record, now, contact.snapshot(), Some(changed), None);
         Ok(contact)
     }
 
     /// Soft delete. Deleting a deleted contact answers the same.
     pub async fn delete_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, true).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx).await?;
+        self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(contact)
     }
@@ -123,12 +143,14 @@ impl App {
     /// Restoring an active contact is a no-op that returns it.
     pub async fn restore_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, false).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx).await?;
+        self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(contact)
     }
 
-    pub(crate) async fn set_contact_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool) -> Result<Contact, AppError> {
+    pub(crate) async fn set_contact_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool, fx: &mut Effects) -> Result<Contact, AppError> {
         let id = parse_id(id)?;
         let mut contact = tx.get_contact(tenant, &id).await?.ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
         if contact.deleted_at.is_some() == deleted {
@@ -139,6 +161,7 @@ impl App {
         contact.updated_at = now;
         contact.version += 1;
         tx.update_contact(tenant, &contact).await?;
+        fx.changed(RecordRef::Contact(contact.id.clone()), deleted);
         Ok(contact)
     }
 

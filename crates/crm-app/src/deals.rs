@@ -10,7 +10,7 @@ use crate::{
     paging::{page_from, slice_for, Page, PageParams},
     pipelines,
     ports::{DealFilter, RowLock, StoreError, Tx},
-    write::{check_references, finish_in_tx, Emit},
+    write::{check_references, finish_in_tx, Effects, Emit, RecordRef, Touched},
     App,
 };
 
@@ -31,6 +31,14 @@ pub struct DealQuery {
     pub include_deleted: bool,
 }
 
+/// The deal as automations left it, when they changed it (the reply shows the committed record).
+async fn reload(tx: &mut dyn Tx, tenant: &Tenant, deal: Deal, touched: &Touched) -> Result<Deal, AppError> {
+    if !touched.contains(&RecordRef::Deal(deal.id.clone())) {
+        return Ok(deal);
+    }
+    Ok(tx.get_deal(tenant, &deal.id).await?.unwrap_or(deal))
+}
+
 impl App {
     /// Creates a deal in `pipeline` (key or id; the default pipeline when `None`). Emits
     /// `deal.created`, and `deal.stage_changed` too when the client named the stage.
@@ -38,13 +46,16 @@ impl App {
     pub async fn create_deal(&self, caller: &Caller, draft: DealDraft, pipeline: Option<&str>, idem: Option<&IdemClaim>) -> Result<Deal, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let deal = self.create_deal_in(&mut *tx, tenant, draft, pipeline, Emit::Events).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let deal = self.create_deal_in(&mut *tx, tenant, draft, pipeline, &mut fx).await?;
+        let touched = self.finish_write(&mut *tx, tenant, fx).await?;
+        let deal = reload(&mut *tx, tenant, deal, &touched).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &deal.snapshot()).await?;
         tx.commit().await?;
         Ok(deal)
     }
 
-    pub(crate) async fn create_deal_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: DealDraft, pipeline: Option<&str>, emit: Emit) -> Result<Deal, AppError> {
+    pub(crate) async fn create_deal_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: DealDraft, pipeline: Option<&str>, fx: &mut Effects) -> Result<Deal, AppError> {
         let pipeline = pipelines::resolve(tx, tenant, pipeline, "pipeline").await?;
         let registry = tx.load_registry(tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
@@ -52,9 +63,11 @@ impl App {
         check_references(tx, tenant, &refs).await?;
         tx.insert_deal(tenant, &deal).await?;
         let snapshot = deal.snapshot();
-        self.emit(tx, tenant, emit, EventType::DealCreated, now, snapshot.clone(), None, None).await?;
+        let record = RecordRef::Deal(deal.id.clone());
+        fx.changed(record.clone(), false);
+        self.emit(fx, EventType::DealCreated, record.clone(), now, snapshot.clone(), None, None);
         if stage_given {
-            self.emit(tx, tenant, emit, EventType::DealStageChanged, now, snapshot, None, Some(None)).await?;
+            self.emit(fx, EventType::DealStageChanged, record, now, snapshot, None, Some(None));
         }
         Ok(deal)
     }
@@ -69,7 +82,10 @@ impl App {
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn update_deal(&self, caller: &Caller, id: &str, patch: DealPatch, pipeline: Option<&str>, expected_version: Option<i64>) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let deal = self.update_deal_in(&mut *tx, &caller.tenant, id, patch, pipeline, expected_version, Emit::Events).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let deal = self.update_deal_in(&mut *tx, &caller.tenant, id, patch, pipeline, expected_version, &mut fx).await?;
+        let touched = self.finish_write(&mut *tx, &caller.tenant, fx).await?;
+        let deal = reload(&mut *tx, &caller.tenant, deal, &touched).await?;
         tx.commit().await?;
         Ok(deal)
     }
@@ -83,7 +99,7 @@ impl App {
         patch: DealPatch,
         pipeline: Option<&str>,
         expected_version: Option<i64>,
-        emit: Emit,
+        fx: &mut Effects,
     ) -> Result<Deal, AppError> {
         let id = parse_id(id)?;
         let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
@@ -113,28 +129,34 @@ impl App {
         }
         let snapshot = deal.snapshot();
         let changed = change.changed.iter().map(|f| (*f).to_owned()).collect();
-        self.emit(tx, tenant, emit, EventType::DealUpdated, now, snapshot.clone(), Some(changed), None).await?;
+        let record = RecordRef::Deal(deal.id.clone());
+        fx.changed(record.clone(), false);
+        self.emit(fx, EventType::DealUpdated, record.clone(), now, snapshot.clone(), Some(changed), None);
         if let Some(previous) = change.previous_stage {
-            self.emit(tx, tenant, emit, EventType::DealStageChanged, now, snapshot, None, Some(Some(previous))).await?;
+            self.emit(fx, EventType::DealStageChanged, record, now, snapshot, None, Some(Some(previous)));
         }
         Ok(deal)
     }
 
     pub async fn delete_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, true).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx).await?;
+        self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(deal)
     }
 
     pub async fn restore_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, false).await?;
+        let mut fx = Effects::new(Emit::Events);
+        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx).await?;
+        self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(deal)
     }
 
-    pub(crate) async fn set_deal_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool) -> Result<Deal, AppError> {
+    pub(crate) async fn set_deal_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool, fx: &mut Effects) -> Result<Deal, AppError> {
         let id = parse_id(id)?;
         let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
         if deal.deleted_at.is_some() == deleted {
@@ -145,6 +167,7 @@ impl App {
         deal.updated_at = now;
         deal.version += 1;
         tx.update_deal(tenant, &deal).await?;
+        fx.changed(RecordRef::Deal(deal.id.clone()), deleted);
         Ok(deal)
     }
 

@@ -7,14 +7,18 @@
 
 pub mod activities;
 pub mod auth;
+pub mod automation_ports;
+pub mod automations;
 pub mod batch;
 pub mod companies;
 pub mod contacts;
 pub mod deals;
+pub mod emails;
 pub mod error;
 pub mod events;
 pub mod idempotency;
 pub mod keys;
+pub mod mail_ports;
 pub mod metering;
 pub mod paging;
 pub mod pipelines;
@@ -23,6 +27,7 @@ pub mod ports;
 pub mod ratelimit;
 pub mod registry;
 pub mod search;
+pub mod sequence_hooks;
 pub mod system;
 pub mod webhooks;
 pub mod workspaces;

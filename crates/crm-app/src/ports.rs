@@ -11,6 +11,8 @@ use crm_domain::{
 };
 use uuid::Uuid;
 
+pub use crate::automation_ports::AutomationRepo;
+pub use crate::mail_ports::{EmailFilter, EmailRepo, EmailSender, SendFailure};
 use crate::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
@@ -465,6 +467,8 @@ pub trait Tx:
     + KeyRepo
     + PlanRepo
     + WebhookRepo
+    + AutomationRepo
+    + EmailRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

@@ -1,7 +1,10 @@
-//! What every write shares: reference checks, events, and the idempotency result stored inside
-//! the write's own transaction.
+//! What every write shares: reference checks, the idempotency result stored inside the write's own
+//! transaction, and [`Effects`]: what a write did (the events it emits, the records it changed),
+//! collected while it runs and settled by [`App::finish_write`] just before commit.
 
-use crm_domain::{registry::ReferenceCheck, Event, EventId, EventType, Tenant, Timestamp, ValidationError};
+use std::collections::HashMap;
+
+use crm_domain::{registry::ReferenceCheck, ContactId, DealId, Event, EventId, EventType, Tenant, Timestamp, ValidationError};
 use serde_json::Value;
 
 use crate::{
@@ -17,6 +20,116 @@ use crate::{
 pub enum Emit {
     Events,
     Silent,
+}
+
+/// A contact or deal: the records events are about and sequences enroll.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecordRef {
+    Contact(ContactId),
+    Deal(DealId),
+}
+
+impl RecordRef {
+    pub fn id(&self) -> &str {
+        match self {
+            RecordRef::Contact(id) => id.as_str(),
+            RecordRef::Deal(id) => id.as_str(),
+        }
+    }
+}
+
+/// An event of this write, not yet in the outbox: its `data` becomes the record as it stands at
+/// commit (decisions §11), after the automations it triggers acted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingEvent {
+    pub id: EventId,
+    pub event_type: EventType,
+    pub record: RecordRef,
+    pub created_at: Timestamp,
+    /// The record as the client's write left it (what automation conditions see).
+    pub data: Value,
+    pub changed_fields: Option<Vec<String>>,
+    pub previous_stage: Option<Option<String>>,
+}
+
+/// A record this write changed (created, updated, deleted or restored), whatever wrote it: an API
+/// write, a batch operation or an automation action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedRecord {
+    pub record: RecordRef,
+    /// Whether the record is (soft-)deleted after the write.
+    pub deleted: bool,
+}
+
+/// What one write did, collected while it runs.
+#[derive(Debug)]
+pub struct Effects {
+    emit: Emit,
+    events: Vec<PendingEvent>,
+    changed: Vec<ChangedRecord>,
+}
+
+/// A point [`Effects`] can return to when a savepoint rolls back (a failed batch operation or
+/// automation action).
+#[derive(Debug, Clone, Copy)]
+pub struct EffectsMark(usize, usize);
+
+impl Effects {
+    pub fn new(emit: Emit) -> Effects {
+        Effects { emit, events: Vec::new(), changed: Vec::new() }
+    }
+
+    pub fn emits(&self) -> bool {
+        self.emit == Emit::Events
+    }
+
+    pub fn changed(&mut self, record: RecordRef, deleted: bool) {
+        self.changed.push(ChangedRecord { record, deleted });
+    }
+
+    pub fn mark(&self) -> EffectsMark {
+        EffectsMark(self.events.len(), self.changed.len())
+    }
+
+    pub fn rollback_to(&mut self, mark: EffectsMark) {
+        self.events.truncate(mark.0);
+        self.changed.truncate(mark.1);
+    }
+
+    pub fn events(&self) -> &[PendingEvent] {
+        &self.events
+    }
+
+    /// Takes the changes of `other` (an automation action's silent writes).
+    pub(crate) fn absorb_changes(&mut self, other: Effects) {
+        self.changed.extend(other.changed);
+    }
+
+    /// The changed records, each once, in order of first change, with its last `deleted` state.
+    pub fn changed_records(&self) -> Vec<ChangedRecord> {
+        let mut out: Vec<ChangedRecord> = Vec::new();
+        let mut at: HashMap<&RecordRef, usize> = HashMap::new();
+        for c in &self.changed {
+            match at.get(&c.record) {
+                Some(&i) => out[i].deleted = c.deleted,
+                None => {
+                    at.insert(&c.record, out.len());
+                    out.push(c.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The records automations changed during a write.
+#[derive(Debug, Default)]
+pub struct Touched(Vec<RecordRef>);
+
+impl Touched {
+    pub fn contains(&self, record: &RecordRef) -> bool {
+        self.0.contains(record)
+    }
 }
 
 /// Fails with `invalid_reference` when a referenced record does not exist in the tenant.
@@ -43,30 +156,101 @@ pub(crate) async fn finish_in_tx(tx: &mut dyn Tx, tenant: &Tenant, idem: Option<
 }
 
 impl App {
-    /// Writes an event to the outbox, unless the write is silent.
-    pub(crate) async fn emit(
+    /// Records an event of this write, unless the write is silent. It reaches the outbox in
+    /// [`App::finish_write`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn emit(
         &self,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        emit: Emit,
+        fx: &mut Effects,
         event_type: EventType,
+        record: RecordRef,
         now: Timestamp,
         data: Value,
         changed_fields: Option<Vec<String>>,
         previous_stage: Option<Option<String>>,
-    ) -> Result<(), AppError> {
-        if emit == Emit::Silent {
-            return Ok(());
+    ) {
+        if fx.emit == Emit::Silent {
+            return;
         }
-        let event = Event {
+        fx.events.push(PendingEvent {
             id: EventId::from_uuid(self.ids.new_uuid()),
             event_type,
-            mode: tenant.mode,
+            record,
             created_at: now,
             data,
             changed_fields,
             previous_stage,
-        };
-        Ok(tx.insert_event(tenant, &event).await?)
+        });
+    }
+
+    /// The one call every write makes before it commits, in its transaction:
+    ///
+    /// 1. runs the automations the write's events trigger ([`App::run_automations`]): conditions
+    ///    see each record as the client's write left it, actions act silently (no events, so
+    ///    rules cannot chain) and each in its own savepoint, a failing one recorded on its run;
+    /// 2. writes the events to the outbox, each carrying its record as it stands now;
+    /// 3. hands sequences the events (enrollment by trigger) and every changed record, whatever
+    ///    changed it (exit re-check) — see [`App::sequences_on_events`] and
+    ///    [`App::sequences_on_changes`].
+    ///
+    /// A silent write (batch) has no events, so it runs no automations and enrolls nothing; its
+    /// changed records still reach sequences.
+    ///
+    /// Returns the records automations changed, so the use case can answer with the record as
+    /// committed.
+    pub(crate) async fn finish_write(&self, tx: &mut dyn Tx, tenant: &Tenant, mut fx: Effects) -> Result<Touched, AppError> {
+        let events = std::mem::take(&mut fx.events);
+        let mut finals: HashMap<RecordRef, Value> = HashMap::new();
+        if !events.is_empty() {
+            let outcome = self.run_automations(tx, tenant, &events).await?;
+            finals = outcome.finals;
+            fx.absorb_changes(outcome.effects);
+        }
+        let mut written = Vec::with_capacity(events.len());
+        for pending in events {
+            let data = finals.get(&pending.record).cloned().unwrap_or(pending.data);
+            let event = Event {
+                id: pending.id,
+                event_type: pending.event_type,
+                mode: tenant.mode,
+                created_at: pending.created_at,
+                data,
+                changed_fields: pending.changed_fields,
+                previous_stage: pending.previous_stage,
+            };
+            tx.insert_event(tenant, &event).await?;
+            written.push(event);
+        }
+        if !written.is_empty() {
+            self.sequences_on_events(tx, tenant, &written).await?;
+        }
+        let changed = fx.changed_records();
+        if !changed.is_empty() {
+            self.sequences_on_changes(tx, tenant, &changed).await?;
+        }
+        Ok(Touched(finals.into_keys().collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn contact(n: u128) -> RecordRef {
+        RecordRef::Contact(ContactId::from_uuid(Uuid::from_u128(n)))
+    }
+
+    #[test]
+    fn changed_records_are_listed_once_with_their_last_state() {
+        let mut fx = Effects::new(Emit::Silent);
+        fx.changed(contact(1), false);
+        fx.changed(contact(2), false);
+        let mark = fx.mark();
+        fx.changed(contact(3), false);
+        fx.rollback_to(mark);
+        fx.changed(contact(1), true);
+        let changed = fx.changed_records();
+        assert_eq!(changed, [ChangedRecord { record: contact(1), deleted: true }, ChangedRecord { record: contact(2), deleted: false }]);
     }
 }

@@ -99,6 +99,11 @@ typed_id!(EventId, "evt_", "event");
 typed_id!(WorkspaceId, "ws_", "workspace");
 typed_id!(ApiKeyId, "key_", "key");
 typed_id!(DeliveryId, "dlv_", "webhook delivery");
+typed_id!(AutomationId, "aut_", "automation");
+typed_id!(AutomationRunId, "run_", "automation run");
+typed_id!(EmailId, "em_", "email");
+typed_id!(TemplateId, "tpl_", "template");
+typed_id!(ConnectionId, "conn_", "connection");
 
 #[cfg(test)]
 mod tests {

@@ -57,6 +57,11 @@ impl Date {
         // The format is fixed-width, so reject anything longer/shorter than 10 chars up front.
         (s.len() == 10).then(|| time::Date::parse(s, &format).ok().map(Self)).flatten()
     }
+
+    /// The first instant of the day, UTC.
+    pub fn midnight_utc(self) -> Timestamp {
+        Timestamp(self.0.midnight().assume_utc().unix_timestamp() * 1000)
+    }
 }
 
 impl fmt::Display for Date {

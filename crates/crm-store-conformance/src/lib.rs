@@ -4,7 +4,9 @@
 //! migrated, empty `Arc<dyn Store>`; every case below becomes its own `#[tokio::test]`.
 //! Also here: how tests find a Postgres server ([`postgres_admin_url`]).
 
+pub mod automation_cases;
 pub mod cases;
+pub mod email_cases;
 mod fixtures;
 pub mod webhook_cases;
 
@@ -64,7 +66,13 @@ macro_rules! conformance_suite {
             webhooks_round_trip_and_stay_in_their_tenant,
             fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant,
             claims_hold_a_lease_and_record_only_under_it,
-            concurrent_claims_and_fan_outs_never_overlap
+            concurrent_claims_and_fan_outs_never_overlap,
+            automations_round_trip_update_and_delete_with_their_runs,
+            active_automations_are_the_enabled_ones_for_the_events_oldest_first,
+            connections_and_templates_round_trip_per_tenant,
+            emails_list_newest_first_with_filters,
+            due_emails_are_claimed_once_until_the_claim_expires,
+            concurrent_claimers_never_share_an_email
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

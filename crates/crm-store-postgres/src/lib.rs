@@ -13,6 +13,8 @@
 //! `BEGIN`. Text search goes through trigram indexes (`search_filter`). This crate knows SQL and
 //! sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
+mod automations;
+mod email;
 mod plans;
 mod records;
 mod rows;

@@ -6,6 +6,8 @@
 //! read-only connections that never wait for the writer. This crate knows SQL and sqlx, and no
 //! HTTP and no business rule beyond what the port's contracts say.
 
+mod automations;
+mod email;
 mod plans;
 mod records;
 mod rows;

@@ -170,10 +170,10 @@ impl PlanRepo for SqliteTx {
         }
     }
 
-    async fn count_plan_objects(&mut self, _tenant: &Tenant) -> Result<PlanCounts, StoreError> {
-        // Automations and sequences arrive with their own tables (their issue counts
-        // `automations WHERE enabled` and `sequences` of the tenant here); until then there are
-        // none. The single writer already serialises a count and the insert that follows it.
-        Ok(PlanCounts::default())
+    async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
+        // The single writer already serialises a count and the insert that follows it. Sequences
+        // arrive with their own table (their issue counts them here).
+        let active_automations = crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
+        Ok(PlanCounts { active_automations, ..PlanCounts::default() })
     }
 }

@@ -2,11 +2,13 @@
 //! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
 
 pub mod activities;
+pub mod automations;
 pub mod batch;
 pub mod companies;
 pub mod contacts;
 pub mod deals;
 pub mod discovery;
+pub mod email;
 pub mod events;
 pub mod keys;
 pub mod pipelines;
