@@ -26,6 +26,8 @@ use crate::support::{self, Backend, Server};
 pub struct Received {
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
+    /// The status the receiver answered.
+    pub answered: u16,
 }
 
 impl Received {
@@ -46,6 +48,10 @@ pub struct Receiver {
     got: Arc<Mutex<Vec<Received>>>,
     script: Arc<Mutex<VecDeque<u16>>>,
     fallback: Arc<Mutex<u16>>,
+    /// Answer after this long.
+    delay: Duration,
+    /// Answer 500 to every n-th request (0: never).
+    fail_every: usize,
 }
 
 async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Received> {
@@ -69,7 +75,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
             }
             let body = buf[end + 4..end + 4 + len].to_vec();
             buf.drain(..end + 4 + len);
-            return Some(Received { headers, body });
+            return Some(Received { headers, body, answered: 0 });
         }
         let n = sock.read(&mut chunk).await.ok()?;
         if n == 0 {
@@ -81,6 +87,10 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
 
 impl Receiver {
     pub async fn start(script: &[u16], fallback: u16) -> Receiver {
+        Receiver::start_with(script, fallback, Duration::ZERO, 0).await
+    }
+
+    pub async fn start_with(script: &[u16], fallback: u16, delay: Duration, fail_every: usize) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let r = Receiver {
@@ -88,6 +98,8 @@ impl Receiver {
             got: Arc::default(),
             script: Arc::new(Mutex::new(script.iter().copied().collect())),
             fallback: Arc::new(Mutex::new(fallback)),
+            delay,
+            fail_every,
         };
         let me = r.clone();
         tokio::spawn(async move {
@@ -96,12 +108,23 @@ impl Receiver {
                 let me = me.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    while let Some(req) = read_request(&mut sock, &mut buf).await {
+                    while let Some(mut req) = read_request(&mut sock, &mut buf).await {
+                        if !me.delay.is_zero() {
+                            tokio::time::sleep(me.delay).await;
+                        }
                         let status = {
+                            let mut got = me.got.lock().unwrap();
                             let next = me.script.lock().unwrap().pop_front();
-                            next.unwrap_or(*me.fallback.lock().unwrap())
+                            let n = got.len() + 1;
+                            let status = match next {
+                                Some(s) => s,
+                                None if me.fail_every > 0 && n % me.fail_every == 0 => 500,
+                                None => *me.fallback.lock().unwrap(),
+                            };
+                            req.answered = status;
+                            got.push(req);
+                            status
                         };
-                        me.got.lock().unwrap().push(req);
                         let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
                         if sock.write_all(reply.as_bytes()).await.is_err() {
                             return;
@@ -119,6 +142,12 @@ impl Receiver {
 
     pub fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
+    }
+
+    /// What was received after the first `from` requests.
+    pub fn received_since(&self, from: usize) -> Vec<Received> {
+        let got = self.got.lock().unwrap();
+        got.get(from..).map(<[Received]>::to_vec).unwrap_or_default()
     }
 
     /// Waits (up to `secs`) until `pred` holds for what was received.

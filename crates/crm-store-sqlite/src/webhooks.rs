@@ -76,6 +76,32 @@ fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
     Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: rows::mode(&get::<String>(row, "mode")?)? })
 }
 
+/// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
+/// looked at again.
+const PARKED_MS: i64 = 60_000;
+
+/// Sets when deliveries come due next, and their claim token.
+async fn set_due(tx: &mut SqliteTx, keys: &[(&Tenant, &DeliveryId)], at: Timestamp, token: Option<&str>) -> Result<(), StoreError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
+    qb.push_bind(at.millis()).push(", claim_token = ").push_bind(token).push(" WHERE (workspace_id, mode, id) IN (");
+    let mut sep = qb.separated(", ");
+    for (t, id) in keys {
+        sep.push("(")
+            .push_bind_unseparated(t.workspace_id.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(t.mode.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(id.as_str())
+            .push_unseparated(")");
+    }
+    qb.push(")");
+    qb.build().execute(tx.conn()).await.map_err(backend)?;
+    Ok(())
+}
+
 #[async_trait]
 impl WebhookRepo for SqliteTx {
     async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
@@ -232,13 +258,15 @@ impl WebhookRepo for SqliteTx {
     }
 
     async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        // The due scan walks the partial due index in order and stops at the limit; deliveries
+        // of a disabled webhook (or whose event is gone) are not handed out but looked at again
+        // after PARKED_MS.
         let rows = sqlx::query(
-            "SELECT d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, e.body
-             FROM webhook_deliveries d
+            "SELECT d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, w.enabled, e.body
+             FROM (SELECT workspace_id, mode, id, webhook_id, event_id, event_type, attempts FROM webhook_deliveries
+                   WHERE status IN ('pending', 'retrying') AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2) d
              JOIN webhooks w ON w.workspace_id = d.workspace_id AND w.mode = d.mode AND w.id = d.webhook_id
-             JOIN events e ON e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id
-             WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= $1 AND w.enabled = 1
-             ORDER BY d.next_attempt_at LIMIT $2",
+             LEFT JOIN events e ON e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id",
         )
         .bind(now.millis())
         .bind(i64::from(limit))
@@ -248,37 +276,32 @@ impl WebhookRepo for SqliteTx {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let claimed = rows
-            .iter()
-            .map(|r| {
-                Ok(ClaimedDelivery {
-                    tenant: tenant(r)?,
-                    id: DeliveryId::from_trusted(get(r, "id")?),
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut parked = Vec::new();
+        for r in &rows {
+            let t = tenant(r)?;
+            let id = DeliveryId::from_trusted(get(r, "id")?);
+            let body: Option<String> = get(r, "body")?;
+            match body {
+                Some(body) if get::<bool>(r, "enabled")? => claimed.push(ClaimedDelivery {
+                    tenant: t,
+                    id,
                     webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
                     event_id: EventId::from_trusted(get(r, "event_id")?),
                     event_type: event_type(&get::<String>(r, "event_type")?)?,
                     attempts: get::<i64>(r, "attempts")?.max(0) as u32,
                     url: get(r, "url")?,
                     secret: get(r, "secret")?,
-                    body: get(r, "body")?,
+                    body,
                     claim_token: claim_token.to_owned(),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
-        qb.push_bind(lease_until.millis()).push(", claim_token = ").push_bind(claim_token).push(" WHERE (workspace_id, mode, id) IN (");
-        let mut sep = qb.separated(", ");
-        for c in &claimed {
-            sep.push("(")
-                .push_bind_unseparated(c.tenant.workspace_id.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(c.tenant.mode.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(c.id.as_str())
-                .push_unseparated(")");
+                }),
+                _ => parked.push((t, id)),
+            }
         }
-        qb.push(")");
-        qb.build().execute(self.conn()).await.map_err(backend)?;
+        let keys: Vec<(&Tenant, &DeliveryId)> = claimed.iter().map(|c| (&c.tenant, &c.id)).collect();
+        set_due(self, &keys, lease_until, Some(claim_token)).await?;
+        let parked_keys: Vec<(&Tenant, &DeliveryId)> = parked.iter().map(|(t, id)| (t, id)).collect();
+        set_due(self, &parked_keys, now.plus_millis(PARKED_MS), None).await?;
         Ok(claimed)
     }
 
