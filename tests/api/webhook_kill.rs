@@ -124,7 +124,7 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
     }
 
     // The survivors finish the work, including what the killed processes held.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
     while !tally.complete(EVENTS) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
         tally.update(&receivers);
