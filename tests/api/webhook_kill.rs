@@ -162,7 +162,11 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
             }
         }
         for e in missing {
-            assert_eq!(dead.get(e.as_str()), Some(&6), "event {e} to webhook {hook_id}: neither received nor dead-lettered after 6 attempts");
+            assert_eq!(
+                dead.get(e.as_str()),
+                Some(&6),
+                "event {e} to webhook {hook_id}: neither received nor dead-lettered after 6 attempts"
+            );
         }
     }
 }

@@ -128,7 +128,13 @@ async fn dispatch_loop(app: App, poll: Duration, mut stop: watch::Receiver<bool>
     }
 }
 
-async fn send_loop(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, record: mpsc::Sender<AttemptOutcome>, mut stop: watch::Receiver<bool>) {
+async fn send_loop(
+    app: App,
+    outbound: Arc<dyn Outbound>,
+    cfg: WorkerConfig,
+    record: mpsc::Sender<AttemptOutcome>,
+    mut stop: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(cfg.concurrency));
     let backoff = Arc::new(cfg.backoff.clone());
     loop {

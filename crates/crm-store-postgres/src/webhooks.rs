@@ -205,7 +205,12 @@ impl WebhookRepo for PostgresTx {
                     Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
                     None => None,
                 };
-                Ok(FanOutRow { tenant: tenant(r)?, event_id: EventId::from_trusted(get(r, "id")?), event_type: event_type(&get::<String>(r, "type")?)?, webhook })
+                Ok(FanOutRow {
+                    tenant: tenant(r)?,
+                    event_id: EventId::from_trusted(get(r, "id")?),
+                    event_type: event_type(&get::<String>(r, "type")?)?,
+                    webhook,
+                })
             })
             .collect()
     }
@@ -254,7 +259,13 @@ impl WebhookRepo for PostgresTx {
         Ok(())
     }
 
-    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    async fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
         relaxed_commit(self).await?;
         // The locking scan walks the partial due index alone, in order, and stops at the limit
         // (a join inside it can make the planner sort every due row instead). Deliveries of a
@@ -353,7 +364,12 @@ impl WebhookRepo for PostgresTx {
         Ok(done.rows_affected())
     }
 
-    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+    async fn get_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
              FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
@@ -381,7 +397,13 @@ impl WebhookRepo for PostgresTx {
         .transpose()
     }
 
-    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError> {
+    async fn requeue_dead_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
@@ -397,8 +419,14 @@ impl WebhookRepo for PostgresTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
+    async fn list_delivery_attempts(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        slice: &Slice,
+    ) -> Result<Vec<DeliveryAttempt>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
         qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
         if let Some(before) = &slice.before {

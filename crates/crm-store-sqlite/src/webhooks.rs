@@ -208,7 +208,12 @@ impl WebhookRepo for SqliteTx {
                     Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
                     None => None,
                 };
-                Ok(FanOutRow { tenant: tenant(r)?, event_id: EventId::from_trusted(get(r, "id")?), event_type: event_type(&get::<String>(r, "type")?)?, webhook })
+                Ok(FanOutRow {
+                    tenant: tenant(r)?,
+                    event_id: EventId::from_trusted(get(r, "id")?),
+                    event_type: event_type(&get::<String>(r, "type")?)?,
+                    webhook,
+                })
             })
             .collect()
     }
@@ -257,7 +262,13 @@ impl WebhookRepo for SqliteTx {
         Ok(())
     }
 
-    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    async fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
         // The due scan walks the partial due index in order and stops at the limit; deliveries
         // of a disabled webhook (or whose event is gone) are not handed out but looked at again
         // after PARKED_MS.
@@ -352,7 +363,12 @@ impl WebhookRepo for SqliteTx {
         Ok(recorded)
     }
 
-    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+    async fn get_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
              FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
@@ -380,7 +396,13 @@ impl WebhookRepo for SqliteTx {
         .transpose()
     }
 
-    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError> {
+    async fn requeue_dead_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
@@ -396,7 +418,12 @@ impl WebhookRepo for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError> {
+    async fn list_delivery_attempts(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        slice: &Slice,
+    ) -> Result<Vec<DeliveryAttempt>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
         qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
