@@ -22,3 +22,4 @@ mod registry;
 mod schema;
 mod search;
 mod webhooks;
+mod webhook_kill;

@@ -26,6 +26,8 @@ use crate::support::{self, Backend, Server};
 pub struct Received {
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
+    /// The status the receiver answered.
+    pub answered: u16,
 }
 
 impl Received {
@@ -46,6 +48,10 @@ pub struct Receiver {
     got: Arc<Mutex<Vec<Received>>>,
     script: Arc<Mutex<VecDeque<u16>>>,
     fallback: Arc<Mutex<u16>>,
+    /// Answer after this long.
+    delay: Duration,
+    /// Answer 500 to every n-th request (0: never).
+    fail_every: usize,
 }
 
 async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Received> {
@@ -69,7 +75,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
             }
             let body = buf[end + 4..end + 4 + len].to_vec();
             buf.drain(..end + 4 + len);
-            return Some(Received { headers, body });
+            return Some(Received { headers, body, answered: 0 });
         }
         let n = sock.read(&mut chunk).await.ok()?;
         if n == 0 {
@@ -81,6 +87,10 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
 
 impl Receiver {
     pub async fn start(script: &[u16], fallback: u16) -> Receiver {
+        Receiver::start_with(script, fallback, Duration::ZERO, 0).await
+    }
+
+    pub async fn start_with(script: &[u16], fallback: u16, delay: Duration, fail_every: usize) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://127.0.0.1:{}/hook", listener.local_addr().unwrap().port());
         let r = Receiver {
@@ -88,6 +98,8 @@ impl Receiver {
             got: Arc::default(),
             script: Arc::new(Mutex::new(script.iter().copied().collect())),
             fallback: Arc::new(Mutex::new(fallback)),
+            delay,
+            fail_every,
         };
         let me = r.clone();
         tokio::spawn(async move {
@@ -96,12 +108,23 @@ impl Receiver {
                 let me = me.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    while let Some(req) = read_request(&mut sock, &mut buf).await {
+                    while let Some(mut req) = read_request(&mut sock, &mut buf).await {
+                        if !me.delay.is_zero() {
+                            tokio::time::sleep(me.delay).await;
+                        }
                         let status = {
+                            let mut got = me.got.lock().unwrap();
                             let next = me.script.lock().unwrap().pop_front();
-                            next.unwrap_or(*me.fallback.lock().unwrap())
+                            let n = got.len() + 1;
+                            let status = match next {
+                                Some(s) => s,
+                                None if n.checked_rem(me.fail_every) == Some(0) => 500,
+                                None => *me.fallback.lock().unwrap(),
+                            };
+                            req.answered = status;
+                            got.push(req);
+                            status
                         };
-                        me.got.lock().unwrap().push(req);
                         let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
                         if sock.write_all(reply.as_bytes()).await.is_err() {
                             return;
@@ -119,6 +142,12 @@ impl Receiver {
 
     pub fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
+    }
+
+    /// What was received after the first `from` requests.
+    pub fn received_since(&self, from: usize) -> Vec<Received> {
+        let got = self.got.lock().unwrap();
+        got.get(from..).map(<[Received]>::to_vec).unwrap_or_default()
     }
 
     /// Waits (up to `secs`) until `pred` holds for what was received.
@@ -164,8 +193,12 @@ pub fn verify_standard_signature(secret: &str, r: &Received) {
 }
 
 /// Server settings that make retries quick.
-pub const FAST: &[(&str, &str)] =
-    &[("CRM_WEBHOOK_BACKOFF", "100ms,100ms,100ms,100ms,100ms"), ("CRM_WEBHOOK_POLL", "20ms"), ("CRM_WEBHOOK_TIMEOUT", "2s"), ("CRM_WEBHOOK_LEASE", "5s")];
+pub const FAST: &[(&str, &str)] = &[
+    ("CRM_WEBHOOK_BACKOFF", "100ms,100ms,100ms,100ms,100ms"),
+    ("CRM_WEBHOOK_POLL", "20ms"),
+    ("CRM_WEBHOOK_TIMEOUT", "2s"),
+    ("CRM_WEBHOOK_LEASE", "5s"),
+];
 
 pub async fn spawn_fast(backend: Backend) -> Server {
     let database_url = support::fresh_database(backend).await;
@@ -178,7 +211,12 @@ async fn create_hook(s: &Server, url: &str, events: Value) -> Value {
 }
 
 async fn webhook_crud_and_validation(s: Server) {
-    let created = s.post("/webhooks", json!({"url": "http://127.0.0.1:9/in", "events": ["contact.created", "deal.created"], "description": "CRM sync"})).await;
+    let created = s
+        .post(
+            "/webhooks",
+            json!({"url": "http://127.0.0.1:9/in", "events": ["contact.created", "deal.created"], "description": "CRM sync"}),
+        )
+        .await;
     let hook = created.ok(201).clone();
     let id = hook["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("wh_") && id.len() == 29);
@@ -202,8 +240,16 @@ async fn webhook_crud_and_validation(s: Server) {
 
     let patched = s.patch(&format!("/webhooks/{id}"), json!({"events": ["*"], "description": null, "enabled": false})).await;
     let p = patched.ok(200);
-    assert_eq!((p["events"].clone(), p["description"].clone(), p["enabled"].clone(), p["version"].clone()), (json!(["*"]), Value::Null, json!(false), json!(2)));
-    s.req(Method::PATCH, &format!("/webhooks/{id}")).header("if-match", "\"1\"").json(&json!({"enabled": true})).send().await.problem(412, "version_conflict");
+    assert_eq!(
+        (p["events"].clone(), p["description"].clone(), p["enabled"].clone(), p["version"].clone()),
+        (json!(["*"]), Value::Null, json!(false), json!(2))
+    );
+    s.req(Method::PATCH, &format!("/webhooks/{id}"))
+        .header("if-match", "\"1\"")
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .problem(412, "version_conflict");
     s.patch(&format!("/webhooks/{id}"), json!({"events": ["deal.won"]})).await.problem(422, "unknown_value");
 
     let rolled = s.post(&format!("/webhooks/{id}/roll-secret"), json!({})).await;
@@ -225,7 +271,10 @@ async fn webhook_crud_and_validation(s: Server) {
     let p = s.post("/webhooks", json!({"url": "http://127.0.0.1:9/", "events": ["contact.created", "contact.deleted"]})).await;
     let body = p.problem(422, "unknown_value");
     assert_eq!(body["field"], "events");
-    assert_eq!(body["valid_options"], json!(["*", "contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]));
+    assert_eq!(
+        body["valid_options"],
+        json!(["*", "contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"])
+    );
     let p = s.post("/webhooks", json!({"url": "http://127.0.0.1:9/", "events": []})).await;
     assert_eq!(p.problem(422, "validation_failed")["field"], "events");
     let p = s.post("/webhooks", json!({"url": "ftp://127.0.0.1/", "events": ["*"]})).await;
@@ -235,13 +284,13 @@ async fn webhook_crud_and_validation(s: Server) {
     assert_eq!(p.problem(422, "validation_failed")["field"], "url");
     let p = s.post("/webhooks", json!({"url": "http://127.0.0.1:9/", "events": ["*"], "secret": "mine"})).await;
     assert_eq!(p.problem(422, "unknown_field")["field"], "secret");
-    s.post("/webhooks/wh_00000000000000000000000000/deliveries/dlv_00000000000000000000000000/retry", json!({})).await.problem(404, "not_found");
+    s.post("/webhooks/wh_00000000000000000000000000/deliveries/dlv_00000000000000000000000000/retry", json!({}))
+        .await
+        .problem(404, "not_found");
 }
 
 async fn live_mode_refuses_http_and_blocked_hosts(s: Server) {
-    let live = |url: &str| {
-        s.req(Method::POST, "/webhooks").key(&s.keys.live).json(&json!({"url": url, "events": ["*"]})).send()
-    };
+    let live = |url: &str| s.req(Method::POST, "/webhooks").key(&s.keys.live).json(&json!({"url": url, "events": ["*"]})).send();
     for url in [
         "http://example.com/hook",
         "https://127.0.0.1/",
@@ -289,9 +338,8 @@ async fn deliveries_are_signed_and_retried(backend: Backend) {
     s.post("/deals", json!({"title": "Not subscribed"})).await.ok(201);
     let contact = s.post("/contacts", json!({"email": "ada@example.com", "first_name": "Ada"})).await.ok(201).clone();
 
-    let got = rx
-        .wait_until(20, "a retry after the 500", |g| g.iter().filter(|r| r.json()["data"]["id"] == contact["id"]).count() >= 2)
-        .await;
+    let got =
+        rx.wait_until(20, "a retry after the 500", |g| g.iter().filter(|r| r.json()["data"]["id"] == contact["id"]).count() >= 2).await;
     for r in &got {
         verify_svc_signature(&secret, r);
         verify_standard_signature(&secret, r);
@@ -313,10 +361,14 @@ async fn deliveries_are_signed_and_retried(backend: Backend) {
     assert!(events["data"].as_array().unwrap().iter().any(|e| e["id"] == body["id"]));
 
     // The attempt log: newest first, the 500 then the success, one delivery id.
-    let log = rx_log(&s, &hook_id, |l| l.iter().filter(|a| a["delivery_id"].as_str() == Some(mine[0].header("svc-delivery"))).count() == 2).await;
+    let log =
+        rx_log(&s, &hook_id, |l| l.iter().filter(|a| a["delivery_id"].as_str() == Some(mine[0].header("svc-delivery"))).count() == 2).await;
     let attempts: Vec<&Value> = log.iter().filter(|a| a["delivery_id"].as_str() == Some(mine[0].header("svc-delivery"))).collect();
     assert_eq!(attempts[0]["attempt"], 2);
-    assert_eq!((attempts[0]["status"].clone(), attempts[0]["response_status"].clone(), attempts[0]["next_attempt_at"].clone()), (json!("succeeded"), json!(200), Value::Null));
+    assert_eq!(
+        (attempts[0]["status"].clone(), attempts[0]["response_status"].clone(), attempts[0]["next_attempt_at"].clone()),
+        (json!("succeeded"), json!(200), Value::Null)
+    );
     assert_eq!((attempts[1]["status"].clone(), attempts[1]["response_status"].clone()), (json!("retrying"), json!(500)));
     assert!(attempts[1]["next_attempt_at"].is_string() && attempts[1]["error"].is_string());
     assert_eq!((attempts[1]["event_type"].clone(), attempts[1]["event_id"].clone()), (json!("contact.created"), body["id"].clone()));
@@ -325,7 +377,8 @@ async fn deliveries_are_signed_and_retried(backend: Backend) {
     let page = s.get(&format!("/webhooks/{hook_id}/deliveries?limit=1")).await.ok(200).clone();
     assert_eq!(page["data"].as_array().unwrap().len(), 1);
     assert_eq!(page["has_more"], true);
-    let next = s.get(&format!("/webhooks/{hook_id}/deliveries?limit=1&cursor={}", page["next_cursor"].as_str().unwrap())).await.ok(200).clone();
+    let next =
+        s.get(&format!("/webhooks/{hook_id}/deliveries?limit=1&cursor={}", page["next_cursor"].as_str().unwrap())).await.ok(200).clone();
     assert_ne!(next["data"][0], page["data"][0]);
     // A succeeded delivery cannot be retried.
     let dlv = mine[0].header("svc-delivery");

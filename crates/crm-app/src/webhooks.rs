@@ -97,7 +97,8 @@ impl App {
         let checked = ssrf::check_url(raw, policy).map_err(|e| ValidationError::invalid("url", e.detail))?;
         if mode == Mode::Live {
             if let Host::Name(name) = &checked.host {
-                let outbound = self.outbound.as_ref().ok_or_else(|| AppError::Internal("no outbound adapter to resolve webhook hosts".into()))?;
+                let outbound =
+                    self.outbound.as_ref().ok_or_else(|| AppError::Internal("no outbound adapter to resolve webhook hosts".into()))?;
                 let addrs = outbound
                     .resolve(name, checked.port)
                     .await
@@ -107,7 +108,11 @@ impl App {
                 }
                 for ip in addrs {
                     if let Err(b) = policy.allows_ip(ip) {
-                        return Err(ValidationError::invalid("url", format!("url: the host {name} resolves to {ip}, {}, which webhooks may not reach", b.describe())).into());
+                        return Err(ValidationError::invalid(
+                            "url",
+                            format!("url: the host {name} resolves to {ip}, {}, which webhooks may not reach", b.describe()),
+                        )
+                        .into());
                     }
                 }
             }
@@ -116,10 +121,17 @@ impl App {
     }
 
     #[tracing::instrument(skip_all, err(level = "debug"))]
-    pub async fn create_webhook(&self, caller: &Caller, url: Option<String>, events: Option<Vec<String>>, description: Option<String>) -> Result<WebhookWithSecret, AppError> {
+    pub async fn create_webhook(
+        &self,
+        caller: &Caller,
+        url: Option<String>,
+        events: Option<Vec<String>>,
+        description: Option<String>,
+    ) -> Result<WebhookWithSecret, AppError> {
         let tenant = &caller.tenant;
         let url = url.ok_or_else(|| ValidationError::invalid("url", "url is required"))?;
-        let events = events.ok_or_else(|| ValidationError::invalid("events", "events is required: a list of event types, or [\"*\"] for all"))?;
+        let events =
+            events.ok_or_else(|| ValidationError::invalid("events", "events is required: a list of event types, or [\"*\"] for all"))?;
         let events = Subscription::parse(&events)?;
         let description = check_description(description)?;
         let url = self.check_webhook_url(tenant.mode, &url).await?;
@@ -156,7 +168,13 @@ impl App {
     }
 
     #[tracing::instrument(skip_all, err(level = "debug"))]
-    pub async fn update_webhook(&self, caller: &Caller, id: &str, patch: WebhookPatch, expected_version: Option<i64>) -> Result<Webhook, AppError> {
+    pub async fn update_webhook(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: WebhookPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Webhook, AppError> {
         let tenant = &caller.tenant;
         let id = webhook_id(id)?;
         // Validate (and resolve) before opening the write transaction: no network under a lock.
@@ -310,7 +328,8 @@ impl App {
     /// Sends one attempt of a claimed delivery (signed now) and says what follows it.
     pub async fn attempt_delivery(&self, outbound: &dyn Outbound, claimed: ClaimedDelivery, backoff: &Backoff) -> AttemptOutcome {
         let body = claimed.body.into_bytes();
-        let headers = webhook::delivery_headers(&claimed.secret, &claimed.id, claimed.event_type.as_str(), self.clock.now().unix_seconds(), &body);
+        let headers =
+            webhook::delivery_headers(&claimed.secret, &claimed.id, claimed.event_type.as_str(), self.clock.now().unix_seconds(), &body);
         let request = OutboundRequest { url: claimed.url, policy: policy_for(claimed.tenant.mode), headers, body };
         let result = outbound.send(request).await;
         let attempt = claimed.attempts + 1;

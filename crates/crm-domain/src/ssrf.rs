@@ -59,12 +59,8 @@ impl Blocked {
 
 /// Cloud metadata service addresses (AWS, GCP, Azure, DigitalOcean, OpenStack: 169.254.169.254;
 /// AWS ECS task metadata: 169.254.170.2; Alibaba: 100.100.100.200; Oracle: 192.0.0.192).
-const METADATA_V4: [Ipv4Addr; 4] = [
-    Ipv4Addr::new(169, 254, 169, 254),
-    Ipv4Addr::new(169, 254, 170, 2),
-    Ipv4Addr::new(100, 100, 100, 200),
-    Ipv4Addr::new(192, 0, 0, 192),
-];
+const METADATA_V4: [Ipv4Addr; 4] =
+    [Ipv4Addr::new(169, 254, 169, 254), Ipv4Addr::new(169, 254, 170, 2), Ipv4Addr::new(100, 100, 100, 200), Ipv4Addr::new(192, 0, 0, 192)];
 
 /// AWS IMDS over IPv6.
 const METADATA_V6: [Ipv6Addr; 1] = [Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254)];
@@ -408,7 +404,7 @@ mod tests {
     fn live_policy_accepts_public_hosts() {
         for raw in PUBLIC {
             let checked = check_url(raw, Policy::LIVE).unwrap_or_else(|e| panic!("{raw}: {e:?}"));
-            assert_eq!(checked.port == 443 || checked.port == 8443, true);
+            assert!(checked.port == 443 || checked.port == 8443, "{raw}");
         }
     }
 
@@ -476,18 +472,14 @@ mod tests {
             return true;
         }
         // ...minus these.
-        const TABLE: &[(u128, u32)] = &[
-            (0x2001_0000 << 96, 23),
-            (0x2001_0db8 << 96, 32),
-            (0x2002 << 112, 16),
-            (0x3fff << 112, 20),
-        ];
+        const TABLE: &[(u128, u32)] = &[(0x2001_0000 << 96, 23), (0x2001_0db8 << 96, 32), (0x2002 << 112, 16), (0x3fff << 112, 20)];
         TABLE.iter().any(|(net, len)| in_v6(n, *net, *len))
     }
 
     fn arb_v6() -> impl Strategy<Value = Ipv6Addr> {
         // Uniform u128s are almost all outside 2000::/3; mix in addresses under interesting prefixes.
-        let prefixes = prop::sample::select(vec![0u16, 0x0064, 0x2001, 0x2002, 0x2400, 0x2a00, 0x3fff, 0xfc00, 0xfd00, 0xfe80, 0xfec0, 0xff02]);
+        let prefixes =
+            prop::sample::select(vec![0u16, 0x0064, 0x2001, 0x2002, 0x2400, 0x2a00, 0x3fff, 0xfc00, 0xfd00, 0xfe80, 0xfec0, 0xff02]);
         prop_oneof![
             any::<u128>().prop_map(Ipv6Addr::from),
             (prefixes, any::<u128>()).prop_map(|(p, rest)| Ipv6Addr::from((u128::from(p) << 112) | (rest >> 16))),

@@ -138,7 +138,13 @@ pub fn standard_signature(secret: &str, msg_id: &str, unix_seconds: i64, body: &
 }
 
 /// Every header of one delivery attempt besides `content-type`.
-pub fn delivery_headers(secret: &str, delivery: &DeliveryId, event_type: &str, unix_seconds: i64, body: &[u8]) -> Vec<(&'static str, String)> {
+pub fn delivery_headers(
+    secret: &str,
+    delivery: &DeliveryId,
+    event_type: &str,
+    unix_seconds: i64,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
     vec![
         ("svc-event", event_type.to_owned()),
         ("svc-delivery", delivery.as_str().to_owned()),

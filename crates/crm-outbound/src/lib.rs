@@ -41,7 +41,8 @@ impl std::error::Error for Refused {}
 /// Every address of `host`, or why it may not be reached under `policy`.
 async fn resolve_checked(host: &str, port: u16, policy: Policy) -> Result<Vec<SocketAddr>, String> {
     policy.allows_name(host).map_err(|b| format!("the host {host} is {}", b.describe()))?;
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await.map_err(|e| format!("the host {host} does not resolve ({e})"))?.collect();
+    let addrs: Vec<SocketAddr> =
+        tokio::net::lookup_host((host, port)).await.map_err(|e| format!("the host {host} does not resolve ({e})"))?.collect();
     if addrs.is_empty() {
         return Err(format!("the host {host} does not resolve"));
     }
@@ -88,7 +89,11 @@ impl HttpOutbound {
     /// `timeout` bounds each attempt (connect, send and response headers); `max_idle_per_host`
     /// caps the connections kept alive per receiver.
     pub fn new(timeout: Duration, max_idle_per_host: usize) -> Result<HttpOutbound, String> {
-        Ok(HttpOutbound { live: client(Policy::LIVE, timeout, max_idle_per_host)?, test: client(Policy::TEST, timeout, max_idle_per_host)?, timeout })
+        Ok(HttpOutbound {
+            live: client(Policy::LIVE, timeout, max_idle_per_host)?,
+            test: client(Policy::TEST, timeout, max_idle_per_host)?,
+            timeout,
+        })
     }
 
     fn client(&self, policy: Policy) -> &reqwest::Client {
@@ -226,7 +231,12 @@ mod tests {
     async fn live_policy_refuses_loopback_in_any_spelling_and_by_name() {
         let out = HttpOutbound::new(Duration::from_secs(5), 4).unwrap();
         let (port, _got) = serve_once(200, "").await;
-        for url in [format!("https://127.0.0.1:{port}/"), format!("https://0x7f.1:{port}/"), format!("https://localhost:{port}/"), format!("http://127.0.0.1:{port}/")] {
+        for url in [
+            format!("https://127.0.0.1:{port}/"),
+            format!("https://0x7f.1:{port}/"),
+            format!("https://localhost:{port}/"),
+            format!("http://127.0.0.1:{port}/"),
+        ] {
             let r = out.send(request(url.clone(), Policy::LIVE)).await;
             assert_eq!(r.status, None, "{url}");
             assert!(r.error.as_deref().unwrap().starts_with("refused"), "{url}: {:?}", r.error);

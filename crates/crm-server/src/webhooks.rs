@@ -63,6 +63,8 @@ pub struct WorkerConfig {
 const DISPATCH_BATCH: u32 = 500;
 /// Deliveries per claim.
 const CLAIM_BATCH: usize = 200;
+/// How long a claim waits for more free slots while sends are in flight.
+const LINGER: Duration = Duration::from_millis(5);
 /// Outcomes per recording transaction.
 const RECORD_BATCH: usize = 500;
 
@@ -126,7 +128,13 @@ async fn dispatch_loop(app: App, poll: Duration, mut stop: watch::Receiver<bool>
     }
 }
 
-async fn send_loop(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, record: mpsc::Sender<AttemptOutcome>, mut stop: watch::Receiver<bool>) {
+async fn send_loop(
+    app: App,
+    outbound: Arc<dyn Outbound>,
+    cfg: WorkerConfig,
+    record: mpsc::Sender<AttemptOutcome>,
+    mut stop: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(cfg.concurrency));
     let backoff = Arc::new(cfg.backoff.clone());
     loop {
@@ -138,13 +146,29 @@ async fn send_loop(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, rec
             p = slots.clone().acquire_owned() => p.expect("never closed"),
             _ = stop.changed() => break,
         };
-        let free = 1 + slots.available_permits();
-        let want = free.min(CLAIM_BATCH);
+        // One claim should serve several slots: while sends are in flight and fewer than half
+        // the slots are free, wait a moment for more to come back (each claim is a transaction).
+        let mut permits = vec![first];
+        let target = (cfg.concurrency / 2).clamp(1, CLAIM_BATCH);
+        let linger = tokio::time::Instant::now() + LINGER;
+        while permits.len() < target && slots.available_permits() + permits.len() < cfg.concurrency {
+            match tokio::time::timeout_at(linger, slots.clone().acquire_owned()).await {
+                Ok(p) => permits.push(p.expect("never closed")),
+                Err(_) => break,
+            }
+        }
+        while permits.len() < CLAIM_BATCH {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let want = permits.len();
         let claimed = match app.claim_deliveries(want as u32, cfg.lease_ms).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming webhook deliveries failed; retrying");
-                drop(first);
+                drop(permits);
                 if pause(&mut stop, cfg.poll.max(Duration::from_secs(1))).await {
                     break;
                 }
@@ -152,12 +176,8 @@ async fn send_loop(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, rec
             }
         };
         let got = claimed.len();
-        let mut first = Some(first);
         for delivery in claimed {
-            let permit = match first.take() {
-                Some(p) => p,
-                None => slots.clone().acquire_owned().await.expect("never closed"),
-            };
+            let permit = permits.pop().expect("claimed no more than the free slots");
             let (app, outbound, backoff, record) = (app.clone(), outbound.clone(), backoff.clone(), record.clone());
             tokio::spawn(async move {
                 let outcome = app.attempt_delivery(&*outbound, delivery, &backoff).await;
@@ -165,7 +185,7 @@ async fn send_loop(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, rec
                 drop(permit);
             });
         }
-        drop(first);
+        drop(permits);
         if got < want && pause(&mut stop, cfg.poll).await {
             break;
         }

@@ -8,9 +8,7 @@ use crm_app::{
     ports::{AttemptOutcome, DeliveryAttempt, NewDelivery, Slice},
     Store, StoreError,
 };
-use crm_domain::{
-    ids::DeliveryId, DeliveryStatus, Event, EventId, EventType, Mode, Subscription, Tenant, Timestamp, Webhook, WebhookId,
-};
+use crm_domain::{ids::DeliveryId, DeliveryStatus, Event, EventId, EventType, Mode, Subscription, Tenant, Timestamp, Webhook, WebhookId};
 use serde_json::json;
 
 use crate::fixtures::*;
@@ -176,24 +174,24 @@ pub async fn fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant(store
     let later = webhook(Mode::Test, Subscription::All, T0 + 60_000);
     let live_hook = webhook(Mode::Live, Subscription::All, T0);
     let other_hook = webhook(Mode::Test, Subscription::All, T0);
-    insert_webhooks(&store, &[(&test, &all_hook), (&test, &deals_only), (&test, &disabled), (&test, &later), (&live, &live_hook), (&other_test, &other_hook)]).await;
+    insert_webhooks(
+        &store,
+        &[(&test, &all_hook), (&test, &deals_only), (&test, &disabled), (&test, &later), (&live, &live_hook), (&other_test, &other_hook)],
+    )
+    .await;
 
     let contact_created = event(EventType::ContactCreated, Mode::Test, T0 + 10);
     let deal_created = event(EventType::DealCreated, Mode::Test, T0 + 20);
     let live_event = event(EventType::ContactCreated, Mode::Live, T0 + 30);
     insert_events(&store, &test, &[contact_created.clone(), deal_created.clone()]).await;
-    insert_events(&store, &live, &[live_event.clone()]).await;
+    insert_events(&store, &live, std::slice::from_ref(&live_event)).await;
 
     let pairs: BTreeSet<(String, String)> = fan_out(&store, 100).await.into_iter().collect();
-    let expected: BTreeSet<(String, String)> = [
-        (&contact_created, &all_hook),
-        (&deal_created, &all_hook),
-        (&deal_created, &deals_only),
-        (&live_event, &live_hook),
-    ]
-    .into_iter()
-    .map(|(e, w)| (e.id.to_string(), w.id.to_string()))
-    .collect();
+    let expected: BTreeSet<(String, String)> =
+        [(&contact_created, &all_hook), (&deal_created, &all_hook), (&deal_created, &deals_only), (&live_event, &live_hook)]
+            .into_iter()
+            .map(|(e, w)| (e.id.to_string(), w.id.to_string()))
+            .collect();
     assert_eq!(pairs, expected);
     // Dispatched events are not taken again.
     let mut tx = store.begin_write().await.unwrap();

@@ -13,6 +13,10 @@ use sqlx::{postgres::PgRow, Postgres, QueryBuilder, Row};
 
 use crate::{backend, rows, PostgresTx};
 
+/// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
+/// looked at again.
+const PARKED_MS: i64 = 60_000;
+
 /// Rows per multi-row statement (Postgres allows 65535 bound values).
 const CHUNK: usize = 1000;
 
@@ -83,6 +87,15 @@ fn attempt(row: &PgRow) -> Result<DeliveryAttempt, StoreError> {
 
 fn tenant(row: &PgRow) -> Result<Tenant, StoreError> {
     Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: mode(&get::<String>(row, "mode")?)? })
+}
+
+/// Claims and attempt records commit without waiting for the WAL flush: if the database crashes
+/// and loses one, the delivery is simply due again and is sent again with the same
+/// `Svc-Delivery` (delivery is at least once anyway). This takes an fsync off every claim.
+/// Fan-out keeps full durability: a lost fan-out would re-create deliveries under new ids.
+async fn relaxed_commit(tx: &mut PostgresTx) -> Result<(), StoreError> {
+    sqlx::query("SET LOCAL synchronous_commit = off").execute(tx.conn()).await.map_err(backend)?;
+    Ok(())
 }
 
 #[async_trait]
@@ -182,6 +195,7 @@ impl WebhookRepo for PostgresTx {
              ORDER BY b.created_at, b.id, b.workspace_id, b.mode",
         )
         .bind(i64::from(limit))
+        .persistent(false)
         .fetch_all(self.conn())
         .await
         .map_err(backend)?;
@@ -191,7 +205,12 @@ impl WebhookRepo for PostgresTx {
                     Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
                     None => None,
                 };
-                Ok(FanOutRow { tenant: tenant(r)?, event_id: EventId::from_trusted(get(r, "id")?), event_type: event_type(&get::<String>(r, "type")?)?, webhook })
+                Ok(FanOutRow {
+                    tenant: tenant(r)?,
+                    event_id: EventId::from_trusted(get(r, "id")?),
+                    event_type: event_type(&get::<String>(r, "type")?)?,
+                    webhook,
+                })
             })
             .collect()
     }
@@ -240,81 +259,117 @@ impl WebhookRepo for PostgresTx {
         Ok(())
     }
 
-    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    async fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        relaxed_commit(self).await?;
+        // The locking scan walks the partial due index alone, in order, and stops at the limit
+        // (a join inside it can make the planner sort every due row instead). Deliveries of a
+        // disabled webhook (or whose event is gone) are not handed out: they are looked at again
+        // after PARKED_MS.
         let rows = sqlx::query(
             "WITH due AS (
-                 SELECT d.workspace_id, d.mode, d.id FROM webhook_deliveries d
-                 JOIN webhooks w ON w.workspace_id = d.workspace_id AND w.mode = d.mode AND w.id = d.webhook_id
-                 WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= $1 AND w.enabled
-                 ORDER BY d.next_attempt_at LIMIT $2
-                 FOR UPDATE OF d SKIP LOCKED)
-             UPDATE webhook_deliveries d SET next_attempt_at = $3, claim_token = $4
-             FROM due, webhooks w, events e
+                 SELECT workspace_id, mode, id, webhook_id, event_id FROM webhook_deliveries
+                 WHERE status IN ('pending', 'retrying') AND next_attempt_at <= $1
+                 ORDER BY next_attempt_at LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             UPDATE webhook_deliveries d
+             SET next_attempt_at = CASE WHEN w.enabled AND e.id IS NOT NULL THEN $3 ELSE $5 END,
+                 claim_token = CASE WHEN w.enabled AND e.id IS NOT NULL THEN $4 ELSE NULL END
+             FROM due
+             JOIN webhooks w ON w.workspace_id = due.workspace_id AND w.mode = due.mode AND w.id = due.webhook_id
+             LEFT JOIN events e ON e.workspace_id = due.workspace_id AND e.mode = due.mode AND e.id = due.event_id
              WHERE d.workspace_id = due.workspace_id AND d.mode = due.mode AND d.id = due.id
-               AND w.workspace_id = d.workspace_id AND w.mode = d.mode AND w.id = d.webhook_id
-               AND e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id
-             RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, e.body::text AS body",
+             RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, d.claim_token,
+                       w.url, w.secret, e.body::text AS body",
         )
         .bind(now.millis())
         .bind(i64::from(limit))
         .bind(lease_until.millis())
         .bind(claim_token)
+        .bind(now.plus_millis(PARKED_MS).millis())
+        // Planned for its parameters each time: a cached generic plan cannot know that `$1`
+        // leaves few rows due and that `$2` is small, and sorts every due row instead of walking
+        // the due index (measured: 50-100 ms a claim against under 1 ms).
+        .persistent(false)
         .fetch_all(self.conn())
         .await
         .map_err(backend)?;
-        rows.iter()
-            .map(|r| {
-                Ok(ClaimedDelivery {
-                    tenant: tenant(r)?,
-                    id: DeliveryId::from_trusted(get(r, "id")?),
-                    webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
-                    event_id: EventId::from_trusted(get(r, "event_id")?),
-                    event_type: event_type(&get::<String>(r, "event_type")?)?,
-                    attempts: get::<i32>(r, "attempts")?.max(0) as u32,
-                    url: get(r, "url")?,
-                    secret: get(r, "secret")?,
-                    body: get(r, "body")?,
-                    claim_token: claim_token.to_owned(),
-                })
-            })
-            .collect()
+        let mut claimed = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if get::<Option<String>>(r, "claim_token")?.as_deref() != Some(claim_token) {
+                continue;
+            }
+            claimed.push(ClaimedDelivery {
+                tenant: tenant(r)?,
+                id: DeliveryId::from_trusted(get(r, "id")?),
+                webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
+                event_id: EventId::from_trusted(get(r, "event_id")?),
+                event_type: event_type(&get::<String>(r, "event_type")?)?,
+                attempts: get::<i32>(r, "attempts")?.max(0) as u32,
+                url: get(r, "url")?,
+                secret: get(r, "secret")?,
+                body: get(r, "body")?,
+                claim_token: claim_token.to_owned(),
+            });
+        }
+        Ok(claimed)
     }
 
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError> {
-        let mut recorded = 0;
-        for o in outcomes {
-            let a = &o.attempt;
-            let sql = format!(
-                "WITH u AS (
-                     UPDATE webhook_deliveries SET status = $5, attempts = $6, next_attempt_at = $7, claim_token = NULL, updated_at = $8
-                     WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND claim_token = $4
-                     RETURNING workspace_id, mode, id, webhook_id, event_id, event_type)
-                 INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
-                 SELECT u.workspace_id, u.mode, $9, u.webhook_id, u.id, u.event_id, u.event_type, $6, $5, $10, $11, $12, $13, $8 FROM u"
-            );
-            let done = sqlx::query(&sql)
-                .bind(o.tenant.workspace_id.as_str())
-                .bind(o.tenant.mode.as_str())
-                .bind(o.delivery_id.as_str())
-                .bind(&o.claim_token)
-                .bind(o.status.as_str())
-                .bind(a.attempt as i32)
-                .bind(o.next_attempt_at.unwrap_or(a.created_at).millis())
-                .bind(a.created_at.millis())
-                .bind(&a.seq)
-                .bind(a.response_status.map(i32::from))
-                .bind(&a.error)
-                .bind(a.duration_ms as i64)
-                .bind(a.next_attempt_at.map(Timestamp::millis))
-                .execute(self.conn())
-                .await
-                .map_err(backend)?;
-            recorded += done.rows_affected();
+        if outcomes.is_empty() {
+            return Ok(0);
         }
-        Ok(recorded)
+        relaxed_commit(self).await?;
+        // One statement for the whole batch: the outcomes as arrays, unnested; each delivery is
+        // updated only under its claim token, and only updated ones get their attempt logged.
+        let sql = format!(
+            "WITH v AS (
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[], $8::int8[],
+                                      $9::text[], $10::int4[], $11::text[], $12::int8[], $13::int8[])
+                   AS v(workspace_id, mode, id, token, status, attempt, next_at, created_at, seq, response_status, error, duration_ms, log_next_at)),
+             u AS (
+                 UPDATE webhook_deliveries d
+                 SET status = v.status, attempts = v.attempt, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.created_at
+                 FROM v
+                 WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id AND d.claim_token = v.token
+                 RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type)
+             INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
+             SELECT u.workspace_id, u.mode, v.seq, u.webhook_id, u.id, u.event_id, u.event_type, v.attempt, v.status,
+                    v.response_status, v.error, v.duration_ms, v.log_next_at, v.created_at
+             FROM u JOIN v ON v.workspace_id = u.workspace_id AND v.mode = u.mode AND v.id = u.id"
+        );
+        let col = |f: &dyn Fn(&AttemptOutcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
+        let done = sqlx::query(&sql)
+            .bind(col(&|o| o.tenant.workspace_id.as_str().to_owned()))
+            .bind(col(&|o| o.tenant.mode.as_str().to_owned()))
+            .bind(col(&|o| o.delivery_id.as_str().to_owned()))
+            .bind(col(&|o| o.claim_token.clone()))
+            .bind(col(&|o| o.status.as_str().to_owned()))
+            .bind(outcomes.iter().map(|o| o.attempt.attempt as i32).collect::<Vec<i32>>())
+            .bind(outcomes.iter().map(|o| o.next_attempt_at.unwrap_or(o.attempt.created_at).millis()).collect::<Vec<i64>>())
+            .bind(outcomes.iter().map(|o| o.attempt.created_at.millis()).collect::<Vec<i64>>())
+            .bind(col(&|o| o.attempt.seq.clone()))
+            .bind(outcomes.iter().map(|o| o.attempt.response_status.map(i32::from)).collect::<Vec<Option<i32>>>())
+            .bind(outcomes.iter().map(|o| o.attempt.error.clone()).collect::<Vec<Option<String>>>())
+            .bind(outcomes.iter().map(|o| o.attempt.duration_ms as i64).collect::<Vec<i64>>())
+            .bind(outcomes.iter().map(|o| o.attempt.next_attempt_at.map(Timestamp::millis)).collect::<Vec<Option<i64>>>())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        Ok(done.rows_affected())
     }
 
-    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+    async fn get_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
              FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
@@ -342,7 +397,13 @@ impl WebhookRepo for PostgresTx {
         .transpose()
     }
 
-    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError> {
+    async fn requeue_dead_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
@@ -358,8 +419,14 @@ impl WebhookRepo for PostgresTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
+    async fn list_delivery_attempts(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        slice: &Slice,
+    ) -> Result<Vec<DeliveryAttempt>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
         qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
         if let Some(before) = &slice.before {

@@ -76,6 +76,32 @@ fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
     Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: rows::mode(&get::<String>(row, "mode")?)? })
 }
 
+/// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
+/// looked at again.
+const PARKED_MS: i64 = 60_000;
+
+/// Sets when deliveries come due next, and their claim token.
+async fn set_due(tx: &mut SqliteTx, keys: &[(&Tenant, &DeliveryId)], at: Timestamp, token: Option<&str>) -> Result<(), StoreError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
+    qb.push_bind(at.millis()).push(", claim_token = ").push_bind(token).push(" WHERE (workspace_id, mode, id) IN (");
+    let mut sep = qb.separated(", ");
+    for (t, id) in keys {
+        sep.push("(")
+            .push_bind_unseparated(t.workspace_id.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(t.mode.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(id.as_str())
+            .push_unseparated(")");
+    }
+    qb.push(")");
+    qb.build().execute(tx.conn()).await.map_err(backend)?;
+    Ok(())
+}
+
 #[async_trait]
 impl WebhookRepo for SqliteTx {
     async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
@@ -182,7 +208,12 @@ impl WebhookRepo for SqliteTx {
                     Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
                     None => None,
                 };
-                Ok(FanOutRow { tenant: tenant(r)?, event_id: EventId::from_trusted(get(r, "id")?), event_type: event_type(&get::<String>(r, "type")?)?, webhook })
+                Ok(FanOutRow {
+                    tenant: tenant(r)?,
+                    event_id: EventId::from_trusted(get(r, "id")?),
+                    event_type: event_type(&get::<String>(r, "type")?)?,
+                    webhook,
+                })
             })
             .collect()
     }
@@ -231,14 +262,22 @@ impl WebhookRepo for SqliteTx {
         Ok(())
     }
 
-    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError> {
+    async fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        // The due scan walks the partial due index in order and stops at the limit; deliveries
+        // of a disabled webhook (or whose event is gone) are not handed out but looked at again
+        // after PARKED_MS.
         let rows = sqlx::query(
-            "SELECT d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, e.body
-             FROM webhook_deliveries d
+            "SELECT d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, w.url, w.secret, w.enabled, e.body
+             FROM (SELECT workspace_id, mode, id, webhook_id, event_id, event_type, attempts FROM webhook_deliveries
+                   WHERE status IN ('pending', 'retrying') AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2) d
              JOIN webhooks w ON w.workspace_id = d.workspace_id AND w.mode = d.mode AND w.id = d.webhook_id
-             JOIN events e ON e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id
-             WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= $1 AND w.enabled = 1
-             ORDER BY d.next_attempt_at LIMIT $2",
+             LEFT JOIN events e ON e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.event_id",
         )
         .bind(now.millis())
         .bind(i64::from(limit))
@@ -248,37 +287,32 @@ impl WebhookRepo for SqliteTx {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let claimed = rows
-            .iter()
-            .map(|r| {
-                Ok(ClaimedDelivery {
-                    tenant: tenant(r)?,
-                    id: DeliveryId::from_trusted(get(r, "id")?),
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut parked = Vec::new();
+        for r in &rows {
+            let t = tenant(r)?;
+            let id = DeliveryId::from_trusted(get(r, "id")?);
+            let body: Option<String> = get(r, "body")?;
+            match body {
+                Some(body) if get::<bool>(r, "enabled")? => claimed.push(ClaimedDelivery {
+                    tenant: t,
+                    id,
                     webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
                     event_id: EventId::from_trusted(get(r, "event_id")?),
                     event_type: event_type(&get::<String>(r, "event_type")?)?,
                     attempts: get::<i64>(r, "attempts")?.max(0) as u32,
                     url: get(r, "url")?,
                     secret: get(r, "secret")?,
-                    body: get(r, "body")?,
+                    body,
                     claim_token: claim_token.to_owned(),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
-        qb.push_bind(lease_until.millis()).push(", claim_token = ").push_bind(claim_token).push(" WHERE (workspace_id, mode, id) IN (");
-        let mut sep = qb.separated(", ");
-        for c in &claimed {
-            sep.push("(")
-                .push_bind_unseparated(c.tenant.workspace_id.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(c.tenant.mode.as_str())
-                .push_unseparated(", ")
-                .push_bind_unseparated(c.id.as_str())
-                .push_unseparated(")");
+                }),
+                _ => parked.push((t, id)),
+            }
         }
-        qb.push(")");
-        qb.build().execute(self.conn()).await.map_err(backend)?;
+        let keys: Vec<(&Tenant, &DeliveryId)> = claimed.iter().map(|c| (&c.tenant, &c.id)).collect();
+        set_due(self, &keys, lease_until, Some(claim_token)).await?;
+        let parked_keys: Vec<(&Tenant, &DeliveryId)> = parked.iter().map(|(t, id)| (t, id)).collect();
+        set_due(self, &parked_keys, now.plus_millis(PARKED_MS), None).await?;
         Ok(claimed)
     }
 
@@ -329,7 +363,12 @@ impl WebhookRepo for SqliteTx {
         Ok(recorded)
     }
 
-    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+    async fn get_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
              FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
@@ -357,7 +396,13 @@ impl WebhookRepo for SqliteTx {
         .transpose()
     }
 
-    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError> {
+    async fn requeue_dead_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
@@ -373,7 +418,12 @@ impl WebhookRepo for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError> {
+    async fn list_delivery_attempts(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        slice: &Slice,
+    ) -> Result<Vec<DeliveryAttempt>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
         qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
