@@ -3,6 +3,7 @@
 
 mod config;
 mod webhooks;
+mod email_worker;
 
 use std::sync::Arc;
 
@@ -185,6 +186,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let _ = stop_tx.send(true);
     });
     let worker = worker_cfg.enabled.then(|| webhooks::start(app.clone(), outbound, worker_cfg, stop_rx.clone()));
+    let backoff = email_worker::parse_schedule(&args.email_backoff).map_err(|e| anyhow::anyhow!("CRM_EMAIL_BACKOFF: {e}"))?;
+    let sender: Arc<dyn crm_app::ports::EmailSender> = Arc::new(crm_email::ProviderSender::new());
+    let poll = std::time::Duration::from_millis(args.email_poll_ms.max(10));
+    let emailer = tokio::spawn(email_worker::deliver_emails_forever(app.clone(), sender, backoff, poll));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = axum_serve(listener, router, stop_rx).await;
@@ -192,6 +197,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         let _ = worker.await;
     }
     flusher.abort();
+    emailer.abort();
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
     served
