@@ -318,9 +318,7 @@ impl App {
         let token = crm_domain::encode_uuid(self.ids.new_uuid());
         let mut tx = self.store.begin_write().await?;
         let claimed = tx.claim_deliveries(now, now.plus_millis(lease_ms), &token, limit).await?;
-        if claimed.is_empty() {
-            return Ok(claimed);
-        }
+        // Committed even when nothing was handed out: deliveries of disabled webhooks were parked.
         tx.commit().await?;
         Ok(claimed)
     }

@@ -196,7 +196,7 @@ pub async fn fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant(store
     // Dispatched events are not taken again.
     let mut tx = store.begin_write().await.unwrap();
     assert!(tx.take_events_to_dispatch(100).await.unwrap().is_empty());
-    drop(tx);
+    tx.commit().await.unwrap();
 
     // Events without any webhook are still taken once (and marked), in batches.
     let lone: Vec<Event> = (0..5).map(|i| event(EventType::ContactUpdated, Mode::Test, T0 + 100 + i)).collect();
@@ -205,7 +205,9 @@ pub async fn fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant(store
     let rows = tx.take_events_to_dispatch(3).await.unwrap();
     let taken: BTreeSet<String> = rows.iter().map(|r| r.event_id.to_string()).collect();
     assert_eq!(taken.len(), 3);
-    drop(tx);
+    // Released at once (a dropped transaction's rollback may reach Postgres only later, and its
+    // locks would make the next batch skip these events).
+    tx.commit().await.unwrap();
     assert_eq!(fan_out(&store, 3).await.len(), 3);
     assert_eq!(fan_out(&store, 3).await.len(), 2);
     assert!(fan_out(&store, 3).await.is_empty());
