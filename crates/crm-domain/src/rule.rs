@@ -153,7 +153,9 @@ fn is_ordered(v: &Value) -> bool {
     }
 }
 
-fn parse_condition(i: usize, raw: &Value, event: EventType, ctx: &RuleContext<'_>) -> Result<Condition, ValidationError> {
+/// Parses one condition `{field, op, value?}` on the records of `event`'s object (field names
+/// in errors are `conditions[i].*`). Also used by sequences for trigger filters and exit conditions.
+pub fn parse_condition(i: usize, raw: &Value, event: EventType, ctx: &RuleContext<'_>) -> Result<Condition, ValidationError> {
     let at = |k: &str| format!("conditions[{i}].{k}");
     let Value::Object(obj) = raw else {
         return Err(ValidationError::invalid(format!("conditions[{i}]"), "must be an object {field, op, value?}"));
