@@ -27,6 +27,7 @@ pub mod ratelimit;
 pub mod registry;
 pub mod search;
 pub mod sequence_hooks;
+pub mod sequence_ports;
 pub mod system;
 pub mod workspaces;
 pub mod write;

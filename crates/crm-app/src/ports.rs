@@ -9,6 +9,7 @@ use crm_domain::{
 use uuid::Uuid;
 
 pub use crate::automation_ports::AutomationRepo;
+pub use crate::sequence_ports::{ClaimedEnrollment, SequenceRepo};
 use crate::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
@@ -335,6 +336,7 @@ pub trait Tx:
     + KeyRepo
     + PlanRepo
     + AutomationRepo
+    + SequenceRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

@@ -782,3 +782,4 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
 }
 
 pub use crate::automation_cases::*;
+pub use crate::sequence_cases::*;

@@ -6,6 +6,7 @@
 
 pub mod automation_cases;
 pub mod cases;
+pub mod sequence_cases;
 mod fixtures;
 
 pub use fixtures::*;
@@ -62,7 +63,11 @@ macro_rules! conformance_suite {
             usage_counts_add_up_per_tenant_and_period,
             leases_reserve_until_they_expire,
             automations_round_trip_update_and_delete_with_their_runs,
-            active_automations_are_the_enabled_ones_for_the_events_oldest_first
+            active_automations_are_the_enabled_ones_for_the_events_oldest_first,
+            sequences_round_trip_update_count_and_delete,
+            triggered_sequences_are_the_enabled_ones_for_the_events_oldest_first,
+            enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,
+            due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -17,6 +17,7 @@ mod automations;
 mod plans;
 mod records;
 mod rows;
+mod sequences;
 mod tx;
 
 use std::{sync::Arc, time::Duration};

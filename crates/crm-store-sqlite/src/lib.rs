@@ -10,6 +10,7 @@ mod automations;
 mod plans;
 mod records;
 mod rows;
+mod sequences;
 mod tx;
 
 use std::{str::FromStr, sync::Arc, time::Duration};
