@@ -5,6 +5,7 @@ mod support;
 mod activities;
 mod agents;
 mod auth;
+mod automations;
 mod batch;
 mod companies;
 mod contacts;

@@ -267,6 +267,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::discovery::operations(),
             ops::keys::operations(),
             ops::usage::operations(),
+            ops::automations::operations(),
         ]
         .into_iter()
         .flatten()

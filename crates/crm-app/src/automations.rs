@@ -6,8 +6,12 @@ use std::collections::HashMap;
 use crm_domain::{
     condition::Subject,
     merge::MergeData,
-    rule::{self, Action, ActionOutcome, Automation, AutomationDef, AutomationDraft, AutomationRun, Planned, RuleContext, SetTarget},
-    ActivityDraft, AutomationId, AutomationRunId, CompanyId, DealPatch, EventType, ObjectKind, PlanCap, Registry, Tenant, ValidationError,
+    rule::{
+        self, Action, ActionOutcome, Automation, AutomationDef, AutomationDraft, AutomationRun,
+        Planned, RuleContext, SetTarget,
+    },
+    ActivityDraft, AutomationId, AutomationRunId, CompanyId, DealPatch, EventType, ObjectKind,
+    PlanCap, Registry, Tenant, ValidationError,
 };
 use serde_json::{json, Value};
 
@@ -68,7 +72,9 @@ fn failure(e: &AppError) -> (String, String) {
             "unexpected error".to_owned()
         }
         AppError::Validation(v) => match v {
-            V::UnknownValue { valid_options, .. } if !valid_options.is_empty() => format!("{v}; valid options: {}", valid_options.join(", ")),
+            V::UnknownValue { valid_options, .. } if !valid_options.is_empty() => {
+                format!("{v}; valid options: {}", valid_options.join(", "))
+            }
             _ => v.to_string(),
         },
         other => other.to_string(),
@@ -113,7 +119,12 @@ pub(crate) struct ActionCache {
 }
 
 impl ActionCache {
-    async fn registry(&mut self, tx: &mut dyn Tx, tenant: &Tenant, object: ObjectKind) -> Result<&Registry, AppError> {
+    async fn registry(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<&Registry, AppError> {
         if !self.registries.contains_key(&object) {
             let r = tx.load_registry(tenant, object).await?;
             self.registries.insert(object, r);
@@ -122,8 +133,15 @@ impl ActionCache {
     }
 
     /// The company of a record snapshot (for `{{company.*}}` tags).
-    pub(crate) async fn company(&mut self, tx: &mut dyn Tx, tenant: &Tenant, record: &Value) -> Result<Option<Value>, AppError> {
-        let Some(id) = record.get("company_id").and_then(Value::as_str) else { return Ok(None) };
+    pub(crate) async fn company(
+        &mut self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        record: &Value,
+    ) -> Result<Option<Value>, AppError> {
+        let Some(id) = record.get("company_id").and_then(Value::as_str) else {
+            return Ok(None);
+        };
         if !self.companies.contains_key(id) {
             let company = match CompanyId::parse(id) {
                 Ok(cid) => tx.get_company(tenant, &cid).await?.map(|c| c.snapshot()),
@@ -140,7 +158,11 @@ fn action_texts(action: &Action) -> Vec<&str> {
         Action::CreateActivity { body, .. } => vec![body],
         Action::SetField { value, .. } => value.as_str().into_iter().collect(),
         Action::MoveDealStage { .. } => vec![],
-        Action::SendEmail(e) => [&e.to, &e.subject, &e.body, &e.text].into_iter().flatten().map(String::as_str).collect(),
+        Action::SendEmail(e) => [&e.to, &e.subject, &e.body, &e.text]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect(),
     }
 }
 
@@ -161,8 +183,16 @@ impl App {
     /// - matching rules then act in creation order, event by event, each action in a savepoint:
     ///   a failing action is rolled back and recorded on its run, the write goes on;
     /// - actions write silently (no events), so rules cannot trigger each other.
-    pub(crate) async fn run_automations(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[PendingEvent]) -> Result<AutomationOutcome, AppError> {
-        let mut outcome = AutomationOutcome { finals: HashMap::new(), effects: Effects::new(Emit::Silent) };
+    pub(crate) async fn run_automations(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        events: &[PendingEvent],
+    ) -> Result<AutomationOutcome, AppError> {
+        let mut outcome = AutomationOutcome {
+            finals: HashMap::new(),
+            effects: Effects::new(Emit::Silent),
+        };
         let mut types: Vec<EventType> = events.iter().map(|e| e.event_type).collect();
         types.dedup();
         types.sort_by_key(|t| t.as_str());
@@ -174,8 +204,14 @@ impl App {
         // Evaluate every rule before any acts.
         let mut evaluations: Vec<(&PendingEvent, &Automation, bool)> = Vec::new();
         for event in events {
-            let subject = Subject { record: &event.data, previous_stage: event.previous_stage.as_ref().map(|p| p.as_deref()) };
-            for rule in rules.iter().filter(|r| r.def.trigger_event == event.event_type) {
+            let subject = Subject {
+                record: &event.data,
+                previous_stage: event.previous_stage.as_ref().map(|p| p.as_deref()),
+            };
+            for rule in rules
+                .iter()
+                .filter(|r| r.def.trigger_event == event.event_type)
+            {
                 evaluations.push((event, rule, rule.matches(event.event_type, &subject)));
             }
         }
@@ -186,8 +222,13 @@ impl App {
             let mut outcomes = Vec::new();
             if matched {
                 for action in &rule.def.actions {
-                    let result = self.apply_action(tx, tenant, event, rule, action, &mut outcome, &mut cache).await?;
-                    outcomes.push(ActionOutcome { action_type: action.action_type(), result });
+                    let result = self
+                        .apply_action(tx, tenant, event, rule, action, &mut outcome, &mut cache)
+                        .await?;
+                    outcomes.push(ActionOutcome {
+                        action_type: action.action_type(),
+                        result,
+                    });
                 }
             }
             runs.push(AutomationRun {
@@ -220,7 +261,9 @@ impl App {
     ) -> Result<Result<Value, (String, String)>, AppError> {
         tx.savepoint(SAVEPOINT).await?;
         let mark = outcome.effects.mark();
-        let done = self.act(tx, tenant, event, rule, action, outcome, cache).await;
+        let done = self
+            .act(tx, tenant, event, rule, action, outcome, cache)
+            .await;
         match done {
             Ok(result) => {
                 tx.release_savepoint(SAVEPOINT).await?;
@@ -250,8 +293,24 @@ impl App {
         cache: &mut ActionCache,
     ) -> Result<Value, ActionError> {
         let object = object_of(event.event_type);
-        let company = if action_texts(action).iter().any(|t| t.contains("company.")) { cache.company(tx, tenant, &event.data).await? } else { None };
-        let data = MergeData { record: Some(&event.data), company: company.as_ref() };
+        let company = if action_texts(action).iter().any(|t| t.contains("company.")) {
+            cache.company(tx, tenant, &event.data).await?
+        } else {
+            None
+        };
+        let previous_stage = match &event.previous_stage {
+            Some(prev) => Some(
+                prev.as_deref()
+                    .map(|p| Value::String(p.to_owned()))
+                    .unwrap_or(Value::Null),
+            ),
+            None => None,
+        };
+        let data = MergeData {
+            record: Some(&event.data),
+            company: company.as_ref(),
+            previous_stage: previous_stage.as_ref(),
+        };
         let registry = cache.registry(tx, tenant, object).await?;
         let planned = rule::plan(action, event.event_type, registry, &data)?;
         let fx = &mut outcome.effects;
@@ -264,11 +323,15 @@ impl App {
                 let snapshot = match &event.record {
                     RecordRef::Contact(id) => {
                         let patch = rule::contact_patch(&target, value.clone())?;
-                        self.update_contact_in(tx, tenant, id.as_str(), patch, None, fx).await?.snapshot()
+                        self.update_contact_in(tx, tenant, id.as_str(), patch, None, fx)
+                            .await?
+                            .snapshot()
                     }
                     RecordRef::Deal(id) => {
                         let patch = rule::deal_patch(&target, value.clone())?;
-                        self.update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx).await?.snapshot()
+                        self.update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx)
+                            .await?
+                            .snapshot()
                     }
                 };
                 outcome.finals.insert(event.record.clone(), snapshot);
@@ -276,28 +339,52 @@ impl App {
             }
             Planned::MoveDealStage { stage } => {
                 let RecordRef::Deal(id) = &event.record else {
-                    return Err(fail("validation_failed", "move_deal_stage acts on deals only"));
+                    return Err(fail(
+                        "validation_failed",
+                        "move_deal_stage acts on deals only",
+                    ));
                 };
-                let patch = DealPatch { stage: crm_domain::Patch::Value(stage.clone()), ..Default::default() };
-                let deal = self.update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx).await?;
+                let patch = DealPatch {
+                    stage: crm_domain::Patch::Value(stage.clone()),
+                    ..Default::default()
+                };
+                let deal = self
+                    .update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx)
+                    .await?;
                 outcome.finals.insert(event.record.clone(), deal.snapshot());
                 Ok(json!({"stage": deal.stage}))
             }
-            Planned::CreateActivity { activity_type, body } => {
+            Planned::CreateActivity {
+                activity_type,
+                body,
+            } => {
                 let (contact_id, deal_id) = match &event.record {
                     RecordRef::Contact(id) => (Some(id.to_string()), None),
                     RecordRef::Deal(id) => (None, Some(id.to_string())),
                 };
-                let draft = ActivityDraft { activity_type: Some(activity_type), contact_id, deal_id, body: Some(body), ..Default::default() };
+                let draft = ActivityDraft {
+                    activity_type: Some(activity_type),
+                    contact_id,
+                    deal_id,
+                    body: Some(body),
+                    ..Default::default()
+                };
                 let activity = self.create_activity_in(tx, tenant, draft).await?;
                 Ok(json!({"activity_id": activity.id.as_str()}))
             }
-            Planned::SendEmail { to, email } => self.send_email_action(tx, tenant, event, rule, to, email, company.as_ref()).await,
+            Planned::SendEmail { to, email } => {
+                self.send_email_action(tx, tenant, event, rule, to, email, company.as_ref())
+                    .await
+            }
         }
     }
 
     /// The registries and stage keys a rule is validated against.
-    async fn rule_context(&self, tx: &mut dyn Tx, tenant: &Tenant) -> Result<(Registry, Registry, Vec<String>), AppError> {
+    async fn rule_context(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<(Registry, Registry, Vec<String>), AppError> {
         let contact = tx.load_registry(tenant, ObjectKind::Contact).await?;
         let deal = tx.load_registry(tenant, ObjectKind::Deal).await?;
         let mut stage_keys: Vec<String> = Vec::new();
@@ -311,9 +398,18 @@ impl App {
         Ok((contact, deal, stage_keys))
     }
 
-    async fn validate_rule(&self, tx: &mut dyn Tx, caller: &Caller, draft: AutomationDraft) -> Result<AutomationDef, AppError> {
+    async fn validate_rule(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        draft: AutomationDraft,
+    ) -> Result<AutomationDef, AppError> {
         let (contact, deal, stage_keys) = self.rule_context(tx, &caller.tenant).await?;
-        let ctx = RuleContext { contact_registry: &contact, deal_registry: &deal, stage_keys: &stage_keys };
+        let ctx = RuleContext {
+            contact_registry: &contact,
+            deal_registry: &deal,
+            stage_keys: &stage_keys,
+        };
         let def = AutomationDef::parse(draft, &ctx)?;
         self.check_email_actions(tx, &caller.tenant, &def).await?;
         Ok(def)
@@ -323,14 +419,26 @@ impl App {
     /// guard (spec): a blind retry installs a second copy. An enabled rule counts against the
     /// plan's cap of active automations in the caller's mode.
     #[tracing::instrument(skip_all, err(level = "debug"))]
-    pub async fn create_automation(&self, caller: &Caller, draft: AutomationDraft, enabled: bool) -> Result<Automation, AppError> {
+    pub async fn create_automation(
+        &self,
+        caller: &Caller,
+        draft: AutomationDraft,
+        enabled: bool,
+    ) -> Result<Automation, AppError> {
         let mut tx = self.store.begin_write().await?;
         let def = self.validate_rule(&mut *tx, caller, draft).await?;
         if enabled {
             check_plan_cap(&mut *tx, caller, PlanCap::ActiveAutomations).await?;
         }
         let now = self.clock.now();
-        let automation = Automation { id: AutomationId::from_uuid(self.ids.new_uuid()), def, enabled, created_at: now, updated_at: now, version: 1 };
+        let automation = Automation {
+            id: AutomationId::from_uuid(self.ids.new_uuid()),
+            def,
+            enabled,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        };
         tx.insert_automation(&caller.tenant, &automation).await?;
         tx.commit().await?;
         Ok(automation)
@@ -339,10 +447,16 @@ impl App {
     pub async fn get_automation(&self, caller: &Caller, id: &str) -> Result<Automation, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_automation(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("automation", id.as_str()))
+        tx.get_automation(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("automation", id.as_str()))
     }
 
-    pub async fn list_automations(&self, caller: &Caller, page: PageParams) -> Result<Page<Automation>, AppError> {
+    pub async fn list_automations(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Automation>, AppError> {
         let slice = slice_for(&page, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_automations(&caller.tenant, &slice).await?;
@@ -352,12 +466,23 @@ impl App {
     /// Changes a rule; the result is validated as a whole, like a create. Enabling a disabled rule
     /// checks the plan cap again.
     #[tracing::instrument(skip_all, err(level = "debug"))]
-    pub async fn update_automation(&self, caller: &Caller, id: &str, patch: AutomationPatch) -> Result<Automation, AppError> {
+    pub async fn update_automation(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: AutomationPatch,
+    ) -> Result<Automation, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let mut automation = tx.get_automation(tenant, &id).await?.ok_or_else(|| AppError::not_found("automation", id.as_str()))?;
-        let redefines = patch.name.is_some() || patch.trigger_event.is_some() || patch.conditions.is_some() || patch.actions.is_some();
+        let mut automation = tx
+            .get_automation(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("automation", id.as_str()))?;
+        let redefines = patch.name.is_some()
+            || patch.trigger_event.is_some()
+            || patch.conditions.is_some()
+            || patch.actions.is_some();
         let mut changed = false;
         if redefines {
             let mut draft = automation.draft();
@@ -382,7 +507,11 @@ impl App {
         automation.version += 1;
         automation.updated_at = self.clock.now();
         match tx.update_automation(tenant, &automation).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: automation.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: automation.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -390,7 +519,11 @@ impl App {
     }
 
     /// Deletes a rule and its runs for good.
-    pub async fn delete_automation(&self, caller: &Caller, id: &str) -> Result<AutomationId, AppError> {
+    pub async fn delete_automation(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<AutomationId, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
         if !tx.delete_automation(&caller.tenant, &id).await? {
@@ -401,7 +534,12 @@ impl App {
     }
 
     /// The runs of a rule, newest first.
-    pub async fn list_automation_runs(&self, caller: &Caller, id: &str, page: PageParams) -> Result<Page<AutomationRun>, AppError> {
+    pub async fn list_automation_runs(
+        &self,
+        caller: &Caller,
+        id: &str,
+        page: PageParams,
+    ) -> Result<Page<AutomationRun>, AppError> {
         let id = parse_id(id)?;
         let list = format!("{LIST}/{id}/runs");
         let slice = slice_for(&page, &list, "")?;

@@ -12,7 +12,12 @@ impl App {
     /// (API writes of contacts and deals; never for batch writes or automation actions, which are
     /// event-silent), with the events in creation order, each carrying its record as it stands at
     /// commit. Enrolling here keeps enrollment in the triggering write's transaction.
-    pub(crate) async fn sequences_on_events(&self, _tx: &mut dyn Tx, _tenant: &Tenant, _events: &[Event]) -> Result<(), AppError> {
+    pub(crate) async fn sequences_on_events(
+        &self,
+        _tx: &mut dyn Tx,
+        _tenant: &Tenant,
+        _events: &[Event],
+    ) -> Result<(), AppError> {
         Ok(())
     }
 
@@ -20,7 +25,12 @@ impl App {
     /// "Sequence", rules 6 and 7). Called once per write that changed a contact or deal, whatever
     /// wrote it: API writes, batch operations (which emit nothing) and automation actions. Each
     /// record is listed once, with whether it is deleted after the write.
-    pub(crate) async fn sequences_on_changes(&self, _tx: &mut dyn Tx, _tenant: &Tenant, _changed: &[ChangedRecord]) -> Result<(), AppError> {
+    pub(crate) async fn sequences_on_changes(
+        &self,
+        _tx: &mut dyn Tx,
+        _tenant: &Tenant,
+        _changed: &[ChangedRecord],
+    ) -> Result<(), AppError> {
         Ok(())
     }
 }

@@ -33,7 +33,11 @@ pub struct Condition {
 
 impl Condition {
     pub fn new(field: impl Into<String>, op: ConditionOp, value: Option<Value>) -> Condition {
-        Condition { field: field.into(), op, value }
+        Condition {
+            field: field.into(),
+            op,
+            value,
+        }
     }
 
     /// The wire form `{field, op, value?}`.
@@ -57,7 +61,10 @@ pub struct Subject<'a> {
 
 impl<'a> Subject<'a> {
     pub fn record(record: &'a Value) -> Subject<'a> {
-        Subject { record, previous_stage: None }
+        Subject {
+            record,
+            previous_stage: None,
+        }
     }
 
     /// The value of a record field (`previous_stage` is answered by [`Condition::matches`]).
@@ -87,7 +94,9 @@ fn number(v: &Value) -> Option<f64> {
 pub fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_equal(p, q)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_equal(p, q))
+        }
         _ => a == b,
     }
 }
@@ -135,12 +144,16 @@ pub fn test(op: ConditionOp, actual: Option<&Value>, value: Option<&Value>) -> b
         ConditionOp::Exists => !matches!(actual, None | Some(Value::Null)),
         ConditionOp::Empty => is_empty_value(actual),
         ConditionOp::Contains => match (actual_or_null, value) {
-            (Value::String(s), Some(Value::String(needle))) => s.to_lowercase().contains(&needle.to_lowercase()),
+            (Value::String(s), Some(Value::String(needle))) => {
+                s.to_lowercase().contains(&needle.to_lowercase())
+            }
             (Value::Array(items), Some(v)) => items.iter().any(|i| values_equal(i, v)),
             _ => false,
         },
         ConditionOp::Gt | ConditionOp::Lt | ConditionOp::Gte | ConditionOp::Lte => {
-            let Some(ord) = value.and_then(|v| order(actual_or_null, v)) else { return false };
+            let Some(ord) = value.and_then(|v| order(actual_or_null, v)) else {
+                return false;
+            };
             match op {
                 ConditionOp::Gt => ord == Ordering::Greater,
                 ConditionOp::Lt => ord == Ordering::Less,
@@ -157,7 +170,11 @@ impl Condition {
         if self.field == "previous_stage" {
             if let Some(prev) = subject.previous_stage {
                 let v = prev.map(|s| Value::String(s.to_owned()));
-                return test(self.op, Some(v.as_ref().unwrap_or(&Value::Null)), self.value.as_ref());
+                return test(
+                    self.op,
+                    Some(v.as_ref().unwrap_or(&Value::Null)),
+                    self.value.as_ref(),
+                );
             }
         }
         test(self.op, subject.field(&self.field), self.value.as_ref())
@@ -195,12 +212,18 @@ mod tests {
         assert!(check("first_name", Eq, Some(json!("Ada"))));
         assert!(!check("first_name", Eq, Some(json!("ada"))), "eq is exact");
         assert!(check("first_name", Neq, Some(json!("Bob"))));
-        assert!(check("score", Eq, Some(json!(42.0))), "numbers by value, custom field by bare key");
+        assert!(
+            check("score", Eq, Some(json!(42.0))),
+            "numbers by value, custom field by bare key"
+        );
         assert!(check("custom_fields.score", Eq, Some(json!(42))));
         assert!(check("last_name", Eq, Some(Value::Null)));
         assert!(check("missing", Neq, Some(json!("x"))));
         assert!(!check("missing", Eq, Some(json!("x"))));
-        assert!(check("custom_fields.first_name", Eq, Some(json!("custom"))), "the prefix reaches a shadowed custom field");
+        assert!(
+            check("custom_fields.first_name", Eq, Some(json!("custom"))),
+            "the prefix reaches a shadowed custom field"
+        );
     }
 
     #[test]
@@ -229,7 +252,10 @@ mod tests {
         assert!(check("email", Contains, Some(json!("EXAMPLE"))));
         assert!(!check("email", Contains, Some(json!("acme"))));
         assert!(check("tags", Contains, Some(json!("vip"))));
-        assert!(!check("tags", Contains, Some(json!("vi"))), "arrays test membership, not substrings");
+        assert!(
+            !check("tags", Contains, Some(json!("vi"))),
+            "arrays test membership, not substrings"
+        );
         assert!(!check("score", Contains, Some(json!("4"))));
     }
 
@@ -241,18 +267,30 @@ mod tests {
         assert!(check("score", Lte, Some(json!(42.5))));
         assert!(check("score", Lt, Some(json!(100))));
         assert!(check("birthday", Lt, Some(json!("1991-01-01"))));
-        assert!(check("created_at", Gt, Some(json!("2026-03-04"))), "timestamps compare with dates");
-        assert!(!check("first_name", Gt, Some(json!("A"))), "text is not ordered");
+        assert!(
+            check("created_at", Gt, Some(json!("2026-03-04"))),
+            "timestamps compare with dates"
+        );
+        assert!(
+            !check("first_name", Gt, Some(json!("A"))),
+            "text is not ordered"
+        );
         assert!(!check("nope", Lt, Some(json!(5))));
     }
 
     #[test]
     fn previous_stage_comes_from_the_event() {
         let record = json!({"stage": "won"});
-        let moved = Subject { record: &record, previous_stage: Some(Some("proposal")) };
+        let moved = Subject {
+            record: &record,
+            previous_stage: Some(Some("proposal")),
+        };
         assert!(Condition::new("previous_stage", Eq, Some(json!("proposal"))).matches(&moved));
         assert!(Condition::new("previous_stage", Exists, None).matches(&moved));
-        let created = Subject { record: &record, previous_stage: Some(None) };
+        let created = Subject {
+            record: &record,
+            previous_stage: Some(None),
+        };
         assert!(Condition::new("previous_stage", Empty, None).matches(&created));
         assert!(all_match(&[], &created));
     }

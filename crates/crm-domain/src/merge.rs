@@ -25,6 +25,8 @@ pub enum Escape {
 pub struct MergeData<'a> {
     pub record: Option<&'a Value>,
     pub company: Option<&'a Value>,
+    /// On `deal.stage_changed`: the stage the deal left (`{{previous_stage}}`).
+    pub previous_stage: Option<&'a Value>,
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -47,7 +49,12 @@ fn display(v: &Value) -> String {
     match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(display).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(", "),
+        Value::Array(items) => items
+            .iter()
+            .map(display)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(", "),
         other => other.to_string(),
     }
 }
@@ -55,6 +62,9 @@ fn display(v: &Value) -> String {
 impl MergeData<'_> {
     /// The value of one tag, or `None` when nothing provides it.
     pub fn value(&self, tag: &str) -> Option<&Value> {
+        if tag == "previous_stage" && self.previous_stage.is_some() {
+            return self.previous_stage;
+        }
         match tag.strip_prefix("company.") {
             Some(field) => self.company.and_then(|c| lookup(c, field)),
             None => self.record.and_then(|r| lookup(r, tag)),
@@ -72,7 +82,9 @@ fn pieces(text: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start + 2..].find("}}") else { break };
+        let Some(len) = rest[start + 2..].find("}}") else {
+            break;
+        };
         out.push(Piece::Literal(&rest[..start]));
         out.push(Piece::Tag(rest[start + 2..start + 2 + len].trim()));
         rest = &rest[start + 2 + len + 2..];
@@ -118,12 +130,33 @@ pub fn has_tags(text: &str) -> bool {
 }
 
 /// Built-in fields of a contact snapshot that tags may name.
-pub const CONTACT_FIELDS: &[&str] =
-    &["id", "first_name", "last_name", "email", "phone", "linkedin_url", "company_id", "type", "created_at", "updated_at"];
+pub const CONTACT_FIELDS: &[&str] = &[
+    "id",
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "linkedin_url",
+    "company_id",
+    "type",
+    "created_at",
+    "updated_at",
+];
 /// Built-in fields of a deal snapshot that tags may name.
 pub const DEAL_FIELDS: &[&str] = &[
-    "id", "title", "pipeline", "pipeline_id", "stage", "stage_type", "primary_contact_id", "company_id", "value_cents", "currency",
-    "close_date", "created_at", "updated_at",
+    "id",
+    "title",
+    "pipeline",
+    "pipeline_id",
+    "stage",
+    "stage_type",
+    "primary_contact_id",
+    "company_id",
+    "value_cents",
+    "currency",
+    "close_date",
+    "created_at",
+    "updated_at",
 ];
 /// Built-in fields of a company snapshot (`{{company.<field>}}`).
 pub const COMPANY_FIELDS: &[&str] = &["id", "name", "domain", "created_at", "updated_at"];
@@ -131,7 +164,12 @@ pub const COMPANY_FIELDS: &[&str] = &["id", "name", "domain", "created_at", "upd
 /// The tags of `texts` that no field provides: not a built-in field of the record
 /// (`builtin`), not a custom field of `fields`, not a company field of `company_fields`. For
 /// warnings (a sequence preview): such tags render empty.
-pub fn unknown_tags(texts: &[&str], builtin: &[&str], fields: &Registry, company_fields: &Registry) -> Vec<String> {
+pub fn unknown_tags(
+    texts: &[&str],
+    builtin: &[&str],
+    fields: &Registry,
+    company_fields: &Registry,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for text in texts {
         for tag in tags(text) {
@@ -172,11 +210,20 @@ pub fn html_to_text(html: &str) -> String {
         let tag = &rest[lt + 1..lt + gt];
         rest = &rest[lt + gt + 1..];
         let lower = tag.trim().to_ascii_lowercase();
-        let name: String = lower.trim_start_matches('/').chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+        let name: String = lower
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
         let closing = lower.starts_with('/');
         match name.as_str() {
             "br" => out.push('\n'),
-            "p" | "div" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "tr" | "table" | "ul" | "ol" if closing => out.push_str("\n\n"),
+            "p" | "div" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "tr" | "table" | "ul"
+            | "ol"
+                if closing =>
+            {
+                out.push_str("\n\n")
+            }
             "li" if !closing => out.push_str("\n- "),
             "a" if !closing => pending_href.push(href(tag)),
             "a" => {
@@ -259,28 +306,70 @@ mod tests {
     #[test]
     fn fills_record_custom_and_company_fields() {
         let (record, company) = data();
-        let d = MergeData { record: Some(&record), company: Some(&company) };
-        assert_eq!(render("Hi {{first_name}} of {{ company.name }}", &d, Escape::None), "Hi Ada of Acme & Co");
-        assert_eq!(render("{{tier}}/{{custom_fields.tier}}/{{tags}}", &d, Escape::None), "<gold>/<gold>/a, b");
+        let d = MergeData {
+            record: Some(&record),
+            company: Some(&company),
+            previous_stage: None,
+        };
+        assert_eq!(
+            render("Hi {{first_name}} of {{ company.name }}", &d, Escape::None),
+            "Hi Ada of Acme & Co"
+        );
+        assert_eq!(
+            render("{{tier}}/{{custom_fields.tier}}/{{tags}}", &d, Escape::None),
+            "<gold>/<gold>/a, b"
+        );
         assert_eq!(render("{{value_cents}}", &d, Escape::None), "1200");
-        assert_eq!(render("[{{last_name}}][{{nope}}][{{company.nope}}]", &d, Escape::None), "[][][]", "null and unknown render empty");
-        assert_eq!(render("{{ first_name", &d, Escape::None), "{{ first_name", "an unclosed tag is text");
+        assert_eq!(
+            render(
+                "[{{last_name}}][{{nope}}][{{company.nope}}]",
+                &d,
+                Escape::None
+            ),
+            "[][][]",
+            "null and unknown render empty"
+        );
+        assert_eq!(
+            render("{{ first_name", &d, Escape::None),
+            "{{ first_name",
+            "an unclosed tag is text"
+        );
     }
 
     #[test]
     fn html_parts_escape_values_but_not_the_template() {
         let (record, company) = data();
-        let d = MergeData { record: Some(&record), company: Some(&company) };
-        assert_eq!(render("<b>{{tier}}</b> {{company.name}}", &d, Escape::Html), "<b>&lt;gold&gt;</b> Acme &amp; Co");
+        let d = MergeData {
+            record: Some(&record),
+            company: Some(&company),
+            previous_stage: None,
+        };
+        assert_eq!(
+            render("<b>{{tier}}</b> {{company.name}}", &d, Escape::Html),
+            "<b>&lt;gold&gt;</b> Acme &amp; Co"
+        );
         assert_eq!(render("{{x}}", &MergeData::default(), Escape::Html), "");
     }
 
     #[test]
     fn lists_tags_nothing_provides() {
         let mut fields = Registry::default();
-        fields.fields.push(FieldDef::new(ObjectKind::Contact, "tier", None, DataType::Text, None, false).unwrap());
+        fields.fields.push(
+            FieldDef::new(
+                ObjectKind::Contact,
+                "tier",
+                None,
+                DataType::Text,
+                None,
+                false,
+            )
+            .unwrap(),
+        );
         let unknown = unknown_tags(
-            &["Hi {{first_name}} {{tier}} {{custom_fields.tier}} {{company.name}}", "{{nickname}} {{company.size}} {{nickname}}"],
+            &[
+                "Hi {{first_name}} {{tier}} {{custom_fields.tier}} {{company.name}}",
+                "{{nickname}} {{company.size}} {{nickname}}",
+            ],
             CONTACT_FIELDS,
             &fields,
             &Registry::default(),
@@ -304,7 +393,7 @@ mod tests {
         #[test]
         fn rendering_is_safe(text in "[a-z <>&{}]{0,30}", value in "[a-z<>&\"']{0,10}") {
             let record = json!({"v": value});
-            let d = MergeData { record: Some(&record), company: None };
+            let d = MergeData { record: Some(&record), company: None, previous_stage: None };
             if !text.contains("{{") {
                 prop_assert_eq!(render(&text, &d, Escape::None), text.clone());
             }

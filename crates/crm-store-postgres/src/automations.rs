@@ -26,8 +26,13 @@ fn json(row: &PgRow, column: &str) -> Result<Value, StoreError> {
 }
 
 fn automation(row: &PgRow) -> Result<Automation, StoreError> {
-    let def = AutomationDef::from_stored(get(row, "name")?, &get::<String>(row, "trigger_event")?, &json(row, "conditions")?, &json(row, "actions")?)
-        .ok_or_else(|| corrupt("automation"))?;
+    let def = AutomationDef::from_stored(
+        get(row, "name")?,
+        &get::<String>(row, "trigger_event")?,
+        &json(row, "conditions")?,
+        &json(row, "actions")?,
+    )
+    .ok_or_else(|| corrupt("automation"))?;
     Ok(Automation {
         id: AutomationId::from_trusted(get(row, "id")?),
         def,
@@ -42,14 +47,19 @@ const RUN_COLUMNS: &str = "id, automation_id, event_id, event_type, record_id, m
 
 fn run(row: &PgRow) -> Result<AutomationRun, StoreError> {
     let actions = match json(row, "actions")? {
-        Value::Array(items) => items.iter().map(ActionOutcome::from_snapshot).collect::<Option<Vec<_>>>().ok_or_else(|| corrupt("run actions"))?,
+        Value::Array(items) => items
+            .iter()
+            .map(ActionOutcome::from_snapshot)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| corrupt("run actions"))?,
         _ => return Err(corrupt("run actions")),
     };
     Ok(AutomationRun {
         id: AutomationRunId::from_trusted(get(row, "id")?),
         automation_id: AutomationId::from_trusted(get(row, "automation_id")?),
         event_id: EventId::from_trusted(get(row, "event_id")?),
-        event_type: EventType::parse(&get::<String>(row, "event_type")?).ok_or_else(|| corrupt("event_type"))?,
+        event_type: EventType::parse(&get::<String>(row, "event_type")?)
+            .ok_or_else(|| corrupt("event_type"))?,
         record_id: get(row, "record_id")?,
         matched: get(row, "matched")?,
         actions,
@@ -67,7 +77,11 @@ fn actions_text(a: &Automation) -> String {
 
 #[async_trait]
 impl AutomationRepo for PostgresTx {
-    async fn insert_automation(&mut self, tenant: &Tenant, a: &Automation) -> Result<(), StoreError> {
+    async fn insert_automation(
+        &mut self,
+        tenant: &Tenant,
+        a: &Automation,
+    ) -> Result<(), StoreError> {
         let q = tenant_query(
             "INSERT INTO automations (workspace_id, mode, id, name, trigger_event, conditions, actions, enabled, created_at, updated_at, version)
              VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8, $9, $10, $11)",
@@ -86,13 +100,21 @@ impl AutomationRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_automation(&mut self, tenant: &Tenant, id: &AutomationId) -> Result<Option<Automation>, StoreError> {
+    async fn get_automation(
+        &mut self,
+        tenant: &Tenant,
+        id: &AutomationId,
+    ) -> Result<Option<Automation>, StoreError> {
         let sql = format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE workspace_id = $1 AND mode = $2 AND id = $3{}", self.for_update());
         let q = tenant_query(&sql, tenant).bind(id.as_str());
         self.optional(q, automation).await
     }
 
-    async fn update_automation(&mut self, tenant: &Tenant, a: &Automation) -> Result<(), StoreError> {
+    async fn update_automation(
+        &mut self,
+        tenant: &Tenant,
+        a: &Automation,
+    ) -> Result<(), StoreError> {
         let q = tenant_query(
             "UPDATE automations SET name = $4, trigger_event = $5, conditions = $6::json, actions = $7::json, enabled = $8, updated_at = $9,
              version = $10 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
@@ -112,21 +134,38 @@ impl AutomationRepo for PostgresTx {
         }
     }
 
-    async fn delete_automation(&mut self, tenant: &Tenant, id: &AutomationId) -> Result<bool, StoreError> {
+    async fn delete_automation(
+        &mut self,
+        tenant: &Tenant,
+        id: &AutomationId,
+    ) -> Result<bool, StoreError> {
         let q = tenant_query("DELETE FROM automation_runs WHERE workspace_id = $1 AND mode = $2 AND automation_id = $3", tenant).bind(id.as_str());
         self.execute(q).await?;
-        let q = tenant_query("DELETE FROM automations WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+        let q = tenant_query(
+            "DELETE FROM automations WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str());
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn list_automations(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Automation>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
+    async fn list_automations(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Automation>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
         self.all(qb.build(), automation).await
     }
 
-    async fn active_automations(&mut self, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
+    async fn active_automations(
+        &mut self,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Automation>, StoreError> {
         let types: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
         let sql = format!(
             "SELECT {AUTOMATION_COLUMNS} FROM automations WHERE workspace_id = $1 AND mode = $2 AND enabled AND trigger_event = ANY($3) ORDER BY id"
@@ -135,7 +174,11 @@ impl AutomationRepo for PostgresTx {
         self.all(q, automation).await
     }
 
-    async fn insert_automation_runs(&mut self, tenant: &Tenant, runs: &[AutomationRun]) -> Result<(), StoreError> {
+    async fn insert_automation_runs(
+        &mut self,
+        tenant: &Tenant,
+        runs: &[AutomationRun],
+    ) -> Result<(), StoreError> {
         if runs.is_empty() {
             return Ok(());
         }
@@ -159,10 +202,17 @@ impl AutomationRepo for PostgresTx {
         Ok(())
     }
 
-    async fn list_automation_runs(&mut self, tenant: &Tenant, automation_id: &AutomationId, slice: &Slice) -> Result<Vec<AutomationRun>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {RUN_COLUMNS} FROM automation_runs"));
+    async fn list_automation_runs(
+        &mut self,
+        tenant: &Tenant,
+        automation_id: &AutomationId,
+        slice: &Slice,
+    ) -> Result<Vec<AutomationRun>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {RUN_COLUMNS} FROM automation_runs"));
         tenant_where(&mut qb, tenant);
-        qb.push(" AND automation_id = ").push_bind(automation_id.as_str());
+        qb.push(" AND automation_id = ")
+            .push_bind(automation_id.as_str());
         slice_clause(&mut qb, slice);
         self.all(qb.build(), run).await
     }

@@ -19,9 +19,13 @@ use crate::{
     SqliteTx,
 };
 
-const AUTOMATION_COLUMNS: &str = "id, name, trigger_event, conditions, actions, enabled, created_at, updated_at, version";
+const AUTOMATION_COLUMNS: &str =
+    "id, name, trigger_event, conditions, actions, enabled, created_at, updated_at, version";
 
-fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError> {
+fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(
+    row: &'r SqliteRow,
+    column: &str,
+) -> Result<T, StoreError> {
     row.try_get(column).map_err(backend)
 }
 
@@ -30,8 +34,13 @@ fn json(row: &SqliteRow, column: &str) -> Result<Value, StoreError> {
 }
 
 fn automation(row: &SqliteRow) -> Result<Automation, StoreError> {
-    let def = AutomationDef::from_stored(get(row, "name")?, &get::<String>(row, "trigger_event")?, &json(row, "conditions")?, &json(row, "actions")?)
-        .ok_or_else(|| corrupt("automation"))?;
+    let def = AutomationDef::from_stored(
+        get(row, "name")?,
+        &get::<String>(row, "trigger_event")?,
+        &json(row, "conditions")?,
+        &json(row, "actions")?,
+    )
+    .ok_or_else(|| corrupt("automation"))?;
     Ok(Automation {
         id: AutomationId::from_trusted(get(row, "id")?),
         def,
@@ -42,18 +51,24 @@ fn automation(row: &SqliteRow) -> Result<Automation, StoreError> {
     })
 }
 
-const RUN_COLUMNS: &str = "id, automation_id, event_id, event_type, record_id, matched, actions, created_at";
+const RUN_COLUMNS: &str =
+    "id, automation_id, event_id, event_type, record_id, matched, actions, created_at";
 
 fn run(row: &SqliteRow) -> Result<AutomationRun, StoreError> {
     let actions = match json(row, "actions")? {
-        Value::Array(items) => items.iter().map(ActionOutcome::from_snapshot).collect::<Option<Vec<_>>>().ok_or_else(|| corrupt("run actions"))?,
+        Value::Array(items) => items
+            .iter()
+            .map(ActionOutcome::from_snapshot)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| corrupt("run actions"))?,
         _ => return Err(corrupt("run actions")),
     };
     Ok(AutomationRun {
         id: AutomationRunId::from_trusted(get(row, "id")?),
         automation_id: AutomationId::from_trusted(get(row, "automation_id")?),
         event_id: EventId::from_trusted(get(row, "event_id")?),
-        event_type: EventType::parse(&get::<String>(row, "event_type")?).ok_or_else(|| corrupt("event_type"))?,
+        event_type: EventType::parse(&get::<String>(row, "event_type")?)
+            .ok_or_else(|| corrupt("event_type"))?,
         record_id: get(row, "record_id")?,
         matched: get(row, "matched")?,
         actions,
@@ -71,7 +86,11 @@ fn actions_text(a: &Automation) -> String {
 
 #[async_trait]
 impl AutomationRepo for SqliteTx {
-    async fn insert_automation(&mut self, tenant: &Tenant, a: &Automation) -> Result<(), StoreError> {
+    async fn insert_automation(
+        &mut self,
+        tenant: &Tenant,
+        a: &Automation,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO automations (workspace_id, mode, id, name, trigger_event, conditions, actions, enabled, created_at, updated_at, version)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -93,7 +112,11 @@ impl AutomationRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_automation(&mut self, tenant: &Tenant, id: &AutomationId) -> Result<Option<Automation>, StoreError> {
+    async fn get_automation(
+        &mut self,
+        tenant: &Tenant,
+        id: &AutomationId,
+    ) -> Result<Option<Automation>, StoreError> {
         let sql = format!("SELECT {AUTOMATION_COLUMNS} FROM automations WHERE workspace_id = $1 AND mode = $2 AND id = $3");
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
@@ -105,7 +128,11 @@ impl AutomationRepo for SqliteTx {
         row.as_ref().map(automation).transpose()
     }
 
-    async fn update_automation(&mut self, tenant: &Tenant, a: &Automation) -> Result<(), StoreError> {
+    async fn update_automation(
+        &mut self,
+        tenant: &Tenant,
+        a: &Automation,
+    ) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE automations SET name = $4, trigger_event = $5, conditions = $6, actions = $7, enabled = $8, updated_at = $9, version = $10
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
@@ -130,8 +157,15 @@ impl AutomationRepo for SqliteTx {
         }
     }
 
-    async fn delete_automation(&mut self, tenant: &Tenant, id: &AutomationId) -> Result<bool, StoreError> {
-        for table in ["automation_runs WHERE workspace_id = $1 AND mode = $2 AND automation_id = $3", "automations WHERE workspace_id = $1 AND mode = $2 AND id = $3"] {
+    async fn delete_automation(
+        &mut self,
+        tenant: &Tenant,
+        id: &AutomationId,
+    ) -> Result<bool, StoreError> {
+        for table in [
+            "automation_runs WHERE workspace_id = $1 AND mode = $2 AND automation_id = $3",
+            "automations WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+        ] {
             let done = sqlx::query(&format!("DELETE FROM {table}"))
                 .bind(tenant.workspace_id.as_str())
                 .bind(tenant.mode.as_str())
@@ -146,19 +180,29 @@ impl AutomationRepo for SqliteTx {
         Ok(false)
     }
 
-    async fn list_automations(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Automation>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
+    async fn list_automations(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Automation>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(automation).collect()
     }
 
-    async fn active_automations(&mut self, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
+    async fn active_automations(
+        &mut self,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Automation>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {AUTOMATION_COLUMNS} FROM automations"));
         tenant_where(&mut qb, tenant);
         qb.push(" AND enabled = 1 AND trigger_event IN (");
         let mut list = qb.separated(", ");
@@ -170,7 +214,11 @@ impl AutomationRepo for SqliteTx {
         rows.iter().map(automation).collect()
     }
 
-    async fn insert_automation_runs(&mut self, tenant: &Tenant, runs: &[AutomationRun]) -> Result<(), StoreError> {
+    async fn insert_automation_runs(
+        &mut self,
+        tenant: &Tenant,
+        runs: &[AutomationRun],
+    ) -> Result<(), StoreError> {
         if runs.is_empty() {
             return Ok(());
         }
@@ -193,10 +241,17 @@ impl AutomationRepo for SqliteTx {
         Ok(())
     }
 
-    async fn list_automation_runs(&mut self, tenant: &Tenant, automation_id: &AutomationId, slice: &Slice) -> Result<Vec<AutomationRun>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {RUN_COLUMNS} FROM automation_runs"));
+    async fn list_automation_runs(
+        &mut self,
+        tenant: &Tenant,
+        automation_id: &AutomationId,
+        slice: &Slice,
+    ) -> Result<Vec<AutomationRun>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {RUN_COLUMNS} FROM automation_runs"));
         tenant_where(&mut qb, tenant);
-        qb.push(" AND automation_id = ").push_bind(automation_id.as_str());
+        qb.push(" AND automation_id = ")
+            .push_bind(automation_id.as_str());
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(run).collect()

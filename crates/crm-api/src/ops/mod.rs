@@ -2,6 +2,7 @@
 //! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
 
 pub mod activities;
+pub mod automations;
 pub mod batch;
 pub mod companies;
 pub mod contacts;

@@ -1,0 +1,288 @@
+//! Automations: `/automations` and `/automations/{id}/runs` (spec, "Automation"; decisions §12).
+
+use crm_app::{automations::AutomationPatch, Scope};
+use crm_domain::rule::{Automation, AutomationDraft, AutomationRun};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{deleted_body, deleted_schema, handler, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    schema::schema_of,
+};
+
+/// A condition: `{field, op, value?}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
+pub struct ConditionIn {
+    /// A built-in field of the triggering record, a custom field key (bare or
+    /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
+    field: String,
+    /// One of eq, neq, in, nin, exists, empty, contains, gt, lt, gte, lte.
+    op: String,
+    /// Omitted for `exists` and `empty`; an array for `in` and `nin`; a number or date for the
+    /// orderings.
+    value: Option<Value>,
+}
+
+/// An action: `{type, ...parameters}`; see GET /automations-capabilities for each type's
+/// parameters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // describes the wire shape
+pub struct ActionIn {
+    /// create_activity, set_field, move_deal_stage or send_email.
+    #[serde(rename = "type")]
+    action_type: String,
+    /// create_activity: a registered `activity.type` value.
+    activity_type: Option<String>,
+    /// create_activity: the text; send_email: the HTML body. `{{field}}` placeholders allowed.
+    body: Option<String>,
+    /// set_field: a built-in field or a registered custom field key.
+    field: Option<String>,
+    /// set_field: the new value (strings may hold placeholders).
+    value: Option<Value>,
+    /// move_deal_stage: a stage key of the deal's pipeline.
+    stage: Option<String>,
+    /// send_email: the recipient; default the triggering contact or the deal's primary contact.
+    to: Option<String>,
+    /// send_email: the subject.
+    subject: Option<String>,
+    /// send_email: a plain-text part; derived from `body` when absent.
+    text: Option<String>,
+    /// send_email: a `tpl_` template giving subject, body and text instead.
+    template_id: Option<String>,
+}
+
+/// A rule to create.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AutomationCreate {
+    pub name: Option<String>,
+    /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
+    pub trigger_event: Option<String>,
+    /// Conditions combined with AND (default: none, the rule fires on every such event).
+    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    pub conditions: Option<Value>,
+    /// One or more actions, run in order.
+    #[schemars(with = "Option<Vec<ActionIn>>")]
+    pub actions: Option<Value>,
+    /// Default true. An enabled rule counts against the plan's active-automation cap.
+    pub enabled: Option<bool>,
+}
+
+/// Fields to change; the rule that results is validated like a new one.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AutomationUpdate {
+    pub name: Option<String>,
+    pub trigger_event: Option<String>,
+    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    pub conditions: Option<Value>,
+    #[schemars(with = "Option<Vec<ActionIn>>")]
+    pub actions: Option<Value>,
+    /// Enabling a disabled rule checks the plan's cap again.
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct AutomationOut {
+    /// `aut_` prefix.
+    id: String,
+    object: String,
+    name: String,
+    trigger_event: String,
+    conditions: Vec<ConditionIn>,
+    actions: Vec<ActionIn>,
+    enabled: bool,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct ActionOutcomeOut {
+    #[schemars(rename = "type")]
+    action_type: String,
+    /// `succeeded` or `failed`.
+    status: String,
+    /// What the action made or set, e.g. `{"activity_id": ...}`, `{"email_id": ...}`.
+    result: Option<Value>,
+    /// `{code, detail}` when it failed; `code` is a code of the error table, or `no_recipient`.
+    error: Option<Value>,
+}
+
+/// One evaluation of a rule for one event.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct AutomationRunOut {
+    /// `run_` prefix.
+    id: String,
+    object: String,
+    automation_id: String,
+    event_id: String,
+    event_type: String,
+    record_id: String,
+    /// Whether the conditions matched (then the actions ran).
+    matched: bool,
+    actions: Vec<ActionOutcomeOut>,
+    created_at: String,
+}
+
+fn render(a: &Automation) -> Value {
+    a.snapshot()
+}
+
+fn render_run(r: &AutomationRun) -> Value {
+    r.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+handler!(list(api, caller, input) {
+    let page = api.app.list_automations(caller, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: AutomationCreate = body::parse(input.body.as_ref(), None)?;
+    let draft = AutomationDraft { name: c.name, trigger_event: c.trigger_event, conditions: c.conditions, actions: c.actions };
+    let automation = api.app.create_automation(caller, draft, c.enabled.unwrap_or(true)).await?;
+    Ok(Reply::record(201, render(&automation)))
+});
+
+handler!(get(api, caller, input) {
+    let automation = api.app.get_automation(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&automation)))
+});
+
+handler!(update(api, caller, input) {
+    let u: AutomationUpdate = body::parse(input.body.as_ref(), None)?;
+    let patch = AutomationPatch { name: u.name, trigger_event: u.trigger_event, conditions: u.conditions, actions: u.actions, enabled: u.enabled };
+    let automation = api.app.update_automation(caller, input.path_param("id"), patch).await?;
+    Ok(Reply::record(200, render(&automation)))
+});
+
+handler!(delete(api, caller, input) {
+    let id = api.app.delete_automation(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, deleted_body(id.as_str(), "automation")))
+});
+
+handler!(runs(api, caller, input) {
+    let page = api.app.list_automation_runs(caller, input.path_param("id"), input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render_run)))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("automations");
+    let write = Scope::write("automations");
+    vec![
+        Operation {
+            name: "svc_list_automations",
+            method: Method::Get,
+            path: "/automations",
+            summary: "List automations",
+            description: "Lists the automation rules of this mode, newest first. Page with `limit` and `cursor`.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<AutomationOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_automation",
+            method: Method::Post,
+            path: "/automations",
+            summary: "Create an automation",
+            description: "Installs a rule: when `trigger_event` happens and every condition holds, the actions run in the same \
+                transaction as the triggering write, without emitting events (rules never trigger each other). Read GET \
+                /automations-capabilities first. Fails loudly: unknown_value (with valid_options) for an unknown trigger event, \
+                operator or action type, a deal-only action on a contact trigger, or a move_deal_stage to a stage no pipeline \
+                has; unknown_field for a set_field or condition on an unregistered field (register it with POST /fields); \
+                validation_failed for a live-mode send_email without an email connection (POST /connections first); \
+                plan_limit when the plan's active automations are used up. Not idempotent and no duplicate-name guard: a blind \
+                retry installs a second copy, so list before retrying.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<AutomationCreate>),
+            output: schema_of::<AutomationOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_automation",
+            method: Method::Get,
+            path: "/automations/{id}",
+            summary: "Get an automation",
+            description: "Returns one rule by its `aut_` id. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<AutomationOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_automation",
+            method: Method::Patch,
+            path: "/automations/{id}",
+            summary: "Update an automation",
+            description: "Changes the fields sent; the resulting rule is validated like a new one (same errors as create). \
+                `enabled: false` pauses it, `enabled: true` resumes it (plan_limit when the cap is reached).",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<AutomationUpdate>),
+            output: schema_of::<AutomationOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_automation",
+            method: Method::Delete,
+            path: "/automations/{id}",
+            summary: "Delete an automation",
+            description: "Deletes a rule and its runs for good. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_list_automation_runs",
+            method: Method::Get,
+            path: "/automations/{id}/runs",
+            summary: "List an automation's runs",
+            description: "One entry per evaluation of the rule, newest first: the event and record, whether the conditions \
+                matched, and each action's outcome (`succeeded` with its result, or `failed` with `{code, detail}`; \
+                `no_recipient` when a send_email had nobody to send to). Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<AutomationRunOut>,
+            hints: Hints::READ,
+            handler: runs,
+        },
+    ]
+}
