@@ -28,6 +28,7 @@ pub mod registry;
 pub mod search;
 pub mod sequence_hooks;
 pub mod sequence_ports;
+pub mod sequences;
 pub mod system;
 pub mod workspaces;
 pub mod write;
