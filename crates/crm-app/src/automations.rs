@@ -373,7 +373,7 @@ impl App {
                 Ok(json!({"activity_id": activity.id.as_str()}))
             }
             Planned::SendEmail { to, email } => {
-                self.send_email_action(tx, tenant, event, rule, to, email, company.as_ref())
+                self.send_email_action(tx, tenant, event, rule, to, email, &data)
                     .await
             }
         }

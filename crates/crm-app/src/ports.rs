@@ -9,6 +9,7 @@ use crm_domain::{
 use uuid::Uuid;
 
 pub use crate::automation_ports::AutomationRepo;
+pub use crate::mail_ports::{EmailFilter, EmailRepo, EmailSender, SendFailure};
 pub use crate::sequence_ports::{ClaimedEnrollment, SequenceRepo};
 use crate::{
     auth::{ApiKeyRecord, Workspace},
@@ -336,6 +337,7 @@ pub trait Tx:
     + KeyRepo
     + PlanRepo
     + AutomationRepo
+    + EmailRepo
     + SequenceRepo
     + Send
 {

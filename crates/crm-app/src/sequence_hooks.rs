@@ -35,8 +35,12 @@ impl App {
                     continue;
                 }
                 let object = seq.def.source_object();
-                let Some(contact) = sequence::recipient(object, &event.data) else { continue };
-                let Some(source) = event.data.get("id").and_then(|v| v.as_str()) else { continue };
+                let Some(contact) = sequence::recipient(object, &event.data) else {
+                    continue;
+                };
+                let Some(source) = event.data.get("id").and_then(|v| v.as_str()) else {
+                    continue;
+                };
                 wanted.push((i, contact, source.to_owned()));
             }
         }
@@ -44,7 +48,8 @@ impl App {
             return Ok(());
         }
         let ids: Vec<ContactId> = wanted.iter().map(|(_, c, _)| c.clone()).collect();
-        let contacts: HashMap<ContactId, crm_domain::Contact> = tx.contacts_by_ids(tenant, &ids).await?.into_iter().map(|c| (c.id.clone(), c)).collect();
+        let contacts: HashMap<ContactId, crm_domain::Contact> =
+            tx.contacts_by_ids(tenant, &ids).await?.into_iter().map(|c| (c.id.clone(), c)).collect();
         let now = self.clock.now();
         let enrollments: Vec<Enrollment> = wanted
             .into_iter()

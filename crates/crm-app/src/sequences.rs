@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crm_domain::{
-    sequence::{self, Enrollment, ExitReason, Sequence, SequenceDef, SequenceDraft, SourceObject, ENROLL_EXISTING_LIMIT},
     rule::RuleContext,
+    sequence::{self, Enrollment, ExitReason, Sequence, SequenceDef, SequenceDraft, SourceObject, ENROLL_EXISTING_LIMIT},
     Contact, ContactId, EnrollmentId, ObjectKind, PlanCap, Registry, SequenceId, Tenant, Timestamp, ValidationError,
 };
 use serde_json::Value;
@@ -84,7 +84,11 @@ impl App {
 
     async fn validate_sequence(&self, tx: &mut dyn Tx, caller: &Caller, draft: SequenceDraft) -> Result<SequenceDef, AppError> {
         let (contact, deal, stage_keys) = self.sequence_context(tx, &caller.tenant).await?;
-        let ctx = RuleContext { contact_registry: &contact, deal_registry: &deal, stage_keys: &stage_keys };
+        let ctx = RuleContext {
+            contact_registry: &contact,
+            deal_registry: &deal,
+            stage_keys: &stage_keys,
+        };
         let def = SequenceDef::parse(draft, &ctx)?;
         self.check_sequence_sending(tx, &caller.tenant, &def).await?;
         Ok(def)
@@ -101,13 +105,30 @@ impl App {
         let def = self.validate_sequence(&mut *tx, caller, draft).await?;
         check_plan_cap(&mut *tx, caller, PlanCap::Sequences).await?;
         let now = self.clock.now();
-        let seq = Sequence { id: SequenceId::from_uuid(self.ids.new_uuid()), def, enabled, enroll_existing, created_at: now, updated_at: now, version: 1 };
+        let seq = Sequence {
+            id: SequenceId::from_uuid(self.ids.new_uuid()),
+            def,
+            enabled,
+            enroll_existing,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        };
         tx.insert_sequence(tenant, &seq).await?;
         if enroll_existing && enabled && seq.def.trigger.is_some() {
             let found = self.existing_matches(&mut *tx, tenant, &seq).await?;
             let enrollments: Vec<Enrollment> = found
                 .into_iter()
-                .map(|(contact, source)| Enrollment::start(EnrollmentId::from_uuid(self.ids.new_uuid()), &seq, contact, seq.def.source_object(), source, now))
+                .map(|(contact, source)| {
+                    Enrollment::start(
+                        EnrollmentId::from_uuid(self.ids.new_uuid()),
+                        &seq,
+                        contact,
+                        seq.def.source_object(),
+                        source,
+                        now,
+                    )
+                })
                 .collect();
             tx.insert_enrollments(tenant, &enrollments).await?;
         }
@@ -118,7 +139,9 @@ impl App {
     pub async fn get_sequence(&self, caller: &Caller, id: &str) -> Result<Sequence, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_sequence(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("sequence", id.as_str()))
+        tx.get_sequence(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("sequence", id.as_str()))
     }
 
     pub async fn list_sequences(&self, caller: &Caller, page: PageParams) -> Result<Page<Sequence>, AppError> {
@@ -135,8 +158,12 @@ impl App {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let mut seq = tx.get_sequence(tenant, &id).await?.ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
-        let redefines = patch.name.is_some() || patch.channel.is_some() || patch.trigger.is_some() || patch.exit_when.is_some() || patch.steps.is_some();
+        let mut seq = tx
+            .get_sequence(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
+        let redefines =
+            patch.name.is_some() || patch.channel.is_some() || patch.trigger.is_some() || patch.exit_when.is_some() || patch.steps.is_some();
         let mut changed = false;
         if redefines {
             let mut draft = seq.def.draft();
@@ -175,7 +202,8 @@ impl App {
     pub async fn delete_sequence(&self, caller: &Caller, id: &str) -> Result<SequenceId, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        tx.end_sequence_enrollments(&caller.tenant, &id, ExitReason::SequenceDeleted, self.clock.now()).await?;
+        tx.end_sequence_enrollments(&caller.tenant, &id, ExitReason::SequenceDeleted, self.clock.now())
+            .await?;
         if !tx.delete_sequence(&caller.tenant, &id).await? {
             return Err(AppError::not_found("sequence", id.as_str()));
         }
@@ -190,8 +218,15 @@ impl App {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
-        let seq = tx.get_sequence(tenant, &id).await?.ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
-        let would_enroll_now = if seq.def.trigger.is_some() { self.existing_matches(&mut *tx, tenant, &seq).await?.len() } else { 0 };
+        let seq = tx
+            .get_sequence(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
+        let would_enroll_now = if seq.def.trigger.is_some() {
+            self.existing_matches(&mut *tx, tenant, &seq).await?.len()
+        } else {
+            0
+        };
         let contact_fields = tx.load_registry(tenant, ObjectKind::Contact).await?;
         let company_fields = tx.load_registry(tenant, ObjectKind::Company).await?;
         let mut texts: Vec<String> = Vec::new();
@@ -218,7 +253,10 @@ impl App {
         let mut seen: HashSet<ContactId> = HashSet::new();
         let mut before: Option<String> = None;
         loop {
-            let slice = Slice { before: before.clone(), limit: SCAN_PAGE };
+            let slice = Slice {
+                before: before.clone(),
+                limit: SCAN_PAGE,
+            };
             // (recipient, source id) of the records meeting the filter and not the exit list.
             let (candidates, last, len): (Vec<(ContactId, String)>, Option<String>, usize) = match object {
                 SourceObject::Contact => {
@@ -244,7 +282,8 @@ impl App {
                         .filter_map(|d| {
                             let snap = d.snapshot();
                             let ok = seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap);
-                            ok.then(|| sequence::recipient(SourceObject::Deal, &snap).map(|c| (c, d.id.to_string()))).flatten()
+                            ok.then(|| sequence::recipient(SourceObject::Deal, &snap).map(|c| (c, d.id.to_string())))
+                                .flatten()
                         })
                         .collect();
                     (c, last, len)
@@ -282,35 +321,78 @@ impl App {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let raw = contact_id.ok_or_else(|| ValidationError::invalid("contact_id", "is required"))?;
-        let contact_id = ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "contact_id".into(), value: raw.clone() })?;
+        let contact_id = ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+            field: "contact_id".into(),
+            value: raw.clone(),
+        })?;
         let mut tx = self.store.begin_write().await?;
-        let seq = tx.get_sequence(tenant, &id).await?.ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
+        let seq = tx
+            .get_sequence(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
         if !seq.enabled {
-            return Err(AppError::Conflict { detail: "the sequence is disabled; enable it with PATCH first".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "the sequence is disabled; enable it with PATCH first".into(),
+                existing: None,
+            });
         }
         let contact = tx.get_contact(tenant, &contact_id).await?;
         match &contact {
-            None => return Err(ValidationError::InvalidReference { field: "contact_id".into(), value: raw }.into()),
-            Some(c) if c.deleted_at.is_some() => return Err(ValidationError::InvalidReference { field: "contact_id".into(), value: raw }.into()),
+            None => {
+                return Err(ValidationError::InvalidReference {
+                    field: "contact_id".into(),
+                    value: raw,
+                }
+                .into())
+            }
+            Some(c) if c.deleted_at.is_some() => {
+                return Err(ValidationError::InvalidReference {
+                    field: "contact_id".into(),
+                    value: raw,
+                }
+                .into())
+            }
             Some(c) if c.email.is_none() => return Err(ValidationError::invalid("contact_id", "the contact has no email address to send to").into()),
             Some(_) => {}
         }
         let now = self.clock.now();
-        let e = Enrollment::start(EnrollmentId::from_uuid(self.ids.new_uuid()), &seq, contact_id.clone(), SourceObject::Contact, contact_id.to_string(), now);
+        let e = Enrollment::start(
+            EnrollmentId::from_uuid(self.ids.new_uuid()),
+            &seq,
+            contact_id.clone(),
+            SourceObject::Contact,
+            contact_id.to_string(),
+            now,
+        );
         let inserted = tx.insert_enrollments(tenant, std::slice::from_ref(&e)).await?;
         if inserted.is_empty() {
             let existing = self.enrollment_of(&mut *tx, tenant, &seq.id, &contact_id).await?;
-            return Ok(Enrolled { enrollment: existing, created: false });
+            return Ok(Enrolled {
+                enrollment: existing,
+                created: false,
+            });
         }
         tx.commit().await?;
-        Ok(Enrolled { enrollment: e, created: true })
+        Ok(Enrolled {
+            enrollment: e,
+            created: true,
+        })
     }
 
     /// The enrollment of a contact in a sequence (it exists: the caller just hit the unique rule).
     async fn enrollment_of(&self, tx: &mut dyn Tx, tenant: &Tenant, seq: &SequenceId, contact: &ContactId) -> Result<Enrollment, AppError> {
         let mut before = None;
         loop {
-            let rows = tx.list_enrollments(tenant, seq, &Slice { before: before.clone(), limit: 1000 }).await?;
+            let rows = tx
+                .list_enrollments(
+                    tenant,
+                    seq,
+                    &Slice {
+                        before: before.clone(),
+                        limit: 1000,
+                    },
+                )
+                .await?;
             if let Some(e) = rows.iter().find(|e| &e.contact_id == contact) {
                 return Ok(e.clone());
             }
@@ -342,7 +424,10 @@ impl App {
         if tx.get_sequence(tenant, &id).await?.is_none() {
             return Err(AppError::not_found("sequence", id.as_str()));
         }
-        let mut e = tx.get_enrollment(tenant, &id, &eid).await?.ok_or_else(|| AppError::not_found("sequence enrollment", eid.as_str()))?;
+        let mut e = tx
+            .get_enrollment(tenant, &id, &eid)
+            .await?
+            .ok_or_else(|| AppError::not_found("sequence enrollment", eid.as_str()))?;
         if e.exit(ExitReason::Unenrolled, self.clock.now()) {
             tx.update_enrollments(tenant, std::slice::from_ref(&e)).await?;
             tx.commit().await?;
@@ -351,7 +436,12 @@ impl App {
     }
 
     /// Snapshots of source records (contacts and deals) by id; deleted or missing ones absent.
-    pub(crate) async fn source_snapshots(&self, tx: &mut dyn Tx, tenant: &Tenant, sources: &[(SourceObject, String)]) -> Result<HashMap<String, Value>, AppError> {
+    pub(crate) async fn source_snapshots(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        sources: &[(SourceObject, String)],
+    ) -> Result<HashMap<String, Value>, AppError> {
         let mut contact_ids: Vec<ContactId> = Vec::new();
         let mut deal_ids: Vec<crm_domain::DealId> = Vec::new();
         for (object, id) in sources {
@@ -376,7 +466,13 @@ impl App {
 
     /// Ends the active enrollments among `enrollments` that must end now (see [`exit_reason`]);
     /// returns those that go on.
-    pub(crate) async fn recheck_enrollments(&self, tx: &mut dyn Tx, tenant: &Tenant, enrollments: Vec<Enrollment>, now: Timestamp) -> Result<Vec<Enrollment>, AppError> {
+    pub(crate) async fn recheck_enrollments(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        enrollments: Vec<Enrollment>,
+        now: Timestamp,
+    ) -> Result<Vec<Enrollment>, AppError> {
         if enrollments.is_empty() {
             return Ok(enrollments);
         }

@@ -17,6 +17,7 @@ pub mod email;
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod mail;
 pub mod merge;
 pub mod patch;
 pub mod pipeline;

@@ -782,4 +782,5 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
 }
 
 pub use crate::automation_cases::*;
+pub use crate::email_cases::*;
 pub use crate::sequence_cases::*;

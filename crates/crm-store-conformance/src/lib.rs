@@ -6,6 +6,7 @@
 
 pub mod automation_cases;
 pub mod cases;
+pub mod email_cases;
 pub mod sequence_cases;
 mod fixtures;
 
@@ -64,6 +65,10 @@ macro_rules! conformance_suite {
             leases_reserve_until_they_expire,
             automations_round_trip_update_and_delete_with_their_runs,
             active_automations_are_the_enabled_ones_for_the_events_oldest_first,
+            connections_and_templates_round_trip_per_tenant,
+            emails_list_newest_first_with_filters,
+            due_emails_are_claimed_once_until_the_claim_expires,
+            concurrent_claimers_never_share_an_email,
             sequences_round_trip_update_count_and_delete,
             triggered_sequences_are_the_enabled_ones_for_the_events_oldest_first,
             enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,

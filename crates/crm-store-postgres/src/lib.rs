@@ -14,6 +14,7 @@
 //! sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
 mod automations;
+mod email;
 mod plans;
 mod records;
 mod rows;

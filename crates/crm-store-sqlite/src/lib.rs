@@ -7,6 +7,7 @@
 //! HTTP and no business rule beyond what the port's contracts say.
 
 mod automations;
+mod email;
 mod plans;
 mod records;
 mod rows;
