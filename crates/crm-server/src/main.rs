@@ -2,6 +2,7 @@
 //! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
 
 mod config;
+mod sequence_worker;
 
 use std::sync::Arc;
 
@@ -173,10 +174,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
+    let sequences = tokio::spawn(sequence_worker::SequenceWorker::from_env().run_forever(app.clone()));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = axum_serve(listener, router).await;
     flusher.abort();
+    sequences.abort();
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
     served

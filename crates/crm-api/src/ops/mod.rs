@@ -13,6 +13,7 @@ pub mod keys;
 pub mod pipelines;
 pub mod registry;
 pub mod search;
+pub mod sequences;
 pub mod usage;
 
 use crm_app::Page;
