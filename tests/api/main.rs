@@ -10,6 +10,7 @@ mod batch;
 mod companies;
 mod contacts;
 mod deals;
+mod email;
 mod errors;
 mod idempotency;
 mod keys;

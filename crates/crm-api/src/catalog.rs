@@ -268,6 +268,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::keys::operations(),
             ops::usage::operations(),
             ops::automations::operations(),
+            ops::email::operations(),
             ops::sequences::operations(),
         ]
         .into_iter()

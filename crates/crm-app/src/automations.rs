@@ -293,7 +293,9 @@ impl App {
         cache: &mut ActionCache,
     ) -> Result<Value, ActionError> {
         let object = object_of(event.event_type);
-        let company = if action_texts(action).iter().any(|t| t.contains("company.")) {
+        // A template's text is not known here: load the company for it too (once per write).
+        let templated = matches!(action, Action::SendEmail(e) if e.template_id.is_some());
+        let company = if templated || action_texts(action).iter().any(|t| t.contains("company.")) {
             cache.company(tx, tenant, &event.data).await?
         } else {
             None

@@ -8,6 +8,7 @@ pub mod companies;
 pub mod contacts;
 pub mod deals;
 pub mod discovery;
+pub mod email;
 pub mod events;
 pub mod keys;
 pub mod pipelines;
