@@ -21,3 +21,4 @@ mod plans;
 mod registry;
 mod schema;
 mod search;
+mod sequences;
