@@ -496,3 +496,62 @@ async fn two_processes_send_every_step_exactly_once() {
     assert!(twice.is_empty(), "sent more than once: {twice:?}");
     drop(b);
 }
+
+/// Benchmark (run by hand: `cargo nextest run -p crm-server --test api --run-ignored only sends_per_second --no-capture`):
+/// prints how many due steps per second one test-mode server sends. A first server (its
+/// scheduler idle) makes 10,000 enrollments with a step due at once; a second one sends them.
+/// No assertion on time.
+async fn sends_per_second(backend: Backend) {
+    let database_url = fresh_database(backend).await;
+    let keys = create_workspace(&database_url, &["--plan", "scale", "--rate-limit-per-minute", "1000000"]);
+    let setup = start(backend, database_url.clone(), keys.clone(), &[("CRM_SEQUENCE_POLL_MS", "3600000")]);
+    let n_contacts = 500;
+    for chunk in 0..n_contacts / 100 {
+        let ops: Vec<Value> = (0..100)
+            .map(|i| json!({"op": "create", "object": "contact", "data": {"first_name": "C", "email": format!("c{chunk}-{i}@example.com")}}))
+            .collect();
+        setup.post("/batch", json!({"operations": ops})).await.ok(200);
+    }
+    let n_seqs = 20;
+    let steps = json!([{"wait_seconds": 0, "subject": "Hi {{first_name}}", "body": "<p>Hello {{first_name}}</p>"}]);
+    for i in 0..n_seqs {
+        let body = json!({"name": format!("S{i}"), "enroll_existing": true, "trigger": {"event": "contact.created"}, "steps": steps});
+        setup.post("/sequences", body).await.ok(201);
+    }
+    drop(setup);
+    let total = (n_contacts * n_seqs) as usize;
+    let start_at = Instant::now();
+    let s = start(backend, database_url, keys, &[("CRM_SEQUENCE_POLL_MS", "20"), ("CRM_LOG", &std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()))]);
+    while count_emails(&s).await < total {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let secs = start_at.elapsed().as_secs_f64();
+    println!("{backend:?}: {total} steps in {secs:.2} s (server start included): {:.0} steps/s", total as f64 / secs);
+}
+
+async fn count_emails(s: &Server) -> usize {
+    let mut n = 0;
+    let mut cursor = String::new();
+    loop {
+        let page = s.get(&format!("/emails?limit=100{cursor}")).await.ok(200).clone();
+        n += page["data"].as_array().unwrap().len();
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = format!("&cursor={c}"),
+            None => return n,
+        }
+    }
+}
+
+mod bench {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "benchmark"]
+    async fn sends_per_second_sqlite() {
+        super::sends_per_second(crate::support::Backend::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "benchmark"]
+    async fn sends_per_second_postgres() {
+        super::sends_per_second(crate::support::Backend::Postgres).await;
+    }
+}

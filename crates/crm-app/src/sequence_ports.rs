@@ -3,8 +3,9 @@
 
 use async_trait::async_trait;
 use crm_domain::{
+    mail::EmailMessage,
     sequence::{Enrollment, ExitReason, Sequence},
-    Contact, ContactId, Deal, DealId, EnrollmentId, EventType, SequenceId, Tenant, Timestamp,
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, SequenceId, Tenant, Timestamp,
 };
 
 use crate::ports::{Slice, StoreError};
@@ -82,6 +83,10 @@ pub trait SequenceRepo {
         holder: &str,
         updates: &[(Enrollment, u32)],
     ) -> Result<Vec<EnrollmentId>, StoreError>;
+
+    /// Scheduler: inserts the emails of a round's steps and their `email` activities, in
+    /// multi-row statements (the rows `insert_email` and `insert_activity` write, many at once).
+    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError>;
 
     /// Contacts among `ids` (soft-deleted included), any order, in one query.
     async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError>;

@@ -5,8 +5,8 @@
 //! transaction), then per tenant, in one transaction: loads the sequences, recipients and source
 //! records of the claimed enrollments in a few queries, re-checks every exit rule right before
 //! the send, advances the enrollments still leased to this holder at the step it claimed (one
-//! statement on Postgres), and queues the email of each advanced step through
-//! [`App::queue_email`]. An enrollment another process advanced or ended meanwhile is skipped, so
+//! statement on Postgres), and records the email of each advanced step as [`App::queue_email`]
+//! does, all of them in two multi-row statements. An enrollment another process advanced or ended meanwhile is skipped, so
 //! a step is sent at most once; a process that dies loses nothing: its lease expires and another
 //! claims the step again.
 
@@ -17,11 +17,17 @@ use crm_domain::{
     merge::MergeData,
     rule::render_email,
     sequence::{Enrollment, SequenceDef, Step},
-    CompanyId, Contact, ContactId, EnrollmentId, Mode, SequenceId, TemplateId, Tenant, ValidationError,
+    Activity, ActivityId, CompanyId, Contact, ContactId, EnrollmentId, Mode, ObjectKind, SequenceId, TemplateId, Tenant, ValidationError,
 };
 use serde_json::Value;
 
-use crate::{emails::EmailDraft, error::AppError, ports::Tx, sequences::exit_reason, App};
+use crate::{
+    emails::{email_activity, EmailDraft},
+    error::AppError,
+    ports::Tx,
+    sequences::exit_reason,
+    App,
+};
 
 const NO_CONNECTION: &str = "a live-mode sequence sends email: POST /connections first";
 
@@ -157,7 +163,7 @@ impl App {
         let exited = exits.iter().filter(|id| advanced.contains(*id)).count();
         let mut companies: HashMap<CompanyId, Option<Value>> = HashMap::new();
         let mut templates: HashMap<String, Option<Template>> = HashMap::new();
-        let mut sent = 0;
+        let mut drafts: Vec<EmailDraft> = Vec::with_capacity(sends.len());
         for (eid, index, contact_id) in sends {
             if !advanced.contains(&eid) {
                 continue;
@@ -205,7 +211,11 @@ impl App {
                 }
                 _ => None,
             };
-            let data = MergeData { record: Some(&record), company: company.as_ref(), previous_stage: None };
+            let data = MergeData {
+                record: Some(&record),
+                company: company.as_ref(),
+                previous_stage: None,
+            };
             let (subject, html, text) = render_email(&subject, &body, text.as_deref(), &data);
             let deal_id = match e.source_object {
                 crm_domain::sequence::SourceObject::Deal => crm_domain::DealId::parse(&e.source_id).ok(),
@@ -223,14 +233,42 @@ impl App {
                 contact_id: Some(contact.id.clone()),
                 deal_id,
             };
-            match self.queue_email(tx, tenant, draft).await {
-                Ok(_) => sent += 1,
-                // A live tenant whose connection was deleted: the step is recorded as sent by the
-                // advance but no email exists; log it loudly rather than stall every step.
-                Err(AppError::Validation(v)) => tracing::warn!(sequence = %seq.id, error = %v, "sequence step not sent"),
-                Err(other) => return Err(other),
-            }
+            drafts.push(draft);
         }
+        let sent = self.queue_step_emails(tx, tenant, drafts).await?;
         Ok((sent, exited))
+    }
+
+    /// [`App::queue_email`] for many emails at once: the connection and the activity registry are
+    /// read once and the emails and their `email` activities written in multi-row statements. The
+    /// recipients and deals were read in this transaction, so their references hold. Returns how
+    /// many were recorded: none when a live tenant has no email connection any more (its steps
+    /// count as sent; logged, rather than stalling every step of the tenant).
+    async fn queue_step_emails(&self, tx: &mut dyn Tx, tenant: &Tenant, drafts: Vec<EmailDraft>) -> Result<usize, AppError> {
+        if drafts.is_empty() {
+            return Ok(0);
+        }
+        let connection = tx.email_connection(tenant).await?;
+        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+        let now = self.clock.now();
+        let mut emails = Vec::with_capacity(drafts.len());
+        let mut activities = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            let email = match self.prepare_email(tenant, connection.as_ref(), draft) {
+                Ok(email) => email,
+                Err(AppError::Validation(v)) => {
+                    tracing::warn!(workspace = %tenant.workspace_id, error = %v, "sequence step not sent");
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
+            if let Some(draft) = email_activity(&email) {
+                let (activity, _refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
+                activities.push(activity);
+            }
+            emails.push(email);
+        }
+        tx.insert_step_emails(tenant, &emails, &activities).await?;
+        Ok(emails.len())
     }
 }

@@ -174,12 +174,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
-    let sequences = tokio::spawn(sequence_worker::SequenceWorker::from_env().run_forever(app.clone()));
+    let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = axum_serve(listener, router).await;
     flusher.abort();
-    sequences.abort();
+    for worker in &sequences {
+        worker.abort();
+    }
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
     served

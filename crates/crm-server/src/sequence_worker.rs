@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crm_app::App;
 
-/// Settings of the scheduler (`CRM_SEQUENCE_POLL_MS`, `CRM_SEQUENCE_BATCH`).
+/// Settings of one scheduler loop (`CRM_SEQUENCE_POLL_MS`, `CRM_SEQUENCE_BATCH`); a process runs
+/// `CRM_SEQUENCE_WORKERS` of them (see [`spawn_all`]).
 #[derive(Debug, Clone)]
 pub struct SequenceWorker {
     /// This process's lease holder name (unique per process).
@@ -27,6 +28,13 @@ fn holder_name() -> String {
     h.write_u32(std::process::id());
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     format!("seq-{}-{:016x}-{nanos}", std::process::id(), h.finish())
+}
+
+/// Starts `CRM_SEQUENCE_WORKERS` (default 2) scheduler loops, each its own lease holder, so one
+/// round's database work overlaps another's.
+pub fn spawn_all(app: &App) -> Vec<tokio::task::JoinHandle<()>> {
+    let n = std::env::var("CRM_SEQUENCE_WORKERS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(2).clamp(1, 16);
+    (0..n).map(|_| tokio::spawn(SequenceWorker::from_env().run_forever(app.clone()))).collect()
 }
 
 impl SequenceWorker {

@@ -6,8 +6,9 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
+    mail::EmailMessage,
     sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::Value;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
@@ -309,14 +310,16 @@ impl SequenceRepo for PostgresTx {
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
-        let cols: String = ENROLLMENT_COLUMNS.split(", ").map(|c| format!("e.{c}")).collect::<Vec<_>>().join(", ");
+        // The due rows are locked (skipping rows other claimers hold) and then updated by their
+        // physical address: a TID scan, whatever the table's size or the cached plan (a join back
+        // on the key degrades to a nested loop under a generic plan).
         let sql = format!(
-            "UPDATE sequence_enrollments e SET lease_holder = $1, lease_until = $2
-             FROM (SELECT workspace_id, mode, id FROM sequence_enrollments
-                   WHERE state = 'active' AND next_send_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
-                   ORDER BY next_send_at LIMIT $4 FOR UPDATE SKIP LOCKED) d
-             WHERE e.workspace_id = d.workspace_id AND e.mode = d.mode AND e.id = d.id
-             RETURNING e.workspace_id, e.mode, {cols}"
+            "UPDATE sequence_enrollments SET lease_holder = $1, lease_until = $2
+             WHERE ctid = ANY(ARRAY(
+                 SELECT ctid FROM sequence_enrollments
+                 WHERE state = 'active' AND next_send_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
+                 ORDER BY next_send_at LIMIT $4 FOR UPDATE SKIP LOCKED))
+             RETURNING workspace_id, mode, {ENROLLMENT_COLUMNS}"
         );
         let q = sqlx::query(&sql)
             .bind(holder)
@@ -343,6 +346,60 @@ impl SequenceRepo for PostgresTx {
             .push_bind(holder);
         qb.push(" RETURNING e.id");
         self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await
+    }
+
+    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
+        // Chunks keep each statement under the backend's limit of bound parameters.
+        for chunk in emails.chunks(1000) {
+            let mut qb = QueryBuilder::<Postgres>::new(
+                "INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id,
+                 attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at) ",
+            );
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.to.as_str())
+                    .push_bind(e.from.as_str())
+                    .push_bind(e.subject.as_str())
+                    .push_bind(e.html.as_str())
+                    .push_bind(e.text.as_str())
+                    .push_bind(e.status.as_str())
+                    .push_bind(e.error.as_deref())
+                    .push_bind(e.source.snapshot().to_string())
+                    .push_bind(e.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(e.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(e.attempts as i32)
+                    .push_bind(e.next_attempt_at.map(Timestamp::millis))
+                    .push_bind(None::<i64>)
+                    .push_bind(e.provider_message_id.as_deref())
+                    .push_bind(e.created_at.millis())
+                    .push_bind(e.sent_at.map(Timestamp::millis));
+            });
+            self.execute(qb.build()).await?;
+        }
+        for chunk in activities.chunks(1000) {
+            let mut qb = QueryBuilder::<Postgres>::new(
+                "INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at, version, created_at) ",
+            );
+            qb.push_values(chunk, |mut b, a| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(a.id.as_str())
+                    .push_bind(a.activity_type.as_str())
+                    .push_bind(a.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(a.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(a.body.as_deref())
+                    .push_bind(a.occurred_at.millis())
+                    .push_bind(Value::Object(a.custom_fields.clone()).to_string())
+                    .push_unseparated("::jsonb")
+                    .push_bind(a.updated_at.millis())
+                    .push_bind(a.version)
+                    .push_bind(a.created_at.millis());
+            });
+            self.execute(qb.build()).await?;
+        }
+        Ok(())
     }
 
     async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError> {

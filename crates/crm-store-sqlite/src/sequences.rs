@@ -6,8 +6,9 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
+    mail::EmailMessage,
     sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::Value;
 use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
@@ -365,6 +366,59 @@ impl SequenceRepo for SqliteTx {
             }
         }
         Ok(written)
+    }
+
+    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
+        // Chunks keep each statement under the backend's limit of bound parameters.
+        for chunk in emails.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id,
+                 attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at) ",
+            );
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.to.as_str())
+                    .push_bind(e.from.as_str())
+                    .push_bind(e.subject.as_str())
+                    .push_bind(e.html.as_str())
+                    .push_bind(e.text.as_str())
+                    .push_bind(e.status.as_str())
+                    .push_bind(e.error.as_deref())
+                    .push_bind(e.source.snapshot().to_string())
+                    .push_bind(e.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(e.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(e.attempts as i32)
+                    .push_bind(e.next_attempt_at.map(Timestamp::millis))
+                    .push_bind(None::<i64>)
+                    .push_bind(e.provider_message_id.as_deref())
+                    .push_bind(e.created_at.millis())
+                    .push_bind(e.sent_at.map(Timestamp::millis));
+            });
+            self.execute(qb.build()).await?;
+        }
+        for chunk in activities.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at, version, created_at) ",
+            );
+            qb.push_values(chunk, |mut b, a| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(a.id.as_str())
+                    .push_bind(a.activity_type.as_str())
+                    .push_bind(a.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(a.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(a.body.as_deref())
+                    .push_bind(a.occurred_at.millis())
+                    .push_bind(Value::Object(a.custom_fields.clone()).to_string())
+                    .push_bind(a.updated_at.millis())
+                    .push_bind(a.version)
+                    .push_bind(a.created_at.millis());
+            });
+            self.execute(qb.build()).await?;
+        }
+        Ok(())
     }
 
     async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError> {
