@@ -11,6 +11,7 @@ mod companies;
 mod contacts;
 mod deals;
 mod email;
+mod email_delivery;
 mod errors;
 mod idempotency;
 mod keys;

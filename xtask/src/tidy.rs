@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 /// (crate, dependencies it must not have)
 const RULES: &[(&str, &[&str])] = &[
     ("crm-domain", &["tokio", "sqlx", "axum", "reqwest", "crm-app", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
-    ("crm-app", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
+    ("crm-app", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server", "crm-email"]),
     ("crm-api", &["sqlx", "axum", "reqwest", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
     ("crm-http", &["sqlx", "crm-store-sqlite", "crm-store-postgres"]),
     ("crm-mcp", &["sqlx", "crm-http", "crm-a2a", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
@@ -18,6 +18,8 @@ const RULES: &[(&str, &[&str])] = &[
     ("crm-store-sqlite", &["axum", "reqwest", "crm-api", "crm-http"]),
     ("crm-store-postgres", &["axum", "reqwest", "crm-api", "crm-http"]),
     ("crm-redis", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
+    // Email providers: an adapter of crm-app's EmailSender port, beside the stores.
+    ("crm-email", &["sqlx", "axum", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
 ];
 
 /// Names under `[dependencies]` (not dev-dependencies: tests may use anything).

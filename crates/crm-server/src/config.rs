@@ -21,6 +21,13 @@ pub struct ServeArgs {
     /// without it each process limits on its own.
     #[arg(long, env = "CRM_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// Waits between delivery attempts of a live email that the provider refused or could not
+    /// take, e.g. `30s,2m,10m,1h,6h` (the default); after the last, the email is `failed`.
+    #[arg(long, env = "CRM_EMAIL_BACKOFF", default_value = "30s,2m,10m,1h,6h")]
+    pub email_backoff: String,
+    /// How often the email worker looks for due emails, in milliseconds.
+    #[arg(long, env = "CRM_EMAIL_POLL_MS", default_value_t = 1000)]
+    pub email_poll_ms: u64,
     #[command(flatten)]
     pub db: DatabaseArgs,
 }

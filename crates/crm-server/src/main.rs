@@ -2,6 +2,7 @@
 //! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
 
 mod config;
+mod email_worker;
 mod sequence_worker;
 
 use std::sync::Arc;
@@ -174,11 +175,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
+    let backoff = email_worker::parse_schedule(&args.email_backoff).map_err(|e| anyhow::anyhow!("CRM_EMAIL_BACKOFF: {e}"))?;
+    let sender: Arc<dyn crm_app::ports::EmailSender> = Arc::new(crm_email::ProviderSender::new());
+    let poll = std::time::Duration::from_millis(args.email_poll_ms.max(10));
+    let emailer = tokio::spawn(email_worker::deliver_emails_forever(app.clone(), sender, backoff, poll));
     let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = axum_serve(listener, router).await;
     flusher.abort();
+    emailer.abort();
     for worker in &sequences {
         worker.abort();
     }
