@@ -114,7 +114,11 @@ async fn steps_are_sent_in_order_at_their_times_then_the_enrollment_completes(s:
                "steps": steps_every(&[0, 1, 1], "Step")}),
     )
     .await;
-    let ada = contact(&s, json!({"first_name": "Ada", "last_name": "<L&co>", "email": "ada@example.com", "type": "lead"})).await;
+    let ada = contact(
+        &s,
+        json!({"first_name": "Ada", "last_name": "<L&co>", "email": "ada@example.com", "type": "lead"}),
+    )
+    .await;
     let other = contact(&s, json!({"first_name": "Cy", "email": "cy@example.com", "type": "customer"})).await;
     let list = enrollments(&s, &seq).await;
     assert_eq!(list.len(), 1, "the filter keeps customers out: {list:?}");
@@ -190,8 +194,14 @@ async fn exit_conditions_end_enrollments_between_steps_whatever_wrote_the_change
     s.patch(&format!("/contacts/{ada}"), json!({"type": "customer"})).await.ok(200);
     let batch = json!({"operations": [{"op": "update", "object": "contact", "id": bob, "data": {"type": "churned"}}]});
     s.post("/batch", batch).await.ok(200);
+    // An automation action (which emits no events) ends it too.
+    let rule = json!({"name": "Convert", "trigger_event": "contact.updated", "conditions": [{"field": "last_name", "op": "eq", "value": "Won"}],
+                      "actions": [{"type": "set_field", "field": "type", "value": "customer"}]});
+    s.post("/automations", rule).await.ok(201);
+    let dee = contact(&s, json!({"first_name": "Dee", "email": "dee@example.com", "type": "lead"})).await;
+    s.patch(&format!("/contacts/{dee}"), json!({"last_name": "Won"})).await.ok(200);
     let list = enrollments(&s, &seq).await;
-    assert_eq!(list.len(), 2, "a contact already meeting exit_when is not enrolled: {list:?}");
+    assert_eq!(list.len(), 3, "a contact already meeting exit_when is not enrolled: {list:?}");
     for e in &list {
         assert_eq!(
             (e["state"].as_str(), e["exit_reason"].as_str()),
@@ -521,12 +531,23 @@ async fn sends_per_second(backend: Backend) {
     drop(setup);
     let total = (n_contacts * n_seqs) as usize;
     let start_at = Instant::now();
-    let s = start(backend, database_url, keys, &[("CRM_SEQUENCE_POLL_MS", "20"), ("CRM_LOG", &std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()))]);
+    let s = start(
+        backend,
+        database_url,
+        keys,
+        &[
+            ("CRM_SEQUENCE_POLL_MS", "20"),
+            ("CRM_LOG", &std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into())),
+        ],
+    );
     while count_emails(&s).await < total {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let secs = start_at.elapsed().as_secs_f64();
-    println!("{backend:?}: {total} steps in {secs:.2} s (server start included): {:.0} steps/s", total as f64 / secs);
+    println!(
+        "{backend:?}: {total} steps in {secs:.2} s (server start included): {:.0} steps/s",
+        total as f64 / secs
+    );
 }
 
 async fn count_emails(s: &Server) -> usize {
