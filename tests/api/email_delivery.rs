@@ -31,8 +31,11 @@ impl Seen {
     }
 }
 
+/// A canned answer: status, extra headers, body.
+type Reply = (u16, Vec<(&'static str, &'static str)>, &'static str);
+
 /// A tiny HTTP server answering each request with the next of `replies` (the last repeats).
-async fn fake_provider(replies: Vec<(u16, Vec<(&'static str, &'static str)>, &'static str)>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+async fn fake_provider(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -125,11 +125,10 @@ impl ActionCache {
         tenant: &Tenant,
         object: ObjectKind,
     ) -> Result<&Registry, AppError> {
-        if !self.registries.contains_key(&object) {
-            let r = tx.load_registry(tenant, object).await?;
-            self.registries.insert(object, r);
-        }
-        Ok(&self.registries[&object])
+        Ok(match self.registries.entry(object) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(tx.load_registry(tenant, object).await?),
+        })
     }
 
     /// The company of a record snapshot (for `{{company.*}}` tags).
@@ -300,14 +299,10 @@ impl App {
         } else {
             None
         };
-        let previous_stage = match &event.previous_stage {
-            Some(prev) => Some(
-                prev.as_deref()
-                    .map(|p| Value::String(p.to_owned()))
-                    .unwrap_or(Value::Null),
-            ),
-            None => None,
-        };
+        let previous_stage = event
+            .previous_stage
+            .as_ref()
+            .map(|prev| prev.as_deref().map(|p| Value::String(p.to_owned())).unwrap_or(Value::Null));
         let data = MergeData {
             record: Some(&event.data),
             company: company.as_ref(),

@@ -5,9 +5,28 @@ use crm_domain::{Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenan
 use crate::{
     auth::Caller,
     error::AppError,
-    ports::{RowLock, StoreError, Tx},
+    ports::{DealFilter, RowLock, Slice, StoreError, Tx},
+    write::{Effects, Emit, RecordRef},
     App,
 };
+
+/// The deals of a stage (deleted ones too) as the changed records of a silent write.
+async fn deals_in_stage(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<Effects, AppError> {
+    const PAGE: u32 = 1000;
+    let mut fx = Effects::new(Emit::Silent);
+    let filter = DealFilter { pipeline_id: Some(pipeline.clone()), stage: Some(stage.to_owned()), include_deleted: true, ..Default::default() };
+    let mut before = None;
+    loop {
+        let page = tx.list_deals(tenant, &filter, &Slice { before: before.take(), limit: PAGE }).await?;
+        for d in &page {
+            fx.changed(RecordRef::Deal(d.id.clone()), d.deleted_at.is_some());
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize => before = Some(last.id.to_string()),
+            _ => return Ok(fx),
+        }
+    }
+}
 
 /// A change to a pipeline's own fields.
 #[derive(Debug, Clone, Default)]
@@ -182,7 +201,10 @@ impl App {
                         return Err(ValidationError::invalid("move_to", "must name another stage").into());
                     }
                     let target_type = pipeline.check_stage("move_to", &target)?.stage_type;
+                    // The moved deals changed (without events): sequences re-check them.
+                    let moved = deals_in_stage(&mut *tx, tenant, &pipeline.id, &key).await?;
                     tx.move_deals(tenant, &pipeline.id, &key, &target, target_type, now).await?;
+                    self.finish_write(&mut *tx, tenant, moved).await?;
                 }
                 pipeline.remove_stage(&key)?;
                 pipeline.touch(now);
