@@ -24,3 +24,4 @@ mod schema;
 mod search;
 mod webhooks;
 mod webhook_kill;
+mod sequences;

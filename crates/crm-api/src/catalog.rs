@@ -270,6 +270,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::webhooks::operations(),
             ops::automations::operations(),
             ops::email::operations(),
+            ops::sequences::operations(),
         ]
         .into_iter()
         .flatten()

@@ -53,20 +53,49 @@ fn connection_id(id: &str) -> Result<ConnectionId, AppError> {
     ConnectionId::parse(id).map_err(|_| AppError::not_found("connection", id))
 }
 
+/// The `email` activity an email is logged as on its contact and deal (none without either).
+pub(crate) fn email_activity(email: &EmailMessage) -> Option<ActivityDraft> {
+    if email.contact_id.is_none() && email.deal_id.is_none() {
+        return None;
+    }
+    let note = match email.status {
+        EmailStatus::Simulated => "simulated, test mode",
+        _ => "queued",
+    };
+    Some(ActivityDraft {
+        activity_type: Some("email".into()),
+        contact_id: email.contact_id.as_ref().map(ToString::to_string),
+        deal_id: email.deal_id.as_ref().map(ToString::to_string),
+        body: Some(format!("Email to {}: {} ({note}; {})", email.to, email.subject, email.id)),
+        ..Default::default()
+    })
+}
+
 impl App {
     /// Records an email in the caller's transaction: `simulated` in test mode (never delivered),
     /// `queued` in live mode for the sending worker, which needs the tenant's email connection.
     /// Logs an `email` activity on its contact and deal.
     pub async fn queue_email(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: EmailDraft) -> Result<EmailMessage, AppError> {
-        let to = Email::parse(&draft.to).ok_or_else(|| ValidationError::invalid("to", format!("`{}` is not a valid e-mail address", draft.to)))?;
         let connection = tx.email_connection(tenant).await?;
+        let email = self.prepare_email(tenant, connection.as_ref(), draft)?;
+        tx.insert_email(tenant, &email).await?;
+        if let Some(activity) = email_activity(&email) {
+            self.create_activity_in(tx, tenant, activity).await?;
+        }
+        Ok(email)
+    }
+
+    /// The email [`App::queue_email`] records for `draft`, given the tenant's email connection
+    /// (also used by the batched sends of sequence steps).
+    pub(crate) fn prepare_email(&self, tenant: &Tenant, connection: Option<&Connection>, draft: EmailDraft) -> Result<EmailMessage, AppError> {
+        let to = Email::parse(&draft.to).ok_or_else(|| ValidationError::invalid("to", format!("`{}` is not a valid e-mail address", draft.to)))?;
         let now = self.clock.now();
         let (status, from, next_attempt_at) = match (tenant.mode, connection) {
-            (Mode::Test, c) => (EmailStatus::Simulated, c.map(|c| c.from).unwrap_or_else(|| TEST_MODE_FROM.to_owned()), None),
-            (Mode::Live, Some(c)) => (EmailStatus::Queued, c.from, Some(now)),
+            (Mode::Test, c) => (EmailStatus::Simulated, c.map(|c| c.from.clone()).unwrap_or_else(|| TEST_MODE_FROM.to_owned()), None),
+            (Mode::Live, Some(c)) => (EmailStatus::Queued, c.from.clone(), Some(now)),
             (Mode::Live, None) => return Err(ValidationError::invalid("connection", NO_CONNECTION).into()),
         };
-        let email = EmailMessage {
+        Ok(EmailMessage {
             id: EmailId::from_uuid(self.ids.new_uuid()),
             to: to.as_str().to_owned(),
             from,
@@ -83,23 +112,7 @@ impl App {
             provider_message_id: None,
             created_at: now,
             sent_at: None,
-        };
-        tx.insert_email(tenant, &email).await?;
-        if email.contact_id.is_some() || email.deal_id.is_some() {
-            let note = match status {
-                EmailStatus::Simulated => "simulated, test mode",
-                _ => "queued",
-            };
-            let activity = ActivityDraft {
-                activity_type: Some("email".into()),
-                contact_id: email.contact_id.as_ref().map(ToString::to_string),
-                deal_id: email.deal_id.as_ref().map(ToString::to_string),
-                body: Some(format!("Email to {}: {} ({note}; {})", email.to, email.subject, email.id)),
-                ..Default::default()
-            };
-            self.create_activity_in(tx, tenant, activity).await?;
-        }
-        Ok(email)
+        })
     }
 
     /// Checks a rule's `send_email` actions when it is created or changed: the templates they

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 pub use crate::automation_ports::AutomationRepo;
 pub use crate::mail_ports::{EmailFilter, EmailRepo, EmailSender, SendFailure};
+pub use crate::sequence_ports::{ClaimedEnrollment, SequenceRepo};
 use crate::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
@@ -469,6 +470,7 @@ pub trait Tx:
     + WebhookRepo
     + AutomationRepo
     + EmailRepo
+    + SequenceRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

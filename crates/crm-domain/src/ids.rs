@@ -104,6 +104,7 @@ typed_id!(AutomationRunId, "run_", "automation run");
 typed_id!(EmailId, "em_", "email");
 typed_id!(TemplateId, "tpl_", "template");
 typed_id!(ConnectionId, "conn_", "connection");
+typed_id!(EnrollmentId, "enr_", "sequence enrollment");
 
 #[cfg(test)]
 mod tests {

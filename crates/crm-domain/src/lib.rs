@@ -24,6 +24,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod registry;
 pub mod rule;
+pub mod sequence;
 pub mod suggest;
 pub mod tenant;
 pub mod time;

@@ -187,7 +187,9 @@ fn is_ordered(v: &Value) -> bool {
     }
 }
 
-fn parse_condition(
+/// Parses one condition `{field, op, value?}` on the records of `event`'s object (field names
+/// in errors are `conditions[i].*`). Also used by sequences for trigger filters and exit conditions.
+pub fn parse_condition(
     i: usize,
     raw: &Value,
     event: EventType,

@@ -4,6 +4,7 @@
 mod config;
 mod webhooks;
 mod email_worker;
+mod sequence_worker;
 
 use std::sync::Arc;
 
@@ -190,6 +191,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let sender: Arc<dyn crm_app::ports::EmailSender> = Arc::new(crm_email::ProviderSender::new());
     let poll = std::time::Duration::from_millis(args.email_poll_ms.max(10));
     let emailer = tokio::spawn(email_worker::deliver_emails_forever(app.clone(), sender, backoff, poll));
+    let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = axum_serve(listener, router, stop_rx).await;
@@ -198,6 +200,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     flusher.abort();
     emailer.abort();
+    for worker in &sequences {
+        worker.abort();
+    }
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
     served

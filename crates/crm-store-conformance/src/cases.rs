@@ -784,3 +784,4 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
 pub use crate::webhook_cases::*;
 pub use crate::automation_cases::*;
 pub use crate::email_cases::*;
+pub use crate::sequence_cases::*;

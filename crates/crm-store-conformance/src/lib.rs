@@ -7,6 +7,7 @@
 pub mod automation_cases;
 pub mod cases;
 pub mod email_cases;
+pub mod sequence_cases;
 mod fixtures;
 pub mod webhook_cases;
 
@@ -72,7 +73,11 @@ macro_rules! conformance_suite {
             connections_and_templates_round_trip_per_tenant,
             emails_list_newest_first_with_filters,
             due_emails_are_claimed_once_until_the_claim_expires,
-            concurrent_claimers_never_share_an_email
+            concurrent_claimers_never_share_an_email,
+            sequences_round_trip_update_count_and_delete,
+            triggered_sequences_are_the_enabled_ones_for_the_events_oldest_first,
+            enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,
+            due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

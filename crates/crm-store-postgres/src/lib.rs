@@ -18,6 +18,7 @@ mod email;
 mod plans;
 mod records;
 mod rows;
+mod sequences;
 mod tx;
 mod webhooks;
 

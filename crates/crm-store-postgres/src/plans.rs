@@ -159,8 +159,8 @@ impl PlanRepo for PostgresTx {
             let q = sqlx::query("SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE").bind(tenant.workspace_id.as_str());
             self.execute(q).await?;
         }
-        // Sequences arrive with their own table (their issue counts them here).
         let active_automations = crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
-        Ok(PlanCounts { active_automations, ..PlanCounts::default() })
+        let sequences = crm_app::ports::SequenceRepo::count_sequences(self, tenant).await?;
+        Ok(PlanCounts { active_automations, sequences })
     }
 }

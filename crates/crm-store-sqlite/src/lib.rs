@@ -11,6 +11,7 @@ mod email;
 mod plans;
 mod records;
 mod rows;
+mod sequences;
 mod tx;
 mod webhooks;
 

@@ -171,9 +171,9 @@ impl PlanRepo for SqliteTx {
     }
 
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
-        // The single writer already serialises a count and the insert that follows it. Sequences
-        // arrive with their own table (their issue counts them here).
+        // The single writer already serialises a count and the insert that follows it.
         let active_automations = crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
-        Ok(PlanCounts { active_automations, ..PlanCounts::default() })
+        let sequences = crm_app::ports::SequenceRepo::count_sequences(self, tenant).await?;
+        Ok(PlanCounts { active_automations, sequences })
     }
 }

@@ -14,6 +14,7 @@ pub mod keys;
 pub mod pipelines;
 pub mod registry;
 pub mod search;
+pub mod sequences;
 pub mod usage;
 pub mod webhooks;
 

@@ -1,0 +1,411 @@
+//! Sequences: `/sequences`, their preview, direct enrollment and enrollments (spec, "Sequence";
+//! decisions §13, §17).
+
+use crm_app::{sequences::SequencePatch, Scope};
+use crm_domain::sequence::{Enrollment, Sequence, SequenceDraft};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{handler, list_body, list_schema};
+use crate::{
+    body,
+    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    ops::automations::ConditionIn,
+    schema::schema_of,
+};
+
+/// What enrolls records by itself.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
+pub struct TriggerIn {
+    /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
+    event: String,
+    /// Conditions `{field, op, value}` on the event's record, combined with AND.
+    filter: Option<Vec<ConditionIn>>,
+}
+
+/// One step: wait (exactly one of the three), then send.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // describes the wire shape
+pub struct StepIn {
+    /// Days to wait after the previous step (the first step: after enrollment).
+    wait_days: Option<i64>,
+    wait_hours: Option<i64>,
+    wait_seconds: Option<i64>,
+    /// The subject; `{{field}}` merge tags allowed. Required unless `template_id` is given.
+    subject: Option<String>,
+    /// The HTML body; merge tag values are HTML-escaped. Required unless `template_id` is given.
+    body: Option<String>,
+    /// A plain-text part; derived from `body` when absent.
+    text: Option<String>,
+    /// A `tpl_` template supplying subject, body and text.
+    template_id: Option<String>,
+}
+
+/// A sequence to create.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SequenceCreate {
+    pub name: Option<String>,
+    /// `email` (the default and only channel).
+    pub channel: Option<String>,
+    /// `{event, filter}`; without a trigger, contacts are enrolled only with POST /sequences/{id}/enroll.
+    #[schemars(with = "Option<TriggerIn>")]
+    pub trigger: Option<Value>,
+    /// Conditions on the source record, combined with AND (use `op: in` for OR on one field):
+    /// an enrollment ends when they all hold.
+    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    pub exit_when: Option<Value>,
+    /// One or more steps.
+    #[schemars(with = "Option<Vec<StepIn>>")]
+    pub steps: Option<Value>,
+    /// Default true.
+    pub enabled: Option<bool>,
+    /// When true, existing records matching the trigger are enrolled at creation (the first 500).
+    pub enroll_existing: Option<bool>,
+}
+
+/// Fields to change; the sequence that results is validated like a new one.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SequenceUpdate {
+    pub name: Option<String>,
+    pub channel: Option<String>,
+    /// `null` removes the trigger.
+    #[schemars(with = "Option<TriggerIn>")]
+    pub trigger: Option<Value>,
+    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    pub exit_when: Option<Value>,
+    #[schemars(with = "Option<Vec<StepIn>>")]
+    pub steps: Option<Value>,
+    /// `false` ends every active enrollment (`sequence_disabled`).
+    pub enabled: Option<bool>,
+}
+
+/// A direct enrollment.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EnrollIn {
+    /// The `con_` id of a contact with an email address.
+    pub contact_id: Option<String>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct SequenceOut {
+    /// `seq_` prefix.
+    id: String,
+    object: String,
+    name: String,
+    channel: String,
+    trigger: Option<TriggerIn>,
+    exit_when: Vec<ConditionIn>,
+    steps: Vec<StepIn>,
+    enabled: bool,
+    enroll_existing: bool,
+    created_at: String,
+    updated_at: String,
+    version: i64,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct SourceOut {
+    /// `contact` or `deal`.
+    object: String,
+    id: String,
+}
+
+/// One contact's way through a sequence.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct EnrollmentOut {
+    /// `enr_` prefix.
+    id: String,
+    object: String,
+    sequence_id: String,
+    /// The recipient.
+    contact_id: String,
+    /// The record whose changes and deletion end the enrollment.
+    source: SourceOut,
+    /// `active`, `completed` or `exited`.
+    state: String,
+    /// When exited: exit_condition, source_deleted, sequence_disabled, sequence_deleted or unenrolled.
+    exit_reason: Option<String>,
+    steps_sent: u32,
+    next_send_at: Option<String>,
+    enrolled_at: String,
+    updated_at: String,
+    ended_at: Option<String>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the snapshot; never constructed
+pub struct UnenrolledOut {
+    #[serde(flatten)]
+    enrollment: EnrollmentOut,
+    deleted: bool,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the document; never constructed
+pub struct ScheduleLineOut {
+    /// From 1.
+    step: u32,
+    wait_seconds: i64,
+    /// Seconds from enrollment to this step's send.
+    send_offset_seconds: i64,
+    subject: Option<String>,
+}
+
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // describes the document; never constructed
+pub struct PreviewOut {
+    object: String,
+    schedule: Vec<ScheduleLineOut>,
+    /// Existing records that match the trigger filter, not the exit conditions, have a recipient
+    /// and are not enrolled yet; capped at 500.
+    would_enroll_now: u32,
+    /// Merge tags that no field provides (they render empty).
+    warnings: Vec<String>,
+}
+
+fn render(s: &Sequence) -> Value {
+    s.snapshot()
+}
+
+fn render_enrollment(e: &Enrollment) -> Value {
+    e.snapshot()
+}
+
+const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+handler!(list(api, caller, input) {
+    let page = api.app.list_sequences(caller, input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render)))
+});
+
+handler!(create(api, caller, input) {
+    let c: SequenceCreate = body::parse(input.body.as_ref(), None)?;
+    let draft = SequenceDraft { name: c.name, channel: c.channel, trigger: c.trigger, exit_when: c.exit_when, steps: c.steps };
+    let seq = api.app.create_sequence(caller, draft, c.enabled.unwrap_or(true), c.enroll_existing.unwrap_or(false)).await?;
+    Ok(Reply::record(201, render(&seq)))
+});
+
+handler!(get(api, caller, input) {
+    let seq = api.app.get_sequence(caller, input.path_param("id")).await?;
+    Ok(Reply::record(200, render(&seq)))
+});
+
+handler!(update(api, caller, input) {
+    let raw = input.body.as_ref();
+    let u: SequenceUpdate = body::parse(raw, None)?;
+    // `trigger: null` removes the trigger; an absent `trigger` keeps it.
+    let trigger = match raw.and_then(|b| b.get("trigger")) {
+        Some(Value::Null) => Some(Value::Null),
+        _ => u.trigger,
+    };
+    let patch = SequencePatch { name: u.name, channel: u.channel, trigger, exit_when: u.exit_when, steps: u.steps, enabled: u.enabled };
+    let seq = api.app.update_sequence(caller, input.path_param("id"), patch).await?;
+    Ok(Reply::record(200, render(&seq)))
+});
+
+handler!(delete(api, caller, input) {
+    let id = api.app.delete_sequence(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, super::deleted_body(id.as_str(), "sequence")))
+});
+
+handler!(preview(api, caller, input) {
+    let doc = api.app.preview_sequence(caller, input.path_param("id")).await?;
+    Ok(Reply::new(200, doc))
+});
+
+handler!(enroll(api, caller, input) {
+    let b: EnrollIn = body::parse(input.body.as_ref(), None)?;
+    let done = api.app.enroll_contact(caller, input.path_param("id"), b.contact_id).await?;
+    Ok(Reply::new(if done.created { 201 } else { 200 }, render_enrollment(&done.enrollment)))
+});
+
+handler!(enrollments(api, caller, input) {
+    let page = api.app.list_sequence_enrollments(caller, input.path_param("id"), input.page()?).await?;
+    Ok(Reply::new(200, list_body(page, render_enrollment)))
+});
+
+handler!(unenroll(api, caller, input) {
+    let e = api.app.unenroll_contact(caller, input.path_param("id"), input.path_param("enrollment_id")).await?;
+    let mut body = render_enrollment(&e);
+    body["deleted"] = Value::Bool(true);
+    Ok(Reply::new(200, body))
+});
+
+pub fn operations() -> Vec<Operation> {
+    let read = Scope::read("sequences");
+    let write = Scope::write("sequences");
+    vec![
+        Operation {
+            name: "svc_list_sequences",
+            method: Method::Get,
+            path: "/sequences",
+            summary: "List sequences",
+            description: "Lists the sequences of this mode, newest first. Page with `limit` and `cursor`.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<SequenceOut>,
+            hints: Hints::READ,
+            handler: list,
+        },
+        Operation {
+            name: "svc_create_sequence",
+            method: Method::Post,
+            path: "/sequences",
+            summary: "Create a sequence",
+            description: "Creates a timed email drip. Each step waits (`wait_days`, `wait_hours` or `wait_seconds`) after the \
+                previous one, then sends its `subject` and HTML `body` (or a `template_id`) to the enrolled contact, merge tags \
+                filled from the contact, its custom fields and `{{company.name}}`. `trigger` `{event, filter}` enrolls the \
+                event's contact (or a deal's `primary_contact_id`; a deal without one is not enrolled), at most once per \
+                sequence and contact. `exit_when` conditions end an enrollment whenever its source record changes to meet them, \
+                and are checked again before every send. `enroll_existing: true` enrolls existing matching records now (the \
+                first 500). Run GET /sequences/{id}/preview to see the schedule. Errors: unknown_value / unknown_field with \
+                valid options for bad events, operators and fields; validation_failed for bad steps or, in live mode, without \
+                an email connection (POST /connections first); plan_limit when the plan's sequences are used up.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<SequenceCreate>),
+            output: schema_of::<SequenceOut>,
+            hints: Hints::CREATE,
+            handler: create,
+        },
+        Operation {
+            name: "svc_get_sequence",
+            method: Method::Get,
+            path: "/sequences/{id}",
+            summary: "Get a sequence",
+            description: "Returns one sequence by its `seq_` id. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<SequenceOut>,
+            hints: Hints::READ,
+            handler: get,
+        },
+        Operation {
+            name: "svc_update_sequence",
+            method: Method::Patch,
+            path: "/sequences/{id}",
+            summary: "Update a sequence",
+            description: "Changes the fields sent; the result is validated like a new sequence. `enabled: false` ends every \
+                active enrollment (`exit_reason: sequence_disabled`); enabling again enrolls only new triggers. Active \
+                enrollments keep their place: changed steps apply from their next send.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<SequenceUpdate>),
+            output: schema_of::<SequenceOut>,
+            hints: Hints::UPDATE,
+            handler: update,
+        },
+        Operation {
+            name: "svc_delete_sequence",
+            method: Method::Delete,
+            path: "/sequences/{id}",
+            summary: "Delete a sequence",
+            description: "Deletes a sequence for good; its active enrollments end (`sequence_deleted`) and no further step is \
+                sent. Emails already sent stay in GET /emails. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: super::deleted_schema,
+            hints: Hints::DELETE,
+            handler: delete,
+        },
+        Operation {
+            name: "svc_preview_sequence",
+            method: Method::Get,
+            path: "/sequences/{id}/preview",
+            summary: "Preview a sequence",
+            description: "A dry run with no side effects: the cumulative send schedule (`send_offset_seconds` from enrollment \
+                for each step), how many existing records would enroll now (capped at 500, whatever `enroll_existing` says), \
+                and `warnings` naming merge tags that no field provides. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<PreviewOut>,
+            hints: Hints::READ,
+            handler: preview,
+        },
+        Operation {
+            name: "svc_enroll_contact",
+            method: Method::Post,
+            path: "/sequences/{id}/enroll",
+            summary: "Enroll a contact in a sequence",
+            description: "Enrolls one contact directly, bypassing the trigger: 201 with the new enrollment, or 200 with the \
+                existing one (a contact is enrolled at most once per sequence, even after it ended). Errors: not_found for the \
+                sequence; invalid_reference for a contact that does not exist or is deleted; validation_failed for a contact \
+                without an email; conflict when the sequence is disabled.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 201,
+            query: &[],
+            body: Some(schema_of::<EnrollIn>),
+            output: schema_of::<EnrollmentOut>,
+            hints: Hints {
+                read_only: false,
+                destructive: false,
+                idempotent: true,
+            },
+            handler: enroll,
+        },
+        Operation {
+            name: "svc_list_sequence_enrollments",
+            method: Method::Get,
+            path: "/sequences/{id}/enrollments",
+            summary: "List a sequence's enrollments",
+            description: "The enrollments of a sequence, newest first, each with its `state` (`active`, `completed`, `exited`), \
+                `exit_reason`, steps sent and next send time. Errors: not_found.",
+            scope: read,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: LIST_QUERY,
+            body: None,
+            output: list_schema::<EnrollmentOut>,
+            hints: Hints::READ,
+            handler: enrollments,
+        },
+        Operation {
+            name: "svc_unenroll_contact",
+            method: Method::Delete,
+            path: "/sequences/{id}/enrollments/{enrollment_id}",
+            summary: "Unenroll a contact",
+            description: "Ends an enrollment (`exit_reason: unenrolled`); no further step is sent. The enrollment stays listed, \
+                and the contact cannot be enrolled in this sequence again. An enrollment that already ended is answered as it \
+                is. Errors: not_found.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: None,
+            output: schema_of::<UnenrolledOut>,
+            hints: Hints::DELETE,
+            handler: unenroll,
+        },
+    ]
+}

@@ -1,0 +1,428 @@
+//! Sequences and their enrollments over Postgres.
+
+use async_trait::async_trait;
+use crm_app::{
+    ports::{ClaimedEnrollment, SequenceRepo, Slice},
+    StoreError,
+};
+use crm_domain::{
+    mail::EmailMessage,
+    sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
+};
+use serde_json::Value;
+use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
+
+use crate::{
+    rows::{self, corrupt, get},
+    tx::{slice_clause, tenant_query, tenant_where},
+    PostgresTx,
+};
+
+const SEQUENCE_COLUMNS: &str = "id, name, trigger_def::text AS trigger_def, exit_when::text AS exit_when, steps::text AS steps, enabled, \
+     enroll_existing, created_at, updated_at, version";
+
+const ENROLLMENT_COLUMNS: &str =
+    "id, sequence_id, contact_id, source_object, source_id, state, exit_reason, steps_sent, next_send_at, enrolled_at, updated_at, ended_at";
+
+fn json(row: &PgRow, column: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
+}
+
+fn sequence(row: &PgRow) -> Result<Sequence, StoreError> {
+    let def = SequenceDef::from_stored(
+        get(row, "name")?,
+        &json(row, "trigger_def")?,
+        &json(row, "exit_when")?,
+        &json(row, "steps")?,
+    )
+    .ok_or_else(|| corrupt("sequence"))?;
+    Ok(Sequence {
+        id: SequenceId::from_trusted(get(row, "id")?),
+        def,
+        enabled: get(row, "enabled")?,
+        enroll_existing: get(row, "enroll_existing")?,
+        created_at: Timestamp::from_millis(get(row, "created_at")?),
+        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
+        version: get(row, "version")?,
+    })
+}
+
+fn enrollment(row: &PgRow) -> Result<Enrollment, StoreError> {
+    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> { Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis)) };
+    let exit_reason = match get::<Option<String>>(row, "exit_reason")? {
+        Some(r) => Some(ExitReason::parse(&r).ok_or_else(|| corrupt("exit_reason"))?),
+        None => None,
+    };
+    Ok(Enrollment {
+        id: EnrollmentId::from_trusted(get(row, "id")?),
+        sequence_id: SequenceId::from_trusted(get(row, "sequence_id")?),
+        contact_id: ContactId::from_trusted(get(row, "contact_id")?),
+        source_object: SourceObject::parse(&get::<String>(row, "source_object")?).ok_or_else(|| corrupt("source_object"))?,
+        source_id: get(row, "source_id")?,
+        state: EnrollmentState::parse(&get::<String>(row, "state")?).ok_or_else(|| corrupt("state"))?,
+        exit_reason,
+        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?).map_err(|_| corrupt("steps_sent"))?,
+        next_send_at: ts("next_send_at")?,
+        enrolled_at: Timestamp::from_millis(get(row, "enrolled_at")?),
+        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
+        ended_at: ts("ended_at")?,
+    })
+}
+
+fn claimed(row: &PgRow) -> Result<ClaimedEnrollment, StoreError> {
+    let mode = Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?;
+    Ok(ClaimedEnrollment {
+        tenant: Tenant {
+            workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
+            mode,
+        },
+        enrollment: enrollment(row)?,
+    })
+}
+
+fn trigger_event(s: &Sequence) -> Option<&'static str> {
+    s.def.trigger.as_ref().map(|t| t.event.as_str())
+}
+
+/// Rows of new enrollment states, as `(VALUES ...) AS v(...)`, for a bulk `UPDATE ... FROM`.
+fn push_states<'a>(qb: &mut QueryBuilder<'a, Postgres>, updates: &'a [(Enrollment, u32)]) {
+    qb.push("(");
+    qb.push_values(updates, |mut b, (e, before)| {
+        b.push_bind(e.id.as_str())
+            .push_unseparated("::text")
+            .push_bind(e.state.as_str())
+            .push_unseparated("::text")
+            .push_bind(e.exit_reason.map(ExitReason::as_str))
+            .push_unseparated("::text")
+            .push_bind(e.steps_sent as i32)
+            .push_unseparated("::integer")
+            .push_bind(e.next_send_at.map(Timestamp::millis))
+            .push_unseparated("::bigint")
+            .push_bind(e.updated_at.millis())
+            .push_unseparated("::bigint")
+            .push_bind(e.ended_at.map(Timestamp::millis))
+            .push_unseparated("::bigint")
+            .push_bind(*before as i32)
+            .push_unseparated("::integer");
+    });
+    qb.push(") AS v(id, state, exit_reason, steps_sent, next_send_at, updated_at, ended_at, sent_before)");
+}
+
+const SET_STATES: &str = "UPDATE sequence_enrollments e SET state = v.state, exit_reason = v.exit_reason, steps_sent = v.steps_sent, \
+     next_send_at = v.next_send_at, updated_at = v.updated_at, ended_at = v.ended_at, lease_holder = NULL, lease_until = NULL FROM ";
+
+#[async_trait]
+impl SequenceRepo for PostgresTx {
+    async fn insert_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "INSERT INTO sequences (workspace_id, mode, id, name, trigger_event, trigger_def, exit_when, steps, enabled, enroll_existing,
+                                    created_at, updated_at, version)
+             VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8::json, $9, $10, $11, $12, $13)",
+            tenant,
+        )
+        .bind(s.id.as_str())
+        .bind(&s.def.name)
+        .bind(trigger_event(s))
+        .bind(s.def.trigger_snapshot().to_string())
+        .bind(s.def.exit_when_snapshot().to_string())
+        .bind(s.def.steps_snapshot().to_string())
+        .bind(s.enabled)
+        .bind(s.enroll_existing)
+        .bind(s.created_at.millis())
+        .bind(s.updated_at.millis())
+        .bind(s.version);
+        self.execute(q).await?;
+        Ok(())
+    }
+
+    async fn get_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<Option<Sequence>, StoreError> {
+        let sql = format!(
+            "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
+            self.for_update()
+        );
+        let q = tenant_query(&sql, tenant).bind(id.as_str());
+        self.optional(q, sequence).await
+    }
+
+    async fn get_sequences(&mut self, tenant: &Tenant, ids: &[SequenceId]) -> Result<Vec<Sequence>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = ids.iter().map(SequenceId::as_str).collect();
+        let sql = format!("SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)");
+        self.all(tenant_query(&sql, tenant).bind(ids), sequence).await
+    }
+
+    async fn update_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "UPDATE sequences SET name = $4, trigger_event = $5, trigger_def = $6::json, exit_when = $7::json, steps = $8::json, enabled = $9,
+                    enroll_existing = $10, updated_at = $11, version = $12
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12 - 1",
+            tenant,
+        )
+        .bind(s.id.as_str())
+        .bind(&s.def.name)
+        .bind(trigger_event(s))
+        .bind(s.def.trigger_snapshot().to_string())
+        .bind(s.def.exit_when_snapshot().to_string())
+        .bind(s.def.steps_snapshot().to_string())
+        .bind(s.enabled)
+        .bind(s.enroll_existing)
+        .bind(s.updated_at.millis())
+        .bind(s.version);
+        match self.execute(q).await? {
+            1 => Ok(()),
+            _ => Err(StoreError::Stale),
+        }
+    }
+
+    async fn delete_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<bool, StoreError> {
+        let q = tenant_query("DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+        Ok(self.execute(q).await? == 1)
+    }
+
+    async fn list_sequences(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Sequence>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
+        tenant_where(&mut qb, tenant);
+        slice_clause(&mut qb, slice);
+        self.all(qb.build(), sequence).await
+    }
+
+    async fn triggered_sequences(&mut self, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
+        let types: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
+        let sql = format!(
+            "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND enabled AND trigger_event = ANY($3) ORDER BY id"
+        );
+        self.all(tenant_query(&sql, tenant).bind(types), sequence).await
+    }
+
+    async fn count_sequences(&mut self, tenant: &Tenant) -> Result<u64, StoreError> {
+        let q = tenant_query("SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2", tenant);
+        let n = self.optional(q, |r| get::<i64>(r, "n")).await?.unwrap_or(0);
+        Ok(n.max(0) as u64)
+    }
+
+    async fn insert_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<Vec<EnrollmentId>, StoreError> {
+        let mut inserted = Vec::new();
+        for chunk in enrollments.chunks(1000) {
+            let mut qb = QueryBuilder::<Postgres>::new(
+                "INSERT INTO sequence_enrollments (workspace_id, mode, id, sequence_id, contact_id, source_object, source_id, state, exit_reason,
+                 steps_sent, next_send_at, enrolled_at, updated_at, ended_at) ",
+            );
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.sequence_id.as_str())
+                    .push_bind(e.contact_id.as_str())
+                    .push_bind(e.source_object.as_str())
+                    .push_bind(e.source_id.as_str())
+                    .push_bind(e.state.as_str())
+                    .push_bind(e.exit_reason.map(ExitReason::as_str))
+                    .push_bind(e.steps_sent as i32)
+                    .push_bind(e.next_send_at.map(Timestamp::millis))
+                    .push_bind(e.enrolled_at.millis())
+                    .push_bind(e.updated_at.millis())
+                    .push_bind(e.ended_at.map(Timestamp::millis));
+            });
+            qb.push(" ON CONFLICT DO NOTHING RETURNING id");
+            let ids = self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?;
+            inserted.extend(ids);
+        }
+        Ok(inserted)
+    }
+
+    async fn get_enrollment(&mut self, tenant: &Tenant, seq: &SequenceId, id: &EnrollmentId) -> Result<Option<Enrollment>, StoreError> {
+        let sql = format!(
+            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND sequence_id = $4{}",
+            self.for_update()
+        );
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()).bind(seq.as_str()), enrollment)
+            .await
+    }
+
+    async fn list_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, slice: &Slice) -> Result<Vec<Enrollment>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"));
+        tenant_where(&mut qb, tenant);
+        qb.push(" AND sequence_id = ").push_bind(seq.as_str());
+        slice_clause(&mut qb, slice);
+        self.all(qb.build(), enrollment).await
+    }
+
+    async fn active_enrollments_by_source(&mut self, tenant: &Tenant, source_ids: &[String]) -> Result<Vec<Enrollment>, StoreError> {
+        if source_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND state = 'active'
+             AND source_id = ANY($3) ORDER BY id{}",
+            self.for_update()
+        );
+        self.all(tenant_query(&sql, tenant).bind(source_ids), enrollment).await
+    }
+
+    async fn enrolled_contacts(&mut self, tenant: &Tenant, seq: &SequenceId, contacts: &[ContactId]) -> Result<Vec<ContactId>, StoreError> {
+        if contacts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = contacts.iter().map(ContactId::as_str).collect();
+        let q = tenant_query(
+            "SELECT contact_id FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND sequence_id = $3 AND contact_id = ANY($4)",
+            tenant,
+        )
+        .bind(seq.as_str())
+        .bind(ids);
+        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "contact_id")?))).await
+    }
+
+    async fn update_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<(), StoreError> {
+        if enrollments.is_empty() {
+            return Ok(());
+        }
+        let updates: Vec<(Enrollment, u32)> = enrollments.iter().map(|e| (e.clone(), 0)).collect();
+        let mut qb = QueryBuilder::<Postgres>::new(SET_STATES);
+        push_states(&mut qb, &updates);
+        qb.push(" WHERE e.workspace_id = ").push_bind(tenant.workspace_id.as_str());
+        qb.push(" AND e.mode = ").push_bind(tenant.mode.as_str());
+        qb.push(" AND e.id = v.id");
+        self.execute(qb.build()).await?;
+        Ok(())
+    }
+
+    async fn end_sequence_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, reason: ExitReason, now: Timestamp) -> Result<u64, StoreError> {
+        let q = tenant_query(
+            "UPDATE sequence_enrollments SET state = 'exited', exit_reason = $4, next_send_at = NULL, updated_at = $5, ended_at = $5,
+                    lease_holder = NULL, lease_until = NULL
+             WHERE workspace_id = $1 AND mode = $2 AND sequence_id = $3 AND state = 'active'",
+            tenant,
+        )
+        .bind(seq.as_str())
+        .bind(reason.as_str())
+        .bind(now.millis());
+        self.execute(q).await
+    }
+
+    async fn claim_due_enrollments(
+        &mut self,
+        now: Timestamp,
+        holder: &str,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
+        // The due rows are locked (skipping rows other claimers hold) and then updated by their
+        // physical address: a TID scan, whatever the table's size or the cached plan (a join back
+        // on the key degrades to a nested loop under a generic plan).
+        let sql = format!(
+            "UPDATE sequence_enrollments SET lease_holder = $1, lease_until = $2
+             WHERE ctid = ANY(ARRAY(
+                 SELECT ctid FROM sequence_enrollments
+                 WHERE state = 'active' AND next_send_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
+                 ORDER BY next_send_at LIMIT $4 FOR UPDATE SKIP LOCKED))
+             RETURNING workspace_id, mode, {ENROLLMENT_COLUMNS}"
+        );
+        let q = sqlx::query(&sql)
+            .bind(holder)
+            .bind(lease_until.millis())
+            .bind(now.millis())
+            .bind(i64::from(limit));
+        self.all(q, claimed).await
+    }
+
+    async fn advance_claimed_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        holder: &str,
+        updates: &[(Enrollment, u32)],
+    ) -> Result<Vec<EnrollmentId>, StoreError> {
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut qb = QueryBuilder::<Postgres>::new(SET_STATES);
+        push_states(&mut qb, updates);
+        qb.push(" WHERE e.workspace_id = ").push_bind(tenant.workspace_id.as_str());
+        qb.push(" AND e.mode = ").push_bind(tenant.mode.as_str());
+        qb.push(" AND e.id = v.id AND e.state = 'active' AND e.steps_sent = v.sent_before AND e.lease_holder = ")
+            .push_bind(holder);
+        qb.push(" RETURNING e.id");
+        self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await
+    }
+
+    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
+        // Chunks keep each statement under the backend's limit of bound parameters.
+        for chunk in emails.chunks(1000) {
+            let mut qb = QueryBuilder::<Postgres>::new(
+                "INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id,
+                 attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at) ",
+            );
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.to.as_str())
+                    .push_bind(e.from.as_str())
+                    .push_bind(e.subject.as_str())
+                    .push_bind(e.html.as_str())
+                    .push_bind(e.text.as_str())
+                    .push_bind(e.status.as_str())
+                    .push_bind(e.error.as_deref())
+                    .push_bind(e.source.snapshot().to_string())
+                    .push_bind(e.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(e.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(e.attempts as i32)
+                    .push_bind(e.next_attempt_at.map(Timestamp::millis))
+                    .push_bind(None::<i64>)
+                    .push_bind(e.provider_message_id.as_deref())
+                    .push_bind(e.created_at.millis())
+                    .push_bind(e.sent_at.map(Timestamp::millis));
+            });
+            self.execute(qb.build()).await?;
+        }
+        for chunk in activities.chunks(1000) {
+            let mut qb = QueryBuilder::<Postgres>::new(
+                "INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at, version, created_at) ",
+            );
+            qb.push_values(chunk, |mut b, a| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(a.id.as_str())
+                    .push_bind(a.activity_type.as_str())
+                    .push_bind(a.contact_id.as_ref().map(ContactId::as_str))
+                    .push_bind(a.deal_id.as_ref().map(DealId::as_str))
+                    .push_bind(a.body.as_deref())
+                    .push_bind(a.occurred_at.millis())
+                    .push_bind(Value::Object(a.custom_fields.clone()).to_string())
+                    .push_unseparated("::jsonb")
+                    .push_bind(a.updated_at.millis())
+                    .push_bind(a.version)
+                    .push_bind(a.created_at.millis());
+            });
+            self.execute(qb.build()).await?;
+        }
+        Ok(())
+    }
+
+    async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = ids.iter().map(ContactId::as_str).collect();
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
+            rows::CONTACT_COLUMNS
+        );
+        self.all(tenant_query(&sql, tenant).bind(ids), rows::contact).await
+    }
+
+    async fn deals_by_ids(&mut self, tenant: &Tenant, ids: &[DealId]) -> Result<Vec<Deal>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = ids.iter().map(DealId::as_str).collect();
+        let sql = format!(
+            "SELECT {} FROM deals WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
+            rows::DEAL_COLUMNS
+        );
+        self.all(tenant_query(&sql, tenant).bind(ids), rows::deal).await
+    }
+}
