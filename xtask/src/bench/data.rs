@@ -32,10 +32,10 @@ pub enum Db<'a> {
     Sqlite { path: &'a Path },
 }
 
-/// The id of bulk contact `n`: valid (`ct_` + 26 base32 characters) and older than any id the
+/// The id of bulk contact `n`: valid (`con_` + 26 base32 characters) and older than any id the
 /// server mints.
 fn bulk_id(n: u64) -> String {
-    format!("ct_0{n:025}")
+    format!("con_0{n:025}")
 }
 
 async fn post(addr: &str, key: &str, path: &str, body: Value) -> Result<Value> {

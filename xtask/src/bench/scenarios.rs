@@ -130,8 +130,8 @@ pub fn contact_body(ctx: &Ctx, rng: &mut StdRng, tag: &str) -> serde_json::Value
 }
 
 fn create_contact(ctx: &Ctx, w: &mut Worker) -> Req {
-    w.n += 1;
-    let tag = format!("c{}-{}-{}", ctx.nonce, w.id, w.n);
+    // Unique across runs: every run seeds its workers afresh.
+    let tag = format!("c{}-{:x}", ctx.nonce, w.rng.gen::<u64>());
     Req::with_body("POST", "/v1/contacts", contact_body(ctx, &mut w.rng, &tag).to_string())
 }
 
@@ -174,10 +174,10 @@ fn search(ctx: &Ctx, w: &mut Worker) -> Req {
 }
 
 fn batch_100(ctx: &Ctx, w: &mut Worker) -> Req {
-    w.n += 1;
+    let batch: u64 = w.rng.gen();
     let ops: Vec<_> = (0..100)
         .map(|k| {
-            let tag = format!("b{}-{}-{}-{k}", ctx.nonce, w.id, w.n);
+            let tag = format!("b{}-{batch:x}-{k}", ctx.nonce);
             json!({"op": "create", "object": "contact", "data": contact_body(ctx, &mut w.rng, &tag)})
         })
         .collect();
