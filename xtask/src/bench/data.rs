@@ -145,11 +145,9 @@ fn bulk_postgres(url: &str, workspace: &str, companies: &[String], bulk: u64) ->
         return Ok(());
     }
     // COPY into a staging table, then one INSERT … SELECT adding the tenant columns.
-    let copy = format!(
-        "CREATE TEMP TABLE bulk (id text, first_name text, last_name text, email text, phone text, linkedin_url text, company_id text, \
+    let copy = "CREATE TEMP TABLE bulk (id text, first_name text, last_name text, email text, phone text, linkedin_url text, company_id text, \
          type text, custom_fields text, created_at bigint, updated_at bigint, version bigint);\n\
-         \\copy bulk FROM STDIN WITH (FORMAT csv)\n"
-    );
+         \\copy bulk FROM STDIN WITH (FORMAT csv)\n";
     let tail = format!(
         "INSERT INTO contacts (workspace_id, mode, {BULK_COLUMNS}) SELECT '{workspace}', 'test', id, first_name, last_name, email, phone, \
          linkedin_url, company_id, type, custom_fields::jsonb, created_at, updated_at, version FROM bulk;\nANALYZE contacts;\n"

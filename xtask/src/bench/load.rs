@@ -201,6 +201,7 @@ pub async fn closed(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'st
 }
 
 /// Open loop: `connections` connections sharing `rate` requests per second between them.
+#[allow(clippy::too_many_arguments)]
 pub async fn open(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, connections: usize, rate: f64, warmup: Duration, duration: Duration) -> Stats {
     let addr: Arc<str> = addr.into();
     let key: Option<Arc<str>> = key.map(Into::into);

@@ -563,8 +563,8 @@ fn db_url(server_url: &str, db: &str) -> String {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>10} {:>7}  {}",
-        "store", "scenario", "conc", "mode", "thr/s", "p50 ms", "p99 ms", "RSS MiB", "base/s", "ratio", "target"
+        "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>10} {:>7}  target",
+        "store", "scenario", "conc", "mode", "thr/s", "p50 ms", "p99 ms", "RSS MiB", "base/s", "ratio"
     );
     for r in rows {
         let (thr, p50, p99) = match &r.stats {
