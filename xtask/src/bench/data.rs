@@ -115,7 +115,12 @@ fn collect_ids(res: &Value, out: &mut Vec<String>) -> Result<()> {
 
 /// One bulk contact as the store writes it (columns of `BULK_COLUMNS`).
 fn bulk_row(n: u64, companies: &[String], now_ms: i64, bulk: u64) -> [String; 13] {
-    let (first, last) = name(n);
+    let (first, mut last) = name(n);
+    // One contact in RARE_EVERY has a surname with a rare trigram: the needle that shows the
+    // trigram index at work (every other 3-letter needle of the corpus is common).
+    if n % RARE_EVERY == 0 {
+        last = RARE_NAME;
+    }
     let created = now_ms - 86_400_000 - (bulk - n) as i64;
     [
         bulk_id(n),
@@ -133,6 +138,9 @@ fn bulk_row(n: u64, companies: &[String], now_ms: i64, bulk: u64) -> [String; 13
         String::new(),
     ]
 }
+
+const RARE_EVERY: u64 = 5_000;
+pub const RARE_NAME: &str = "yxqvist";
 
 const BULK_COLUMNS: &str = "id, first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields, created_at, updated_at, version";
 

@@ -198,11 +198,13 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     let mut explains: BTreeMap<&str, Value> = BTreeMap::new();
 
-    // The hello-world ceiling, once.
+    // The hello-world ceiling, once (when a selected scenario compares with it).
+    let wants_baseline = |b: Baseline| scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && s.baseline == b);
     let hello = procs::start_hello(&run_dir.join("hello.log"))?;
     let ctx = Arc::new(Ctx::new(vec![String::new()], vec![String::new()], vec![(String::new(), 1)], vec![String::new()]));
     let mut hello_rps: BTreeMap<usize, f64> = BTreeMap::new();
-    for &c in &CONCURRENCIES {
+    let hello_points: &[usize] = if wants_baseline(Baseline::Hello) { &CONCURRENCIES } else { &[] };
+    for &c in hello_points {
         hello.reset_peak();
         let stats = load::block_on(async { Ok(load::closed(&hello.addr, None, ctx.clone(), &scenarios::HELLO, c, opts.warmup, opts.duration).await) })?;
         eprintln!("xtask bench: hello_world c={c}: {:.0}/s", stats.rps());
@@ -297,13 +299,15 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         }
     };
     let result = (|| -> Result<Value> {
-        // Raw ceilings, with nothing else running.
+        // Raw ceilings, with nothing else running (when a selected scenario compares with them).
         procs::migrate(bin, &raw_url)?;
         let raw_rows = opts.contacts.min(1_000_000);
         let mut raw_insert: BTreeMap<usize, f64> = BTreeMap::new();
         let mut raw_get: BTreeMap<usize, f64> = BTreeMap::new();
         let secs = opts.duration.as_secs().max(1);
+        let wants_raw = scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && matches!(s.baseline, Baseline::RawInsert | Baseline::RawGet));
         match store {
+            _ if !wants_raw => {}
             Store::Postgres => {
                 raw::pg_prepare(&raw_url, raw_rows)?;
                 for &c in &CONCURRENCIES {
@@ -516,7 +520,9 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
     Ok(())
 }
 
-const SEARCH_NEEDLES: [&str; 2] = ["kow", "ann"];
+/// A rare needle (one contact in 5,000: the trigram index) and two common ones (the newest-first
+/// walk that stops at the limit).
+const SEARCH_NEEDLES: [&str; 3] = ["yxq", "kow", "ann"];
 
 fn explain_postgres(url: &str, workspace: &str) -> Result<Value> {
     let mut out = serde_json::Map::new();

@@ -106,6 +106,8 @@ pub fn needles() -> Vec<String> {
         .chain(LAST)
         .flat_map(|w| (0..w.len().saturating_sub(2)).map(move |i| w[i..i + 3].to_owned()))
         .collect();
+    // The rare surname of the bulk data (see data.rs), as often as any common needle.
+    out.push("yxq".to_owned());
     out.sort();
     out.dedup();
     out
