@@ -8,8 +8,11 @@
 //! - `tidy`: checks the architecture's dependency rules.
 //! - `openapi`: writes `docs/openapi.json` from the operation catalog.
 //! - `deny`: runs `cargo deny check` (when cargo-deny is installed).
+//! - `bench [--quick] [--long] [--store sqlite|postgres] [--only a,b] [--contacts N] [--seconds S]`:
+//!   the release server against the database's own ceiling (docs/performance.md).
 
 mod agents;
+mod bench;
 mod postgres;
 mod tidy;
 
@@ -96,8 +99,10 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::check(&root()),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
+        Some("bench") => bench::main(&root(), &args[1..]),
+        Some("bench-hello") => bench::hello_main(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | bench [--quick] [--long] [--store sqlite|postgres]>");
             std::process::exit(2);
         }
     }

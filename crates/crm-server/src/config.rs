@@ -7,6 +7,10 @@ pub struct DatabaseArgs {
     /// `sqlite://crm.db` (default, created on first start), `sqlite:///abs/path.db`, or `postgres://…`.
     #[arg(long, env = "CRM_DATABASE_URL", default_value = "sqlite://crm.db")]
     pub database_url: String,
+    /// Postgres only: connections this process keeps at most (the server's `max_connections` is
+    /// shared by every process).
+    #[arg(long, env = "CRM_DATABASE_MAX_CONNECTIONS", default_value_t = crm_store_postgres::DEFAULT_MAX_CONNECTIONS)]
+    pub database_max_connections: u32,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -96,12 +96,12 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            open_store(&db.database_url).await?;
+            open_store(&db).await?;
             println!("migrations applied");
             Ok(())
         }
         Command::Workspace(WorkspaceCommand::Create { name, plan, json, rate_limit_per_minute, included_requests, db }) => {
-            let app = app(open_store(&db.database_url).await?);
+            let app = app(open_store(&db).await?);
             let created = app
                 .create_workspace(&name, plan, Overrides { rate_limit_per_minute, included_requests })
                 .await
@@ -110,7 +110,7 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Command::Workspace(WorkspaceCommand::SetPlan { workspace, plan, rate_limit_per_minute, included_requests, clear_overrides, db }) => {
-            let app = app(open_store(&db.database_url).await?);
+            let app = app(open_store(&db).await?);
             let change = PlanChange { plan, overrides: Overrides { rate_limit_per_minute, included_requests }, clear_overrides };
             let ws = app.set_plan(&workspace, change).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             let limits = ws.limits();
@@ -127,9 +127,10 @@ async fn main() -> Result<()> {
 }
 
 /// Opens and migrates the store the URL names: `postgres://…` is Postgres, anything else SQLite.
-async fn open_store(url: &str) -> Result<Arc<dyn Store>> {
+async fn open_store(db: &DatabaseArgs) -> Result<Arc<dyn Store>> {
+    let url = db.database_url.as_str();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = crm_store_postgres::PostgresStore::connect(url).await.context("connecting to Postgres")?;
+        let store = crm_store_postgres::PostgresStore::connect_with(url, db.database_max_connections).await.context("connecting to Postgres")?;
         store.migrate().await.context("migrating Postgres")?;
         Ok(Arc::new(store))
     } else {
@@ -160,7 +161,7 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let store = open_store(&args.db.database_url).await?;
+    let store = open_store(&args.db).await?;
     let mut app = app(store);
     if let Some(url) = &args.redis_url {
         let limiter = crm_redis::RedisRateLimiter::connect(url).await.context("connecting to Redis (CRM_REDIS_URL)")?;

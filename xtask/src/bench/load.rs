@@ -1,0 +1,220 @@
+//! The load generator: closed-loop workers (each sends its next request when the last one is
+//! answered: throughput) and open-loop workers (requests sent on a fixed schedule, latency counted
+//! from the scheduled time, so a stall is not hidden by the client waiting: tail latency).
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use anyhow::Result;
+use rand::{rngs::StdRng, SeedableRng};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::{
+    http::Conn,
+    scenarios::{Ctx, Scenario, Worker},
+};
+
+/// The measured window: requests started before `measure_from` (warm-up) or after `end` are
+/// not counted.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub measure_from: Instant,
+    pub end: Instant,
+}
+
+impl Window {
+    pub fn new(warmup: Duration, duration: Duration) -> Window {
+        let now = Instant::now();
+        Window { measure_from: now + warmup, end: now + warmup + duration }
+    }
+
+    pub fn running(&self) -> bool {
+        Instant::now() < self.end
+    }
+}
+
+/// What one worker saw.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub ok: u64,
+    pub errors: u64,
+    pub lat_us: Vec<u32>,
+    pub first_error: Option<String>,
+}
+
+impl Recorder {
+    /// Records a request scheduled (or started) at `t0` that has just finished.
+    pub fn record(&mut self, w: &Window, t0: Instant, ok: bool) {
+        if t0 < w.measure_from || t0 >= w.end {
+            return;
+        }
+        let us = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+        if ok {
+            self.ok += 1;
+            self.lat_us.push(us);
+        } else {
+            self.errors += 1;
+        }
+    }
+
+    pub fn error(&mut self, what: impl FnOnce() -> String) {
+        if self.first_error.is_none() {
+            self.first_error = Some(what());
+        }
+    }
+}
+
+/// The merged result of a run.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub requests: u64,
+    pub errors: u64,
+    pub secs: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub first_error: Option<String>,
+}
+
+impl Stats {
+    pub fn merge(parts: Vec<Recorder>, secs: f64) -> Stats {
+        let mut lat: Vec<u32> = Vec::new();
+        let (mut requests, mut errors, mut first_error) = (0, 0, None);
+        for p in parts {
+            requests += p.ok;
+            errors += p.errors;
+            lat.extend(p.lat_us);
+            if first_error.is_none() {
+                first_error = p.first_error;
+            }
+        }
+        lat.sort_unstable();
+        let q = |f: f64| if lat.is_empty() { 0.0 } else { f64::from(lat[((lat.len() - 1) as f64 * f).round() as usize]) / 1000.0 };
+        Stats { requests, errors, secs, p50_ms: q(0.50), p99_ms: q(0.99), first_error }
+    }
+
+    pub fn rps(&self) -> f64 {
+        self.requests as f64 / self.secs
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "requests": self.requests,
+            "errors": self.errors,
+            "seconds": self.secs,
+            "throughput_per_s": self.rps(),
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "first_error": self.first_error,
+        })
+    }
+}
+
+/// Runs `workers` copies of `work` over one window and merges what they recorded.
+pub async fn run_workers<F, Fut>(workers: usize, warmup: Duration, duration: Duration, work: F) -> Stats
+where
+    F: Fn(usize, Window) -> Fut,
+    Fut: Future<Output = Recorder> + Send + 'static,
+{
+    let window = Window::new(warmup, duration);
+    let handles: Vec<_> = (0..workers).map(|i| tokio::spawn(work(i, window))).collect();
+    let mut parts = Vec::with_capacity(workers);
+    for h in handles {
+        parts.push(h.await.unwrap_or_default());
+    }
+    Stats::merge(parts, duration.as_secs_f64())
+}
+
+/// One HTTP worker: a connection (reopened after an error), the scenario's requests, and a
+/// schedule (`None`: closed loop; `Some(interval)`: open loop, one request per interval, the
+/// first after `offset`).
+async fn http_worker(
+    addr: Arc<str>,
+    key: Option<Arc<str>>,
+    ctx: Arc<Ctx>,
+    scenario: &'static Scenario,
+    mut worker: Worker,
+    window: Window,
+    schedule: Option<(Duration, Duration)>,
+) -> Recorder {
+    let mut rec = Recorder::default();
+    let mut conn: Option<Conn> = None;
+    let mut next = schedule.map(|(_, offset)| Instant::now() + offset);
+    while window.running() {
+        let t0 = match (&mut next, schedule) {
+            (Some(at), Some((interval, _))) => {
+                let t = *at;
+                *at += interval;
+                if t > Instant::now() {
+                    tokio::time::sleep_until(t).await;
+                }
+                t
+            }
+            _ => Instant::now(),
+        };
+        if conn.is_none() {
+            match Conn::open(&addr, key.as_deref()).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    rec.error(|| format!("{e:#}"));
+                    rec.record(&window, t0, false);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            }
+        }
+        let req = (scenario.make)(&ctx, &mut worker);
+        let Some(c) = conn.as_mut() else { continue };
+        match c.send(&req).await {
+            Ok(resp) => {
+                let ok = (200..300).contains(&resp.status);
+                if !ok {
+                    rec.error(|| format!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(&resp.body)));
+                }
+                if let Some(after) = scenario.after {
+                    after(&ctx, &mut worker, &resp);
+                }
+                rec.record(&window, t0, ok);
+            }
+            Err(e) => {
+                rec.error(|| format!("{} {}: {e:#}", req.method, req.path));
+                rec.record(&window, t0, false);
+                conn = None;
+            }
+        }
+    }
+    rec
+}
+
+fn worker(id: usize, workers: usize, seed: u64) -> Worker {
+    Worker { id, workers, n: 0, rng: StdRng::seed_from_u64(seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)), last: 0 }
+}
+
+/// Closed loop: `concurrency` connections, each sending as fast as answers come.
+pub async fn closed(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, concurrency: usize, warmup: Duration, duration: Duration) -> Stats {
+    let addr: Arc<str> = addr.into();
+    let key: Option<Arc<str>> = key.map(Into::into);
+    let seed = ctx.next_seed();
+    run_workers(concurrency, warmup, duration, |i, window| {
+        http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, concurrency, seed), window, None)
+    })
+    .await
+}
+
+/// Open loop: `connections` connections sharing `rate` requests per second between them.
+#[allow(clippy::too_many_arguments)]
+pub async fn open(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, connections: usize, rate: f64, warmup: Duration, duration: Duration) -> Stats {
+    let addr: Arc<str> = addr.into();
+    let key: Option<Arc<str>> = key.map(Into::into);
+    let seed = ctx.next_seed();
+    let interval = Duration::from_secs_f64(connections as f64 / rate.max(1.0));
+    run_workers(connections, warmup, duration, |i, window| {
+        let offset = interval.mul_f64(i as f64 / connections as f64);
+        http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, connections, seed), window, Some((interval, offset)))
+    })
+    .await
+}
+
+/// Runs `f` in a fresh multi-threaded runtime (the load generator's own).
+pub fn block_on<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(f)
+}

@@ -1,0 +1,144 @@
+//! The processes under test: the release `crm-server` and the hello-world ceiling, started on a
+//! free port, with their memory read from `/proc/<pid>/status`.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{bail, Context, Result};
+
+pub struct Proc {
+    child: Child,
+    pub addr: String,
+}
+
+impl Proc {
+    /// Starts `cmd`, whose stdout announces `listening on http://<addr>`; stderr goes to `log`.
+    pub fn start(mut cmd: Command, log: &Path) -> Result<Proc> {
+        let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdout(Stdio::piped()).stderr(err).stdin(Stdio::null());
+        let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(a) = line.strip_prefix("listening on http://") {
+                        break a.trim().to_owned();
+                    }
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("{cmd:?} exited before listening; see {}", log.display());
+                }
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Ok(Proc { child, addr })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `(VmRSS, VmHWM)` in MiB.
+    pub fn memory(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .map_or(0.0, |kb| kb / 1024.0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// Resets the peak (VmHWM) to the current RSS, so the next peak is the next scenario's.
+    pub fn reset_peak(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Our own child, by its pid: SIGTERM for a clean shutdown, then wait a little.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds the release server and returns its path.
+pub fn build_server(root: &Path) -> Result<PathBuf> {
+    crate::run(crate::cargo().args(["build", "--release", "-p", "crm-server", "--bin", "crm-server"]))?;
+    let bin = root.join("target/release/crm-server");
+    if !bin.exists() {
+        bail!("{} is missing after the build", bin.display());
+    }
+    Ok(bin)
+}
+
+pub struct Workspace {
+    pub id: String,
+    pub test_key: String,
+}
+
+/// `crm-server workspace create --plan scale` with a rate limit nothing reaches; the test key
+/// is unmetered.
+pub fn create_workspace(bin: &Path, db_url: &str) -> Result<Workspace> {
+    let out = Command::new(bin)
+        .args(["workspace", "create", "--name", "bench", "--plan", "scale", "--rate-limit-per-minute", "1000000000", "--json", "--database-url", db_url])
+        .output()
+        .context("crm-server workspace create")?;
+    if !out.status.success() {
+        bail!("crm-server workspace create failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.trim()).context("workspace create --json output")?;
+    Ok(Workspace {
+        id: v["workspace_id"].as_str().context("workspace_id")?.to_owned(),
+        test_key: v["test_key"].as_str().context("test_key")?.to_owned(),
+    })
+}
+
+pub fn migrate(bin: &Path, db_url: &str) -> Result<()> {
+    crate::run(Command::new(bin).args(["migrate", "--database-url", db_url]).stdout(Stdio::null()))
+}
+
+pub fn start_server(bin: &Path, db_url: &str, log: &Path) -> Result<Proc> {
+    let mut cmd = Command::new(bin);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url]);
+    Proc::start(cmd, log)
+}
+
+/// The hello-world ceiling: this same xtask binary, `bench-hello`.
+pub fn start_hello(log: &Path) -> Result<Proc> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("bench-hello");
+    Proc::start(cmd, log)
+}
+
+/// `cargo xtask bench-hello`: an axum hello-world on a free port, on the same tokio runtime
+/// shape as crm-server (`#[tokio::main]`, one worker per core).
+pub fn hello_main() -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, World!" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        println!("listening on http://{}", listener.local_addr()?);
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,325 @@
+//! The scenarios, as data: what each sends, what it is compared with, and which targets (issue 8)
+//! it answers to. A new scenario (webhook fan-out, sequence sends) is one more entry in
+//! [`SCENARIOS`]; [`PENDING`] says which are waiting for their feature.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use rand::{rngs::StdRng, Rng};
+use serde_json::json;
+
+use super::http::{Req, Resp};
+
+/// The data set the server holds, shared by every worker.
+pub struct Ctx {
+    pub contact_ids: Vec<String>,
+    pub company_ids: Vec<String>,
+    pub deal_ids: Vec<String>,
+    /// Each deal's current version (its `ETag`), kept across runs; a deal belongs to one worker at
+    /// a time (`i % workers == worker.id`), so `If-Match` never races.
+    pub deal_versions: Vec<AtomicI64>,
+    /// 3-letter substrings of the generated names.
+    pub needles: Vec<String>,
+    pub nonce: u64,
+    seeds: AtomicU64,
+}
+
+impl Ctx {
+    pub fn new(contact_ids: Vec<String>, company_ids: Vec<String>, deals: Vec<(String, i64)>, needles: Vec<String>) -> Ctx {
+        let (deal_ids, versions): (Vec<_>, Vec<_>) = deals.into_iter().unzip();
+        Ctx {
+            contact_ids,
+            company_ids,
+            deal_ids,
+            deal_versions: versions.into_iter().map(AtomicI64::new).collect(),
+            needles,
+            nonce: rand::random::<u32>().into(),
+            seeds: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next_seed(&self) -> u64 {
+        self.seeds.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// One worker's state.
+pub struct Worker {
+    pub id: usize,
+    pub workers: usize,
+    pub n: u64,
+    pub rng: StdRng,
+    /// The record the last request was about (the deal `update_deal_stage` moved).
+    pub last: usize,
+}
+
+/// What a scenario's throughput is compared with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Baseline {
+    None,
+    /// INSERT contact + INSERT event in one transaction, straight at the database.
+    RawInsert,
+    /// A primary-key SELECT of a contact, straight at the database.
+    RawGet,
+    /// The axum hello-world server.
+    Hello,
+}
+
+/// A target from issue 8, checked against the run.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// API ÷ baseline throughput at this concurrency, at least `min` (per store: Postgres, SQLite).
+    Ratio { concurrency: usize, postgres: f64, sqlite: f64 },
+    /// Open-loop p99 at 32 connections at most this many ms (Postgres only: the issue's figure).
+    PostgresOpenP99 { max_ms: f64 },
+    /// Open-loop median and p99 at most these (each store).
+    OpenLatency { p50_ms: f64, p99_ms: f64 },
+}
+
+pub struct Scenario {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub make: fn(&Ctx, &mut Worker) -> Req,
+    pub after: Option<fn(&Ctx, &mut Worker, &Resp)>,
+    pub baseline: Baseline,
+    /// Also measure tail latency open-loop at a fixed rate.
+    pub open_loop: bool,
+    /// Records written or read per request (100 for a batch).
+    pub per_request: u32,
+    pub targets: &'static [Target],
+    /// Run at every concurrency (else at 32 only).
+    pub all_concurrencies: bool,
+}
+
+const FIRST: &[&str] = &["anna", "boris", "carla", "dmitri", "elena", "felix", "greta", "hugo", "ines", "jonas", "karin", "lukas", "maria", "nils", "olga", "pavel", "quinn", "rosa", "sven", "tara", "ugo", "vera", "wanda", "xaver", "yusuf", "zoe"];
+const LAST: &[&str] = &["schmidt", "novak", "garcia", "rossi", "kowalski", "dubois", "jensen", "murphy", "silva", "tanaka", "okafor", "larsen", "moreau", "petrov", "haddad", "lindqvist", "fischer", "romero", "weber", "nakamura"];
+
+/// A deterministic name for record `n` (bulk data and API-created data alike).
+pub fn name(n: u64) -> (&'static str, &'static str) {
+    let h = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (FIRST[(h >> 20) as usize % FIRST.len()], LAST[(h >> 40) as usize % LAST.len()])
+}
+
+/// Every 3-letter substring of the names: the search needles.
+pub fn needles() -> Vec<String> {
+    let mut out: Vec<String> = FIRST
+        .iter()
+        .chain(LAST)
+        .flat_map(|w| (0..w.len().saturating_sub(2)).map(move |i| w[i..i + 3].to_owned()))
+        .collect();
+    // The rare surname of the bulk data (see data.rs), as often as any common needle.
+    out.push("yxq".to_owned());
+    out.sort();
+    out.dedup();
+    out
+}
+
+pub const TIERS: [&str; 3] = ["gold", "silver", "bronze"];
+
+pub fn contact_body(ctx: &Ctx, rng: &mut StdRng, tag: &str) -> serde_json::Value {
+    let n: u64 = rng.gen();
+    let (first, last) = name(n);
+    let company = &ctx.company_ids[rng.gen_range(0..ctx.company_ids.len())];
+    let tier = TIERS[(n % 3) as usize];
+    json!({
+        "first_name": first,
+        "last_name": last,
+        "email": format!("{first}.{last}.{tag}@bench.example"),
+        "phone": format!("+4930{:08}", n % 100_000_000),
+        "type": "customer",
+        "company_id": company,
+        "custom_fields": {"tier": tier, "score": n % 1000, "region": "emea"},
+    })
+}
+
+fn create_contact(ctx: &Ctx, w: &mut Worker) -> Req {
+    // Unique across runs: every run seeds its workers afresh.
+    let tag = format!("c{}-{:x}", ctx.nonce, w.rng.gen::<u64>());
+    Req::with_body("POST", "/v1/contacts", contact_body(ctx, &mut w.rng, &tag).to_string())
+}
+
+fn get_contact(ctx: &Ctx, w: &mut Worker) -> Req {
+    let id = &ctx.contact_ids[w.rng.gen_range(0..ctx.contact_ids.len())];
+    Req::get(format!("/v1/contacts/{id}"))
+}
+
+fn list_filtered(ctx: &Ctx, w: &mut Worker) -> Req {
+    let company = &ctx.company_ids[w.rng.gen_range(0..ctx.company_ids.len())];
+    Req::get(format!("/v1/contacts?company_id={company}&limit=25"))
+}
+
+/// The deal this worker moves next: its own share of the deals, in turn.
+fn my_deal(ctx: &Ctx, w: &mut Worker) -> usize {
+    let mine = (ctx.deal_ids.len() - w.id).div_ceil(w.workers).max(1);
+    let i = w.id + (w.n as usize % mine) * w.workers;
+    w.n += 1;
+    i.min(ctx.deal_ids.len() - 1)
+}
+
+fn update_deal_stage(ctx: &Ctx, w: &mut Worker) -> Req {
+    let i = my_deal(ctx, w);
+    let version = ctx.deal_versions[i].load(Ordering::Relaxed);
+    let stage = if version % 2 == 0 { "qualified" } else { "proposal" };
+    w.last = i;
+    Req::with_body("PATCH", format!("/v1/deals/{}", ctx.deal_ids[i]), json!({"stage": stage}).to_string()).header(format!("If-Match: \"{version}\""))
+}
+
+/// Keeps the deal's version in step with the server: its new `ETag` on success.
+fn after_update_deal(ctx: &Ctx, w: &mut Worker, resp: &Resp) {
+    if let Some(v) = resp.etag.as_deref().and_then(|e| e.trim_start_matches("W/").trim_matches('"').parse().ok()) {
+        ctx.deal_versions[w.last].store(v, Ordering::Relaxed);
+    }
+}
+
+fn search(ctx: &Ctx, w: &mut Worker) -> Req {
+    let q = &ctx.needles[w.rng.gen_range(0..ctx.needles.len())];
+    Req::get(format!("/v1/search?q={q}&limit=10"))
+}
+
+fn batch_100(ctx: &Ctx, w: &mut Worker) -> Req {
+    let batch: u64 = w.rng.gen();
+    let ops: Vec<_> = (0..100)
+        .map(|k| {
+            let tag = format!("b{}-{batch:x}-{k}", ctx.nonce);
+            json!({"op": "create", "object": "contact", "data": contact_body(ctx, &mut w.rng, &tag)})
+        })
+        .collect();
+    Req::with_body("POST", "/v1/batch", json!({"operations": ops}).to_string())
+}
+
+fn middleware_only(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get("/v1/automations-capabilities")
+}
+
+fn hello(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get("/")
+}
+
+pub static SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "create_contact",
+        description: "POST /v1/contacts (with company, type and 3 custom fields; writes the contact and its event)",
+        make: create_contact,
+        after: None,
+        baseline: Baseline::RawInsert,
+        open_loop: true,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.70, sqlite: 0.50 }, Target::PostgresOpenP99 { max_ms: 15.0 }],
+        all_concurrencies: true,
+    },
+    Scenario {
+        name: "get_contact",
+        description: "GET /v1/contacts/{id} (random id of the data set)",
+        make: get_contact,
+        after: None,
+        baseline: Baseline::RawGet,
+        open_loop: true,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.40, sqlite: 0.30 }, Target::PostgresOpenP99 { max_ms: 8.0 }],
+        all_concurrencies: true,
+    },
+    Scenario {
+        name: "list_filtered",
+        description: "GET /v1/contacts?company_id=…&limit=25 (a page of 25, newest first, filtered)",
+        make: list_filtered,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: false,
+        per_request: 1,
+        targets: &[],
+        all_concurrencies: true,
+    },
+    Scenario {
+        name: "update_deal_stage",
+        description: "PATCH /v1/deals/{id} {stage} with If-Match (each worker moves its own deals)",
+        make: update_deal_stage,
+        after: Some(after_update_deal),
+        baseline: Baseline::None,
+        open_loop: false,
+        per_request: 1,
+        targets: &[],
+        all_concurrencies: true,
+    },
+    Scenario {
+        name: "search",
+        description: "GET /v1/search?q=<3 letters>&limit=10 over all contacts, companies and deals",
+        make: search,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: true,
+        per_request: 1,
+        targets: &[Target::OpenLatency { p50_ms: 50.0, p99_ms: 150.0 }],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "batch_100",
+        description: "POST /v1/batch with 100 contact creates (throughput counts requests; ×100 for contacts)",
+        make: batch_100,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: false,
+        per_request: 100,
+        targets: &[],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "middleware_only",
+        description: "GET /v1/automations-capabilities: auth, rate limit, metering, tracing; no record read",
+        make: middleware_only,
+        after: None,
+        baseline: Baseline::Hello,
+        open_loop: false,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.80, sqlite: 0.80 }],
+        all_concurrencies: true,
+    },
+];
+
+/// The hello-world ceiling (run against the tiny axum server, not crm-server).
+pub static HELLO: Scenario = Scenario {
+    name: "hello_world",
+    description: "GET / on a bare axum hello-world",
+    make: hello,
+    after: None,
+    baseline: Baseline::None,
+    open_loop: false,
+    per_request: 1,
+    targets: &[],
+    all_concurrencies: true,
+};
+
+/// Scenarios issue 8 asks for that cannot run yet, and why.
+pub static PENDING: &[(&str, &str)] = &[
+    ("custom_field_filter_newest_first", "GET /v1/contacts has no custom-field filter yet (filters: q, email, company_id, type)"),
+    ("webhook_fanout", "webhooks (branch wt/webhooks): deliveries/s to a local receiver, event-to-delivery p99"),
+    ("sequence_steps", "sequences (branch wt/automations): due steps sent per second in test mode"),
+];
+
+/// The mixed load of the WAL and stability run: 60 % get, 20 % create, 10 % deal stage moves,
+/// 10 % search.
+fn mixed(ctx: &Ctx, w: &mut Worker) -> Req {
+    w.last = usize::MAX;
+    match w.rng.gen_range(0..10) {
+        0..=5 => get_contact(ctx, w),
+        6 | 7 => create_contact(ctx, w),
+        8 => update_deal_stage(ctx, w),
+        _ => search(ctx, w),
+    }
+}
+
+fn after_mixed(ctx: &Ctx, w: &mut Worker, resp: &Resp) {
+    if w.last != usize::MAX {
+        after_update_deal(ctx, w, resp);
+    }
+}
+
+pub static MIXED: Scenario = Scenario {
+    name: "mixed",
+    description: "60 % get, 20 % create, 10 % deal stage (If-Match), 10 % search; closed loop at 32",
+    make: mixed,
+    after: Some(after_mixed),
+    baseline: Baseline::None,
+    open_loop: false,
+    per_request: 1,
+    targets: &[],
+    all_concurrencies: false,
+};
