@@ -33,6 +33,18 @@ pub const FANOUT_MIN_PER_SEC: f64 = 2000.0;
 pub const FANOUT_MAX_P99_MS: f64 = 1000.0;
 pub const SEQUENCE_MIN_PER_SEC: f64 = 10_000.0;
 
+/// The background-work scenarios, for the run's JSON.
+pub const DESCRIPTIONS: [(&str, &str); 2] = [
+    (
+        "webhook_fanout",
+        "10 test-mode webhooks on contact.created at a local receiver, contacts created at 300/s: deliveries/s and event created_at → receipt",
+    ),
+    (
+        "sequence_steps",
+        "10,000 due sequence steps (500 contacts × 20 sequences) sent by one test-mode server, its start included",
+    ),
+];
+
 /// One delivery as the receiver saw it.
 struct Delivery {
     id: String,
