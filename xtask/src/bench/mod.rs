@@ -640,6 +640,8 @@ fn print_table(rows: &[Row]) {
     );
     for r in rows {
         let (thr, p50, p99) = match &r.stats {
+            // No latency measured (sequence_steps): both quantiles are 0.
+            Some(s) if s.p50_ms == 0.0 && s.p99_ms == 0.0 => (format!("{:.0}", s.rps()), "-".into(), "-".into()),
             Some(s) => (format!("{:.0}", s.rps()), format!("{:.2}", s.p50_ms), format!("{:.2}", s.p99_ms)),
             None => ("-".into(), "-".into(), "-".into()),
         };
