@@ -118,7 +118,7 @@ fn bulk_row(n: u64, companies: &[String], now_ms: i64, bulk: u64) -> [String; 13
     let (first, mut last) = name(n);
     // One contact in RARE_EVERY has a surname with a rare trigram: the needle that shows the
     // trigram index at work (every other 3-letter needle of the corpus is common).
-    if n % RARE_EVERY == 0 {
+    if n.is_multiple_of(RARE_EVERY) {
         last = RARE_NAME;
     }
     let created = now_ms - 86_400_000 - (bulk - n) as i64;

@@ -8,6 +8,7 @@
 //! hello-world ceiling runs once. Prints a table and writes `target/bench/bench-<time>.json`
 //! (and `latest.json`).
 
+mod background;
 mod data;
 mod http;
 mod load;
@@ -246,7 +247,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
             "warmup_s": opts.warmup.as_secs_f64(), "duration_s": opts.duration.as_secs_f64(), "mixed_s": opts.mixed.as_secs_f64(),
             "open_loop": {"connections": OPEN_LOOP_CONNECTIONS, "share_of_closed_loop_throughput": OPEN_LOOP_LOAD},
         },
-        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).collect::<Vec<_>>(),
+        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).chain(background::DESCRIPTIONS.iter().map(|(n, d)| json!({"name": n, "description": d}))).collect::<Vec<_>>(),
         "pending": scenarios::PENDING.iter().map(|(n, w)| json!({"name": n, "waiting_for": w})).collect::<Vec<_>>(),
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
         "explain": explains,
@@ -371,7 +372,13 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         if opts.wants("mixed") {
             mixed(store, opts, &server, &addr, &key, &ctx, sqlite_api.as_deref(), rows)?;
         }
+        if opts.wants("webhook_fanout") {
+            webhook_fanout(store, opts, &server, &addr, &key, &ctx, rows)?;
+        }
         drop(server);
+        if opts.wants("sequence_steps") {
+            sequence_steps(store, bin, &api_url, run_dir, rows)?;
+        }
         Ok(explain)
     })();
     cleanup();
@@ -520,6 +527,65 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
     Ok(())
 }
 
+/// `webhook_fanout` (see background.rs): 5 test-mode webhooks, contacts created at a fixed rate,
+/// deliveries per second at the local receiver and event-to-delivery latency.
+#[allow(clippy::too_many_arguments)]
+fn webhook_fanout(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str, ctx: &Arc<Ctx>, rows: &mut Vec<Row>) -> Result<()> {
+    let sname = store.name();
+    server.reset_peak();
+    let f = load::block_on(background::webhook_fanout(addr, key, ctx.clone(), opts.duration))?;
+    eprintln!(
+        "xtask bench: {sname} webhook_fanout: {} contacts, {} of {} deliveries ({} duplicates), {:.0}/s, p50 {:.2} ms p99 {:.2} ms",
+        f.contacts,
+        f.deliveries,
+        f.expected,
+        f.duplicates,
+        f.stats.rps(),
+        f.stats.p50_ms,
+        f.stats.p99_ms
+    );
+    let mode = format!("{}×{:.0}/s", background::WEBHOOKS, background::CONTACTS_PER_SEC);
+    let mut row = Row::new(sname, "webhook_fanout", background::WEBHOOKS, &mode);
+    row.rss_peak_mib = Some(server.memory().1);
+    let (rps, p99) = (f.stats.rps(), f.stats.p99_ms);
+    let mut note = format!(
+        "{} contacts → {} of {} deliveries, {} duplicates ({} of older events left out); latency = event created_at → receipt",
+        f.contacts, f.deliveries, f.expected, f.duplicates, f.older
+    );
+    if let Some(e) = &f.stats.first_error {
+        note.push_str(&format!("; {e}"));
+    }
+    row.stats = Some(f.stats);
+    row.check(
+        format!("≥ {} deliveries/s, p99 ≤ {} ms", background::FANOUT_MIN_PER_SEC, background::FANOUT_MAX_P99_MS),
+        rps >= background::FANOUT_MIN_PER_SEC && p99 <= background::FANOUT_MAX_P99_MS,
+    );
+    row.note = Some(note);
+    rows.push(row);
+    Ok(())
+}
+
+/// `sequence_steps` (see background.rs): 10,000 due steps sent by one test-mode server.
+fn sequence_steps(store: Store, bin: &Path, db_url: &str, run_dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
+    let sname = store.name();
+    let r = background::sequence_steps(bin, db_url, run_dir, sname)?;
+    let rate = r.steps as f64 / r.secs;
+    let span_rate = if r.span_secs > 0.0 { r.steps as f64 / r.span_secs } else { 0.0 };
+    eprintln!(
+        "xtask bench: {sname} sequence_steps: {} steps in {:.2} s (server start included): {rate:.0}/s; first to last email {:.2} s: {span_rate:.0}/s",
+        r.steps, r.secs, r.span_secs
+    );
+    let mut row = Row::new(sname, "sequence_steps", 0, "10,000 due");
+    row.stats = Some(load::Stats { requests: r.steps as u64, errors: 0, secs: r.secs, p50_ms: 0.0, p99_ms: 0.0, first_error: None });
+    row.check(format!("≥ {} steps/s", background::SEQUENCE_MIN_PER_SEC), rate >= background::SEQUENCE_MIN_PER_SEC);
+    row.note = Some(format!(
+        "steps ÷ seconds from the sending server's start until GET /v1/emails lists them all (no latency measured); first to last email created_at: {:.2} s = {span_rate:.0}/s",
+        r.span_secs
+    ));
+    rows.push(row);
+    Ok(())
+}
+
 /// A rare needle (one contact in 5,000: the trigram index) and two common ones (the newest-first
 /// walk that stops at the limit).
 const SEARCH_NEEDLES: [&str; 3] = ["yxq", "kow", "ann"];
@@ -574,6 +640,8 @@ fn print_table(rows: &[Row]) {
     );
     for r in rows {
         let (thr, p50, p99) = match &r.stats {
+            // No latency measured (sequence_steps): both quantiles are 0.
+            Some(s) if s.p50_ms == 0.0 && s.p99_ms == 0.0 => (format!("{:.0}", s.rps()), "-".into(), "-".into()),
             Some(s) => (format!("{:.0}", s.rps()), format!("{:.2}", s.p50_ms), format!("{:.2}", s.p99_ms)),
             None => ("-".into(), "-".into(), "-".into()),
         };

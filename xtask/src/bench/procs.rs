@@ -118,8 +118,14 @@ pub fn migrate(bin: &Path, db_url: &str) -> Result<()> {
 }
 
 pub fn start_server(bin: &Path, db_url: &str, log: &Path) -> Result<Proc> {
+    start_server_env(bin, db_url, log, &[])
+}
+
+/// [`start_server`] with extra environment (e.g. the sequence scheduler's settings).
+pub fn start_server_env(bin: &Path, db_url: &str, log: &Path, env: &[(&str, &str)]) -> Result<Proc> {
     let mut cmd = Command::new(bin);
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url]);
+    cmd.envs(env.iter().copied());
     Proc::start(cmd, log)
 }
 

@@ -1,6 +1,7 @@
 //! The scenarios, as data: what each sends, what it is compared with, and which targets (issue 8)
-//! it answers to. A new scenario (webhook fan-out, sequence sends) is one more entry in
-//! [`SCENARIOS`]; [`PENDING`] says which are waiting for their feature.
+//! it answers to. A new request/response scenario is one more entry in [`SCENARIOS`]; the
+//! background-work ones (webhook fan-out, sequence sends) are driven by `background.rs`;
+//! [`PENDING`] says which are waiting for their feature.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -290,9 +291,20 @@ pub static HELLO: Scenario = Scenario {
 /// Scenarios issue 8 asks for that cannot run yet, and why.
 pub static PENDING: &[(&str, &str)] = &[
     ("custom_field_filter_newest_first", "GET /v1/contacts has no custom-field filter yet (filters: q, email, company_id, type)"),
-    ("webhook_fanout", "webhooks (branch wt/webhooks): deliveries/s to a local receiver, event-to-delivery p99"),
-    ("sequence_steps", "sequences (branch wt/automations): due steps sent per second in test mode"),
 ];
+
+/// The contact creates that drive `webhook_fanout` (open loop at a fixed rate; see background.rs).
+pub static WEBHOOK_CREATES: Scenario = Scenario {
+    name: "webhook_fanout",
+    description: "POST /v1/contacts at a fixed rate, each event delivered to 5 test-mode webhooks at a local receiver",
+    make: create_contact,
+    after: None,
+    baseline: Baseline::None,
+    open_loop: true,
+    per_request: 1,
+    targets: &[],
+    all_concurrencies: false,
+};
 
 /// The mixed load of the WAL and stability run: 60 % get, 20 % create, 10 % deal stage moves,
 /// 10 % search.
