@@ -401,7 +401,32 @@ async fn definitions_fail_loudly(s: Server) {
     s.get("/sequences/seq_nope").await.problem(404, "not_found");
 }
 
+/// A step whose template was deleted after the sequence was made cannot be sent: it is recorded as
+/// a `failed` email naming the reason (no activity), never silently dropped, and the next step
+/// still goes out.
+async fn a_step_whose_template_was_deleted_is_recorded_as_a_failed_email(s: Server) {
+    let tpl = s.post("/templates", json!({"name": "T", "subject": "From template", "body": "<p>T</p>"})).await.ok(201)["id"].as_str().unwrap().to_owned();
+    let seq = sequence(
+        &s,
+        json!({"name": "Tpl", "steps": [{"wait_seconds": 1, "template_id": tpl}, {"wait_seconds": 1, "subject": "Second", "body": "<p>2</p>"}]}),
+    )
+    .await;
+    s.delete(&format!("/templates/{tpl}")).await.ok(200);
+    let ada = contact(&s, json!({"first_name": "Ada", "email": "ada@example.com"})).await;
+    s.post(&format!("/sequences/{seq}/enroll"), json!({"contact_id": ada})).await.ok(201);
+    eventually("two emails", || async { emails_of(&s, &ada).await.len() == 2 }).await;
+    let emails = emails_of(&s, &ada).await;
+    assert_eq!(emails[0]["status"], "failed", "{emails:?}");
+    assert!(emails[0]["error"].as_str().unwrap().contains(&tpl), "the error names the template: {}", emails[0]);
+    assert_eq!(emails[0]["source"]["step"], 1);
+    assert_eq!(emails[1]["status"], "simulated");
+    assert_eq!(emails[1]["subject"], "Second");
+    let acts = data(s.get(&format!("/activities?contact_id={ada}&type=email")).await.ok(200));
+    assert_eq!(acts.len(), 1, "only the email that went out is an activity");
+}
+
 on_both_stores_pro!(
+    a_step_whose_template_was_deleted_is_recorded_as_a_failed_email,
     steps_are_sent_in_order_at_their_times_then_the_enrollment_completes,
     a_second_trigger_does_not_enroll_again,
     exit_conditions_end_enrollments_between_steps_whatever_wrote_the_change,

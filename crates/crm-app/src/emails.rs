@@ -115,6 +115,35 @@ impl App {
         })
     }
 
+    /// An email that could not be sent, recorded as `failed` with the reason, so that a send that
+    /// did not happen is visible in `GET /emails` instead of vanishing.
+    pub(crate) fn failed_email(&self, tenant: &Tenant, connection: Option<&Connection>, draft: EmailDraft, reason: String) -> EmailMessage {
+        let from = match (tenant.mode, connection) {
+            (_, Some(c)) => c.from.clone(),
+            (Mode::Test, None) => TEST_MODE_FROM.to_owned(),
+            (Mode::Live, None) => String::new(),
+        };
+        let now = self.clock.now();
+        EmailMessage {
+            id: EmailId::from_uuid(self.ids.new_uuid()),
+            to: draft.to,
+            from,
+            subject: draft.subject,
+            html: draft.html,
+            text: draft.text,
+            status: EmailStatus::Failed,
+            error: Some(reason),
+            source: draft.source,
+            contact_id: draft.contact_id,
+            deal_id: draft.deal_id,
+            attempts: 0,
+            next_attempt_at: None,
+            provider_message_id: None,
+            created_at: now,
+            sent_at: None,
+        }
+    }
+
     /// Checks a rule's `send_email` actions when it is created or changed: the templates they
     /// name exist, and in live mode an email connection exists.
     pub(crate) async fn check_email_actions(&self, tx: &mut dyn Tx, tenant: &Tenant, def: &AutomationDef) -> Result<(), AppError> {

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crm_domain::{
-    mail::{EmailSource, Template},
+    mail::{EmailSource, EmailStatus, Template},
     merge::MergeData,
     rule::render_email,
     sequence::{Enrollment, SequenceDef, Step},
@@ -163,7 +163,7 @@ impl App {
         let exited = exits.iter().filter(|id| advanced.contains(*id)).count();
         let mut companies: HashMap<CompanyId, Option<Value>> = HashMap::new();
         let mut templates: HashMap<String, Option<Template>> = HashMap::new();
-        let mut drafts: Vec<EmailDraft> = Vec::with_capacity(sends.len());
+        let mut drafts: Vec<(EmailDraft, Option<String>)> = Vec::with_capacity(sends.len());
         for (eid, index, contact_id) in sends {
             if !advanced.contains(&eid) {
                 continue;
@@ -194,9 +194,24 @@ impl App {
                     step.text.clone().or_else(|| t.text.clone()),
                 ),
                 (None, Some(s), Some(b)) => (s.clone(), b.clone(), step.text.clone()),
-                // The step's template was deleted after the sequence was made: nothing to send.
+                // The step's template was deleted after the sequence was made: nothing can be sent,
+                // and the step is recorded as a failed email so the loss is visible.
                 _ => {
-                    tracing::warn!(sequence = %seq.id, step = index + 1, "sequence step without subject and body (template deleted?); skipped");
+                    let failure = format!("step {} names template {} which no longer exists", index + 1, step.template_id.as_deref().unwrap_or("-"));
+                    tracing::warn!(sequence = %seq.id, step = index + 1, "{failure}");
+                    let draft = EmailDraft {
+                        to,
+                        subject: step.subject.clone().unwrap_or_default(),
+                        html: String::new(),
+                        text: String::new(),
+                        source: EmailSource::Sequence { sequence_id: seq.id.to_string(), step: index as u32 + 1 },
+                        contact_id: Some(contact.id.clone()),
+                        deal_id: match e.source_object {
+                            crm_domain::sequence::SourceObject::Deal => crm_domain::DealId::parse(&e.source_id).ok(),
+                            crm_domain::sequence::SourceObject::Contact => None,
+                        },
+                    };
+                    drafts.push((draft, Some(failure)));
                     continue;
                 }
             };
@@ -233,7 +248,7 @@ impl App {
                 contact_id: Some(contact.id.clone()),
                 deal_id,
             };
-            drafts.push(draft);
+            drafts.push((draft, None));
         }
         let sent = self.queue_step_emails(tx, tenant, drafts).await?;
         Ok((sent, exited))
@@ -241,10 +256,12 @@ impl App {
 
     /// [`App::queue_email`] for many emails at once: the connection and the activity registry are
     /// read once and the emails and their `email` activities written in multi-row statements. The
-    /// recipients and deals were read in this transaction, so their references hold. Returns how
-    /// many were recorded: none when a live tenant has no email connection any more (its steps
-    /// count as sent; logged, rather than stalling every step of the tenant).
-    async fn queue_step_emails(&self, tx: &mut dyn Tx, tenant: &Tenant, drafts: Vec<EmailDraft>) -> Result<usize, AppError> {
+    /// recipients and deals were read in this transaction, so their references hold. A step that
+    /// cannot be sent (its template was deleted, a live tenant has no email connection any more,
+    /// the address is not valid) is recorded as a `failed` email with the reason, without an
+    /// activity, rather than stalling every step of the tenant or vanishing. Returns how many
+    /// emails were recorded.
+    async fn queue_step_emails(&self, tx: &mut dyn Tx, tenant: &Tenant, drafts: Vec<(EmailDraft, Option<String>)>) -> Result<usize, AppError> {
         if drafts.is_empty() {
             return Ok(0);
         }
@@ -253,18 +270,23 @@ impl App {
         let now = self.clock.now();
         let mut emails = Vec::with_capacity(drafts.len());
         let mut activities = Vec::with_capacity(drafts.len());
-        for draft in drafts {
-            let email = match self.prepare_email(tenant, connection.as_ref(), draft) {
-                Ok(email) => email,
-                Err(AppError::Validation(v)) => {
-                    tracing::warn!(workspace = %tenant.workspace_id, error = %v, "sequence step not sent");
-                    continue;
-                }
-                Err(other) => return Err(other),
+        for (draft, failure) in drafts {
+            let email = match failure {
+                Some(reason) => self.failed_email(tenant, connection.as_ref(), draft, reason),
+                None => match self.prepare_email(tenant, connection.as_ref(), draft.clone()) {
+                    Ok(email) => email,
+                    Err(AppError::Validation(v)) => {
+                        tracing::warn!(workspace = %tenant.workspace_id, error = %v, "sequence step not sent");
+                        self.failed_email(tenant, connection.as_ref(), draft, v.to_string())
+                    }
+                    Err(other) => return Err(other),
+                },
             };
-            if let Some(draft) = email_activity(&email) {
-                let (activity, _refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
-                activities.push(activity);
+            if email.status != EmailStatus::Failed {
+                if let Some(draft) = email_activity(&email) {
+                    let (activity, _refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
+                    activities.push(activity);
+                }
             }
             emails.push(email);
         }
