@@ -270,10 +270,13 @@ impl WebhookRepo for PostgresTx {
         // The locking scan walks the partial due index alone, in order, and stops at the limit
         // (a join inside it can make the planner sort every due row instead). Deliveries of a
         // disabled webhook (or whose event is gone) are not handed out: they are looked at again
-        // after PARKED_MS.
+        // after PARKED_MS. The update finds its rows by the `ctid` the locking scan returned (the
+        // locked version, stable until commit): joined by key, a planner without statistics on
+        // the table chose the tenant-prefix index and filtered every delivery of the tenant once
+        // per claimed row (measured: 50 ms a claim of 32 at 10,000 deliveries against 8 ms).
         let rows = sqlx::query(
             "WITH due AS (
-                 SELECT workspace_id, mode, id, webhook_id, event_id FROM webhook_deliveries
+                 SELECT ctid, workspace_id, mode, id, webhook_id, event_id FROM webhook_deliveries
                  WHERE status IN ('pending', 'retrying') AND next_attempt_at <= $1
                  ORDER BY next_attempt_at LIMIT $2
                  FOR UPDATE SKIP LOCKED)
@@ -283,7 +286,7 @@ impl WebhookRepo for PostgresTx {
              FROM due
              JOIN webhooks w ON w.workspace_id = due.workspace_id AND w.mode = due.mode AND w.id = due.webhook_id
              LEFT JOIN events e ON e.workspace_id = due.workspace_id AND e.mode = due.mode AND e.id = due.event_id
-             WHERE d.workspace_id = due.workspace_id AND d.mode = due.mode AND d.id = due.id
+             WHERE d.ctid = due.ctid
              RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, d.attempts, d.claim_token,
                        w.url, w.secret, e.body::text AS body",
         )
