@@ -13,7 +13,7 @@ use serde_json::Value;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
 use crate::{
-    rows::{corrupt, get},
+    rows::{corrupt, get, json_value},
     tx::{slice_clause, tenant_query, tenant_where},
     PostgresTx,
 };
@@ -21,16 +21,12 @@ use crate::{
 const AUTOMATION_COLUMNS: &str =
     "id, name, trigger_event, conditions::text AS conditions, actions::text AS actions, enabled, created_at, updated_at, version";
 
-fn json(row: &PgRow, column: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
-}
-
 fn automation(row: &PgRow) -> Result<Automation, StoreError> {
     let def = AutomationDef::from_stored(
         get(row, "name")?,
         &get::<String>(row, "trigger_event")?,
-        &json(row, "conditions")?,
-        &json(row, "actions")?,
+        &json_value(row, "conditions")?,
+        &json_value(row, "actions")?,
     )
     .ok_or_else(|| corrupt("automation"))?;
     Ok(Automation {
@@ -46,7 +42,7 @@ fn automation(row: &PgRow) -> Result<Automation, StoreError> {
 const RUN_COLUMNS: &str = "id, automation_id, event_id, event_type, record_id, matched, actions::text AS actions, created_at";
 
 fn run(row: &PgRow) -> Result<AutomationRun, StoreError> {
-    let actions = match json(row, "actions")? {
+    let actions = match json_value(row, "actions")? {
         Value::Array(items) => items
             .iter()
             .map(ActionOutcome::from_snapshot)

@@ -20,6 +20,19 @@ pub(crate) fn corrupt(what: &str) -> StoreError {
     StoreError::Backend(format!("corrupt row: {what}").into())
 }
 
+/// A JSON text column, parsed.
+pub(crate) fn json_value(row: &PgRow, column: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
+}
+
+/// The tenant a row of a cross-tenant query (a worker's claim) belongs to.
+pub(crate) fn tenant_of(row: &PgRow) -> Result<crm_domain::Tenant, StoreError> {
+    Ok(crm_domain::Tenant {
+        workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
+        mode: Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?,
+    })
+}
+
 /// One column of `row`, decoded; a missing column or a type mismatch is a backend error.
 pub(crate) fn get<'r, T>(row: &'r PgRow, column: &str) -> Result<T, StoreError>
 where

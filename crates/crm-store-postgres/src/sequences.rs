@@ -14,7 +14,7 @@ use serde_json::Value;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
 use crate::{
-    rows::{self, corrupt, get},
+    rows::{self, corrupt, get, json_value},
     tx::{slice_clause, tenant_query, tenant_where},
     PostgresTx,
 };
@@ -25,16 +25,12 @@ const SEQUENCE_COLUMNS: &str = "id, name, trigger_def::text AS trigger_def, exit
 const ENROLLMENT_COLUMNS: &str =
     "id, sequence_id, contact_id, source_object, source_id, state, exit_reason, steps_sent, next_send_at, enrolled_at, updated_at, ended_at";
 
-fn json(row: &PgRow, column: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
-}
-
 fn sequence(row: &PgRow) -> Result<Sequence, StoreError> {
     let def = SequenceDef::from_stored(
         get(row, "name")?,
-        &json(row, "trigger_def")?,
-        &json(row, "exit_when")?,
-        &json(row, "steps")?,
+        &json_value(row, "trigger_def")?,
+        &json_value(row, "exit_when")?,
+        &json_value(row, "steps")?,
     )
     .ok_or_else(|| corrupt("sequence"))?;
     Ok(Sequence {

@@ -8,10 +8,10 @@ use crm_app::{
     ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
     StoreError,
 };
-use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId};
-use sqlx::{postgres::PgRow, Postgres, QueryBuilder, Row};
+use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId};
+use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
-use crate::{backend, rows, PostgresTx};
+use crate::{backend, rows::{self, get, tenant_of}, PostgresTx};
 
 /// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
 /// looked at again.
@@ -23,10 +23,6 @@ const CHUNK: usize = 1000;
 const WEBHOOK_COLUMNS: &str = "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
 const ATTEMPT_COLUMNS: &str =
     "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
-
-fn get<'r, T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>>(row: &'r PgRow, c: &str) -> Result<T, StoreError> {
-    row.try_get(c).map_err(backend)
-}
 
 fn ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
@@ -83,10 +79,6 @@ fn attempt(row: &PgRow) -> Result<DeliveryAttempt, StoreError> {
         next_attempt_at: ts(get::<Option<i64>>(row, "next_attempt_at")?),
         created_at: Timestamp::from_millis(get(row, "created_at")?),
     })
-}
-
-fn tenant(row: &PgRow) -> Result<Tenant, StoreError> {
-    Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: mode(&get::<String>(row, "mode")?)? })
 }
 
 /// Claims and attempt records commit without waiting for the WAL flush: if the database crashes
@@ -206,7 +198,7 @@ impl WebhookRepo for PostgresTx {
                     None => None,
                 };
                 Ok(FanOutRow {
-                    tenant: tenant(r)?,
+                    tenant: tenant_of(r)?,
                     event_id: EventId::from_trusted(get(r, "id")?),
                     event_type: event_type(&get::<String>(r, "type")?)?,
                     webhook,
@@ -308,7 +300,7 @@ impl WebhookRepo for PostgresTx {
                 continue;
             }
             claimed.push(ClaimedDelivery {
-                tenant: tenant(r)?,
+                tenant: tenant_of(r)?,
                 id: DeliveryId::from_trusted(get(r, "id")?),
                 webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
                 event_id: EventId::from_trusted(get(r, "event_id")?),

@@ -14,7 +14,7 @@ use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
 
 use crate::{
     backend,
-    rows::corrupt,
+    rows::{corrupt, get, json_value},
     tx::{slice_clause, tenant_where},
     SqliteTx,
 };
@@ -22,23 +22,12 @@ use crate::{
 const AUTOMATION_COLUMNS: &str =
     "id, name, trigger_event, conditions, actions, enabled, created_at, updated_at, version";
 
-fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(
-    row: &'r SqliteRow,
-    column: &str,
-) -> Result<T, StoreError> {
-    row.try_get(column).map_err(backend)
-}
-
-fn json(row: &SqliteRow, column: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
-}
-
 fn automation(row: &SqliteRow) -> Result<Automation, StoreError> {
     let def = AutomationDef::from_stored(
         get(row, "name")?,
         &get::<String>(row, "trigger_event")?,
-        &json(row, "conditions")?,
-        &json(row, "actions")?,
+        &json_value(row, "conditions")?,
+        &json_value(row, "actions")?,
     )
     .ok_or_else(|| corrupt("automation"))?;
     Ok(Automation {
@@ -55,7 +44,7 @@ const RUN_COLUMNS: &str =
     "id, automation_id, event_id, event_type, record_id, matched, actions, created_at";
 
 fn run(row: &SqliteRow) -> Result<AutomationRun, StoreError> {
-    let actions = match json(row, "actions")? {
+    let actions = match json_value(row, "actions")? {
         Value::Array(items) => items
             .iter()
             .map(ActionOutcome::from_snapshot)

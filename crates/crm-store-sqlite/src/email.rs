@@ -7,15 +7,11 @@ use crm_app::{
 };
 use crm_domain::{
     mail::{Connection, EmailMessage, EmailSource, EmailStatus, Provider, Template},
-    ConnectionId, ContactId, DealId, EmailId, Mode, TemplateId, Tenant, Timestamp, WorkspaceId,
+    ConnectionId, ContactId, DealId, EmailId, TemplateId, Tenant, Timestamp,
 };
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 
-use crate::{backend, rows::corrupt, tx::{slice_clause, tenant_where}, SqliteTx};
-
-fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError> {
-    row.try_get(column).map_err(backend)
-}
+use crate::{backend, rows::{corrupt, get, tenant_of}, tx::{slice_clause, tenant_where}, SqliteTx};
 
 fn ts(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
     Ok(get::<Option<i64>>(row, column)?.map(Timestamp::from_millis))
@@ -71,13 +67,6 @@ fn email(row: &SqliteRow) -> Result<EmailMessage, StoreError> {
         provider_message_id: get(row, "provider_message_id")?,
         created_at: Timestamp::from_millis(get(row, "created_at")?),
         sent_at: ts(row, "sent_at")?,
-    })
-}
-
-fn tenant_of(row: &SqliteRow) -> Result<Tenant, StoreError> {
-    Ok(Tenant {
-        workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
-        mode: Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?,
     })
 }
 

@@ -15,6 +15,27 @@ pub(crate) fn corrupt(what: &str) -> StoreError {
     StoreError::Backend(format!("corrupt row: {what}").into())
 }
 
+/// One column of `row`, decoded; a missing column or a type mismatch is a backend error.
+pub(crate) fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
+where
+    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+{
+    row.try_get(column).map_err(backend)
+}
+
+/// A JSON text column, parsed.
+pub(crate) fn json_value(row: &SqliteRow, column: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
+}
+
+/// The tenant a row of a cross-tenant query (a worker's claim) belongs to.
+pub(crate) fn tenant_of(row: &SqliteRow) -> Result<crm_domain::Tenant, StoreError> {
+    Ok(crm_domain::Tenant {
+        workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
+        mode: Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?,
+    })
+}
+
 pub(crate) fn json_map(text: &str) -> Result<JsonMap, StoreError> {
     serde_json::from_str(text).map_err(|_| corrupt("custom_fields"))
 }

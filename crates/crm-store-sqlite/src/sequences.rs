@@ -11,18 +11,14 @@ use crm_domain::{
     Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::Value;
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 
 use crate::{
     backend,
-    rows::{self, corrupt},
+    rows::{self, corrupt, get, json_value},
     tx::{slice_clause, tenant_where},
     SqliteTx,
 };
-
-fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError> {
-    row.try_get(column).map_err(backend)
-}
 
 const SEQUENCE_COLUMNS: &str = "id, name, trigger_def, exit_when, steps, enabled, \
      enroll_existing, created_at, updated_at, version";
@@ -67,16 +63,12 @@ fn tenant_in<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant, column: 
     qb.push(")");
 }
 
-fn json(row: &SqliteRow, column: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(&get::<String>(row, column)?).map_err(|_| corrupt(column))
-}
-
 fn sequence(row: &SqliteRow) -> Result<Sequence, StoreError> {
     let def = SequenceDef::from_stored(
         get(row, "name")?,
-        &json(row, "trigger_def")?,
-        &json(row, "exit_when")?,
-        &json(row, "steps")?,
+        &json_value(row, "trigger_def")?,
+        &json_value(row, "exit_when")?,
+        &json_value(row, "steps")?,
     )
     .ok_or_else(|| corrupt("sequence"))?;
     Ok(Sequence {

@@ -7,10 +7,10 @@ use crm_app::{
     ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
     StoreError,
 };
-use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId};
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 
-use crate::{backend, rows, SqliteTx};
+use crate::{backend, rows::{self, get, tenant_of}, SqliteTx};
 
 /// Rows per multi-row statement (SQLite allows 32766 bound values).
 const CHUNK: usize = 1000;
@@ -18,10 +18,6 @@ const CHUNK: usize = 1000;
 const WEBHOOK_COLUMNS: &str = "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
 const ATTEMPT_COLUMNS: &str =
     "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
-
-fn get<'r, T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>>(row: &'r SqliteRow, c: &str) -> Result<T, StoreError> {
-    row.try_get(c).map_err(backend)
-}
 
 fn event_type(s: &str) -> Result<EventType, StoreError> {
     EventType::parse(s).ok_or_else(|| rows::corrupt("event type"))
@@ -70,10 +66,6 @@ fn attempt(row: &SqliteRow) -> Result<DeliveryAttempt, StoreError> {
         next_attempt_at: rows::ts(get(row, "next_attempt_at")?),
         created_at: Timestamp::from_millis(get(row, "created_at")?),
     })
-}
-
-fn tenant(row: &SqliteRow) -> Result<Tenant, StoreError> {
-    Ok(Tenant { workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?), mode: rows::mode(&get::<String>(row, "mode")?)? })
 }
 
 /// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
@@ -209,7 +201,7 @@ impl WebhookRepo for SqliteTx {
                     None => None,
                 };
                 Ok(FanOutRow {
-                    tenant: tenant(r)?,
+                    tenant: tenant_of(r)?,
                     event_id: EventId::from_trusted(get(r, "id")?),
                     event_type: event_type(&get::<String>(r, "type")?)?,
                     webhook,
@@ -290,7 +282,7 @@ impl WebhookRepo for SqliteTx {
         let mut claimed = Vec::with_capacity(rows.len());
         let mut parked = Vec::new();
         for r in &rows {
-            let t = tenant(r)?;
+            let t = tenant_of(r)?;
             let id = DeliveryId::from_trusted(get(r, "id")?);
             let body: Option<String> = get(r, "body")?;
             match body {
