@@ -7,6 +7,7 @@ mod agents;
 mod auth;
 mod automations;
 mod batch;
+mod caching;
 mod companies;
 mod contacts;
 mod deals;

@@ -18,6 +18,20 @@ async fn live_usage(s: &Server) -> Value {
     live(s, Method::GET, "/usage").await.ok(200).clone()
 }
 
+/// Waits until a running server sees the plan the CLI set in another process: at once on
+/// Postgres (NOTIFY at commit), within the SQLite store's 100 ms poll (docs/decisions.md). At most
+/// five seconds, so a change that never arrives fails the test. `GET /usage` is not counted.
+async fn usage_once_plan_is(s: &Server, plan: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let usage = live_usage(s).await;
+        if usage["plan"] == plan || std::time::Instant::now() > deadline {
+            return usage;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Sends `n` live `GET /contacts` at once; returns the statuses.
 async fn burst(s: &Server, n: usize) -> Vec<Res> {
     join_all((0..n).map(|_| live(s, Method::GET, "/contacts"))).await
@@ -109,13 +123,14 @@ async fn set_plan_applies_to_a_running_server(backend: Backend) {
     let ws = s.keys.workspace_id.as_str();
     let out = cli(&s.database_url, &["workspace", "set-plan", "--workspace", ws, "--plan", "pro"]);
     assert!(out.contains("pro"), "{out}");
+    assert_eq!(usage_once_plan_is(&s, "pro").await["plan"], "pro");
     live(&s, Method::GET, "/contacts").await.ok(200);
     let usage = live_usage(&s).await;
     assert_eq!((usage["plan"].clone(), usage["requests"].clone()), (json!("pro"), json!({"used": 3, "included": 2, "overage": 1})));
     assert_eq!((usage["rate_limit_per_minute"].clone(), usage["sequences"]["limit"].clone()), (json!(1_200), json!(10)));
 
     cli(&s.database_url, &["workspace", "set-plan", "--workspace", ws, "--plan", "scale", "--clear-overrides", "--rate-limit-per-minute", "7"]);
-    let usage = live_usage(&s).await;
+    let usage = usage_once_plan_is(&s, "scale").await;
     assert_eq!((usage["plan"].clone(), usage["requests"]["included"].clone()), (json!("scale"), json!(1_000_000)));
     assert_eq!((usage["rate_limit_per_minute"].clone(), usage["sequences"]["limit"].clone()), (json!(7), Value::Null));
     let res = live(&s, Method::GET, "/contacts").await;

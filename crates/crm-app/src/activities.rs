@@ -31,7 +31,7 @@ impl App {
 
     /// Records an activity inside a caller's transaction (automation actions, emails).
     pub(crate) async fn create_activity_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ActivityDraft) -> Result<Activity, AppError> {
-        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
         let (activity, refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
         check_references(tx, tenant, &refs).await?;
         tx.insert_activity(tenant, &activity).await?;
@@ -52,7 +52,7 @@ impl App {
         if expected_version.is_some_and(|v| v != activity.version) {
             return Err(AppError::VersionConflict { current: activity.version });
         }
-        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
         let (changed, refs) = activity.apply(patch, self.clock.now(), &registry)?;
         if changed.is_empty() {
             return Ok(activity);
@@ -82,7 +82,7 @@ impl App {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
         if let Some(t) = &filter.activity_type {
-            let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+            let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
             registry.check_enum("type", ACTIVITY_TYPE_GROUP, t)?;
         }
         let fingerprint = format!("{filter:?}");

@@ -175,11 +175,11 @@ impl App {
     /// Resolves an `Authorization` header value into a caller. Every failure is 401, with a
     /// detail that says which of missing, malformed, unknown, revoked or expired it was.
     ///
-    /// The key and its workspace are read from the store on every request, with no cache: one
-    /// lookup by a unique index on a read connection (no write, no lock). So a revoked key is
-    /// refused at once by every server process, and a plan or settings change applies to the
-    /// next request everywhere; a cache would need a revocation check per request, which costs
-    /// the same read.
+    /// The key and its workspace come from [`App::config`] when this process has them, else from
+    /// one lookup by a unique index. Revoking or rolling a key and changing a plan or settings
+    /// mark the workspace's configuration changed, so every process forgets its copy as the
+    /// change commits (see `config_cache`); revocation, expiry and scopes are checked on every
+    /// request against the record either way.
     #[tracing::instrument(skip_all, err(level = "debug"))]
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
         let header = authorization.ok_or(AppError::Unauthorized("missing Authorization header; send `Authorization: Bearer <API_KEY>`"))?;
@@ -189,8 +189,18 @@ impl App {
             .map(str::trim)
             .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
         let mode = key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
-        let mut tx = self.store.begin_read().await?;
-        let (record, workspace) = tx.find_api_key(&hash_key(key)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+        let hash = hash_key(key);
+        let (record, workspace) = match self.config.key(&hash) {
+            Some(hit) => hit,
+            None => {
+                let seen = self.config.generation();
+                let mut tx = self.store.begin_read().await?;
+                let found = tx.find_api_key(&hash).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+                drop(tx);
+                self.config.keep_key(seen, &hash, &found.0, &found.1);
+                found
+            }
+        };
         if record.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
         }

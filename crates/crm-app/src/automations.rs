@@ -196,7 +196,7 @@ impl App {
         types.dedup();
         types.sort_by_key(|t| t.as_str());
         types.dedup();
-        let rules = tx.active_automations(tenant, &types).await?;
+        let rules = self.active_automations(tx, tenant, &types).await?;
         if rules.is_empty() {
             return Ok(outcome);
         }
@@ -436,6 +436,7 @@ impl App {
             updated_at: now,
             version: 1,
         };
+        tx.mark_config_changed(&caller.tenant.workspace_id);
         tx.insert_automation(&caller.tenant, &automation).await?;
         tx.commit().await?;
         Ok(automation)
@@ -503,6 +504,7 @@ impl App {
         }
         automation.version += 1;
         automation.updated_at = self.clock.now();
+        tx.mark_config_changed(&tenant.workspace_id);
         match tx.update_automation(tenant, &automation).await {
             Err(StoreError::Stale) => {
                 return Err(AppError::VersionConflict {
@@ -523,6 +525,7 @@ impl App {
     ) -> Result<AutomationId, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        tx.mark_config_changed(&caller.tenant.workspace_id);
         if !tx.delete_automation(&caller.tenant, &id).await? {
             return Err(AppError::not_found("automation", id.as_str()));
         }

@@ -23,7 +23,7 @@ impl App {
     pub async fn create_company(&self, caller: &Caller, draft: CompanyDraft, idem: Option<&IdemClaim>) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let registry = tx.load_registry(tenant, ObjectKind::Company).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let (company, refs) = Company::create(CompanyId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
         check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
@@ -50,7 +50,7 @@ impl App {
         if company.deleted_at.is_some() {
             return Err(AppError::Conflict { detail: "this company is deleted; restore it before updating".into(), existing: None });
         }
-        let registry = tx.load_registry(tenant, ObjectKind::Company).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let (changed, refs) = company.apply(patch, self.clock.now(), &registry)?;
         if changed.is_empty() {
             return Ok(company);

@@ -62,7 +62,7 @@ impl App {
     }
 
     pub(crate) async fn create_contact_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft, fx: &mut Effects) -> Result<Contact, AppError> {
-        let registry = tx.load_registry(tenant, ObjectKind::Contact).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         let (contact, refs) = Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
         check_references(tx, tenant, &refs).await?;
@@ -111,7 +111,7 @@ impl App {
         if contact.deleted_at.is_some() {
             return Err(AppError::Conflict { detail: "this contact is deleted; restore it before updating".into(), existing: None });
         }
-        let registry = tx.load_registry(tenant, ObjectKind::Contact).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         let (changed, refs) = contact.apply(patch, now, &registry)?;
         if changed.is_empty() {
@@ -176,7 +176,7 @@ impl App {
     /// Checks a contact `type` filter value against the registered values.
     pub async fn check_contact_type(&self, caller: &Caller, value: &str) -> Result<(), AppError> {
         let mut tx = self.store.begin_read().await?;
-        let registry = tx.load_registry(&caller.tenant, ObjectKind::Contact).await?;
+        let registry = self.registry(&mut *tx, &caller.tenant, ObjectKind::Contact).await?;
         Ok(registry.check_enum("type", crm_domain::contact::CONTACT_TYPE_GROUP, value)?)
     }
 }

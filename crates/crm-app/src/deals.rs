@@ -57,7 +57,7 @@ impl App {
 
     pub(crate) async fn create_deal_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: DealDraft, pipeline: Option<&str>, fx: &mut Effects) -> Result<Deal, AppError> {
         let pipeline = pipelines::resolve(tx, tenant, pipeline, "pipeline").await?;
-        let registry = tx.load_registry(tenant, ObjectKind::Deal).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
         let (deal, refs, stage_given) = Deal::create(DealId::from_uuid(self.ids.new_uuid()), now, draft, &pipeline, &registry)?;
         check_references(tx, tenant, &refs).await?;
@@ -116,7 +116,7 @@ impl App {
                 .await?
                 .ok_or_else(|| AppError::Internal(format!("deal {} sits in a missing pipeline", deal.id)))?,
         };
-        let registry = tx.load_registry(tenant, ObjectKind::Deal).await?;
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
         let change = deal.apply(patch, &target, now, &registry)?;
         if change.changed.is_empty() {

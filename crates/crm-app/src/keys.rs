@@ -142,6 +142,7 @@ impl App {
         let mut key = tx.get_api_key(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("key", id.as_str()))?;
         if key.revoked_at.is_none() {
             key.revoked_at = Some(self.clock.now());
+            tx.mark_config_changed(&key.workspace_id);
             tx.update_api_key_state(&key).await?;
             tx.commit().await?;
         }
@@ -176,6 +177,7 @@ impl App {
         let key = self.new_key_record(caller, old.name.clone(), old.scopes.clone(), &secret, now);
         let expiry = now.plus_millis(grace as i64 * 1000);
         old.expires_at = Some(old.expires_at.map_or(expiry, |at| at.min(expiry)));
+        tx.mark_config_changed(&old.workspace_id);
         tx.update_api_key_state(&old).await?;
         tx.insert_api_key(&key).await?;
         tx.commit().await?;

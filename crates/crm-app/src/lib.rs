@@ -10,6 +10,7 @@ pub mod auth;
 pub mod automation_ports;
 pub mod automations;
 pub mod batch;
+pub mod config_cache;
 pub mod companies;
 pub mod contacts;
 pub mod deals;
@@ -54,13 +55,16 @@ pub struct App {
     pub meter: Arc<metering::Meter>,
     /// The network for webhooks (resolving hosts at registration); none in CLI commands.
     pub outbound: Option<Arc<dyn webhooks::Outbound>>,
+    /// Keys, plans, registries and rules kept between requests; off until
+    /// [`App::follow_config_changes`] runs (CLI commands never turn it on).
+    pub config: Arc<config_cache::ConfigCache>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
-        App { store, clock, ids, meter, outbound: None }
+        App { store, clock, ids, meter, outbound: None, config: Arc::new(config_cache::ConfigCache::new()) }
     }
 
     /// The same application with rate budgets kept by `limiter` (shared by several processes)
@@ -75,6 +79,12 @@ impl App {
     pub fn with_outbound(mut self, outbound: Arc<dyn webhooks::Outbound>) -> App {
         self.outbound = Some(outbound);
         self
+    }
+
+    /// Keeps [`App::config`] in step with the database for the life of the process; until it
+    /// runs, nothing is cached.
+    pub async fn follow_config_changes(&self) {
+        self.store.follow_config_changes(self.config.clone()).await
     }
 
     /// Whether the database answers.

@@ -113,6 +113,7 @@ impl App {
             .await?
             .ok_or_else(|| AppError::Internal("the caller's workspace is gone".into()))?;
         ws.overage_cap_usd = cap;
+        tx.mark_config_changed(&ws.id);
         tx.update_workspace(&ws).await?;
         tx.commit().await?;
         Ok(cap)
@@ -134,6 +135,7 @@ impl App {
         if let Some(n) = change.overrides.included_requests {
             ws.included_requests_override = Some(n);
         }
+        tx.mark_config_changed(&ws.id);
         tx.update_workspace(&ws).await?;
         tx.commit().await?;
         Ok(ws)

@@ -1,6 +1,8 @@
 //! The ports: what the use cases need from the outside world. Adapters implement them; every
 //! method documents its contract, and the conformance suite (`crm-store-conformance`) checks it.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use crm_domain::{
     ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Webhook, WebhookId,
@@ -53,6 +55,58 @@ pub trait Store: Send + Sync {
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError>;
     /// Whether the database answers a trivial query.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Runs for the life of the process, telling `events` of every committed transaction that
+    /// called [`Tx::mark_config_changed`]: this process's own before their `commit` returns, other
+    /// processes' as the backend learns of them. Calls `connected` once it can see every change
+    /// from then on, and `disconnected` (then `connected` again) when it may have missed some.
+    async fn follow_config_changes(&self, events: Arc<dyn ConfigEvents>);
+}
+
+/// Where a store reports changes to what processes cache about a workspace (its API keys, plan
+/// and settings, registry, automations and sequences): see `crate::config_cache`.
+pub trait ConfigEvents: Send + Sync {
+    /// A transaction that changed `workspace`'s configuration committed.
+    fn changed(&self, workspace: &WorkspaceId);
+    /// Some workspace's configuration changed; which is not known.
+    fn changed_unknown(&self);
+    /// From now on every change is reported.
+    fn connected(&self);
+    /// Changes may be missed until the next `connected`.
+    fn disconnected(&self);
+}
+
+/// What a write transaction marked with [`Tx::mark_config_changed`], for stores to announce at
+/// commit: to other processes by their own means, to this one through [`ConfigMarks::committed`].
+#[derive(Default)]
+pub struct ConfigMarks {
+    workspaces: Vec<WorkspaceId>,
+    local: Option<Arc<dyn ConfigEvents>>,
+}
+
+impl ConfigMarks {
+    /// `local`: this process's listener, once [`Store::follow_config_changes`] runs.
+    pub fn new(local: Option<Arc<dyn ConfigEvents>>) -> ConfigMarks {
+        ConfigMarks { workspaces: Vec::new(), local }
+    }
+
+    pub fn mark(&mut self, workspace: &WorkspaceId) {
+        if !self.workspaces.contains(workspace) {
+            self.workspaces.push(workspace.clone());
+        }
+    }
+
+    pub fn workspaces(&self) -> &[WorkspaceId] {
+        &self.workspaces
+    }
+
+    /// Tells this process, after the transaction committed.
+    pub fn committed(self) {
+        if let Some(local) = self.local {
+            for ws in &self.workspaces {
+                local.changed(ws);
+            }
+        }
+    }
 }
 
 /// The outcome of taking one request from a rate budget (GCRA: `limit` per minute, bursts of up
@@ -474,6 +528,13 @@ pub trait Tx:
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Records that this transaction changes what processes cache about `workspace` (keys, plan,
+    /// settings, registry, automations, sequences); at commit every process is told
+    /// ([`Store::follow_config_changes`]).
+    fn mark_config_changed(&mut self, workspace: &WorkspaceId);
+    /// Whether [`Tx::mark_config_changed`] was called: reads of configuration in this transaction
+    /// must then come from it, not from a cache.
+    fn config_changed(&self) -> bool;
     /// Marks a point the transaction can return to (`SAVEPOINT`), so one part of a batch can
     /// fail without undoing the others.
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError>;

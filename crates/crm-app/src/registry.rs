@@ -58,6 +58,7 @@ impl App {
         let def = FieldDef::register(request)?;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
+        tx.mark_config_changed(&tenant.workspace_id);
         let created = tx.insert_field(tenant, &def, now).await?;
         if let (true, Some(group)) = (created, &def.enum_group) {
             tx.insert_enum_group(tenant, group, now).await?;
@@ -81,6 +82,7 @@ impl App {
         check_group_name("group", group)?;
         let value = EnumValue::new(value, label)?;
         let mut tx = self.store.begin_write().await?;
+        tx.mark_config_changed(&tenant.workspace_id);
         let created = tx.insert_enum_value(tenant, group, &value.value, value.label.as_deref(), self.clock.now()).await?;
         let values = enums(&mut *tx, tenant).await?.remove(group).unwrap_or_default();
         tx.commit().await?;
@@ -93,6 +95,7 @@ impl App {
         let tenant = &caller.tenant;
         let object_type = ObjectType::new(key, label)?;
         let mut tx = self.store.begin_write().await?;
+        tx.mark_config_changed(&tenant.workspace_id);
         let created = tx.insert_object_type(tenant, &object_type, self.clock.now()).await?;
         let types = tx.list_object_types(tenant).await?;
         tx.commit().await?;

@@ -24,7 +24,7 @@ impl App {
         let mut types: Vec<EventType> = events.iter().map(|e| e.event_type).collect();
         types.sort_by_key(|t| t.as_str());
         types.dedup();
-        let seqs = tx.triggered_sequences(tenant, &types).await?;
+        let seqs = self.triggered_sequences(tx, tenant, &types).await?;
         if seqs.is_empty() {
             return Ok(());
         }

@@ -114,6 +114,7 @@ impl App {
             updated_at: now,
             version: 1,
         };
+        tx.mark_config_changed(&tenant.workspace_id);
         tx.insert_sequence(tenant, &seq).await?;
         if enroll_existing && enabled && seq.def.trigger.is_some() {
             let found = self.existing_matches(&mut *tx, tenant, &seq).await?;
@@ -189,6 +190,7 @@ impl App {
         }
         seq.version += 1;
         seq.updated_at = now;
+        tx.mark_config_changed(&tenant.workspace_id);
         match tx.update_sequence(tenant, &seq).await {
             Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: seq.version - 1 }),
             other => other?,
@@ -204,6 +206,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         tx.end_sequence_enrollments(&caller.tenant, &id, ExitReason::SequenceDeleted, self.clock.now())
             .await?;
+        tx.mark_config_changed(&caller.tenant.workspace_id);
         if !tx.delete_sequence(&caller.tenant, &id).await? {
             return Err(AppError::not_found("sequence", id.as_str()));
         }

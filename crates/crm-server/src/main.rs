@@ -176,6 +176,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
         crm_outbound::HttpOutbound::new(worker_cfg.timeout, worker_cfg.concurrency).map_err(|e| anyhow::anyhow!(e))?,
     );
     app = app.with_outbound(outbound.clone());
+    // Keys, plans, registries and rules are cached from here on, kept true by the store's feed.
+    let config_feed = tokio::spawn({
+        let app = app.clone();
+        async move { app.follow_config_changes().await }
+    });
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
@@ -201,6 +206,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     flusher.abort();
     emailer.abort();
+    config_feed.abort();
     for worker in &sequences {
         worker.abort();
     }

@@ -785,3 +785,4 @@ pub use crate::webhook_cases::*;
 pub use crate::automation_cases::*;
 pub use crate::email_cases::*;
 pub use crate::sequence_cases::*;
+pub use crate::config_cases::config_changes_reach_this_process_at_commit;

@@ -6,6 +6,7 @@
 
 pub mod automation_cases;
 pub mod cases;
+pub mod config_cases;
 pub mod email_cases;
 pub mod sequence_cases;
 mod fixtures;
@@ -77,7 +78,8 @@ macro_rules! conformance_suite {
             sequences_round_trip_update_count_and_delete,
             triggered_sequences_are_the_enabled_ones_for_the_events_oldest_first,
             enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,
-            due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder
+            due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder,
+            config_changes_reach_this_process_at_commit
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -22,11 +22,18 @@ mod sequences;
 mod tx;
 mod webhooks;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use async_trait::async_trait;
-use crm_app::{Store, StoreError, Tx};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use crm_app::{
+    ports::{ConfigEvents, ConfigMarks},
+    Store, StoreError, Tx,
+};
+use crm_domain::WorkspaceId;
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 
 pub use tx::PostgresTx;
 
@@ -40,9 +47,14 @@ pub(crate) fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 
+/// The `NOTIFY` channel of configuration changes; the payload is the workspace id.
+pub(crate) const CONFIG_CHANNEL: &str = "crm_config_changed";
+
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// This process's listener for configuration changes, once `follow_config_changes` runs.
+    local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
 }
 
 impl PostgresStore {
@@ -61,7 +73,7 @@ impl PostgresStore {
             .connect(url)
             .await
             .map_err(backend)?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore { pool, local: Arc::default() })
     }
 
     /// Applies the migrations under `migrations/postgres`. Safe to run from several processes at
@@ -83,7 +95,7 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
         let tx = self.pool.begin().await.map_err(backend)?;
-        Ok(Box::new(PostgresTx::write(tx)))
+        Ok(Box::new(PostgresTx::write(tx, ConfigMarks::new(self.local.get().cloned()))))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
@@ -96,6 +108,36 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(backend)?;
+        Ok(())
+    }
+
+    /// `LISTEN`s on its own connection (outside the pool, which it would otherwise shrink by
+    /// one for good). A lost connection may have lost notifications: `disconnected`, then a new
+    /// connection a second later, then `connected`.
+    async fn follow_config_changes(&self, events: Arc<dyn ConfigEvents>) {
+        let _ = self.local.set(events.clone());
+        loop {
+            if let Err(e) = self.listen(&*events).await {
+                tracing::warn!(error = %e, "configuration change feed lost; caching is off until it reconnects");
+            }
+            events.disconnected();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+impl PostgresStore {
+    async fn listen(&self, events: &dyn ConfigEvents) -> Result<(), sqlx::Error> {
+        let own = PgPoolOptions::new().max_connections(1).connect_with((*self.pool.connect_options()).clone()).await?;
+        let mut listener = PgListener::connect_with(&own).await?;
+        listener.listen(CONFIG_CHANNEL).await?;
+        events.connected();
+        while let Some(notification) = listener.try_recv().await? {
+            match WorkspaceId::parse(notification.payload()) {
+                Ok(ws) => events.changed(&ws),
+                Err(_) => events.changed_unknown(),
+            }
+        }
         Ok(())
     }
 }

@@ -87,7 +87,7 @@ impl PlanRepo for PostgresTx {
         )
         .bind(period_start.millis());
         self.execute(create).await?;
-        let lock = if matches!(self, PostgresTx::Write(_)) { " FOR UPDATE" } else { "" };
+        let lock = if matches!(self, PostgresTx::Write(..)) { " FOR UPDATE" } else { "" };
         let sql = format!("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3{lock}");
         let used = self.optional(tenant_query(&sql, tenant).bind(period_start.millis()), |r| get::<i64>(r, "used")).await?.unwrap_or(0);
         let expired = tenant_query(
@@ -153,7 +153,7 @@ impl PlanRepo for PostgresTx {
     }
 
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
-        if matches!(self, PostgresTx::Write(_)) {
+        if matches!(self, PostgresTx::Write(..)) {
             // Serialises plan-cap checks of one workspace: a create that counts and then inserts
             // must not interleave with another doing the same (see crm_app::plans::check_plan_cap).
             let q = sqlx::query("SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE").bind(tenant.workspace_id.as_str());

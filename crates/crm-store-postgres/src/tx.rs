@@ -9,7 +9,7 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
-        RowLock,
+        ConfigMarks, RowLock,
         CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
         WorkspaceRepo,
     },
@@ -35,13 +35,13 @@ use crate::{
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 pub enum PostgresTx {
-    Write(Transaction<'static, Postgres>),
+    Write(Transaction<'static, Postgres>, ConfigMarks),
     Read(PoolConnection<Postgres>),
 }
 
 impl PostgresTx {
-    pub(crate) fn write(tx: Transaction<'static, Postgres>) -> Self {
-        PostgresTx::Write(tx)
+    pub(crate) fn write(tx: Transaction<'static, Postgres>, marks: ConfigMarks) -> Self {
+        PostgresTx::Write(tx, marks)
     }
 
     pub(crate) fn read(conn: PoolConnection<Postgres>) -> Self {
@@ -50,7 +50,7 @@ impl PostgresTx {
 
     pub(crate) fn conn(&mut self) -> &mut PgConnection {
         match self {
-            PostgresTx::Write(tx) => tx,
+            PostgresTx::Write(tx, _) => tx,
             PostgresTx::Read(conn) => conn,
         }
     }
@@ -66,8 +66,8 @@ impl PostgresTx {
     pub(crate) fn locking(&self, lock: RowLock) -> &'static str {
         match (self, lock) {
             (PostgresTx::Read(_), _) => "",
-            (PostgresTx::Write(_), RowLock::Update) => " FOR UPDATE",
-            (PostgresTx::Write(_), RowLock::Share) => " FOR SHARE",
+            (PostgresTx::Write(..), RowLock::Update) => " FOR UPDATE",
+            (PostgresTx::Write(..), RowLock::Share) => " FOR SHARE",
         }
     }
 
@@ -106,7 +106,7 @@ impl PostgresTx {
     /// in a savepoint that is rolled back when it fails.
     async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
         let result = match self {
-            PostgresTx::Write(tx) => {
+            PostgresTx::Write(tx, _) => {
                 let mut savepoint = Connection::begin(&mut **tx).await.map_err(backend)?;
                 let result = q.execute(&mut *savepoint).await;
                 let closed = if result.is_ok() { savepoint.commit().await } else { savepoint.rollback().await };
@@ -657,9 +657,28 @@ impl IdempotencyRepo for PostgresTx {
 impl Tx for PostgresTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            PostgresTx::Write(tx) => tx.commit().await.map_err(backend),
+            PostgresTx::Write(mut tx, marks) => {
+                // Queued by the transaction, delivered to every listener only if it commits.
+                for ws in marks.workspaces() {
+                    sqlx::query("SELECT pg_notify($1, $2)").bind(crate::CONFIG_CHANNEL).bind(ws.as_str()).execute(&mut *tx).await.map_err(backend)?;
+                }
+                tx.commit().await.map_err(backend)?;
+                marks.committed();
+                Ok(())
+            }
             PostgresTx::Read(_) => Ok(()),
         }
+    }
+
+    fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
+        match self {
+            PostgresTx::Write(_, marks) => marks.mark(workspace),
+            PostgresTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
+        }
+    }
+
+    fn config_changed(&self) -> bool {
+        matches!(self, PostgresTx::Write(_, marks) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {

@@ -11,3 +11,13 @@ async fn fresh_store() -> Arc<dyn Store> {
 }
 
 crm_store_conformance::conformance_suite!(fresh_store());
+
+/// Two server processes on one database: a change committed by one is NOTIFYed to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_changes_reach_another_process_on_the_same_database() {
+    let url = support::fresh_database().await;
+    let writer = crm_store_postgres::PostgresStore::connect_with(&url, 2).await.expect("connect");
+    writer.migrate().await.expect("migrate");
+    let other = crm_store_postgres::PostgresStore::connect_with(&url, 2).await.expect("connect again");
+    crm_store_conformance::config_cases::config_changes_reach_another_process(writer.into_arc(), other.into_arc()).await;
+}

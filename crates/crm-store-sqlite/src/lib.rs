@@ -15,10 +15,17 @@ mod sequences;
 mod tx;
 mod webhooks;
 
-use std::{str::FromStr, sync::Arc, time::Duration};
+use std::{
+    str::FromStr,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use async_trait::async_trait;
-use crm_app::{Store, StoreError, Tx};
+use crm_app::{
+    ports::{ConfigEvents, ConfigMarks},
+    Store, StoreError, Tx,
+};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use tx::SqliteTx;
@@ -33,7 +40,13 @@ pub(crate) fn backend(e: sqlx::Error) -> StoreError {
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// This process's listener for configuration changes, once `follow_config_changes` runs.
+    local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
 }
+
+/// How often other processes' configuration changes (the CLI's `workspace set-plan`) are looked
+/// for; this process's own are known at commit.
+const CONFIG_POLL: Duration = Duration::from_millis(100);
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `url` (`sqlite://crm.db`, `sqlite:///abs/path.db`,
@@ -64,7 +77,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(backend)?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore { writer, reader, local: Arc::default() })
     }
 
     /// Applies the migrations under `migrations/sqlite`.
@@ -86,7 +99,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
         let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
-        Ok(Box::new(SqliteTx::write(tx)))
+        Ok(Box::new(SqliteTx::write(tx, ConfigMarks::new(self.local.get().cloned()))))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
@@ -97,5 +110,32 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.reader).await.map_err(backend)?;
         Ok(())
+    }
+
+    /// This process's changes are told at commit. Other processes writing the same file (SQLite
+    /// serves one server; the CLI is the other writer) bump `config_epoch`, read every
+    /// [`CONFIG_POLL`]; a change there forgets everything, since it does not say whose.
+    async fn follow_config_changes(&self, events: Arc<dyn ConfigEvents>) {
+        let _ = self.local.set(events.clone());
+        let mut last: Option<i64> = None;
+        loop {
+            match sqlx::query_scalar::<_, i64>("SELECT seq FROM config_epoch WHERE id = 1").fetch_one(&self.reader).await {
+                Ok(seq) => {
+                    match last {
+                        None => events.connected(),
+                        Some(prev) if prev != seq => events.changed_unknown(),
+                        Some(_) => {}
+                    }
+                    last = Some(seq);
+                }
+                Err(e) => {
+                    if last.take().is_some() {
+                        tracing::warn!(error = %e, "reading config_epoch failed; caching is off until it succeeds");
+                        events.disconnected();
+                    }
+                }
+            }
+            tokio::time::sleep(CONFIG_POLL).await;
+        }
     }
 }

@@ -6,6 +6,7 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
+        ConfigMarks,
         CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
         WorkspaceRepo,
     },
@@ -21,13 +22,13 @@ use sqlx::{pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, S
 use crate::{backend, rows};
 
 pub enum SqliteTx {
-    Write(Transaction<'static, Sqlite>),
+    Write(Transaction<'static, Sqlite>, ConfigMarks),
     Read(PoolConnection<Sqlite>),
 }
 
 impl SqliteTx {
-    pub(crate) fn write(tx: Transaction<'static, Sqlite>) -> Self {
-        SqliteTx::Write(tx)
+    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks) -> Self {
+        SqliteTx::Write(tx, marks)
     }
 
     pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
@@ -36,7 +37,7 @@ impl SqliteTx {
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
-            SqliteTx::Write(tx) => tx,
+            SqliteTx::Write(tx, _) => tx,
             SqliteTx::Read(conn) => conn,
         }
     }
@@ -664,9 +665,28 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(tx) => tx.commit().await.map_err(backend),
+            SqliteTx::Write(mut tx, marks) => {
+                // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
+                if !marks.workspaces().is_empty() {
+                    sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1").execute(&mut *tx).await.map_err(backend)?;
+                }
+                tx.commit().await.map_err(backend)?;
+                marks.committed();
+                Ok(())
+            }
             SqliteTx::Read(_) => Ok(()),
         }
+    }
+
+    fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
+        match self {
+            SqliteTx::Write(_, marks) => marks.mark(workspace),
+            SqliteTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
+        }
+    }
+
+    fn config_changed(&self) -> bool {
+        matches!(self, SqliteTx::Write(_, marks) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {

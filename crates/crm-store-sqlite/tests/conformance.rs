@@ -13,3 +13,14 @@ async fn fresh_store() -> Arc<dyn Store> {
 }
 
 crm_store_conformance::conformance_suite!(fresh_store());
+
+/// The CLI writing the same file is another process: the server hears of its changes by polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_changes_reach_another_process_on_the_same_file() {
+    let path = std::env::temp_dir().join(format!("crm-conformance-{}.db", uuid::Uuid::now_v7().simple()));
+    let url = format!("sqlite://{}", path.display());
+    let writer = SqliteStore::connect(&url).await.expect("open sqlite");
+    writer.migrate().await.expect("migrate");
+    let other = SqliteStore::connect(&url).await.expect("open sqlite again");
+    crm_store_conformance::config_cases::config_changes_reach_another_process(Arc::new(writer), Arc::new(other)).await;
+}

@@ -1,0 +1,328 @@
+//! What this process keeps in memory about workspaces between requests: API keys with their
+//! workspace (plan, overrides, spend cap), each tenant's registry, and the rules every write
+//! consults (active automations, triggered sequences). Reading these per request cost up to six
+//! queries on a plain create; they change rarely.
+//!
+//! Correctness rests on invalidation, never on expiry:
+//! - A transaction that changes any of it calls [`crate::ports::Tx::mark_config_changed`]; the
+//!   store then tells every process at commit (Postgres `NOTIFY`, delivered with the commit; on
+//!   SQLite, which serves one process, this process at once and other processes such as the CLI
+//!   through a change counter polled every 100 ms), and tells this process before `commit`
+//!   returns, so the caller's next request already sees the change.
+//! - The cache is only used while the store's change feed is connected ([`ConfigEvents`]): until
+//!   it first connects, and whenever it drops, every lookup goes to the database.
+//! - A value read from the database is kept only if no invalidation happened since the read
+//!   began (a generation counter), so a read racing a change can never cache the old state.
+//!
+//! Entries also expire after [`MAX_AGE`], a bound on the damage should a notification ever be
+//! lost without the feed noticing.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
+    time::{Duration, Instant},
+};
+
+use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, WorkspaceId};
+
+use crate::{
+    auth::{ApiKeyRecord, Workspace},
+    ports::{ConfigEvents, StoreError, Tx},
+    App,
+};
+
+/// Longest an entry is trusted without being re-read.
+pub const MAX_AGE: Duration = Duration::from_secs(60);
+/// Keys and tenants kept at most; past it nothing new is kept until entries expire or change.
+const MAX_ENTRIES: usize = 20_000;
+
+/// A snapshot of the invalidation counter, taken before a database read whose result may be
+/// kept. `None`: the cache is off (feed not connected), so nothing is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Generation(Option<u64>);
+
+struct Timed<T> {
+    value: T,
+    at: Instant,
+}
+
+impl<T: Clone> Timed<T> {
+    fn fresh(&self) -> Option<T> {
+        (self.at.elapsed() < MAX_AGE).then(|| self.value.clone())
+    }
+}
+
+#[derive(Default)]
+struct TenantConfig {
+    registries: HashMap<ObjectKind, Timed<Arc<Registry>>>,
+    automations: Option<Timed<Arc<Vec<Automation>>>>,
+    sequences: Option<Timed<Arc<Vec<Sequence>>>>,
+}
+
+#[derive(Default)]
+struct State {
+    generation: u64,
+    /// By key hash.
+    keys: HashMap<String, Timed<(ApiKeyRecord, Workspace)>>,
+    tenants: HashMap<Tenant, TenantConfig>,
+}
+
+#[derive(Default)]
+pub struct ConfigCache {
+    live: AtomicBool,
+    state: Mutex<State>,
+}
+
+impl ConfigCache {
+    pub fn new() -> ConfigCache {
+        ConfigCache::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain maps behind: still consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether lookups may be answered from memory.
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Take before reading from the database what [`ConfigCache::keep`]-style calls may store.
+    pub fn generation(&self) -> Generation {
+        if !self.is_live() {
+            return Generation(None);
+        }
+        Generation(Some(self.state().generation))
+    }
+
+    /// Stores `f`'s change if no invalidation happened since `seen` was taken.
+    fn keep(&self, seen: Generation, f: impl FnOnce(&mut State)) {
+        let Generation(Some(seen)) = seen else { return };
+        let mut state = self.state();
+        if state.generation == seen && self.is_live() {
+            f(&mut state);
+        }
+    }
+
+    pub fn key(&self, hash: &str) -> Option<(ApiKeyRecord, Workspace)> {
+        if !self.is_live() {
+            return None;
+        }
+        self.state().keys.get(hash).and_then(Timed::fresh)
+    }
+
+    pub fn keep_key(&self, seen: Generation, hash: &str, record: &ApiKeyRecord, workspace: &Workspace) {
+        self.keep(seen, |s| {
+            if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(hash) {
+                s.keys.insert(hash.to_owned(), Timed { value: (record.clone(), workspace.clone()), at: Instant::now() });
+            }
+        });
+    }
+
+    fn tenant<T: Clone>(&self, tenant: &Tenant, get: impl FnOnce(&TenantConfig) -> Option<&Timed<T>>) -> Option<T> {
+        if !self.is_live() {
+            return None;
+        }
+        self.state().tenants.get(tenant).and_then(get).and_then(Timed::fresh)
+    }
+
+    fn keep_tenant(&self, seen: Generation, tenant: &Tenant, put: impl FnOnce(&mut TenantConfig, Instant)) {
+        self.keep(seen, |s| {
+            if s.tenants.len() >= MAX_ENTRIES && !s.tenants.contains_key(tenant) {
+                return;
+            }
+            put(s.tenants.entry(tenant.clone()).or_default(), Instant::now());
+        });
+    }
+
+    pub fn registry(&self, tenant: &Tenant, object: ObjectKind) -> Option<Arc<Registry>> {
+        self.tenant(tenant, |t| t.registries.get(&object))
+    }
+
+    pub fn keep_registry(&self, seen: Generation, tenant: &Tenant, object: ObjectKind, registry: &Arc<Registry>) {
+        self.keep_tenant(seen, tenant, |t, at| {
+            t.registries.insert(object, Timed { value: registry.clone(), at });
+        });
+    }
+
+    /// Every enabled automation of the tenant, oldest first.
+    pub fn automations(&self, tenant: &Tenant) -> Option<Arc<Vec<Automation>>> {
+        self.tenant(tenant, |t| t.automations.as_ref())
+    }
+
+    pub fn keep_automations(&self, seen: Generation, tenant: &Tenant, rules: &Arc<Vec<Automation>>) {
+        self.keep_tenant(seen, tenant, |t, at| t.automations = Some(Timed { value: rules.clone(), at }));
+    }
+
+    /// Every enabled sequence of the tenant that has a trigger, oldest first.
+    pub fn sequences(&self, tenant: &Tenant) -> Option<Arc<Vec<Sequence>>> {
+        self.tenant(tenant, |t| t.sequences.as_ref())
+    }
+
+    pub fn keep_sequences(&self, seen: Generation, tenant: &Tenant, seqs: &Arc<Vec<Sequence>>) {
+        self.keep_tenant(seen, tenant, |t, at| t.sequences = Some(Timed { value: seqs.clone(), at }));
+    }
+
+    fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
+        let mut state = self.state();
+        state.generation += 1;
+        state.keys.retain(|_, k| !which(&k.value.1.id));
+        state.tenants.retain(|t, _| !which(&t.workspace_id));
+    }
+}
+
+impl ConfigEvents for ConfigCache {
+    fn changed(&self, workspace: &WorkspaceId) {
+        self.forget(|w| w == workspace);
+    }
+
+    fn changed_unknown(&self) {
+        self.forget(|_| true);
+    }
+
+    fn connected(&self) {
+        // Whatever happened while disconnected is unknown: start empty.
+        self.forget(|_| true);
+        self.live.store(true, Ordering::Release);
+    }
+
+    fn disconnected(&self) {
+        self.live.store(false, Ordering::Release);
+        self.forget(|_| true);
+    }
+}
+
+/// The cached reads of the write path. Inside a transaction that changed configuration itself
+/// they read through the transaction, which sees its own uncommitted changes.
+impl App {
+    /// `tenant`'s registry of `object`.
+    pub(crate) async fn registry(&self, tx: &mut dyn Tx, tenant: &Tenant, object: ObjectKind) -> Result<Arc<Registry>, StoreError> {
+        let cacheable = !tx.config_changed();
+        if let Some(hit) = self.config.registry(tenant, object).filter(|_| cacheable) {
+            return Ok(hit);
+        }
+        let seen = self.config.generation();
+        let registry = Arc::new(tx.load_registry(tenant, object).await?);
+        if cacheable {
+            self.config.keep_registry(seen, tenant, object, &registry);
+        }
+        Ok(registry)
+    }
+
+    /// The enabled automations triggered by any of `events`, oldest first.
+    pub(crate) async fn active_automations(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
+        let cacheable = !tx.config_changed();
+        let all = match self.config.automations(tenant).filter(|_| cacheable) {
+            Some(hit) => hit,
+            None => {
+                let seen = self.config.generation();
+                let all = Arc::new(tx.active_automations(tenant, &EventType::ALL).await?);
+                if cacheable {
+                    self.config.keep_automations(seen, tenant, &all);
+                }
+                all
+            }
+        };
+        Ok(all.iter().filter(|a| events.contains(&a.def.trigger_event)).cloned().collect())
+    }
+
+    /// The enabled sequences triggered by any of `events`, oldest first.
+    pub(crate) async fn triggered_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
+        let cacheable = !tx.config_changed();
+        let all = match self.config.sequences(tenant).filter(|_| cacheable) {
+            Some(hit) => hit,
+            None => {
+                let seen = self.config.generation();
+                let all = Arc::new(tx.triggered_sequences(tenant, &EventType::ALL).await?);
+                if cacheable {
+                    self.config.keep_sequences(seen, tenant, &all);
+                }
+                all
+            }
+        };
+        Ok(all.iter().filter(|s| s.def.trigger.as_ref().is_some_and(|t| events.contains(&t.event))).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crm_domain::{ApiKeyId, Mode, Plan, Timestamp};
+
+    fn workspace(id: &WorkspaceId) -> Workspace {
+        Workspace {
+            id: id.clone(),
+            name: "w".into(),
+            plan: Plan::Free,
+            created_at: Timestamp::from_millis(0),
+            overage_cap_usd: None,
+            rate_limit_override: None,
+            included_requests_override: None,
+        }
+    }
+
+    fn key(ws: &WorkspaceId) -> ApiKeyRecord {
+        ApiKeyRecord {
+            id: ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
+            workspace_id: ws.clone(),
+            mode: Mode::Test,
+            name: "k".into(),
+            scopes: vec!["*".into()],
+            key_hash: "h".into(),
+            created_at: Timestamp::from_millis(0),
+            last_used_at: None,
+            revoked_at: None,
+            expires_at: None,
+        }
+    }
+
+    fn ws() -> WorkspaceId {
+        WorkspaceId::from_uuid(uuid::Uuid::now_v7())
+    }
+
+    #[test]
+    fn nothing_is_kept_until_the_feed_connects() {
+        let cache = ConfigCache::new();
+        let w = ws();
+        cache.keep_key(cache.generation(), "h", &key(&w), &workspace(&w));
+        assert!(cache.key("h").is_none());
+        cache.connected();
+        cache.keep_key(cache.generation(), "h", &key(&w), &workspace(&w));
+        assert!(cache.key("h").is_some());
+        cache.disconnected();
+        assert!(cache.key("h").is_none());
+    }
+
+    #[test]
+    fn a_read_that_raced_an_invalidation_is_not_kept() {
+        let cache = ConfigCache::new();
+        cache.connected();
+        let w = ws();
+        let seen = cache.generation();
+        cache.changed(&ws()); // any change, even another workspace's, since the read began
+        cache.keep_key(seen, "h", &key(&w), &workspace(&w));
+        assert!(cache.key("h").is_none());
+    }
+
+    #[test]
+    fn a_change_forgets_only_that_workspace() {
+        let cache = ConfigCache::new();
+        cache.connected();
+        let (a, b) = (ws(), ws());
+        let tenant = |w: &WorkspaceId| Tenant { workspace_id: w.clone(), mode: Mode::Live };
+        let reg = Arc::new(Registry::default());
+        cache.keep_key(cache.generation(), "a", &key(&a), &workspace(&a));
+        cache.keep_key(cache.generation(), "b", &key(&b), &workspace(&b));
+        cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
+        cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
+        cache.changed(&a);
+        assert!(cache.key("a").is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
+        assert!(cache.key("b").is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
+        cache.changed_unknown();
+        assert!(cache.key("b").is_none());
+    }
+}
