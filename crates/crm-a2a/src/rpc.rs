@@ -187,7 +187,7 @@ async fn run(agent: &Agent, caller: &Caller, message: &Value, request_id: &str, 
         Some(_) => return (Some(name.to_owned()), rejected(Problem::bad_request("`arguments` must be an object").with("field", "arguments"))),
     };
     let outcome = match agent::call(&agent.api, op, caller, arguments, rate).await {
-        Ok(reply) => Outcome::Completed { body: reply.body, status: reply.status },
+        Ok(reply) => Outcome::Completed { body: reply.body.into_value(), status: reply.status },
         Err(p) => Outcome::Failed { problem: agent::problem_document(&agent.api, &p, request_id) },
     };
     (Some(name.to_owned()), outcome)

@@ -198,10 +198,46 @@ pub struct Input {
     pub idem: Option<IdemClaim>,
 }
 
+/// A response body that never changes (a catalog document): built and serialized once.
+#[derive(Debug, PartialEq)]
+pub struct StaticBody {
+    pub value: Value,
+    pub json: Vec<u8>,
+}
+
+impl StaticBody {
+    pub fn new(value: Value) -> StaticBody {
+        let json = serde_json::to_vec(&value).expect("a Value always serializes");
+        StaticBody { value, json }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyBody {
+    Owned(Value),
+    Static(&'static StaticBody),
+}
+
+impl ReplyBody {
+    pub fn value(&self) -> &Value {
+        match self {
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Static(s) => &s.value,
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Static(s) => s.value.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     pub status: u16,
-    pub body: Value,
+    pub body: ReplyBody,
     /// The record version, sent as `ETag`.
     pub etag: Option<i64>,
     /// A stored result replayed for a repeated `Idempotency-Key`.
@@ -210,13 +246,18 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16, body: Value) -> Reply {
-        Reply { status, body, etag: None, replayed: false }
+        Reply { status, body: ReplyBody::Owned(body), etag: None, replayed: false }
+    }
+
+    /// A document that is the same for every caller, served without building or serializing it.
+    pub fn fixed(status: u16, body: &'static StaticBody) -> Reply {
+        Reply { status, body: ReplyBody::Static(body), etag: None, replayed: false }
     }
 
     /// A single record: its version becomes the ETag.
     pub fn record(status: u16, body: Value) -> Reply {
         let etag = body.get("version").and_then(Value::as_i64);
-        Reply { status, body, etag, replayed: false }
+        Reply { status, body: ReplyBody::Owned(body), etag, replayed: false }
     }
 }
 

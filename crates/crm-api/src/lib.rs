@@ -18,7 +18,7 @@ use crm_app::{idempotency::Claim, idempotency::StoredReply, Admission, App, Call
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use catalog::{catalog, Input, Method, Operation, Reply};
+pub use catalog::{catalog, Input, Method, Operation, Reply, ReplyBody, StaticBody};
 pub use problem::{ErrorCode, Problem};
 
 /// The version of the interface description this service implements.
@@ -101,7 +101,7 @@ impl Api {
 
     /// Runs an admitted `op` for `caller`: checks the scope, the query parameters and the body
     /// shape, and handles `Idempotency-Key` (claim, replay, store) around the handler.
-    #[tracing::instrument(skip_all, fields(op = op.name))]
+    #[tracing::instrument(level = "debug", skip_all, fields(op = op.name))]
     pub async fn dispatch(&self, op: &'static Operation, caller: &Caller, mut input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
         caller.require(op.scope)?;
         check_query(op, &input)?;

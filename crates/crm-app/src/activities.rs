@@ -19,7 +19,7 @@ fn parse_id(id: &str) -> Result<ActivityId, AppError> {
 }
 
 impl App {
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_activity(&self, caller: &Caller, draft: ActivityDraft, idem: Option<&IdemClaim>) -> Result<Activity, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;

@@ -180,7 +180,7 @@ impl App {
     /// mark the workspace's configuration changed, so every process forgets its copy as the
     /// change commits (see `config_cache`); revocation, expiry and scopes are checked on every
     /// request against the record either way.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
         let header = authorization.ok_or(AppError::Unauthorized("missing Authorization header; send `Authorization: Bearer <API_KEY>`"))?;
         let key = header

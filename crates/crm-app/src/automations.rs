@@ -415,7 +415,7 @@ impl App {
     /// Creates a rule (enabled unless `enabled: false`). Not idempotent and with no duplicate-name
     /// guard (spec): a blind retry installs a second copy. An enabled rule counts against the
     /// plan's cap of active automations in the caller's mode.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_automation(
         &self,
         caller: &Caller,
@@ -463,7 +463,7 @@ impl App {
 
     /// Changes a rule; the result is validated as a whole, like a create. Enabling a disabled rule
     /// checks the plan cap again.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_automation(
         &self,
         caller: &Caller,

@@ -19,7 +19,7 @@ fn parse_id(id: &str) -> Result<CompanyId, AppError> {
 }
 
 impl App {
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_company(&self, caller: &Caller, draft: CompanyDraft, idem: Option<&IdemClaim>) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
@@ -38,7 +38,7 @@ impl App {
         tx.get_company(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))
     }
 
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_company(&self, caller: &Caller, id: &str, patch: CompanyPatch, expected_version: Option<i64>) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let id = parse_id(id)?;

@@ -60,6 +60,8 @@ struct TenantConfig {
     registries: HashMap<ObjectKind, Timed<Arc<Registry>>>,
     automations: Option<Timed<Arc<Vec<Automation>>>>,
     sequences: Option<Timed<Arc<Vec<Sequence>>>>,
+    /// Whether the tenant has any sequence at all (enabled or not, triggered or not).
+    any_sequence: Option<Timed<bool>>,
 }
 
 #[derive(Default)]
@@ -167,6 +169,14 @@ impl ConfigCache {
         self.keep_tenant(seen, tenant, |t, at| t.sequences = Some(Timed { value: seqs.clone(), at }));
     }
 
+    pub fn any_sequence(&self, tenant: &Tenant) -> Option<bool> {
+        self.tenant(tenant, |t| t.any_sequence.as_ref())
+    }
+
+    pub fn keep_any_sequence(&self, seen: Generation, tenant: &Tenant, any: bool) {
+        self.keep_tenant(seen, tenant, |t, at| t.any_sequence = Some(Timed { value: any, at }));
+    }
+
     fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
         let mut state = self.state();
         state.generation += 1;
@@ -245,6 +255,21 @@ impl App {
             }
         };
         Ok(all.iter().filter(|s| s.def.trigger.as_ref().is_some_and(|t| events.contains(&t.event))).cloned().collect())
+    }
+
+    /// Whether the tenant has any sequence. Without one it has no active enrollment either
+    /// (deleting a sequence ends its enrollments), so the exit re-check of a write can be skipped.
+    pub(crate) async fn tenant_has_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant) -> Result<bool, StoreError> {
+        let cacheable = !tx.config_changed();
+        if let Some(hit) = self.config.any_sequence(tenant).filter(|_| cacheable) {
+            return Ok(hit);
+        }
+        let seen = self.config.generation();
+        let any = tx.count_sequences(tenant).await? > 0;
+        if cacheable {
+            self.config.keep_any_sequence(seen, tenant, any);
+        }
+        Ok(any)
     }
 }
 

@@ -48,7 +48,7 @@ async fn reload(tx: &mut dyn Tx, tenant: &Tenant, contact: Contact, touched: &To
 
 impl App {
     /// Creates a contact and its `contact.created` event in one transaction.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_contact(&self, caller: &Caller, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
@@ -83,7 +83,7 @@ impl App {
     }
 
     /// Applies a partial update; `expected_version` is the `If-Match` precondition.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_contact(&self, caller: &Caller, id: &str, patch: ContactPatch, expected_version: Option<i64>) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);

@@ -42,7 +42,7 @@ async fn reload(tx: &mut dyn Tx, tenant: &Tenant, deal: Deal, touched: &Touched)
 impl App {
     /// Creates a deal in `pipeline` (key or id; the default pipeline when `None`). Emits
     /// `deal.created`, and `deal.stage_changed` too when the client named the stage.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_deal(&self, caller: &Caller, draft: DealDraft, pipeline: Option<&str>, idem: Option<&IdemClaim>) -> Result<Deal, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
@@ -79,7 +79,7 @@ impl App {
     }
 
     /// Applies a partial update. `pipeline` (key or id) moves the deal to another pipeline.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_deal(&self, caller: &Caller, id: &str, patch: DealPatch, pipeline: Option<&str>, expected_version: Option<i64>) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);

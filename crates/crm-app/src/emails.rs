@@ -225,7 +225,7 @@ impl App {
 
     // ---- connections ----
 
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_connection(&self, caller: &Caller, draft: ConnectionDraft) -> Result<Connection, AppError> {
         let connection = Connection::create(ConnectionId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft)?;
         let mut tx = self.store.begin_write().await?;
@@ -259,7 +259,7 @@ impl App {
 
     // ---- templates ----
 
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_template(&self, caller: &Caller, draft: TemplateDraft) -> Result<Template, AppError> {
         let template = Template::create(TemplateId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft)?;
         let mut tx = self.store.begin_write().await?;

@@ -120,7 +120,7 @@ impl App {
     }
 
     /// Creates a key of the caller's mode with `scopes` (each held by the caller).
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_key(&self, caller: &Caller, name: Option<String>, scopes: Option<Vec<String>>) -> Result<NewKey, AppError> {
         let name = check_name(name)?;
         let scopes = check_scopes(scopes)?;
@@ -135,7 +135,7 @@ impl App {
 
     /// Revokes a key at once: from the next request on, on every server process, it gets 401.
     /// Revoking a revoked key answers the same.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn revoke_key(&self, caller: &Caller, id: &str) -> Result<ApiKeyRecord, AppError> {
         let id = Self::key_id(id)?;
         let mut tx = self.store.begin_write().await?;
@@ -152,7 +152,7 @@ impl App {
     /// Replaces a key's secret: a new key (new id and secret, same name and scopes) is created,
     /// and the old secret keeps working for `expire_old_after_seconds` (default 0: it stops now).
     /// Rolling hands out the key's scopes, so the caller must hold them all, as for a create.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn roll_key(&self, caller: &Caller, id: &str, expire_old_after_seconds: Option<u64>) -> Result<NewKey, AppError> {
         let id = Self::key_id(id)?;
         let grace = expire_old_after_seconds.unwrap_or(0);

@@ -104,7 +104,7 @@ impl App {
 
     /// Sets `overage_cap_usd` (≥ 0, or `None` for unlimited). It applies from the next request
     /// on, on every server process (workspaces are read with each request's key).
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_settings(&self, caller: &Caller, overage_cap_usd: Option<f64>) -> Result<Option<f64>, AppError> {
         let cap = check_cap_value(overage_cap_usd)?;
         let mut tx = self.store.begin_write().await?;

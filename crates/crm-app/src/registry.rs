@@ -52,7 +52,7 @@ impl App {
     /// Registers a custom field. A select or multiselect field's enum group (by default
     /// `<object>.<key>`) is created, empty, if it does not exist yet. Registering a key its
     /// object already has changes nothing.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_field(&self, caller: &Caller, request: FieldRegistration) -> Result<FieldSet, AppError> {
         let tenant = &caller.tenant;
         let def = FieldDef::register(request)?;
@@ -76,7 +76,7 @@ impl App {
 
     /// Adds a value to an enum group, creating the group if needed. Adding a value the group
     /// already has changes nothing (its label stays).
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_enum_value(&self, caller: &Caller, group: &str, value: &str, label: Option<String>) -> Result<EnumGroupSet, AppError> {
         let tenant = &caller.tenant;
         check_group_name("group", group)?;
@@ -90,7 +90,7 @@ impl App {
     }
 
     /// Registers a custom object type (a schema grouping only); an existing key changes nothing.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_object_type(&self, caller: &Caller, key: &str, label: Option<String>) -> Result<TypeSet, AppError> {
         let tenant = &caller.tenant;
         let object_type = ObjectType::new(key, label)?;

@@ -68,10 +68,14 @@ impl App {
     /// wrote it: API writes, batch operations (which emit nothing) and automation actions. Each
     /// record is listed once, with whether it is deleted after the write.
     ///
-    /// One query finds the active enrollments whose source is among the records (none: done);
+    /// One query finds the active enrollments whose source is among the records (none: done;
+    /// no query at all when the tenant has no sequence);
     /// those whose source is deleted end with `source_deleted`, those whose source now meets the
     /// sequence's exit conditions with `exit_condition`.
     pub(crate) async fn sequences_on_changes(&self, tx: &mut dyn Tx, tenant: &Tenant, changed: &[ChangedRecord]) -> Result<(), AppError> {
+        if !self.tenant_has_sequences(tx, tenant).await? {
+            return Ok(());
+        }
         let ids: Vec<String> = changed.iter().map(|c| c.record.id().to_owned()).collect();
         let active = tx.active_enrollments_by_source(tenant, &ids).await?;
         self.recheck_enrollments(tx, tenant, active, self.clock.now()).await?;

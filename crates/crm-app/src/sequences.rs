@@ -98,7 +98,7 @@ impl App {
     /// sequences in the caller's mode. With `enroll_existing`, existing records that match the
     /// trigger filter (and not the exit conditions, and have a recipient) are enrolled in the same
     /// transaction, at most [`ENROLL_EXISTING_LIMIT`], newest first.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_sequence(&self, caller: &Caller, draft: SequenceDraft, enabled: bool, enroll_existing: bool) -> Result<Sequence, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
@@ -154,7 +154,7 @@ impl App {
 
     /// Changes a sequence; the result is validated as a whole. Disabling it ends its active
     /// enrollments (`sequence_disabled`); enabling it again enrolls only new triggers.
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_sequence(&self, caller: &Caller, id: &str, patch: SequencePatch) -> Result<Sequence, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
@@ -319,7 +319,7 @@ impl App {
 
     /// Enrolls one contact directly, bypassing the trigger: 201 with a new enrollment, or 200
     /// with the one the contact already has (a contact is enrolled at most once per sequence).
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn enroll_contact(&self, caller: &Caller, id: &str, contact_id: Option<String>) -> Result<Enrolled, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;

@@ -120,7 +120,7 @@ impl App {
         Ok(checked.url)
     }
 
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_webhook(
         &self,
         caller: &Caller,
@@ -167,7 +167,7 @@ impl App {
         tx.get_webhook(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("webhook", id.as_str()))
     }
 
-    #[tracing::instrument(skip_all, err(level = "debug"))]
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_webhook(
         &self,
         caller: &Caller,

@@ -35,12 +35,30 @@ impl MakeRequestId for NewRequestId {
     }
 }
 
+/// Requests slower than this are logged at `info` whatever their status.
+const SLOW: Duration = Duration::from_secs(1);
+
+/// One line per response: `warn` for a 5xx (its request id is in the span and the problem
+/// document), `info` for a slow one, else `debug` (`CRM_LOG=info,crm_http=debug` turns the full
+/// access log on). A line per request at `info` cost as much CPU as the rest of a cached request.
+fn log_response(res: &axum::response::Response, latency: Duration, _span: &tracing::Span) {
+    let status = res.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1e3;
+    if status >= 500 {
+        tracing::warn!(status, latency_ms, "response");
+    } else if latency >= SLOW {
+        tracing::info!(status, latency_ms, "slow response");
+    } else {
+        tracing::debug!(status, latency_ms, "response");
+    }
+}
+
 /// The whole HTTP application. `extra` is merged in (the MCP and A2A endpoints).
 pub fn router(api: Arc<Api>, extra: Router) -> Router {
     let request_span = |req: &Request<_>| {
         let id = req.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
         // Method and path only: headers (and so keys) never reach the logs.
-        tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
+        tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path(), op = tracing::field::Empty)
     };
     rest::routes()
         .route("/healthz", get(|| async { "ok" }))
@@ -51,11 +69,7 @@ pub fn router(api: Arc<Api>, extra: Router) -> Router {
         .method_not_allowed_fallback(rest::no_route)
         .with_state(api)
         .merge(extra)
-        .layer(TraceLayer::new_for_http().make_span_with(request_span).on_response(
-            |res: &axum::response::Response, latency: Duration, _span: &tracing::Span| {
-                tracing::info!(status = res.status().as_u16(), latency_ms = latency.as_secs_f64() * 1e3, "response");
-            },
-        ))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span).on_response(log_response))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
         .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), NewRequestId))
 }

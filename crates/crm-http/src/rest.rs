@@ -13,7 +13,7 @@ use axum::{
 use bytes::Bytes;
 use crm_api::{
     catalog::{self, Alias, ALIASES},
-    Api, ErrorCode, Input, Method, Operation, Problem, Reply,
+    Api, ErrorCode, Input, Method, Operation, Problem, Reply, ReplyBody,
 };
 use crm_app::RateStatus;
 use serde_json::Value;
@@ -53,8 +53,11 @@ fn request_id(headers: &HeaderMap) -> String {
 }
 
 fn json_response(status: u16, content_type: &'static str, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut res = Response::new(Body::from(bytes));
+    bytes_response(status, content_type, Body::from(serde_json::to_vec(body).unwrap_or_default()))
+}
+
+fn bytes_response(status: u16, content_type: &'static str, body: Body) -> Response {
+    let mut res = Response::new(body);
     *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     res
@@ -74,7 +77,10 @@ pub(crate) fn problem_response(api: &Api, problem: &Problem, request_id: &str) -
 }
 
 fn reply_response(reply: &Reply) -> Response {
-    let mut res = json_response(reply.status, "application/json", &reply.body);
+    let mut res = match &reply.body {
+        ReplyBody::Owned(value) => json_response(reply.status, "application/json", value),
+        ReplyBody::Static(fixed) => bytes_response(reply.status, "application/json", Body::from(Bytes::from_static(&fixed.json))),
+    };
     if let Some(v) = reply.etag {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
             res.headers_mut().insert(header::ETAG, h);
@@ -87,6 +93,8 @@ fn reply_response(reply: &Reply) -> Response {
 }
 
 async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Response {
+    // Named on the request span, so the access log line says which operation ran.
+    tracing::Span::current().record("op", op.name);
     let rid = request_id(req.headers());
     let mut rate = None;
     let mut res = match run(&api, op, alias, req, &mut rate).await {

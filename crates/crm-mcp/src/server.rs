@@ -79,7 +79,7 @@ impl ServerHandler for CrmMcp {
         let request_id = parts.and_then(|p| p.headers.get("request-id")).and_then(|v| v.to_str().ok()).unwrap_or_default();
         let rate = parts.and_then(|p| p.extensions.get::<Arc<RateSlot>>()).cloned().unwrap_or_default();
         let outcome = agent::call(&self.api, op, &caller, request.arguments.unwrap_or_default(), &rate).await;
-        let outcome = outcome.map(|reply| reply.body).map_err(|p| agent::problem_document(&self.api, &p, request_id));
+        let outcome = outcome.map(|reply| reply.body.into_value()).map_err(|p| agent::problem_document(&self.api, &p, request_id));
         Ok(tools::call_result(outcome).into())
     }
 }

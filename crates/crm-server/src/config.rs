@@ -38,18 +38,25 @@ pub struct ServeArgs {
     pub webhooks: crate::webhooks::WebhookArgs,
 }
 
-/// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`); `CRM_LOG_FORMAT=json`
-/// switches to JSON lines. Keys and secrets are never logged: request spans carry method and
-/// path only.
-pub fn init_tracing() {
+/// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`: one access line per
+/// request, plus warnings and errors); `CRM_LOG_FORMAT=json` switches to JSON lines. Keys and
+/// secrets are never logged: request spans carry method, path and operation only.
+///
+/// Lines are written by a dedicated thread, never by the request's runtime thread (a write to
+/// stderr can block); if that thread falls 128k lines behind, logging waits rather than drops.
+/// Colours only when stderr is a terminal. Keep the returned guard alive: dropping it flushes.
+pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::IsTerminal;
     use tracing_subscriber::{fmt, EnvFilter};
     let filter = EnvFilter::try_from_env("CRM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
+    let builder = fmt().with_env_filter(filter).with_writer(writer).with_ansi(std::io::stderr().is_terminal());
     if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();
     } else {
         builder.init();
     }
+    guard
 }
 
 /// Resolves on SIGINT or SIGTERM; the server then stops accepting and finishes in-flight requests.

@@ -22,6 +22,12 @@ use crm_domain::Plan;
 
 use config::{DatabaseArgs, ServeArgs};
 
+/// glibc's allocator took a quarter of the CPU of a cached request in profiles (arena locks,
+/// consolidation); mimalloc's thread-local free lists serve the many small, short-lived
+/// allocations of a request (JSON values, headers, log lines) far more cheaply.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "crm-server", version, about = "An API-first CRM: REST, MCP and A2A over one operation catalog")]
 struct Cli {
@@ -88,7 +94,7 @@ fn parse_plan(s: &str) -> Result<Plan, String> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    config::init_tracing();
+    let _flush_logs_at_exit = config::init_tracing();
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Openapi { public_url } => {

@@ -324,8 +324,12 @@ handler!(describe_schema(api, caller, _input) {
     Ok(Reply::new(200, to_json(&document(&registry))?))
 });
 
+/// Built from constants, so the same for everyone: serialized once.
+static CAPABILITIES: std::sync::LazyLock<crate::StaticBody> =
+    std::sync::LazyLock::new(|| crate::StaticBody::new(serde_json::to_value(capabilities()).expect("the capability catalog serializes")));
+
 handler!(get_capabilities(_api, _caller, _input) {
-    Ok(Reply::new(200, to_json(&capabilities())?))
+    Ok(Reply::fixed(200, &CAPABILITIES))
 });
 
 pub fn operations() -> Vec<Operation> {
