@@ -67,6 +67,9 @@ impl SqliteStore {
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(30))
+            // An embedded connection cannot go stale; sqlx's default ping per acquire is a
+            // round trip to the connection's worker thread on every read and write.
+            .test_before_acquire(false)
             .connect_with(options.clone())
             .await
             .map_err(backend)?;
@@ -74,6 +77,7 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .max_connections(readers)
             .acquire_timeout(Duration::from_secs(30))
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(backend)?;

@@ -132,13 +132,13 @@ pub struct RawSqlite {
     rows: u64,
 }
 
-/// The same connection settings as the store: WAL, synchronous=NORMAL.
+/// The same connection settings as the store: WAL, synchronous=NORMAL, no ping per acquire.
 async fn sqlite_pool(path: &Path, connections: u32) -> Result<SqlitePool> {
     let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(10));
-    Ok(SqlitePoolOptions::new().max_connections(connections).min_connections(connections).connect_with(options).await?)
+    Ok(SqlitePoolOptions::new().max_connections(connections).min_connections(connections).test_before_acquire(false).connect_with(options).await?)
 }
 
 impl RawSqlite {
