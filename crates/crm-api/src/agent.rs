@@ -50,6 +50,20 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
     }
     for q in op.query {
+        if q.kind == crate::catalog::ParamKind::FieldMap {
+            match arguments.remove(q.name) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(filters)) => {
+                    for (key, value) in filters {
+                        let field = format!("{}.{key}", q.name);
+                        let text = scalar_text(&field, value)?;
+                        input.query.push((field, text));
+                    }
+                }
+                Some(_) => return Err(Problem::validation(q.name, format!("{} must be an object of field keys to values", q.name))),
+            }
+            continue;
+        }
         let text = match arguments.remove(q.name) {
             None | Some(Value::Null) => continue,
             Some(Value::String(s)) => s,
@@ -103,6 +117,16 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
         doc["request_id"] = Value::from(request_id);
     }
     doc
+}
+
+/// A filter value as a URL would carry it.
+fn scalar_text(field: &str, value: Value) -> Result<String, Problem> {
+    match value {
+        Value::String(s) => Ok(s),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Number(n) => Ok(number_text(&n)),
+        _ => Err(Problem::validation(field, format!("{field} must be a string, a number or a boolean"))),
+    }
 }
 
 /// A number as a URL would carry it: an integral value without a fraction (A2A clients send every
