@@ -184,6 +184,26 @@ mod tests {
     }
 
     #[test]
+    fn custom_field_filters_are_one_object_argument() {
+        let call = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tier": "gold", "score": 5.0, "vip": true}, "limit": 2}))).unwrap();
+        assert_eq!(
+            call.input.query,
+            vec![
+                ("custom_fields.tier".to_owned(), "gold".to_owned()),
+                ("custom_fields.score".to_owned(), "5".to_owned()),
+                ("custom_fields.vip".to_owned(), "true".to_owned()),
+                ("limit".to_owned(), "2".to_owned()),
+            ]
+        );
+        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": "gold"}))).unwrap_err();
+        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("custom_fields")));
+        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tags": ["x"]}}))).unwrap_err();
+        assert_eq!(err.extra["field"], "custom_fields.tags");
+        let schema = op("svc_list_contacts").arguments_schema();
+        assert_eq!(schema["properties"]["custom_fields"]["type"], "object");
+    }
+
+    #[test]
     fn idempotency_key_is_taken_out_of_the_body_where_honoured() {
         let call = split(op("svc_create_contact"), args(json!({"email": "a@example.com", "idempotency_key": "k1"}))).unwrap();
         assert_eq!(call.idempotency_key.as_deref(), Some("k1"));
