@@ -609,7 +609,7 @@ fn explain_postgres(url: &str, workspace: &str) -> Result<Value> {
         // a generic plan that does not know the value: show that one, forced.
         let select = format!("{} LIMIT 26", filter_sql(&format!("'\"{value}\"'::jsonb")));
         let sql = format!(
-            "SET plan_cache_mode = force_generic_plan; PREPARE f(jsonb) AS {};
+            "SET plan_cache_mode = force_generic_plan; PREPARE f(jsonb) AS {} LIMIT 26;
              EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE f('\"{value}\"')",
             filter_sql("$1").replace("WORKSPACE", workspace)
         );
