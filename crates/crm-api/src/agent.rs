@@ -56,7 +56,8 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
                 Some(Value::Object(filters)) => {
                     for (key, value) in filters {
                         let field = format!("{}.{key}", q.name);
-                        let text = scalar_text(&field, value)?;
+                        let text = scalar_text(value)
+                            .ok_or_else(|| Problem::validation(field.as_str(), format!("{field} must be a string, a number or a boolean")))?;
                         input.query.push((field, text));
                     }
                 }
@@ -119,13 +120,13 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
     doc
 }
 
-/// A filter value as a URL would carry it.
-fn scalar_text(field: &str, value: Value) -> Result<String, Problem> {
+/// A filter value as a URL would carry it; `None` for arrays, objects and null.
+fn scalar_text(value: Value) -> Option<String> {
     match value {
-        Value::String(s) => Ok(s),
-        Value::Bool(b) => Ok(b.to_string()),
-        Value::Number(n) => Ok(number_text(&n)),
-        _ => Err(Problem::validation(field, format!("{field} must be a string, a number or a boolean"))),
+        Value::String(s) => Some(s),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(number_text(&n)),
+        _ => None,
     }
 }
 

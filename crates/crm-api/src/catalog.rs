@@ -257,19 +257,13 @@ impl Input {
     }
 
     /// The filters given for the [`ParamKind::FieldMap`] parameter `param` as `(key, value)`, in
-    /// the order sent; a filter given empty is absent, as any other. More than
-    /// [`MAX_FIELD_FILTERS`] is `validation_failed`.
-    pub fn field_filters(&self, param: &QueryParam) -> Result<Vec<(String, String)>, Problem> {
-        let filters: Vec<(String, String)> = self
-            .query
+    /// the order sent; a filter given empty is absent, as any other.
+    pub fn field_filters(&self, param: &QueryParam) -> Vec<(String, String)> {
+        self.query
             .iter()
             .filter(|(_, v)| !v.is_empty())
             .filter_map(|(k, v)| param.key_of(k).filter(|key| !key.is_empty()).map(|key| (key.to_owned(), v.clone())))
-            .collect();
-        if filters.len() > MAX_FIELD_FILTERS {
-            return Err(Problem::validation(param.name, format!("at most {MAX_FIELD_FILTERS} {} filters per request", param.name)));
-        }
-        Ok(filters)
+            .collect()
     }
 
     pub fn query_bool(&self, name: &str) -> Result<bool, Problem> {

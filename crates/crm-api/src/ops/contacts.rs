@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT, MAX_FIELD_FILTERS},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -137,7 +137,10 @@ const LIST_QUERY: &[QueryParam] = &[
 
 handler!(list(api, caller, input) {
     let contact_type = filter_value(&input, "type");
-    let custom = input.field_filters(&CUSTOM_FIELDS)?;
+    let custom = input.field_filters(&CUSTOM_FIELDS);
+    if custom.len() > MAX_FIELD_FILTERS {
+        return Err(Problem::validation(CUSTOM_FIELDS.name, format!("at most {MAX_FIELD_FILTERS} custom_fields filters per request")));
+    }
     let custom_fields = api.app.check_contact_filters(caller, contact_type.as_deref(), custom).await?;
     let email = match filter_value(&input, "email") {
         Some(raw) => Some(Email::parse(&raw).ok_or_else(|| Problem::validation("email", "email must be an e-mail address"))?),
