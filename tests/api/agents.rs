@@ -196,6 +196,20 @@ async fn a_tool_call_keeps_the_scopes_of_the_key(s: Server) {
     assert_eq!(live.ok(200)["result"]["structuredContent"]["code"], "not_found");
 }
 
+async fn a_tool_filters_contacts_by_custom_field_with_one_object_argument(s: Server) {
+    s.post("/fields", json!({"object": "contact", "key": "score", "data_type": "number"})).await.ok(201);
+    let hit = s.post("/contacts", json!({"first_name": "Ada", "custom_fields": {"score": 5}})).await.ok(201)["id"].clone();
+    s.post("/contacts", json!({"first_name": "Bo", "custom_fields": {"score": 6}})).await.ok(201);
+    let listed = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"score": 5.0}})).await;
+    let ids: Vec<_> = listed["structuredContent"]["data"].as_array().unwrap().iter().map(|c| c["id"].clone()).collect();
+    assert_eq!(ids, vec![hit]);
+    let unknown = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"scor": 5}})).await;
+    assert_eq!(unknown["isError"], true);
+    assert_eq!((unknown["structuredContent"]["code"].clone(), unknown["structuredContent"]["field"].clone()), (json!("unknown_field"), json!("custom_fields.scor")));
+    let wrong = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"score": "five"}})).await;
+    assert_eq!(wrong["structuredContent"]["code"], "validation_failed");
+}
+
 async fn an_unknown_tool_is_a_protocol_error_naming_the_valid_ones(s: Server) {
     let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_create_contcat", "arguments": {}})).await;
     let error = &res.ok(200)["error"];
@@ -292,6 +306,7 @@ crate::on_both_stores!(
     mcp_negotiates_each_supported_revision,
     a_tool_call_is_the_rest_operation_with_its_idempotency_and_if_match,
     a_tool_call_keeps_the_scopes_of_the_key,
+    a_tool_filters_contacts_by_custom_field_with_one_object_argument,
     an_unknown_tool_is_a_protocol_error_naming_the_valid_ones,
     a2a_answers_completed_failed_and_rejected_tasks,
     a2a_tasks_are_visible_only_to_their_workspace_and_mode,

@@ -166,6 +166,150 @@ async fn unknown_ids_are_not_found(s: Server) {
     s.post("/contacts/con_00000000000000000000000000/restore", json!({})).await.problem(404, "not_found");
 }
 
+/// Registers the custom fields the filter tests use: one of each kind of value.
+async fn register_filter_fields(s: &Server) {
+    for (key, data_type) in [("tier", "select"), ("score", "number"), ("vip", "boolean"), ("tags", "multiselect"), ("since", "date"), ("alt", "email"), ("note", "text")] {
+        s.post("/fields", json!({"object": "contact", "key": key, "data_type": data_type})).await.ok(201);
+    }
+    for (group, value) in [("contact.tier", "gold"), ("contact.tier", "silver"), ("contact.tags", "x"), ("contact.tags", "y"), ("contact.type", "customer")] {
+        s.post("/enums", json!({"group": group, "value": value})).await.ok(201);
+    }
+}
+
+fn list_ids(v: &serde_json::Value) -> Vec<String> {
+    v["data"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn custom_field_filters_match_by_the_fields_type(s: Server) {
+    register_filter_fields(&s).await;
+    let acme = s.post("/companies", json!({"name": "Acme"})).await.ok(201)["id"].as_str().unwrap().to_owned();
+    let a = create(&s, json!({"first_name": "Ada", "type": "customer", "company_id": acme,
+        "custom_fields": {"tier": "gold", "score": 5, "vip": true, "tags": ["x", "y"], "since": "2020-01-02", "alt": "Ada@Example.com"}})).await;
+    let b = create(&s, json!({"first_name": "Bea", "custom_fields": {"tier": "gold", "score": 5.0, "vip": false, "tags": ["y"], "note": "gold"}})).await;
+    let c = create(&s, json!({"first_name": "Cy", "custom_fields": {"tier": "silver", "score": 6}})).await;
+    let id = |v: &serde_json::Value| v["id"].as_str().unwrap().to_owned();
+    let (a, b, c) = (id(&a), id(&b), id(&c));
+    for (query, expected) in [
+        ("custom_fields.tier=gold", vec![&b, &a]),
+        ("custom_fields[tier]=gold", vec![&b, &a]),
+        ("custom_fields%5Btier%5D=gold", vec![&b, &a]),
+        ("custom_fields.tier=silver", vec![&c]),
+        ("custom_fields.score=5", vec![&b, &a]),
+        ("custom_fields.score=5.0", vec![&b, &a]),
+        ("custom_fields.score=6", vec![&c]),
+        ("custom_fields.vip=true", vec![&a]),
+        ("custom_fields.vip=false", vec![&b]),
+        ("custom_fields.tags=y", vec![&b, &a]),
+        ("custom_fields.tags=x", vec![&a]),
+        ("custom_fields.since=2020-01-02", vec![&a]),
+        ("custom_fields.alt=ADA@example.COM", vec![&a]),
+        ("custom_fields.note=gold", vec![&b]),
+        ("custom_fields.note=Gold", vec![]),
+        ("custom_fields.tier=gold&custom_fields.tags=x", vec![&a]),
+        ("custom_fields.tier=gold&custom_fields.vip=false&custom_fields.score=5", vec![&b]),
+        ("custom_fields.tier=silver&custom_fields.tags=x", vec![]),
+        ("custom_fields.tier=gold&type=customer", vec![&a]),
+        (&format!("custom_fields.tier=gold&company_id={acme}"), vec![&a]),
+        ("custom_fields.tier=gold&q=bea", vec![&b]),
+        // A filter given empty is absent, as every filter.
+        ("custom_fields.tier=", vec![&c, &b, &a]),
+    ] {
+        let got = list_ids(s.get(&format!("/contacts?{query}")).await.ok(200));
+        assert_eq!(got, expected.into_iter().cloned().collect::<Vec<_>>(), "{query}");
+    }
+
+    // Writes move contacts in and out at once; deleted ones only with include_deleted.
+    s.patch(&format!("/contacts/{b}"), json!({"custom_fields": {"tier": "silver"}})).await.ok(200);
+    s.patch(&format!("/contacts/{a}"), json!({"custom_fields": {"tags": null}})).await.ok(200);
+    s.delete(&format!("/contacts/{c}")).await.ok(200);
+    assert_eq!(list_ids(s.get("/contacts?custom_fields.tier=gold").await.ok(200)), vec![a.clone()]);
+    assert_eq!(list_ids(s.get("/contacts?custom_fields.tier=silver").await.ok(200)), vec![b.clone()]);
+    assert_eq!(list_ids(s.get("/contacts?custom_fields.tier=silver&include_deleted=true").await.ok(200)), vec![c.clone(), b.clone()]);
+    assert_eq!(list_ids(s.get("/contacts?custom_fields.tags=x").await.ok(200)), Vec::<String>::new());
+}
+
+async fn custom_field_filter_errors_name_the_field(s: Server) {
+    register_filter_fields(&s).await;
+    let res = s.get("/contacts?custom_fields.teir=gold").await;
+    let p = res.problem(422, "unknown_field");
+    assert_eq!(p["field"], "custom_fields.teir");
+    assert_eq!(p["suggestion"], "did you mean `tier`?");
+    assert!(p["valid_options"].as_array().unwrap().contains(&json!("tier")));
+    let p = s.get("/contacts?custom_fields.nothing_like_it=1").await.problem(422, "unknown_field").clone();
+    assert!(p["suggestion"].as_str().unwrap().contains("POST /fields"), "{p}");
+
+    for (query, field) in [
+        ("custom_fields.score=five", "custom_fields.score"),
+        ("custom_fields.score=", ""),
+        ("custom_fields.vip=yes", "custom_fields.vip"),
+        ("custom_fields.since=2020-13-01", "custom_fields.since"),
+        ("custom_fields.alt=not-an-address", "custom_fields.alt"),
+    ] {
+        if field.is_empty() {
+            s.get(&format!("/contacts?{query}")).await.ok(200);
+            continue;
+        }
+        assert_eq!(s.get(&format!("/contacts?{query}")).await.problem(422, "validation_failed")["field"], field, "{query}");
+    }
+    let p = s.get("/contacts?custom_fields.tier=platinum").await.problem(422, "unknown_value").clone();
+    assert_eq!((p["field"].clone(), p["valid_options"].clone()), (json!("custom_fields.tier"), json!(["gold", "silver"])));
+    let p = s.get("/contacts?custom_fields.tags=z").await.problem(422, "unknown_value").clone();
+    assert_eq!(p["valid_options"], json!(["x", "y"]));
+
+    // The parameter's shape is checked before the registry: 400 as any unknown parameter.
+    for query in ["custom_fields=gold", "custom_fields.=gold", "custom_fields[tier=gold", "customfields.tier=gold"] {
+        let p = s.get(&format!("/contacts?{query}")).await.problem(400, "bad_request").clone();
+        assert!(p["valid_options"].as_array().unwrap().contains(&json!("custom_fields.<key>")), "{query}: {p}");
+    }
+    let p = s.get("/contacts?custom_fields.tier=gold&custom_fields[tier]=silver").await.problem(400, "bad_request").clone();
+    assert_eq!(p["field"], "custom_fields.tier");
+    let six = "custom_fields.tier=gold&custom_fields.score=1&custom_fields.vip=true&custom_fields.tags=x&custom_fields.since=2020-01-01&custom_fields.note=n";
+    assert_eq!(s.get(&format!("/contacts?{six}")).await.problem(422, "validation_failed")["field"], "custom_fields");
+}
+
+async fn custom_field_filter_pages_are_bound_to_their_filters(s: Server) {
+    register_filter_fields(&s).await;
+    let mut gold = Vec::new();
+    for i in 0..5 {
+        gold.push(create(&s, json!({"first_name": format!("g{i}"), "custom_fields": {"tier": "gold"}})).await["id"].as_str().unwrap().to_owned());
+        create(&s, json!({"first_name": format!("s{i}"), "custom_fields": {"tier": "silver"}})).await;
+    }
+    gold.reverse();
+    let mut seen = Vec::new();
+    let mut url = "/contacts?custom_fields.tier=gold&limit=2".to_owned();
+    let mut cursors = Vec::new();
+    loop {
+        let page = s.get(&url).await.ok(200).clone();
+        seen.extend(list_ids(&page));
+        if !page["has_more"].as_bool().unwrap() {
+            break;
+        }
+        let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+        url = format!("/contacts?custom_fields.tier=gold&limit=2&cursor={cursor}");
+        cursors.push(cursor);
+    }
+    assert_eq!(seen, gold);
+    let cursor = &cursors[0];
+    // The other spelling is the same filter, so its cursor carries over.
+    assert_eq!(list_ids(s.get(&format!("/contacts?custom_fields[tier]=gold&limit=2&cursor={cursor}")).await.ok(200)), gold[2..4].to_vec());
+    for other in ["custom_fields.tier=silver", "", "custom_fields.tier=gold&include_deleted=true", "custom_fields.tier=gold&custom_fields.score=1"] {
+        s.get(&format!("/contacts?{other}&limit=2&cursor={cursor}")).await.problem(400, "invalid_cursor");
+    }
+    let unfiltered = s.get("/contacts?limit=2").await.ok(200)["next_cursor"].as_str().unwrap().to_owned();
+    s.get(&format!("/contacts?custom_fields.tier=gold&limit=2&cursor={unfiltered}")).await.problem(400, "invalid_cursor");
+}
+
+async fn the_schema_lists_a_filter_per_custom_field(s: Server) {
+    register_filter_fields(&s).await;
+    let doc = s.get("/schema").await.ok(200).clone();
+    let contact = doc["objects"].as_array().unwrap().iter().find(|o| o["name"] == "contact").unwrap();
+    let filters = contact["list_filters"].as_array().unwrap();
+    let tier = filters.iter().find(|f| f["name"] == "custom_fields.tier").expect("a filter for the registered field");
+    assert_eq!((tier["type"].clone(), tier["enum_group"].clone()), (json!("select"), json!("contact.tier")));
+    assert!(filters.iter().any(|f| f["name"] == "custom_fields.since" && f["type"] == "date"));
+    assert!(filters.iter().all(|f| f["name"] != "custom_fields"));
+}
+
 crate::on_both_stores!(
     create_update_delete_restore_walkthrough,
     paging_follows_next_cursor_newest_first,
@@ -176,4 +320,8 @@ crate::on_both_stores!(
     an_empty_patch_changes_nothing,
     updating_a_deleted_contact_conflicts,
     unknown_ids_are_not_found,
+    custom_field_filters_match_by_the_fields_type,
+    custom_field_filter_errors_name_the_field,
+    custom_field_filter_pages_are_bound_to_their_filters,
+    the_schema_lists_a_filter_per_custom_field,
 );

@@ -35,7 +35,7 @@ async fn schema_lists_objects_fields_enums_types_and_controls(s: Server) {
         &json!({"key": "tier", "type": "select", "required": true, "read_only": false, "custom": true, "enum_group": "contact.tier", "label": "Tier"})
     );
     let filters: Vec<&str> = contact["list_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(filters, ["q", "email", "company_id", "type"]);
+    assert_eq!(filters, ["q", "email", "company_id", "type", "custom_fields.tier"], "one filter per registered custom field");
 
     let company = object(&schema, "company");
     assert_eq!(company["id_prefix"], "cmp_");

@@ -50,6 +50,21 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
     }
     for q in op.query {
+        if q.kind == crate::catalog::ParamKind::FieldMap {
+            match arguments.remove(q.name) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(filters)) => {
+                    for (key, value) in filters {
+                        let field = format!("{}.{key}", q.name);
+                        let text = scalar_text(value)
+                            .ok_or_else(|| Problem::validation(field.as_str(), format!("{field} must be a string, a number or a boolean")))?;
+                        input.query.push((field, text));
+                    }
+                }
+                Some(_) => return Err(Problem::validation(q.name, format!("{} must be an object of field keys to values", q.name))),
+            }
+            continue;
+        }
         let text = match arguments.remove(q.name) {
             None | Some(Value::Null) => continue,
             Some(Value::String(s)) => s,
@@ -105,6 +120,16 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
     doc
 }
 
+/// A filter value as a URL would carry it; `None` for arrays, objects and null.
+fn scalar_text(value: Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(number_text(&n)),
+        _ => None,
+    }
+}
+
 /// A number as a URL would carry it: an integral value without a fraction (A2A clients send every
 /// number as a double, so `25.0` must read as `25`, decisions §17).
 fn number_text(n: &serde_json::Number) -> String {
@@ -157,6 +182,26 @@ mod tests {
             vec![("q".to_owned(), "ada".to_owned()), ("limit".to_owned(), "10".to_owned()), ("include_deleted".to_owned(), "true".to_owned())]
         );
         assert_eq!(call.input.body, None);
+    }
+
+    #[test]
+    fn custom_field_filters_are_one_object_argument() {
+        let call = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tier": "gold", "score": 5.0, "vip": true}, "limit": 2}))).unwrap();
+        assert_eq!(
+            call.input.query,
+            vec![
+                ("custom_fields.tier".to_owned(), "gold".to_owned()),
+                ("custom_fields.score".to_owned(), "5".to_owned()),
+                ("custom_fields.vip".to_owned(), "true".to_owned()),
+                ("limit".to_owned(), "2".to_owned()),
+            ]
+        );
+        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": "gold"}))).unwrap_err();
+        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("custom_fields")));
+        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tags": ["x"]}}))).unwrap_err();
+        assert_eq!(err.extra["field"], "custom_fields.tags");
+        let schema = op("svc_list_contacts").arguments_schema();
+        assert_eq!(schema["properties"]["custom_fields"]["type"], "object");
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum ParamKind {
     String,
     Boolean,
     Integer { min: i64, max: i64 },
+    /// Equality filters on custom fields: `<name>.<key>=<value>` (or `<name>[<key>]=<value>`, the
+    /// OpenAPI `deepObject` spelling) in a query string; one object `{<key>: value}` for agents.
+    FieldMap,
 }
 
 /// A query parameter an operation accepts.
@@ -65,6 +68,7 @@ impl ParamKind {
             ParamKind::String => "string",
             ParamKind::Boolean => "boolean",
             ParamKind::Integer { .. } => "integer",
+            ParamKind::FieldMap => "object",
         }
     }
 }
@@ -74,16 +78,39 @@ impl QueryParam {
         QueryParam { name, kind: ParamKind::String, required: false, description }
     }
 
+    /// The key a query parameter `name` gives this parameter, if it is one of its spellings:
+    /// `Some("")` for the parameter itself, `Some(key)` for `<name>.<key>` or `<name>[<key>]` of a
+    /// [`ParamKind::FieldMap`].
+    pub fn key_of<'n>(&self, name: &'n str) -> Option<&'n str> {
+        if name == self.name {
+            return (self.kind != ParamKind::FieldMap).then_some("");
+        }
+        if self.kind != ParamKind::FieldMap {
+            return None;
+        }
+        let rest = name.strip_prefix(self.name)?;
+        let key = rest.strip_prefix('.').or_else(|| rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
+        (!key.is_empty()).then_some(key)
+    }
+
     pub fn schema(&self) -> Value {
         let mut s = match self.kind {
             ParamKind::String => serde_json::json!({"type": "string"}),
             ParamKind::Boolean => serde_json::json!({"type": "boolean"}),
             ParamKind::Integer { min, max } => serde_json::json!({"type": "integer", "minimum": min, "maximum": max}),
+            ParamKind::FieldMap => serde_json::json!({
+                "type": "object",
+                "additionalProperties": {"type": ["string", "number", "boolean"]},
+                "maxProperties": MAX_FIELD_FILTERS,
+            }),
         };
         s["description"] = Value::from(self.description);
         s
     }
 }
+
+/// At most this many custom-field filters in one list request (each is one more index probe).
+pub const MAX_FIELD_FILTERS: usize = 5;
 
 /// The paging and deleted-record controls of every list (decisions §4).
 pub const LIMIT: QueryParam = QueryParam {
@@ -268,6 +295,16 @@ impl Input {
 
     pub fn query_str(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The filters given for the [`ParamKind::FieldMap`] parameter `param` as `(key, value)`, in
+    /// the order sent; a filter given empty is absent, as any other.
+    pub fn field_filters(&self, param: &QueryParam) -> Vec<(String, String)> {
+        self.query
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .filter_map(|(k, v)| param.key_of(k).filter(|key| !key.is_empty()).map(|key| (key.to_owned(), v.clone())))
+            .collect()
     }
 
     pub fn query_bool(&self, name: &str) -> Result<bool, Problem> {

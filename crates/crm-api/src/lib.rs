@@ -154,20 +154,30 @@ impl Api {
     }
 }
 
-/// Unknown or repeated query parameters are refused, naming the accepted ones.
+/// Unknown or repeated query parameters are refused, naming the accepted ones. A custom-field
+/// filter's two spellings (`custom_fields.k`, `custom_fields[k]`) count as the same parameter.
 fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
-    for (i, (name, _)) in input.query.iter().enumerate() {
-        if !op.query.iter().any(|q| q.name == name) {
-            let valid: Vec<&str> = op.query.iter().map(|q| q.name).collect();
+    let canonical = |name: &str| {
+        op.query.iter().find_map(|q| q.key_of(name).map(|key| if key.is_empty() { q.name.to_owned() } else { format!("{}.{key}", q.name) }))
+    };
+    let mut seen: Vec<String> = Vec::with_capacity(input.query.len());
+    for (name, _) in &input.query {
+        let Some(param) = canonical(name) else {
+            let valid: Vec<String> = op
+                .query
+                .iter()
+                .map(|q| if q.kind == catalog::ParamKind::FieldMap { format!("{}.<key>", q.name) } else { q.name.to_owned() })
+                .collect();
             let mut p = Problem::bad_request(format!("unknown query parameter `{name}`")).with("field", name.as_str()).with("valid_options", valid.clone());
-            if let Some(s) = crm_domain::suggest::closest(name, valid) {
+            if let Some(s) = crm_domain::suggest::closest(name, valid.iter().map(String::as_str)) {
                 p = p.with("suggestion", format!("did you mean `{s}`?"));
             }
             return Err(p);
+        };
+        if seen.contains(&param) {
+            return Err(Problem::bad_request(format!("query parameter `{param}` is given more than once")).with("field", param.as_str()));
         }
-        if input.query[..i].iter().any(|(n, _)| n == name) {
-            return Err(Problem::bad_request(format!("query parameter `{name}` is given more than once")).with("field", name.as_str()));
-        }
+        seen.push(param);
     }
     for q in op.query.iter().filter(|q| q.required) {
         if input.query_str(q.name).is_none_or(str::is_empty) {

@@ -36,7 +36,13 @@ pub fn document(public_url: &str) -> Value {
             .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
         for q in op.query {
-            parameters.push(json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()}));
+            let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
+            if q.kind == crate::catalog::ParamKind::FieldMap {
+                // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.
+                param["style"] = json!("deepObject");
+                param["explode"] = json!(true);
+            }
+            parameters.push(param);
         }
         if op.idempotency_key {
             parameters.push(json!({"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255},

@@ -223,6 +223,16 @@ impl App {
         Ok(registry)
     }
 
+    /// `tenant`'s registry of `object` outside a transaction: a connection is taken only when this
+    /// process does not have it.
+    pub(crate) async fn read_registry(&self, tenant: &Tenant, object: ObjectKind) -> Result<Arc<Registry>, StoreError> {
+        if let Some(hit) = self.config.registry(tenant, object) {
+            return Ok(hit);
+        }
+        let mut tx = self.store.begin_read().await?;
+        self.registry(&mut *tx, tenant, object).await
+    }
+
     /// The enabled automations triggered by any of `events`, oldest first.
     pub(crate) async fn active_automations(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
         let cacheable = !tx.config_changed();

@@ -8,7 +8,7 @@ use crate::{
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{ContactFilter, StoreError, Tx},
+    ports::{ContactFilter, FieldFilter, StoreError, Tx},
     write::{check_references, finish_in_tx, Effects, Emit, RecordRef, Touched},
     App,
 };
@@ -173,10 +173,22 @@ impl App {
         Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.to_string()))
     }
 
-    /// Checks a contact `type` filter value against the registered values.
-    pub async fn check_contact_type(&self, caller: &Caller, value: &str) -> Result<(), AppError> {
-        let mut tx = self.store.begin_read().await?;
-        let registry = self.registry(&mut *tx, &caller.tenant, ObjectKind::Contact).await?;
-        Ok(registry.check_enum("type", crm_domain::contact::CONTACT_TYPE_GROUP, value)?)
+    /// Checks the registry-bound filters of the contact list (one registry read for all): a
+    /// `type` value against the registered values, and each `custom_fields.<key>=<raw>` against
+    /// the field's registration, returning those as filters sorted by key.
+    pub async fn check_contact_filters(&self, caller: &Caller, contact_type: Option<&str>, custom: Vec<(String, String)>) -> Result<Vec<FieldFilter>, AppError> {
+        if contact_type.is_none() && custom.is_empty() {
+            return Ok(Vec::new());
+        }
+        let registry = self.read_registry(&caller.tenant, ObjectKind::Contact).await?;
+        if let Some(t) = contact_type {
+            registry.check_enum("type", crm_domain::contact::CONTACT_TYPE_GROUP, t)?;
+        }
+        let mut filters = custom
+            .into_iter()
+            .map(|(key, raw)| Ok(FieldFilter { value: registry.filter_value(&key, &raw)?, key }))
+            .collect::<Result<Vec<_>, AppError>>()?;
+        filters.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(filters)
     }
 }

@@ -141,7 +141,17 @@ pub struct ContactFilter {
     pub email: Option<Email>,
     pub company_id: Option<CompanyId>,
     pub contact_type: Option<String>,
+    /// Equality on custom fields, sorted by key (the order is part of the cursor's fingerprint).
+    pub custom_fields: Vec<FieldFilter>,
     pub include_deleted: bool,
+}
+
+/// `custom_fields.<key> = value`: the record's value equals `value` (a JSON string, number or
+/// boolean as the registry normalises it), or, for an array (multiselect), holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldFilter {
+    pub key: String,
+    pub value: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -457,6 +457,40 @@ impl Registry {
         Ok((changed, refs))
     }
 
+    /// Reads a list filter on the custom field `key` (`custom_fields.<key>=<raw>` in a query
+    /// string) as the JSON value a stored record would hold, normalised as writes are (dates,
+    /// emails), so that equality with stored values is exact. A multiselect filter names one value
+    /// of the group, matching records whose array holds it. The errors are the write path's:
+    /// `unknown_field` for an unregistered key, `unknown_value` outside the enum group,
+    /// `validation_failed` for a value the field's type cannot hold.
+    pub fn filter_value(&self, key: &str, raw: &str) -> Result<Value, ValidationError> {
+        let def = self.field(key).ok_or_else(|| self.unknown_key(key))?;
+        let field = format!("custom_fields.{key}");
+        let value = match def.data_type {
+            DataType::Number | DataType::Currency => match raw.parse::<serde_json::Number>() {
+                Ok(n) => Value::Number(n),
+                Err(_) => return Err(ValidationError::invalid(field, format!("expected a number, got `{raw}`"))),
+            },
+            DataType::Boolean => match raw {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => return Err(ValidationError::invalid(field, "expected true or false")),
+            },
+            DataType::Multiselect => {
+                self.check_enum(&field, def.enum_group.as_deref().unwrap_or_default(), raw)?;
+                return Ok(Value::String(raw.to_owned()));
+            }
+            _ => Value::String(raw.to_owned()),
+        };
+        // Existence of a referenced record is not checked: a filter on a missing one matches nothing.
+        self.check_value(def, value, &mut Vec::new()).map_err(|e| match e {
+            ValidationError::InvalidReference { field, value } => {
+                ValidationError::invalid(field, format!("`{value}` is not the id of a record"))
+            }
+            other => other,
+        })
+    }
+
     fn check_required(&self, values: &JsonMap) -> Result<(), ValidationError> {
         match self.fields.iter().find(|f| f.required && !values.contains_key(&f.key)) {
             Some(f) => Err(ValidationError::invalid(format!("custom_fields.{}", f.key), "this custom field is required")),
@@ -518,6 +552,42 @@ mod tests {
 
     fn map(v: Value) -> JsonMap {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn filter_values_read_as_the_stored_value_of_their_type() {
+        let r = registry();
+        let ok = |k: &str, raw: &str| r.filter_value(k, raw).unwrap();
+        assert_eq!(ok("nickname", "Ada"), json!("Ada"));
+        assert_eq!(ok("score", "5"), json!(5));
+        assert_eq!(ok("score", "2.5"), json!(2.5));
+        assert_eq!(ok("vip", "true"), json!(true));
+        assert_eq!(ok("birthday", "1990-01-02"), json!("1990-01-02"));
+        assert_eq!(ok("tier", "gold"), json!("gold"));
+        assert_eq!(ok("tags", "b"), json!("b"), "a multiselect filter names one value");
+        assert_eq!(ok("ltv", "100"), json!(100));
+        assert_eq!(ok("alt_email", "Ada@Example.COM"), json!("ada@example.com"));
+        assert_eq!(ok("referrer", "con_x"), json!("con_x"));
+
+        let field_of = |k: &str, raw: &str| match r.filter_value(k, raw).unwrap_err() {
+            ValidationError::Invalid { field, .. } => field,
+            other => panic!("{k}={raw}: {other:?}"),
+        };
+        for (k, raw) in [("score", "five"), ("score", "NaN"), ("vip", "yes"), ("birthday", "02.01.1990"), ("ltv", "1.5"), ("referrer", "x"), ("alt_email", "nope"), ("site", "ftp://x")] {
+            assert_eq!(field_of(k, raw), format!("custom_fields.{k}"));
+        }
+        match r.filter_value("tier", "platinum").unwrap_err() {
+            ValidationError::UnknownValue { field, valid_options, .. } => assert_eq!((field.as_str(), valid_options), ("custom_fields.tier", vec!["gold".to_owned(), "silver".to_owned()])),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(r.filter_value("tags", "c").unwrap_err(), ValidationError::UnknownValue { .. }));
+        match r.filter_value("nicknam", "x").unwrap_err() {
+            ValidationError::UnknownField { field, suggestion, .. } => {
+                assert_eq!(field, "custom_fields.nicknam");
+                assert_eq!(suggestion.as_deref(), Some("did you mean `nickname`?"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

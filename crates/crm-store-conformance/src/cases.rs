@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crm_app::{
     idempotency::{IdemRecord, StoredReply},
-    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, KeyUse, PlanCounts, Slice, UsageLock},
+    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, FieldFilter, KeyUse, PlanCounts, Slice, UsageLock},
     Store, StoreError,
 };
 use crm_domain::{
@@ -172,6 +172,96 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
     ] {
         let got: Vec<_> = tx.list_contacts(&t, &filter, &all()).await.unwrap().into_iter().map(|c| c.id).collect();
         assert_eq!(got, expected, "filter {filter:?}");
+    }
+}
+
+pub async fn custom_field_filters_match_newest_first_and_follow_writes(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let cf = |v: serde_json::Value| v.as_object().unwrap().clone();
+    let long = "n".repeat(250);
+    // Shares the first 200 characters with `long`: only the re-check tells them apart.
+    let long_twin = format!("{}m", "n".repeat(249));
+    let mut a = contact(None);
+    a.contact_type = Some("admiral".into());
+    a.custom_fields = cf(json!({"tier": "gold", "score": 5, "vip": true, "tags": ["x", "y", "x"], "note": long, "since": "2020-01-02"}));
+    let mut b = contact(None);
+    b.custom_fields = cf(json!({"tier": "gold", "score": 5.0, "vip": false, "tags": ["y"]}));
+    let mut c = contact(None);
+    c.custom_fields = cf(json!({"tier": "silver", "score": 6, "note": "5"}));
+    let mut d = contact(None);
+    d.custom_fields = cf(json!({"tier": "gold", "note": long_twin}));
+    let mut other = contact(None);
+    other.custom_fields = cf(json!({"tier": "gold"}));
+    let mut tx = store.begin_write().await.unwrap();
+    for x in [&a, &b, &c, &d] {
+        tx.insert_contact(&t, x).await.unwrap();
+    }
+    tx.insert_contact(&tenant(&ws, Mode::Live), &other).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let by = |pairs: &[(&str, serde_json::Value)]| ContactFilter {
+        custom_fields: pairs.iter().map(|(k, v)| FieldFilter { key: (*k).into(), value: v.clone() }).collect(),
+        ..Default::default()
+    };
+    let ids = |cs: &[&crm_domain::Contact]| cs.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    let mut tx = store.begin_read().await.unwrap();
+    for (filter, expected) in [
+        (by(&[("tier", json!("gold"))]), ids(&[&d, &b, &a])),
+        (by(&[("tier", json!("silver"))]), ids(&[&c])),
+        (by(&[("tier", json!("gol"))]), vec![]),
+        (by(&[("score", json!(5))]), ids(&[&b, &a])),
+        (by(&[("score", json!(5.0))]), ids(&[&b, &a])),
+        (by(&[("note", json!("5"))]), ids(&[&c])),
+        (by(&[("score", json!("5"))]), vec![]),
+        (by(&[("vip", json!(true))]), ids(&[&a])),
+        (by(&[("vip", json!(false))]), ids(&[&b])),
+        (by(&[("tags", json!("y"))]), ids(&[&b, &a])),
+        (by(&[("tags", json!("x"))]), ids(&[&a])),
+        (by(&[("since", json!("2020-01-02"))]), ids(&[&a])),
+        (by(&[("note", json!(long.clone()))]), ids(&[&a])),
+        (by(&[("note", json!(long_twin.clone()))]), ids(&[&d])),
+        (by(&[("tags", json!("x")), ("tier", json!("gold"))]), ids(&[&a])),
+        (by(&[("score", json!(5)), ("tier", json!("gold")), ("vip", json!(false))]), ids(&[&b])),
+        (by(&[("tags", json!("x")), ("tier", json!("silver"))]), vec![]),
+        (ContactFilter { contact_type: Some("admiral".into()), ..by(&[("tier", json!("gold"))]) }, ids(&[&a])),
+        (ContactFilter { q: Some("lovelace".into()), ..by(&[("tier", json!("gold"))]) }, ids(&[&d, &b, &a])),
+    ] {
+        let got: Vec<_> = tx.list_contacts(&t, &filter, &all()).await.unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(got, expected, "filter {filter:?}");
+    }
+    // Slices of the filtered list, newest first.
+    let gold = by(&[("tier", json!("gold"))]);
+    let first = tx.list_contacts(&t, &gold, &Slice { before: None, limit: 2 }).await.unwrap();
+    assert_eq!(first.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), ids(&[&d, &b]));
+    let rest = tx.list_contacts(&t, &gold, &Slice { before: Some(b.id.to_string()), limit: 2 }).await.unwrap();
+    assert_eq!(rest.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), ids(&[&a]));
+    drop(tx);
+
+    // Writes move records in and out of the filter in their own transaction.
+    let mut tx = store.begin_write().await.unwrap();
+    let mut b2 = b.clone();
+    b2.custom_fields = cf(json!({"tier": "silver", "tags": ["y"]}));
+    b2.version += 1;
+    tx.update_contact(&t, &b2).await.unwrap();
+    let mut a2 = a.clone();
+    a2.first_name = Some("Augusta".into());
+    a2.version += 1;
+    tx.update_contact(&t, &a2).await.unwrap();
+    let mut d2 = d.clone();
+    d2.deleted_at = Some(Timestamp::from_millis(1_700_000_001_000));
+    d2.version += 1;
+    tx.update_contact(&t, &d2).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    for (filter, expected) in [
+        (by(&[("tier", json!("gold"))]), ids(&[&a])),
+        (ContactFilter { include_deleted: true, ..by(&[("tier", json!("gold"))]) }, ids(&[&d, &a])),
+        (by(&[("tier", json!("silver"))]), ids(&[&c, &b])),
+        (by(&[("score", json!(5))]), ids(&[&a])),
+        (by(&[("tags", json!("y"))]), ids(&[&b, &a])),
+    ] {
+        let got: Vec<_> = tx.list_contacts(&t, &filter, &all()).await.unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(got, expected, "after the writes, filter {filter:?}");
     }
 }
 

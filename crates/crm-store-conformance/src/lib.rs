@@ -40,6 +40,7 @@ macro_rules! conformance_suite {
             update_to_a_taken_email_is_a_duplicate,
             contacts_list_newest_first_in_slices,
             contact_filters_match,
+            custom_field_filters_match_newest_first_and_follow_writes,
             like_wildcards_in_q_are_literal,
             soft_deleted_contacts_are_listed_only_on_request,
             company_round_trip_update_and_filters,

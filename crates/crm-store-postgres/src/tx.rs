@@ -182,10 +182,15 @@ pub(crate) fn planned_per_needle<'q>(qb: &'q mut QueryBuilder<'_, Postgres>, sea
 }
 
 pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a Slice) {
+    slice_clause_on(qb, "id", slice);
+}
+
+/// [`slice_clause`] on the id column `id` (qualified when the query joins).
+pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Postgres>, id: &str, slice: &'a Slice) {
     if let Some(before) = &slice.before {
-        qb.push(" AND id < ").push_bind(before.as_str());
+        qb.push(format!(" AND {id} < ")).push_bind(before.as_str());
     }
-    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+    qb.push(format!(" ORDER BY {id} DESC LIMIT ")).push_bind(i64::from(slice.limit));
 }
 
 pub(crate) fn out_of_range(what: &str) -> StoreError {
@@ -476,8 +481,39 @@ impl ContactRepo for PostgresTx {
     }
 
     async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
-        tenant_where(&mut qb, tenant);
+        let (mut qb, id_column) = match filter.custom_fields.split_first() {
+            None => {
+                let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+                tenant_where(&mut qb, tenant);
+                (qb, "id")
+            }
+            // Driven by the first custom-field filter's key range, which is in id order: the page
+            // is the first `limit` rows of that range that pass the other filters.
+            Some((first, rest)) => {
+                let mut qb = QueryBuilder::<Postgres>::new(format!(
+                    "SELECT {} FROM contact_field_values v JOIN contacts c \
+                     ON c.workspace_id = v.workspace_id AND c.mode = v.mode AND c.id = v.contact_id \
+                     WHERE v.workspace_id = ",
+                    rows::CONTACT_COLUMNS
+                ));
+                qb.push_bind(tenant.workspace_id.as_str()).push(" AND v.mode = ").push_bind(tenant.mode.as_str());
+                qb.push(" AND v.field_key = ").push_bind(first.key.as_str()).push(" AND v.value = ").push_bind(indexed_value(&first.value)).push("::jsonb");
+                for f in rest {
+                    qb.push(" AND EXISTS (SELECT 1 FROM contact_field_values w WHERE w.workspace_id = v.workspace_id AND w.mode = v.mode AND w.field_key = ")
+                        .push_bind(f.key.as_str())
+                        .push(" AND w.value = ")
+                        .push_bind(indexed_value(&f.value))
+                        .push("::jsonb AND w.contact_id = v.contact_id)");
+                }
+                for f in &filter.custom_fields {
+                    if is_truncated(&f.value) {
+                        // `->` then `@>`: equal to a string, or an element of a multiselect array.
+                        qb.push(" AND (c.custom_fields -> ").push_bind(f.key.as_str()).push(") @> ").push_bind(f.value.to_string()).push("::jsonb");
+                    }
+                }
+                (qb, "v.contact_id")
+            }
+        };
         if !filter.include_deleted {
             qb.push(" AND deleted_at IS NULL");
         }
@@ -493,9 +529,25 @@ impl ContactRepo for PostgresTx {
         if let Some(q) = &filter.q {
             search_filter(&mut qb, q);
         }
-        slice_clause(&mut qb, slice);
+        slice_clause_on(&mut qb, id_column, slice);
         self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::contact).await
     }
+}
+
+/// Text custom-field values are keyed by their first [`INDEXED_TEXT_CHARS`] characters
+/// (migration 0010: B-tree entries are bounded).
+const INDEXED_TEXT_CHARS: usize = 200;
+
+/// A filter value as `contact_field_values.value` holds it, as JSON text.
+fn indexed_value(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) if is_truncated(value) => serde_json::Value::String(s.chars().take(INDEXED_TEXT_CHARS).collect()).to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn is_truncated(value: &serde_json::Value) -> bool {
+    value.as_str().is_some_and(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some())
 }
 
 /// Binds a company's writable fields as `$5` to `$10` (after the tenant, the id and one more).

@@ -84,10 +84,15 @@ pub(crate) fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Te
 }
 
 pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
+    slice_clause_on(qb, "id", slice);
+}
+
+/// [`slice_clause`] on the id column `id` (qualified when the query joins).
+pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Sqlite>, id: &str, slice: &'a Slice) {
     if let Some(before) = &slice.before {
-        qb.push(" AND id < ").push_bind(before.as_str());
+        qb.push(format!(" AND {id} < ")).push_bind(before.as_str());
     }
-    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+    qb.push(format!(" ORDER BY {id} DESC LIMIT ")).push_bind(i64::from(slice.limit));
 }
 
 #[async_trait]
@@ -414,8 +419,44 @@ impl ContactRepo for SqliteTx {
     }
 
     async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
-        tenant_where(&mut qb, tenant);
+        let (mut qb, id_column) = match filter.custom_fields.split_first() {
+            None => {
+                let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+                tenant_where(&mut qb, tenant);
+                (qb, "id")
+            }
+            // Driven by the first custom-field filter's key range, which is in id order: the page
+            // is the first `limit` rows of that range that pass the other filters.
+            Some((first, rest)) => {
+                let mut qb = QueryBuilder::<Sqlite>::new(format!(
+                    "SELECT {} FROM contact_field_values v JOIN contacts c \
+                     ON c.workspace_id = v.workspace_id AND c.mode = v.mode AND c.id = v.contact_id \
+                     WHERE v.workspace_id = ",
+                    rows::CONTACT_COLUMNS
+                ));
+                qb.push_bind(tenant.workspace_id.as_str()).push(" AND v.mode = ").push_bind(tenant.mode.as_str());
+                qb.push(" AND v.field_key = ").push_bind(first.key.as_str()).push(" AND v.value = ");
+                push_field_value(&mut qb, &first.value);
+                for f in rest {
+                    qb.push(" AND EXISTS (SELECT 1 FROM contact_field_values w WHERE w.workspace_id = v.workspace_id AND w.mode = v.mode AND w.field_key = ")
+                        .push_bind(f.key.as_str())
+                        .push(" AND w.value = ");
+                    push_field_value(&mut qb, &f.value);
+                    qb.push(" AND w.contact_id = v.contact_id)");
+                }
+                for f in &filter.custom_fields {
+                    if let Some(full) = f.value.as_str().filter(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some()) {
+                        // json_each of a path yields the value itself, or each element of an array.
+                        qb.push(" AND EXISTS (SELECT 1 FROM json_each(c.custom_fields, ")
+                            .push_bind(format!("$.{}", f.key))
+                            .push(") e WHERE e.value = ")
+                            .push_bind(full.to_owned())
+                            .push(")");
+                    }
+                }
+                (qb, "v.contact_id")
+            }
+        };
         if !filter.include_deleted {
             qb.push(" AND deleted_at IS NULL");
         }
@@ -431,10 +472,30 @@ impl ContactRepo for SqliteTx {
         if let Some(q) = &filter.q {
             push_search(&mut qb, "contacts_fts", q);
         }
-        slice_clause(&mut qb, slice);
+        slice_clause_on(&mut qb, id_column, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(rows::contact).collect()
     }
+}
+
+/// Text custom-field values are keyed by their first [`INDEXED_TEXT_CHARS`] characters
+/// (migration 0010, as on Postgres, so both stores answer alike).
+const INDEXED_TEXT_CHARS: usize = 200;
+
+/// Binds a filter value as `contact_field_values.value` holds it: the SQL value `json_each`
+/// gives (text, an integer or a real; booleans as 1 and 0), text cut to its indexed prefix.
+fn push_field_value(qb: &mut QueryBuilder<'_, Sqlite>, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => qb.push_bind(s.chars().take(INDEXED_TEXT_CHARS).collect::<String>()),
+        Value::Bool(b) => qb.push_bind(i64::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => qb.push_bind(i),
+            None => qb.push_bind(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        // The registry only yields strings, numbers and booleans; nothing is stored as null.
+        _ => qb.push("NULL"),
+    };
 }
 
 fn bind_company<'q>(

@@ -18,7 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
 use super::{
     http::{call_ok, Req},
-    scenarios::{contact_body, name, needles, Ctx, TIERS},
+    scenarios::{contact_body, name, needles, region, Ctx, TIERS},
 };
 
 pub const COMPANIES: usize = 200;
@@ -131,7 +131,7 @@ fn bulk_row(n: u64, companies: &[String], now_ms: i64, bulk: u64) -> [String; 13
         format!("https://www.linkedin.com/in/{first}-{last}-{n}"),
         companies[(n as usize * 31) % companies.len()].clone(),
         "customer".to_owned(),
-        json!({"tier": TIERS[(n % 3) as usize], "score": n % 1000, "region": "emea"}).to_string(),
+        json!({"tier": TIERS[(n % 3) as usize], "score": n % 1000, "region": region(n)}).to_string(),
         created.to_string(),
         created.to_string(),
         "1".to_owned(),

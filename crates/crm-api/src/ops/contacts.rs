@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT, MAX_FIELD_FILTERS},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -114,11 +114,22 @@ fn render(c: &Contact) -> serde_json::Value {
     c.snapshot()
 }
 
+/// `custom_fields.<key>=<value>`: equality on a registered custom field (decisions: lists).
+pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
+    name: "custom_fields",
+    kind: ParamKind::FieldMap,
+    required: false,
+    description: "Equality on registered custom fields: `custom_fields.<key>=<value>` (also `custom_fields[<key>]=<value>`), \
+        at most 5, all must match. The value is read as the field's type (a number, true/false, YYYY-MM-DD, a value of the \
+        enum group); a multiselect field matches records whose array holds the value. GET /schema lists them under list_filters.",
+};
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of first or last name, email, phone or LinkedIn URL."),
     QueryParam::string("email", "Exact email (case-insensitive)."),
     QueryParam::string("company_id", "Contacts of this company (`cmp_` id)."),
     QueryParam::string("type", "A registered `contact.type` value."),
+    CUSTOM_FIELDS,
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
@@ -126,9 +137,11 @@ const LIST_QUERY: &[QueryParam] = &[
 
 handler!(list(api, caller, input) {
     let contact_type = filter_value(&input, "type");
-    if let Some(t) = &contact_type {
-        api.app.check_contact_type(caller, t).await?;
+    let custom = input.field_filters(&CUSTOM_FIELDS);
+    if custom.len() > MAX_FIELD_FILTERS {
+        return Err(Problem::validation(CUSTOM_FIELDS.name, format!("at most {MAX_FIELD_FILTERS} custom_fields filters per request")));
     }
+    let custom_fields = api.app.check_contact_filters(caller, contact_type.as_deref(), custom).await?;
     let email = match filter_value(&input, "email") {
         Some(raw) => Some(Email::parse(&raw).ok_or_else(|| Problem::validation("email", "email must be an e-mail address"))?),
         None => None,
@@ -142,6 +155,7 @@ handler!(list(api, caller, input) {
         email,
         company_id,
         contact_type,
+        custom_fields,
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
@@ -185,9 +199,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/contacts",
             summary: "List contacts",
-            description: "Lists contacts newest first, filtered by `q`, `email`, `company_id` or `type`. Page with `limit` and \
-                `cursor` (follow `next_cursor` while `has_more`); soft-deleted contacts appear only with `include_deleted=true`. \
-                Errors: bad_request for an unknown parameter, unknown_value for an unregistered `type`, invalid_cursor.",
+            description: "Lists contacts newest first, filtered by `q`, `email`, `company_id`, `type` or registered custom fields \
+                (`custom_fields.<key>=<value>`; agents pass `custom_fields: {\"<key>\": value}`). Page with `limit` and `cursor` (follow \
+                `next_cursor` while `has_more`; a cursor works only with the filters it came from); soft-deleted contacts appear only \
+                with `include_deleted=true`. Errors: bad_request for an unknown parameter, unknown_field for an unregistered custom \
+                field, unknown_value for an unregistered `type` or select value, validation_failed for a custom field value of the \
+                wrong type, invalid_cursor.",
             scope: read,
             idempotency_key: false,
             if_match: false,

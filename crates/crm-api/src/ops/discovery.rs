@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use crm_app::{registry::RegistryView, Scope};
 use crm_domain::{
     automation::{ActionType, ConditionOp, Need, CONDITION_FIELDS, PLACEHOLDERS, TRIGGER_EVENTS},
-    ObjectKind,
+    DataType, ObjectKind,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -23,7 +23,7 @@ use super::{
     registry::{enum_groups, EnumValueOut, TypeOut},
 };
 use crate::{
-    catalog::{self, Hints, Method, Operation, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{self, Hints, Method, Operation, ParamKind, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
     schema::schema_of,
     Problem, SPEC_VERSION,
 };
@@ -83,11 +83,17 @@ pub struct FieldDoc {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FilterDoc {
-    pub name: &'static str,
+    /// The query parameter, e.g. `type` or `custom_fields.tier` for a registered custom field.
+    pub name: String,
+    /// The JSON type of the value (string, integer, boolean); for a custom field, its registered
+    /// data type.
     #[serde(rename = "type")]
     #[schemars(rename = "type")]
-    pub filter_type: &'static str,
-    pub description: &'static str,
+    pub filter_type: String,
+    pub description: String,
+    /// The enum group the value must belong to (select and multiselect custom fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enum_group: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -273,7 +279,25 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
             list.query
                 .iter()
                 .filter(|q| !controls.contains(&q.name))
-                .map(|q| FilterDoc { name: q.name, filter_type: q.kind.as_str(), description: q.description })
+                .flat_map(|q| match q.kind {
+                    // One filter per registered custom field: the live registry decides which exist.
+                    ParamKind::FieldMap => registry
+                        .fields
+                        .iter()
+                        .filter(|f| f.object == object)
+                        .map(|f| FilterDoc {
+                            name: format!("{}.{}", q.name, f.key),
+                            filter_type: f.data_type.as_str().to_owned(),
+                            description: if f.data_type == DataType::Multiselect {
+                                format!("Records whose `{}` holds this value.", f.key)
+                            } else {
+                                format!("Records whose `{}` equals this value.", f.key)
+                            },
+                            enum_group: f.enum_group.clone(),
+                        })
+                        .collect::<Vec<_>>(),
+                    _ => vec![FilterDoc { name: q.name.to_owned(), filter_type: q.kind.as_str().to_owned(), description: q.description.to_owned(), enum_group: None }],
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -378,7 +402,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crm_domain::{DataType, FieldDef};
+    use crm_domain::FieldDef;
     use serde_json::json;
 
     fn registry() -> RegistryView {
@@ -412,7 +436,9 @@ mod tests {
             "enum_group": "contact.tier", "label": "Tier"}));
         assert!(contact["fields"].as_array().unwrap().iter().all(|f| f["key"] != "custom_fields"));
         let filters: Vec<_> = contact["list_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-        assert_eq!(filters, ["q", "email", "company_id", "type"]);
+        assert_eq!(filters, ["q", "email", "company_id", "type", "custom_fields.tier"]);
+        assert_eq!(contact["list_filters"][4], json!({"name": "custom_fields.tier", "type": "select", "enum_group": "contact.tier",
+            "description": "Records whose `tier` equals this value."}));
         let company = object(&doc, "company");
         assert_eq!(field(company, "name")["required"], true, "required by the rule though optional in the wire schema");
         assert_eq!(field(company, "size")["custom"], true);
