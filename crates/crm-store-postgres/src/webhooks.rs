@@ -232,21 +232,26 @@ impl WebhookRepo for PostgresTx {
         Ok(inserted)
     }
 
+    /// One statement over arrays joined back by primary key. A list of row constructors
+    /// (`(workspace_id, mode, id) IN ((..), ..)`) is not turned into index lookups: Postgres
+    /// compared every undispatched event against each of the 500 tuples, over a second per batch
+    /// once a benchmark had left ~50,000 events in the outbox, and the backlog never drained.
     async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
-            let mut qb = QueryBuilder::<Postgres>::new("UPDATE events SET dispatched = true WHERE (workspace_id, mode, id) IN (");
-            let mut sep = qb.separated(", ");
-            for (t, id) in chunk {
-                sep.push("(")
-                    .push_bind_unseparated(t.workspace_id.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(t.mode.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(id.as_str())
-                    .push_unseparated(")");
-            }
-            qb.push(")");
-            qb.build().execute(self.conn()).await.map_err(backend)?;
+            let workspaces: Vec<&str> = chunk.iter().map(|(t, _)| t.workspace_id.as_str()).collect();
+            let modes: Vec<&str> = chunk.iter().map(|(t, _)| t.mode.as_str()).collect();
+            let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
+            sqlx::query(
+                "UPDATE events e SET dispatched = true
+                 FROM unnest($1::text[], $2::text[], $3::text[]) AS u(workspace_id, mode, id)
+                 WHERE e.workspace_id = u.workspace_id AND e.mode = u.mode AND e.id = u.id COLLATE \"C\"",
+            )
+            .bind(workspaces)
+            .bind(modes)
+            .bind(ids)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         }
         Ok(())
     }

@@ -74,11 +74,14 @@ impl SqliteStore {
             .await
             .map_err(backend)?;
         let readers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2).clamp(2, 8) * 2;
+        // Readers keep 4 MB each: they share the OS page cache anyway, and 16 MB apiece was most
+        // of the server's resident memory under load (peak RSS at 128 clients above 100 MiB).
+        let reader_options = options.clone().pragma("cache_size", "-4000");
         let reader = SqlitePoolOptions::new()
             .max_connections(readers)
             .acquire_timeout(Duration::from_secs(30))
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(reader_options)
             .await
             .map_err(backend)?;
         Ok(SqliteStore { writer, reader, local: Arc::default() })
