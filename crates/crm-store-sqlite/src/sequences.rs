@@ -11,7 +11,7 @@ use crm_domain::{
     Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::Value;
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
 
 use crate::{
     backend,
@@ -339,6 +339,9 @@ impl SequenceRepo for SqliteTx {
         self.all(q, claimed).await
     }
 
+    /// One statement per 1,000 enrollments (a CTE of the new states joined by id) instead of one
+    /// per enrollment: each statement is a hand-off to the connection's thread, and a scheduler
+    /// round advances hundreds.
     async fn advance_claimed_enrollments(
         &mut self,
         tenant: &Tenant,
@@ -346,15 +349,33 @@ impl SequenceRepo for SqliteTx {
         updates: &[(Enrollment, u32)],
     ) -> Result<Vec<EnrollmentId>, StoreError> {
         let mut written = Vec::with_capacity(updates.len());
-        for (e, before) in updates {
-            let q = tenant_query(
-                "UPDATE sequence_enrollments SET state = $4, exit_reason = $5, steps_sent = $6, next_send_at = $7, updated_at = $8, ended_at = $9,
-                        lease_holder = NULL, lease_until = NULL
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND state = 'active' AND steps_sent = $10 AND lease_holder = $11",
-                tenant,
-            );
-            if self.execute(bind_state(q, e).bind(*before as i32).bind(holder)).await? == 1 {
-                written.push(e.id.clone());
+        for chunk in updates.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new("WITH v(id, state, exit_reason, steps_sent, next_send_at, updated_at, ended_at, sent_before) AS (");
+            qb.push_values(chunk, |mut b, (e, before)| {
+                b.push_bind(e.id.as_str())
+                    .push_bind(e.state.as_str())
+                    .push_bind(e.exit_reason.map(ExitReason::as_str))
+                    .push_bind(e.steps_sent as i32)
+                    .push_bind(e.next_send_at.map(Timestamp::millis))
+                    .push_bind(e.updated_at.millis())
+                    .push_bind(e.ended_at.map(Timestamp::millis))
+                    .push_bind(*before as i32);
+            });
+            qb.push(
+                ") UPDATE sequence_enrollments AS e SET state = v.state, exit_reason = v.exit_reason, steps_sent = v.steps_sent, \
+                 next_send_at = v.next_send_at, updated_at = v.updated_at, ended_at = v.ended_at, lease_holder = NULL, lease_until = NULL \
+                 FROM v WHERE e.workspace_id = ",
+            )
+            .push_bind(tenant.workspace_id.as_str())
+            .push(" AND e.mode = ")
+            .push_bind(tenant.mode.as_str())
+            .push(" AND e.id = v.id AND e.state = 'active' AND e.steps_sent = v.sent_before AND e.lease_holder = ")
+            .push_bind(holder)
+            // RETURNING sees only the updated table, and not through its alias.
+            .push(" RETURNING id");
+            let ids = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+            for row in &ids {
+                written.push(EnrollmentId::from_trusted(row.try_get::<String, _>(0).map_err(backend)?));
             }
         }
         Ok(written)
