@@ -19,6 +19,7 @@
 
 use std::{
     collections::HashMap,
+    future::Future,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex, MutexGuard,
@@ -206,21 +207,37 @@ impl ConfigEvents for ConfigCache {
     }
 }
 
+impl ConfigCache {
+    /// `hit` when there is one and the transaction may use the cache; otherwise `load`'s value,
+    /// kept by `keep` unless an invalidation arrived while it was being read.
+    async fn read_through<V>(
+        &self,
+        cacheable: bool,
+        hit: Option<V>,
+        load: impl Future<Output = Result<V, StoreError>>,
+        keep: impl FnOnce(&ConfigCache, Generation, &V),
+    ) -> Result<V, StoreError> {
+        if let Some(hit) = hit.filter(|_| cacheable) {
+            return Ok(hit);
+        }
+        let seen = self.generation();
+        let value = load.await?;
+        if cacheable {
+            keep(self, seen, &value);
+        }
+        Ok(value)
+    }
+}
+
 /// The cached reads of the write path. Inside a transaction that changed configuration itself
 /// they read through the transaction, which sees its own uncommitted changes.
 impl App {
     /// `tenant`'s registry of `object`.
     pub(crate) async fn registry(&self, tx: &mut dyn Tx, tenant: &Tenant, object: ObjectKind) -> Result<Arc<Registry>, StoreError> {
         let cacheable = !tx.config_changed();
-        if let Some(hit) = self.config.registry(tenant, object).filter(|_| cacheable) {
-            return Ok(hit);
-        }
-        let seen = self.config.generation();
-        let registry = Arc::new(tx.load_registry(tenant, object).await?);
-        if cacheable {
-            self.config.keep_registry(seen, tenant, object, &registry);
-        }
-        Ok(registry)
+        let load = async { Ok(Arc::new(tx.load_registry(tenant, object).await?)) };
+        let keep = |c: &ConfigCache, seen, v: &Arc<Registry>| c.keep_registry(seen, tenant, object, v);
+        self.config.read_through(cacheable, self.config.registry(tenant, object), load, keep).await
     }
 
     /// `tenant`'s registry of `object` outside a transaction: a connection is taken only when this
@@ -236,34 +253,18 @@ impl App {
     /// The enabled automations triggered by any of `events`, oldest first.
     pub(crate) async fn active_automations(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
         let cacheable = !tx.config_changed();
-        let all = match self.config.automations(tenant).filter(|_| cacheable) {
-            Some(hit) => hit,
-            None => {
-                let seen = self.config.generation();
-                let all = Arc::new(tx.active_automations(tenant, &EventType::ALL).await?);
-                if cacheable {
-                    self.config.keep_automations(seen, tenant, &all);
-                }
-                all
-            }
-        };
+        let load = async { Ok(Arc::new(tx.active_automations(tenant, &EventType::ALL).await?)) };
+        let keep = |c: &ConfigCache, seen, v: &Arc<Vec<Automation>>| c.keep_automations(seen, tenant, v);
+        let all = self.config.read_through(cacheable, self.config.automations(tenant), load, keep).await?;
         Ok(all.iter().filter(|a| events.contains(&a.def.trigger_event)).cloned().collect())
     }
 
     /// The enabled sequences triggered by any of `events`, oldest first.
     pub(crate) async fn triggered_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
         let cacheable = !tx.config_changed();
-        let all = match self.config.sequences(tenant).filter(|_| cacheable) {
-            Some(hit) => hit,
-            None => {
-                let seen = self.config.generation();
-                let all = Arc::new(tx.triggered_sequences(tenant, &EventType::ALL).await?);
-                if cacheable {
-                    self.config.keep_sequences(seen, tenant, &all);
-                }
-                all
-            }
-        };
+        let load = async { Ok(Arc::new(tx.triggered_sequences(tenant, &EventType::ALL).await?)) };
+        let keep = |c: &ConfigCache, seen, v: &Arc<Vec<Sequence>>| c.keep_sequences(seen, tenant, v);
+        let all = self.config.read_through(cacheable, self.config.sequences(tenant), load, keep).await?;
         Ok(all.iter().filter(|s| s.def.trigger.as_ref().is_some_and(|t| events.contains(&t.event))).cloned().collect())
     }
 
@@ -271,15 +272,9 @@ impl App {
     /// (deleting a sequence ends its enrollments), so the exit re-check of a write can be skipped.
     pub(crate) async fn tenant_has_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant) -> Result<bool, StoreError> {
         let cacheable = !tx.config_changed();
-        if let Some(hit) = self.config.any_sequence(tenant).filter(|_| cacheable) {
-            return Ok(hit);
-        }
-        let seen = self.config.generation();
-        let any = tx.count_sequences(tenant).await? > 0;
-        if cacheable {
-            self.config.keep_any_sequence(seen, tenant, any);
-        }
-        Ok(any)
+        let load = async { Ok(tx.count_sequences(tenant).await? > 0) };
+        let keep = |c: &ConfigCache, seen, v: &bool| c.keep_any_sequence(seen, tenant, *v);
+        self.config.read_through(cacheable, self.config.any_sequence(tenant), load, keep).await
     }
 }
 

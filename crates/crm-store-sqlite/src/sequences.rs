@@ -11,7 +11,7 @@ use crm_domain::{
     Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::Value;
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 
 use crate::{
     backend,
@@ -373,10 +373,7 @@ impl SequenceRepo for SqliteTx {
             .push_bind(holder)
             // RETURNING sees only the updated table, and not through its alias.
             .push(" RETURNING id");
-            let ids = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-            for row in &ids {
-                written.push(EnrollmentId::from_trusted(row.try_get::<String, _>(0).map_err(backend)?));
-            }
+            written.extend(self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?);
         }
         Ok(written)
     }

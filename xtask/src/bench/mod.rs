@@ -637,7 +637,7 @@ fn filter_sql(value: &str) -> String {
 }
 
 async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
-    use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions, Row as _};
+    use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions};
     let mut conn = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?.read_only(true).connect().await?;
     let mut out = serde_json::Map::new();
     for needle in SEARCH_NEEDLES {
@@ -645,27 +645,28 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
             "SELECT * FROM contacts WHERE workspace_id = '{workspace}' AND mode = 'test' AND deleted_at IS NULL \
              AND rowid IN (SELECT rowid FROM contacts_fts WHERE contacts_fts MATCH '\"{needle}\"') ORDER BY id DESC LIMIT 11"
         );
-        let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(&mut conn).await?;
-        let lines: Vec<String> = plan.iter().map(|r| r.try_get::<String, _>("detail").unwrap_or_default()).collect();
-        let t0 = std::time::Instant::now();
-        let n = sqlx::query(&sql).fetch_all(&mut conn).await?.len();
-        let ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let text = format!("{}\n({n} rows in {ms:.1} ms)", lines.join("\n"));
+        let text = sqlite_plan(&mut conn, &sql).await?;
         println!("\nSQLite search plan for {needle:?} (the store's contact search query):\n{text}");
         out.insert(needle.to_owned(), Value::String(text));
     }
     for value in FILTER_VALUES {
         let sql = format!("{} LIMIT 26", filter_sql(&format!("'{value}'")).replace("WORKSPACE", workspace));
-        let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(&mut conn).await?;
-        let lines: Vec<String> = plan.iter().map(|r| r.try_get::<String, _>("detail").unwrap_or_default()).collect();
-        let t0 = std::time::Instant::now();
-        let n = sqlx::query(&sql).fetch_all(&mut conn).await?.len();
-        let ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let text = format!("{}\n({n} rows in {ms:.1} ms)", lines.join("\n"));
+        let text = sqlite_plan(&mut conn, &sql).await?;
         println!("\nSQLite custom-field filter plan for region={value:?} (the store's list query):\n{text}");
         out.insert(format!("custom_fields.region={value}"), Value::String(text));
     }
     Ok(Value::Object(out))
+}
+
+/// `sql`'s `EXPLAIN QUERY PLAN`, then how many rows it returned and how long it took.
+async fn sqlite_plan(conn: &mut sqlx::SqliteConnection, sql: &str) -> Result<String> {
+    use sqlx::Row as _;
+    let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(&mut *conn).await?;
+    let lines: Vec<String> = plan.iter().map(|r| r.try_get::<String, _>("detail").unwrap_or_default()).collect();
+    let t0 = std::time::Instant::now();
+    let n = sqlx::query(sql).fetch_all(&mut *conn).await?.len();
+    let ms = t0.elapsed().as_secs_f64() * 1000.0;
+    Ok(format!("{}\n({n} rows in {ms:.1} ms)", lines.join("\n")))
 }
 
 fn db_url(server_url: &str, db: &str) -> String {
