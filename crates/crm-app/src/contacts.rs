@@ -9,7 +9,7 @@ use crate::{
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{ContactFilter, FieldFilter, StoreError, Tx},
-    write::{check_references, finish_in_tx, Effects, Emit, RecordRef, Touched},
+    write::{check_references, finish_in_tx, missing_reference, store_references, Effects, Emit, RecordRef, Touched},
     App,
 };
 
@@ -65,8 +65,8 @@ impl App {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         let (contact, refs) = Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
-        check_references(tx, tenant, &refs).await?;
-        match tx.insert_contact(tenant, &contact).await {
+        match tx.insert_contact(tenant, &contact, &store_references(&refs)?).await {
+            Err(StoreError::MissingReference(i)) => return Err(missing_reference(&refs, i)),
             Err(StoreError::Duplicate) => return Err(email_conflict(tx, tenant, &contact).await),
             other => other?,
         }

@@ -31,6 +31,10 @@ pub enum StoreError {
     /// An optimistic update found the row at another version than expected.
     #[error("stale version")]
     Stale,
+    /// The write names a record that does not exist: the `usize` is its index in the write's
+    /// list of [`Reference`]s. Nothing was written; the transaction is still usable.
+    #[error("missing reference")]
+    MissingReference(usize),
     #[error("store: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -225,11 +229,22 @@ pub trait RegistryRepo {
     async fn list_object_types(&mut self, tenant: &Tenant) -> Result<Vec<ObjectType>, StoreError>;
 }
 
+/// A record a write points at, which must exist (as [`RecordRepo::record_exists`] says) for the
+/// write to happen. Handing these to the insert instead of checking them first lets a networked
+/// store check them in the INSERT itself: one round trip fewer per create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference<'a> {
+    pub object: ObjectKind,
+    pub id: &'a str,
+}
+
 #[async_trait]
 pub trait ContactRepo {
-    /// MUST return `Duplicate`, leaving the transaction usable, when the email is taken in the
-    /// tenant (soft-deleted contacts included).
-    async fn insert_contact(&mut self, tenant: &Tenant, contact: &Contact) -> Result<(), StoreError>;
+    /// Inserts `contact` if every record in `refs` exists. MUST return `MissingReference` (of the
+    /// first missing one) when one does not, before considering the email, and `Duplicate` when
+    /// the email is taken in the tenant (soft-deleted contacts included); either leaves the
+    /// transaction usable and nothing written.
+    async fn insert_contact(&mut self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError>;
     async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError>;
     async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError>;
     /// Writes every field of `contact`, expecting the stored row at `contact.version - 1`; MUST

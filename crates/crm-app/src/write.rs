@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::{
     error::AppError,
     idempotency::{IdemClaim, StoredReply},
-    ports::Tx,
+    ports::{Reference, Tx},
     App,
 };
 
@@ -132,6 +132,30 @@ impl Touched {
     }
 }
 
+/// The references of a write as the store checks them inside the write itself
+/// ([`MissingReference`](crate::ports::StoreError::MissingReference) then names one by its index; see [`missing_reference`]).
+/// An id whose prefix names no object cannot exist: that is refused here.
+pub(crate) fn store_references(refs: &[ReferenceCheck]) -> Result<Vec<Reference<'_>>, AppError> {
+    refs.iter()
+        .map(|r| match r.object() {
+            Some(object) => Ok(Reference { object, id: &r.id }),
+            None => Err(invalid_reference(r)),
+        })
+        .collect()
+}
+
+/// The `invalid_reference` error for the reference a store reported missing.
+pub(crate) fn missing_reference(refs: &[ReferenceCheck], index: usize) -> AppError {
+    match refs.get(index) {
+        Some(r) => invalid_reference(r),
+        None => AppError::Internal(format!("the store reported reference {index} of {} missing", refs.len())),
+    }
+}
+
+fn invalid_reference(r: &ReferenceCheck) -> AppError {
+    ValidationError::InvalidReference { field: r.field.clone(), value: r.id.clone() }.into()
+}
+
 /// Fails with `invalid_reference` when a referenced record does not exist in the tenant.
 pub(crate) async fn check_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[ReferenceCheck]) -> Result<(), AppError> {
     for r in refs {
@@ -140,7 +164,7 @@ pub(crate) async fn check_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[R
             None => false,
         };
         if !exists {
-            return Err(ValidationError::InvalidReference { field: r.field.clone(), value: r.id.clone() }.into());
+            return Err(invalid_reference(r));
         }
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crm_app::{
     idempotency::{IdemRecord, StoredReply},
-    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, FieldFilter, KeyUse, PlanCounts, Slice, UsageLock},
+    ports::{ActivityFilter, CompanyFilter, ContactFilter, DealFilter, FieldFilter, KeyUse, PlanCounts, Reference, Slice, UsageLock},
     Store, StoreError,
 };
 use crm_domain::{
@@ -58,7 +58,7 @@ pub async fn contact_round_trips_every_field(store: Arc<dyn Store>) {
     c.contact_type = Some("customer".into());
     c.custom_fields = json!({"score": 9.5, "tags": ["a", "b"], "vip": true, "nested": {"é": "ü"}}).as_object().unwrap().clone();
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.get_contact(&t, &c.id).await.unwrap(), Some(c.clone()));
@@ -68,23 +68,63 @@ pub async fn contact_round_trips_every_field(store: Arc<dyn Store>) {
 pub async fn duplicate_email_is_reported_and_the_transaction_stays_usable(store: Arc<dyn Store>) {
     let (_, t) = setup(&store).await;
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &contact(Some("a@b.co"))).await.unwrap();
-    assert!(matches!(tx.insert_contact(&t, &contact(Some("a@b.co"))).await, Err(StoreError::Duplicate)));
-    tx.insert_contact(&t, &contact(Some("c@d.co"))).await.unwrap();
-    tx.insert_contact(&t, &contact(None)).await.unwrap();
-    tx.insert_contact(&t, &contact(None)).await.unwrap();
+    tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await.unwrap();
+    assert!(matches!(tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await, Err(StoreError::Duplicate)));
+    tx.insert_contact(&t, &contact(Some("c@d.co")), &[]).await.unwrap();
+    tx.insert_contact(&t, &contact(None), &[]).await.unwrap();
+    tx.insert_contact(&t, &contact(None), &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().len(), 4);
+}
+
+pub async fn insert_checks_references_first_and_leaves_the_transaction_usable(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let co = company("Acme", None);
+    let mut deleted = company("Gone", None);
+    deleted.deleted_at = Some(Timestamp::from_millis(1_700_000_001_000));
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_company(&t, &co).await.unwrap();
+    tx.insert_company(&t, &deleted).await.unwrap();
+    let held = contact(Some("held@b.co"));
+    tx.insert_contact(&t, &held, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let missing = CompanyId::from_uuid(uuid());
+    let elsewhere = company("Elsewhere", None);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_company(&tenant(&ws, Mode::Live), &elsewhere).await.unwrap();
+    fn company_ref(id: &CompanyId) -> Reference<'_> {
+        Reference { object: ObjectKind::Company, id: id.as_str() }
+    }
+    // The second of two references is missing: its index is reported, nothing is written.
+    let a = contact(Some("a@b.co"));
+    let refs = [company_ref(&co.id), company_ref(&missing)];
+    assert!(matches!(tx.insert_contact(&t, &a, &refs).await, Err(StoreError::MissingReference(1))));
+    // A record of another tenant does not exist for this one.
+    assert!(matches!(tx.insert_contact(&t, &a, &[company_ref(&elsewhere.id)]).await, Err(StoreError::MissingReference(0))));
+    // A missing reference is reported before a taken email.
+    let taken = contact(Some("held@b.co"));
+    assert!(matches!(tx.insert_contact(&t, &taken, &[company_ref(&missing)]).await, Err(StoreError::MissingReference(0))));
+    assert!(matches!(tx.insert_contact(&t, &taken, &[company_ref(&co.id)]).await, Err(StoreError::Duplicate)));
+    // Existing references, a soft-deleted one included, let the insert through; the transaction
+    // is still usable after the refusals.
+    tx.insert_contact(&t, &a, &[company_ref(&co.id), company_ref(&deleted.id)]).await.unwrap();
+    let person = Reference { object: ObjectKind::Contact, id: held.id.as_str() };
+    tx.insert_contact(&t, &contact(None), &[person]).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_contact(&t, &a.id).await.unwrap(), Some(a));
+    assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().len(), 3);
 }
 
 pub async fn email_is_unique_per_tenant_only(store: Arc<dyn Store>) {
     let (ws, t) = setup(&store).await;
     let (ws2, _) = setup(&store).await;
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &contact(Some("a@b.co"))).await.unwrap();
-    tx.insert_contact(&tenant(&ws, Mode::Live), &contact(Some("a@b.co"))).await.unwrap();
-    tx.insert_contact(&tenant(&ws2, Mode::Test), &contact(Some("a@b.co"))).await.unwrap();
+    tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await.unwrap();
+    tx.insert_contact(&tenant(&ws, Mode::Live), &contact(Some("a@b.co")), &[]).await.unwrap();
+    tx.insert_contact(&tenant(&ws2, Mode::Test), &contact(Some("a@b.co")), &[]).await.unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -92,7 +132,7 @@ pub async fn update_checks_the_version(store: Arc<dyn Store>) {
     let (_, t) = setup(&store).await;
     let mut c = contact(Some("a@b.co"));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     c.first_name = Some("Grace".into());
     c.version = 2;
     c.updated_at = Timestamp::from_millis(1_700_000_009_000);
@@ -110,8 +150,8 @@ pub async fn update_to_a_taken_email_is_a_duplicate(store: Arc<dyn Store>) {
     let a = contact(Some("a@b.co"));
     let mut b = contact(Some("b@b.co"));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &a).await.unwrap();
-    tx.insert_contact(&t, &b).await.unwrap();
+    tx.insert_contact(&t, &a, &[]).await.unwrap();
+    tx.insert_contact(&t, &b, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_write().await.unwrap();
     b.email = Some(Email::parse("a@b.co").unwrap());
@@ -119,7 +159,7 @@ pub async fn update_to_a_taken_email_is_a_duplicate(store: Arc<dyn Store>) {
     assert!(matches!(tx.update_contact(&t, &b).await, Err(StoreError::Duplicate)));
     // The transaction stays usable: the caller reads the holder of the email, then goes on.
     assert_eq!(tx.get_contact_by_email(&t, &Email::parse("a@b.co").unwrap()).await.unwrap().map(|c| c.id), Some(a.id.clone()));
-    tx.insert_contact(&t, &contact(Some("c@b.co"))).await.unwrap();
+    tx.insert_contact(&t, &contact(Some("c@b.co")), &[]).await.unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -130,7 +170,7 @@ pub async fn contacts_list_newest_first_in_slices(store: Arc<dyn Store>) {
     for i in 0..7 {
         let c = contact(Some(&format!("p{i}@example.com")));
         ids.push(c.id.clone());
-        tx.insert_contact(&t, &c).await.unwrap();
+        tx.insert_contact(&t, &c, &[]).await.unwrap();
     }
     tx.commit().await.unwrap();
     ids.reverse();
@@ -155,8 +195,8 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
     b.last_name = Some("Turing".into());
     b.phone = Some("+1 555 0100".into());
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &a).await.unwrap();
-    tx.insert_contact(&t, &b).await.unwrap();
+    tx.insert_contact(&t, &a, &[]).await.unwrap();
+    tx.insert_contact(&t, &b, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     let find = |f: ContactFilter| f;
@@ -194,9 +234,9 @@ pub async fn custom_field_filters_match_newest_first_and_follow_writes(store: Ar
     other.custom_fields = cf(json!({"tier": "gold"}));
     let mut tx = store.begin_write().await.unwrap();
     for x in [&a, &b, &c, &d] {
-        tx.insert_contact(&t, x).await.unwrap();
+        tx.insert_contact(&t, x, &[]).await.unwrap();
     }
-    tx.insert_contact(&tenant(&ws, Mode::Live), &other).await.unwrap();
+    tx.insert_contact(&tenant(&ws, Mode::Live), &other, &[]).await.unwrap();
     tx.commit().await.unwrap();
 
     let by = |pairs: &[(&str, serde_json::Value)]| ContactFilter {
@@ -272,8 +312,8 @@ pub async fn like_wildcards_in_q_are_literal(store: Arc<dyn Store>) {
     let mut b = contact(None);
     b.first_name = Some("1000 sure".into());
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &a).await.unwrap();
-    tx.insert_contact(&t, &b).await.unwrap();
+    tx.insert_contact(&t, &a, &[]).await.unwrap();
+    tx.insert_contact(&t, &b, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     for q in ["0%_", "%", "_sure"] {
@@ -288,7 +328,7 @@ pub async fn soft_deleted_contacts_are_listed_only_on_request(store: Arc<dyn Sto
     let mut c = contact(Some("gone@example.com"));
     c.deleted_at = Some(Timestamp::from_millis(1_700_000_000_999));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     assert!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().is_empty());
@@ -330,7 +370,7 @@ pub async fn tenants_never_see_each_other(store: Arc<dyn Store>) {
     let co = company("Acme", None);
     let event = sample_event(EventType::ContactCreated, Mode::Test);
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.insert_company(&t, &co).await.unwrap();
     tx.insert_event(&t, &event).await.unwrap();
     tx.insert_enum_value(&t, "contact.type", "vip", None, Timestamp::from_millis(0)).await.unwrap();
@@ -537,7 +577,7 @@ pub async fn a_dropped_write_transaction_rolls_back(store: Arc<dyn Store>) {
     let c = contact(Some("a@b.co"));
     {
         let mut tx = store.begin_write().await.unwrap();
-        tx.insert_contact(&t, &c).await.unwrap();
+        tx.insert_contact(&t, &c, &[]).await.unwrap();
         tx.insert_event(&t, &sample_event(EventType::ContactCreated, Mode::Test)).await.unwrap();
     }
     let mut tx = store.begin_read().await.unwrap();
@@ -546,7 +586,7 @@ pub async fn a_dropped_write_transaction_rolls_back(store: Arc<dyn Store>) {
     drop(tx);
     // The writer is free again.
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -556,7 +596,7 @@ pub async fn record_exists_sees_soft_deleted_records(store: Arc<dyn Store>) {
     c.deleted_at = Some(Timestamp::from_millis(1));
     let co = company("Acme", None);
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.insert_company(&t, &co).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
@@ -719,8 +759,8 @@ pub async fn substring_search_matches_short_and_long_needles(store: Arc<dyn Stor
     grace.last_name = Some("Hopper".into());
     let acme = company("Acme Rockets", Some("acme.io"));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &ada).await.unwrap();
-    tx.insert_contact(&t, &grace).await.unwrap();
+    tx.insert_contact(&t, &ada, &[]).await.unwrap();
+    tx.insert_contact(&t, &grace, &[]).await.unwrap();
     tx.insert_company(&t, &acme).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
@@ -748,10 +788,10 @@ pub async fn savepoints_undo_part_of_a_transaction(store: Arc<dyn Store>) {
     let undone = contact(Some("undone@example.com"));
     let mut tx = store.begin_write().await.unwrap();
     tx.savepoint("op").await.unwrap();
-    tx.insert_contact(&t, &kept).await.unwrap();
+    tx.insert_contact(&t, &kept, &[]).await.unwrap();
     tx.release_savepoint("op").await.unwrap();
     tx.savepoint("op").await.unwrap();
-    tx.insert_contact(&t, &undone).await.unwrap();
+    tx.insert_contact(&t, &undone, &[]).await.unwrap();
     tx.rollback_to_savepoint("op").await.unwrap();
     tx.release_savepoint("op").await.unwrap();
     tx.commit().await.unwrap();

@@ -35,6 +35,7 @@ macro_rules! conformance_suite {
             workspace_and_keys_round_trip,
             contact_round_trips_every_field,
             duplicate_email_is_reported_and_the_transaction_stays_usable,
+            insert_checks_references_first_and_leaves_the_transaction_usable,
             email_is_unique_per_tenant_only,
             update_checks_the_version,
             update_to_a_taken_email_is_a_duplicate,

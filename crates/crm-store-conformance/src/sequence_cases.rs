@@ -140,7 +140,7 @@ pub async fn enrollments_are_unique_per_sequence_and_contact_and_end_by_source_o
     tx.insert_sequence(&t, &s).await.unwrap();
     tx.insert_sequence(&t, &other).await.unwrap();
     for c in [&c1, &c2, &c3] {
-        tx.insert_contact(&t, c).await.unwrap();
+        tx.insert_contact(&t, c, &[]).await.unwrap();
     }
     let e1 = enrollment(&s, &c1.id, now);
     let e2 = enrollment(&s, &c2.id, now);
@@ -231,11 +231,11 @@ pub async fn due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by
     let mut due = Vec::new();
     for i in 0..5 {
         let c = contact(Some(&format!("due{i}@x.io")));
-        tx.insert_contact(&t, &c).await.unwrap();
+        tx.insert_contact(&t, &c, &[]).await.unwrap();
         due.push(enrollment(&s, &c.id, past));
     }
     let later = contact(Some("later@x.io"));
-    tx.insert_contact(&t, &later).await.unwrap();
+    tx.insert_contact(&t, &later, &[]).await.unwrap();
     let not_due = enrollment(&s, &later.id, Timestamp::from_millis(now.millis() + 1_000));
     let mut inserted = due.clone();
     inserted.push(not_due.clone());

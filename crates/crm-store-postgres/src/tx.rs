@@ -9,7 +9,7 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
-        ConfigMarks, RowLock,
+        ConfigMarks, Reference, RowLock,
         CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
         WorkspaceRepo,
     },
@@ -132,6 +132,40 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 /// `sql` with the tenant bound as `$1` (workspace) and `$2` (mode).
 pub(crate) fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> PgQuery<'q> {
     sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
+}
+
+/// The table holding records of `object`.
+fn record_table(object: ObjectKind) -> &'static str {
+    match object {
+        ObjectKind::Contact => "contacts",
+        ObjectKind::Company => "companies",
+        ObjectKind::Deal => "deals",
+        ObjectKind::Activity => "activities",
+    }
+}
+
+/// Appends to an `INSERT ... SELECT <values>` the condition that every record in `refs` exists,
+/// their ids bound from `$first` on (tenant as `$1`, `$2`).
+fn push_reference_guard(sql: &mut String, refs: &[Reference<'_>], first: usize) {
+    for (i, r) in refs.iter().enumerate() {
+        let keyword = if i == 0 { "WHERE" } else { "AND" };
+        let table = record_table(r.object);
+        let n = first + i;
+        sql.push_str(&format!(" {keyword} EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = ${n})"));
+    }
+}
+
+impl PostgresTx {
+    /// Why an insert guarded by `refs` wrote nothing: the first missing reference, else the
+    /// uniqueness rule its `ON CONFLICT DO NOTHING` hit. Only failed inserts pay these reads.
+    async fn why_not_inserted(&mut self, tenant: &Tenant, refs: &[Reference<'_>]) -> Result<StoreError, StoreError> {
+        for (i, r) in refs.iter().enumerate() {
+            if !self.record_exists(tenant, r.object, r.id).await? {
+                return Ok(StoreError::MissingReference(i));
+            }
+        }
+        Ok(StoreError::Duplicate)
+    }
 }
 
 /// `%q%` with LIKE's wildcards escaped (with `\`); the same escaping as the SQLite store. Not
@@ -434,19 +468,20 @@ fn bind_contact<'q>(q: PgQuery<'q>, c: &'q Contact) -> PgQuery<'q> {
 
 #[async_trait]
 impl ContactRepo for PostgresTx {
-    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
-        // ON CONFLICT, unlike a failed INSERT, leaves the transaction usable.
-        let q = tenant_query(
+    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
+        // The references are checked by the INSERT itself (one round trip for both); ON
+        // CONFLICT, unlike a failed INSERT, leaves the transaction usable.
+        let mut sql = String::from(
             "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
                                    company_id, type, custom_fields, updated_at, version, deleted_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15)
-             ON CONFLICT DO NOTHING",
-            tenant,
-        )
-        .bind(c.id.as_str())
-        .bind(c.created_at.millis());
-        match self.execute(bind_contact(q, c)).await? {
-            0 => Err(StoreError::Duplicate),
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15",
+        );
+        push_reference_guard(&mut sql, refs, 16);
+        sql.push_str(" ON CONFLICT DO NOTHING");
+        let q = tenant_query(&sql, tenant).bind(c.id.as_str()).bind(c.created_at.millis());
+        let q = refs.iter().fold(bind_contact(q, c), |q, r| q.bind(r.id));
+        match self.execute(q).await? {
+            0 => Err(self.why_not_inserted(tenant, refs).await?),
             _ => Ok(()),
         }
     }
@@ -618,13 +653,7 @@ impl CompanyRepo for PostgresTx {
 #[async_trait]
 impl RecordRepo for PostgresTx {
     async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
-        let table = match object {
-            ObjectKind::Contact => "contacts",
-            ObjectKind::Company => "companies",
-            ObjectKind::Deal => "deals",
-            ObjectKind::Activity => "activities",
-        };
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM {} WHERE workspace_id = $1 AND mode = $2 AND id = $3)", record_table(object));
         self.exists(tenant_query(&sql, tenant).bind(id)).await
     }
 }

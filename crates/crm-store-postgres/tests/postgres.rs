@@ -40,8 +40,8 @@ async fn update_to_a_taken_email_leaves_the_transaction_usable() {
     let a = contact(Some("a@b.co"));
     let mut b = contact(Some("b@b.co"));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &a).await.unwrap();
-    tx.insert_contact(&t, &b).await.unwrap();
+    tx.insert_contact(&t, &a, &[]).await.unwrap();
+    tx.insert_contact(&t, &b, &[]).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut tx = store.begin_write().await.unwrap();
@@ -63,7 +63,7 @@ async fn concurrent_updates_of_one_contact_queue_instead_of_going_stale() {
     let (_, t) = setup(&store).await;
     let c = contact(Some("a@b.co"));
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.commit().await.unwrap();
 
     let writers: Vec<_> = (0..WRITERS)
@@ -279,8 +279,8 @@ async fn rolling_back_to_a_savepoint_makes_a_failed_transaction_usable_again() {
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_pipeline(&t, &sales).await.unwrap();
     tx.insert_deal(&t, &d).await.unwrap();
-    tx.insert_contact(&t, &a).await.unwrap();
-    tx.insert_contact(&t, &b).await.unwrap();
+    tx.insert_contact(&t, &a, &[]).await.unwrap();
+    tx.insert_contact(&t, &b, &[]).await.unwrap();
 
     tx.savepoint("op").await.unwrap();
     // The same id again breaks the primary key: an error no ON CONFLICT absorbs, which aborts
@@ -338,7 +338,7 @@ async fn any_stored_text_finds_itself_whatever_its_case_mapping() {
     let sales = pipeline("sales", &["new"]);
     let d = deal("ΟΔΥΣΣΕΥΣ renewal", &sales, "new");
     let mut tx = store.begin_write().await.unwrap();
-    tx.insert_contact(&t, &c).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.insert_pipeline(&t, &sales).await.unwrap();
     tx.insert_deal(&t, &d).await.unwrap();
     tx.commit().await.unwrap();

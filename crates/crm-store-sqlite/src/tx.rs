@@ -6,7 +6,7 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
-        ConfigMarks,
+        ConfigMarks, Reference,
         CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
         WorkspaceRepo,
     },
@@ -353,7 +353,13 @@ fn bind_contact<'q>(
 
 #[async_trait]
 impl ContactRepo for SqliteTx {
-    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
+        // In-process, a read first costs no round trip: no need to fold it into the INSERT.
+        for (i, r) in refs.iter().enumerate() {
+            if !self.record_exists(tenant, r.object, r.id).await? {
+                return Err(StoreError::MissingReference(i));
+            }
+        }
         let q = sqlx::query(
             "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
                                    updated_at, version, deleted_at, workspace_id, mode, id, created_at)
