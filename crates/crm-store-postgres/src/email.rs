@@ -11,7 +11,7 @@ use crm_domain::{
 };
 use sqlx::{postgres::PgRow, QueryBuilder, Postgres};
 
-use crate::{backend, rows::{corrupt, get, tenant_of}, tx::{slice_clause, tenant_where}, PostgresTx};
+use crate::{rows::{corrupt, get, tenant_of}, tx::{slice_clause, tenant_where}, PostgresTx};
 
 fn ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
     Ok(get::<Option<i64>>(row, column)?.map(Timestamp::from_millis))
@@ -84,13 +84,13 @@ impl EmailRepo for PostgresTx {
             .bind(c.created_at.millis())
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
     async fn get_connection(&mut self, tenant: &Tenant, id: &ConnectionId) -> Result<Option<Connection>, StoreError> {
         let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
         row.as_ref().map(connection).transpose()
     }
 
@@ -98,7 +98,7 @@ impl EmailRepo for PostgresTx {
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(connection).collect()
     }
 
@@ -109,13 +109,13 @@ impl EmailRepo for PostgresTx {
             .bind(id.as_str())
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn email_connection(&mut self, tenant: &Tenant) -> Result<Option<Connection>, StoreError> {
         let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE workspace_id = $1 AND mode = $2 ORDER BY id DESC LIMIT 1");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
         row.as_ref().map(connection).transpose()
     }
 
@@ -135,13 +135,13 @@ impl EmailRepo for PostgresTx {
         .bind(t.version)
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
     async fn get_template(&mut self, tenant: &Tenant, id: &TemplateId) -> Result<Option<Template>, StoreError> {
         let sql = format!("SELECT {TEMPLATE_COLUMNS} FROM templates WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
         row.as_ref().map(template).transpose()
     }
 
@@ -161,7 +161,7 @@ impl EmailRepo for PostgresTx {
         .bind(t.version)
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
@@ -176,7 +176,7 @@ impl EmailRepo for PostgresTx {
             .bind(id.as_str())
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -184,7 +184,7 @@ impl EmailRepo for PostgresTx {
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {TEMPLATE_COLUMNS} FROM templates"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(template).collect()
     }
 
@@ -214,13 +214,13 @@ impl EmailRepo for PostgresTx {
         .bind(e.sent_at.map(Timestamp::millis))
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
     async fn get_email(&mut self, tenant: &Tenant, id: &EmailId) -> Result<Option<EmailMessage>, StoreError> {
         let sql = format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
         row.as_ref().map(email).transpose()
     }
 
@@ -237,7 +237,7 @@ impl EmailRepo for PostgresTx {
             qb.push(" AND status = ").push_bind(s.as_str());
         }
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(email).collect()
     }
 
@@ -256,7 +256,7 @@ impl EmailRepo for PostgresTx {
             .bind(i64::from(limit))
             .fetch_all(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         rows.iter().map(|r| Ok((tenant_of(r)?, email(r)?))).collect()
     }
 
@@ -276,7 +276,7 @@ impl EmailRepo for PostgresTx {
         .bind(e.sent_at.map(Timestamp::millis))
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         Ok(())
     }
 }

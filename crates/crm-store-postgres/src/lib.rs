@@ -16,6 +16,7 @@
 mod automations;
 mod email;
 mod plans;
+mod pool;
 mod records;
 mod rows;
 mod sequences;
@@ -33,18 +34,17 @@ use crm_app::{
     Store, StoreError, Tx,
 };
 use crm_domain::WorkspaceId;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-pub use tx::PostgresTx;
+use crate::pool::{Connector, Lease, Pool};
+
+use tx::PostgresTx;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// Connections per process when the caller does not choose: Postgres serves about a hundred in
 /// all by default, and several processes may share it.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
-
-/// A pooled connection idle this long is pinged before use.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 
 pub(crate) fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(Box::new(e))
@@ -55,7 +55,7 @@ pub(crate) const CONFIG_CHANNEL: &str = "crm_config_changed";
 
 #[derive(Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pool: Pool,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
 }
@@ -69,61 +69,66 @@ impl PostgresStore {
 
     /// Connects with a pool of at most `max_connections`.
     pub async fn connect_with(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
-        let pool = PgPoolOptions::new()
+        let options: PgConnectOptions = url.parse().map_err(backend)?;
+        let pool = Pool::builder(Connector { options })
             // A pool of none would only ever time out.
-            .max_connections(max_connections.max(1))
-            .acquire_timeout(Duration::from_secs(30))
-            // sqlx pings every connection it hands out by default: a round trip more on every
-            // read and write. Only a connection idle long enough to have been dropped by the
-            // server or a proxy is checked first (as HikariCP does); a connection that breaks
-            // in use fails its statement and is not returned to the pool.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= PING_IF_IDLE_FOR {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
-            .connect(url)
-            .await
-            .map_err(backend)?;
-        Ok(PostgresStore { pool, local: Arc::default() })
+            .max_size(max_connections.max(1) as usize)
+            .runtime(deadpool::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let store = PostgresStore { pool, local: Arc::default() };
+        // Fail here, not at the first request, when the database cannot be reached.
+        drop(store.lease().await?);
+        Ok(store)
+    }
+
+    /// A connection for one unit of work.
+    async fn lease(&self) -> Result<Lease, StoreError> {
+        match self.pool.get().await {
+            Ok(conn) => Ok(Lease::new(conn)),
+            Err(deadpool::managed::PoolError::Backend(e)) => Err(backend(e)),
+            Err(e) => Err(StoreError::Backend(Box::new(e))),
+        }
     }
 
     /// Applies the migrations under `migrations/postgres`. Safe to run from several processes at
     /// once: sqlx serializes them with an advisory lock.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await.map_err(|e| StoreError::Backend(Box::new(e)))
+        let mut lease = self.lease().await?;
+        MIGRATOR.run(lease.raw()).await.map_err(|e| StoreError::Backend(Box::new(e)))
     }
 
     pub fn into_arc(self) -> Arc<dyn Store> {
         Arc::new(self)
     }
 
+    /// Closes the pool: connections close as they come back, and no new unit of work starts.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.pool.close();
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
-        let tx = self.pool.begin().await.map_err(backend)?;
-        Ok(Box::new(PostgresTx::write(tx, ConfigMarks::new(self.local.get().cloned()))))
+        let mut lease = self.lease().await?;
+        lease.begin().await.map_err(backend)?;
+        Ok(Box::new(PostgresTx::write(lease, ConfigMarks::new(self.local.get().cloned()))))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
         // No BEGIN: it would cost two round trips per request. As with the SQLite store's readers,
         // a read unit of work is therefore not one snapshot: each statement sees what had
         // committed when it started.
-        let conn = self.pool.acquire().await.map_err(backend)?;
-        Ok(Box::new(PostgresTx::read(conn)))
+        Ok(Box::new(PostgresTx::read(self.lease().await?)))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(backend)?;
+        let mut lease = self.lease().await?;
+        let result = sqlx::query("SELECT 1").execute(lease.raw()).await;
+        result.map_err(|e| backend(lease.failed(e)))?;
         Ok(())
     }
 
@@ -144,7 +149,7 @@ impl Store for PostgresStore {
 
 impl PostgresStore {
     async fn listen(&self, events: &dyn ConfigEvents) -> Result<(), sqlx::Error> {
-        let own = PgPoolOptions::new().max_connections(1).connect_with((*self.pool.connect_options()).clone()).await?;
+        let own = PgPoolOptions::new().max_connections(1).connect_with(self.pool.manager().options.clone()).await?;
         let mut listener = PgListener::connect_with(&own).await?;
         listener.listen(CONFIG_CHANNEL).await?;
         events.connected();

@@ -21,38 +21,49 @@ use crm_domain::{
     Timestamp, WorkspaceId,
 };
 use sqlx::{
-    pool::PoolConnection,
     postgres::{PgArguments, PgRow},
     query::Query,
-    Connection, PgConnection, Postgres, QueryBuilder, Row, Transaction,
+    PgConnection, Postgres, QueryBuilder, Row,
 };
 
 use crate::{
     backend,
+    pool::Lease,
     rows::{self, get},
 };
 
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
-pub enum PostgresTx {
-    Write(Transaction<'static, Postgres>, ConfigMarks),
-    Read(PoolConnection<Postgres>),
+pub(crate) enum PostgresTx {
+    /// A transaction (`BEGIN` sent) on its own connection.
+    Write(Lease, ConfigMarks),
+    /// A connection with no transaction: each statement sees what had committed when it started.
+    Read(Lease),
 }
 
 impl PostgresTx {
-    pub(crate) fn write(tx: Transaction<'static, Postgres>, marks: ConfigMarks) -> Self {
-        PostgresTx::Write(tx, marks)
+    pub(crate) fn write(lease: Lease, marks: ConfigMarks) -> Self {
+        PostgresTx::Write(lease, marks)
     }
 
-    pub(crate) fn read(conn: PoolConnection<Postgres>) -> Self {
-        PostgresTx::Read(conn)
+    pub(crate) fn read(lease: Lease) -> Self {
+        PostgresTx::Read(lease)
+    }
+
+    fn lease(&mut self) -> &mut Lease {
+        match self {
+            PostgresTx::Write(lease, _) | PostgresTx::Read(lease) => lease,
+        }
     }
 
     pub(crate) fn conn(&mut self) -> &mut PgConnection {
-        match self {
-            PostgresTx::Write(tx, _) => tx,
-            PostgresTx::Read(conn) => conn,
-        }
+        self.lease().raw()
+    }
+
+    /// The store error for a failed statement; a connection-level failure also keeps the
+    /// connection from being used again (see `pool`).
+    pub(crate) fn failed(&mut self, e: sqlx::Error) -> StoreError {
+        backend(self.lease().failed(e))
     }
 
     /// The locking clause for reading a row this unit of work may then update: in a write
@@ -76,7 +87,7 @@ impl PostgresTx {
         q: PgQuery<'_>,
         map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
     ) -> Result<Option<T>, StoreError> {
-        let row = q.fetch_optional(self.conn()).await.map_err(backend)?;
+        let row = q.fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
         row.as_ref().map(map).transpose()
     }
 
@@ -85,19 +96,19 @@ impl PostgresTx {
         q: PgQuery<'_>,
         map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
     ) -> Result<Vec<T>, StoreError> {
-        let rows = q.fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = q.fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(map).collect()
     }
 
     /// The single boolean a `SELECT EXISTS (...)` answers.
     pub(crate) async fn exists(&mut self, q: PgQuery<'_>) -> Result<bool, StoreError> {
-        let row = q.fetch_one(self.conn()).await.map_err(backend)?;
+        let row = q.fetch_one(self.conn()).await.map_err(|e| self.failed(e))?;
         row.try_get(0).map_err(backend)
     }
 
     /// Runs a statement; returns how many rows it touched.
     pub(crate) async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
-        Ok(q.execute(self.conn()).await.map_err(backend)?.rows_affected())
+        Ok(q.execute(self.conn()).await.map_err(|e| self.failed(e))?.rows_affected())
     }
 
     /// Runs a statement that may break a uniqueness rule no `ON CONFLICT` can catch (an UPDATE),
@@ -106,20 +117,20 @@ impl PostgresTx {
     /// in a savepoint that is rolled back when it fails.
     async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
         let result = match self {
-            PostgresTx::Write(tx, _) => {
-                let mut savepoint = Connection::begin(&mut **tx).await.map_err(backend)?;
-                let result = q.execute(&mut *savepoint).await;
-                let closed = if result.is_ok() { savepoint.commit().await } else { savepoint.rollback().await };
+            PostgresTx::Write(lease, _) => {
+                lease.begin().await.map_err(backend)?; // a savepoint, inside the transaction
+                let result = q.execute(lease.raw()).await;
+                let closed = if result.is_ok() { lease.commit().await } else { lease.rollback().await };
                 closed.map_err(backend)?;
                 result
             }
             // Outside a transaction a failed statement spoils nothing.
-            PostgresTx::Read(conn) => q.execute(&mut **conn).await,
+            PostgresTx::Read(lease) => q.execute(lease.raw()).await,
         };
         match result {
             Ok(done) => Ok(done.rows_affected()),
             Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
-            Err(e) => Err(backend(e)),
+            Err(e) => Err(self.failed(e)),
         }
     }
 }
@@ -415,7 +426,7 @@ impl PostgresTx {
             return Ok(());
         }
         let q = tenant_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2 || ':' || $3, 0))", tenant).bind(list);
-        q.fetch_one(self.conn()).await.map_err(backend)?;
+        q.fetch_one(self.conn()).await.map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -738,12 +749,13 @@ impl IdempotencyRepo for PostgresTx {
 impl Tx for PostgresTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            PostgresTx::Write(mut tx, marks) => {
+            PostgresTx::Write(mut lease, marks) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
-                    sqlx::query("SELECT pg_notify($1, $2)").bind(crate::CONFIG_CHANNEL).bind(ws.as_str()).execute(&mut *tx).await.map_err(backend)?;
+                    let notify = sqlx::query("SELECT pg_notify($1, $2)").bind(crate::CONFIG_CHANNEL).bind(ws.as_str()).execute(lease.raw()).await;
+                    notify.map_err(|e| backend(lease.failed(e)))?;
                 }
-                tx.commit().await.map_err(backend)?;
+                lease.commit().await.map_err(backend)?;
                 marks.committed();
                 Ok(())
             }

@@ -11,7 +11,7 @@ use crm_app::{
 use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId};
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
-use crate::{backend, rows::{self, get, tenant_of}, PostgresTx};
+use crate::{rows::{self, get, tenant_of}, PostgresTx};
 
 /// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
 /// looked at again.
@@ -86,7 +86,7 @@ fn attempt(row: &PgRow) -> Result<DeliveryAttempt, StoreError> {
 /// `Svc-Delivery` (delivery is at least once anyway). This takes an fsync off every claim.
 /// Fan-out keeps full durability: a lost fan-out would re-create deliveries under new ids.
 async fn relaxed_commit(tx: &mut PostgresTx) -> Result<(), StoreError> {
-    sqlx::query("SET LOCAL synchronous_commit = off").execute(tx.conn()).await.map_err(backend)?;
+    sqlx::query("SET LOCAL synchronous_commit = off").execute(tx.conn()).await.map_err(|e| tx.failed(e))?;
     Ok(())
 }
 
@@ -110,7 +110,7 @@ impl WebhookRepo for PostgresTx {
         .bind(w.version)
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -122,7 +122,7 @@ impl WebhookRepo for PostgresTx {
             .bind(id.as_str())
             .fetch_optional(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         row.as_ref().map(webhook).transpose()
     }
 
@@ -130,7 +130,7 @@ impl WebhookRepo for PostgresTx {
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
         crate::tx::tenant_where(&mut qb, tenant);
         crate::tx::slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(webhook).collect()
     }
 
@@ -151,7 +151,7 @@ impl WebhookRepo for PostgresTx {
         .bind(w.version)
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
@@ -167,7 +167,7 @@ impl WebhookRepo for PostgresTx {
                 .bind(id.as_str())
                 .execute(self.conn())
                 .await
-                .map_err(backend)?;
+                .map_err(|e| self.failed(e))?;
         }
         let done = sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
             .bind(tenant.workspace_id.as_str())
@@ -175,7 +175,7 @@ impl WebhookRepo for PostgresTx {
             .bind(id.as_str())
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -190,7 +190,7 @@ impl WebhookRepo for PostgresTx {
         .persistent(false)
         .fetch_all(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         rows.iter()
             .map(|r| {
                 let webhook = match get::<Option<String>>(r, "webhook_id")? {
@@ -227,7 +227,7 @@ impl WebhookRepo for PostgresTx {
                     .push_bind(d.created_at.millis());
             });
             qb.push(" ON CONFLICT (workspace_id, mode, event_id, webhook_id) DO NOTHING");
-            inserted += qb.build().execute(self.conn()).await.map_err(backend)?.rows_affected();
+            inserted += qb.build().execute(self.conn()).await.map_err(|e| self.failed(e))?.rows_affected();
         }
         Ok(inserted)
     }
@@ -251,7 +251,7 @@ impl WebhookRepo for PostgresTx {
             .bind(ids)
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         }
         Ok(())
     }
@@ -298,7 +298,7 @@ impl WebhookRepo for PostgresTx {
         .persistent(false)
         .fetch_all(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         let mut claimed = Vec::with_capacity(rows.len());
         for r in &rows {
             if get::<Option<String>>(r, "claim_token")?.as_deref() != Some(claim_token) {
@@ -360,7 +360,7 @@ impl WebhookRepo for PostgresTx {
             .bind(outcomes.iter().map(|o| o.attempt.next_attempt_at.map(Timestamp::millis)).collect::<Vec<Option<i64>>>())
             .execute(self.conn())
             .await
-            .map_err(backend)?;
+            .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected())
     }
 
@@ -380,7 +380,7 @@ impl WebhookRepo for PostgresTx {
         .bind(webhook_id.as_str())
         .fetch_optional(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         row.map(|r| {
             Ok(DeliveryRecord {
                 id: DeliveryId::from_trusted(get(&r, "id")?),
@@ -415,7 +415,7 @@ impl WebhookRepo for PostgresTx {
         .bind(now.millis())
         .execute(self.conn())
         .await
-        .map_err(backend)?;
+        .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -433,7 +433,7 @@ impl WebhookRepo for PostgresTx {
             qb.push(" AND seq < ").push_bind(before.as_str());
         }
         qb.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(slice.limit));
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
         rows.iter().map(attempt).collect()
     }
 }

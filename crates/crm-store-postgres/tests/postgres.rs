@@ -351,3 +351,84 @@ async fn any_stored_text_finds_itself_whatever_its_case_mapping() {
     let found = tx.list_deals(&t, &DealFilter { q: Some("ΟΔΥΣΣΕΥΣ".into()), ..Default::default() }, &all).await.unwrap();
     assert_eq!(found.len(), 1);
 }
+
+/// The server side of the store's connections to `url`, seen from another connection.
+async fn backends(url: &str) -> Vec<i32> {
+    let mut admin = PgConnection::connect(url).await.unwrap();
+    let rows = sqlx::query("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.get::<i32, _>(0)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_killed_under_the_pool_fails_one_unit_of_work_and_is_replaced() {
+    let url = support::fresh_database().await;
+    let store = PostgresStore::connect_with(&url, 1).await.unwrap();
+    store.migrate().await.unwrap();
+    let store = store.into_arc();
+    store.ping().await.unwrap();
+    let before = backends(&url).await;
+    assert_eq!(before.len(), 1, "one pooled connection");
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(before[0]).execute(&mut admin).await.unwrap();
+    admin.close().await.unwrap();
+    // The pool hands the dead connection out once (it is not pinged when recently used); the
+    // failure marks it, and the next unit of work gets a new connection.
+    assert!(store.ping().await.is_err(), "the killed connection fails its statement");
+    store.ping().await.expect("a new connection replaces the broken one");
+    let (_, t) = setup(&store).await;
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.list_contacts(&t, &ContactFilter::default(), &Slice { before: None, limit: 10 }).await.unwrap().is_empty());
+    drop(tx);
+    // The killed backend may take a moment to leave pg_stat_activity.
+    let mut after = backends(&url).await;
+    for _ in 0..50 {
+        if !after.contains(&before[0]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = backends(&url).await;
+    }
+    assert_eq!(after.len(), 1, "still one pooled connection: {after:?}");
+    assert_ne!(after, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once() {
+    let url = support::fresh_database().await;
+    let store = PostgresStore::connect_with(&url, 2).await.unwrap();
+    store.migrate().await.unwrap();
+    let store = store.into_arc();
+    let (_, t) = setup(&store).await;
+    let mut c = contact(Some("a@b.co"));
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+
+    // Lock the row, change it, and walk away.
+    let mut abandoned = store.begin_write().await.unwrap();
+    let mut locked = abandoned.get_contact(&t, &c.id).await.unwrap().unwrap();
+    locked.first_name = Some("Never".into());
+    locked.version = 2;
+    abandoned.update_contact(&t, &locked).await.unwrap();
+    drop(abandoned);
+
+    // The pool's connection is idle now and no one uses it: the rollback must not wait for its
+    // next user. A writer on a connection of its own (outside the store) gets the row.
+    let mut other = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SET lock_timeout = '10s'").execute(&mut other).await.unwrap();
+    let mut tx = other.begin().await.unwrap();
+    let updated = sqlx::query("UPDATE contacts SET first_name = 'Grace' WHERE id = $1 AND version = 1")
+        .bind(c.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .expect("the abandoned transaction's lock is released")
+        .rows_affected();
+    assert_eq!(updated, 1, "the abandoned change was rolled back");
+    tx.commit().await.unwrap();
+    c.first_name = Some("Grace".into());
+    let mut read = store.begin_read().await.unwrap();
+    assert_eq!(read.get_contact(&t, &c.id).await.unwrap().and_then(|c| c.first_name), Some("Grace".into()));
+}
