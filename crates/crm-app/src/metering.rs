@@ -133,8 +133,13 @@ impl Meter {
     /// Notes that a key was used at `at`; written by the next flush.
     pub fn touch(&self, tenant: &Tenant, id: &ApiKeyId, at: Timestamp) {
         let mut touches = lock(&self.touches);
-        let slot = touches.entry(id.clone()).or_insert_with(|| KeyUse { tenant: tenant.clone(), id: id.clone(), at });
-        slot.at = slot.at.max(at);
+        match touches.get_mut(id) {
+            // The common case: the key was used since the last flush. No clone of the id.
+            Some(slot) => slot.at = slot.at.max(at),
+            None => {
+                touches.insert(id.clone(), KeyUse { tenant: tenant.clone(), id: id.clone(), at });
+            }
+        }
     }
 
     /// A use of the key not yet written, if any.

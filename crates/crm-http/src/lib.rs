@@ -16,6 +16,7 @@ use axum::{
     Router,
 };
 use crm_api::Api;
+use tower::ServiceBuilder;
 use tower_http::{
     request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer},
     trace::TraceLayer,
@@ -60,7 +61,7 @@ pub fn router(api: Arc<Api>, extra: Router) -> Router {
         // Method and path only: headers (and so keys) never reach the logs.
         tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path(), op = tracing::field::Empty)
     };
-    rest::routes()
+    let routes = rest::routes()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(rest::readyz))
         .route("/errors", get(errors_pages::index))
@@ -68,8 +69,13 @@ pub fn router(api: Arc<Api>, extra: Router) -> Router {
         .fallback(rest::no_route)
         .method_not_allowed_fallback(rest::no_route)
         .with_state(api)
-        .merge(extra)
-        .layer(TraceLayer::new_for_http().make_span_with(request_span).on_response(log_response))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
+        .merge(extra);
+    // Around the whole router once, not with `Router::layer`, which wraps every route in its
+    // own copy of the stack: each request then cloned a boxed service per layer.
+    let stack = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), NewRequestId))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span).on_response(log_response))
+        .service(routes);
+    Router::new().fallback_service(stack)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::{
     body::Body,
     extract::{FromRequestParts, RawPathParams, Request, State},
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::{on, MethodFilter},
     Router,
@@ -111,8 +111,21 @@ async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Ali
 /// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
 fn rate_headers(res: &mut Response, rate: &RateStatus) {
     for (name, value) in crm_api::rate_limit_headers(rate) {
-        res.headers_mut().insert(name, HeaderValue::from(value));
+        res.headers_mut().insert(header_name(name), HeaderValue::from(value));
     }
+}
+
+/// The rate-limit header names, parsed once: `HeaderName::from_static` at run time validates
+/// its input, three times per request here.
+static RATE_HEADERS: [HeaderName; 4] = [
+    HeaderName::from_static("ratelimit-limit"),
+    HeaderName::from_static("ratelimit-remaining"),
+    HeaderName::from_static("ratelimit-reset"),
+    header::RETRY_AFTER,
+];
+
+fn header_name(name: &'static str) -> HeaderName {
+    RATE_HEADERS.iter().find(|h| h.as_str() == name).cloned().unwrap_or_else(|| HeaderName::from_static(name))
 }
 
 /// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input

@@ -345,7 +345,12 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
 
         // The server.
         let ws = procs::create_workspace(bin, &api_url)?;
-        let server = procs::start_server(bin, &api_url, &run_dir.join(format!("server-{sname}.log")))?;
+        // On Postgres the server gets as many connections as pgbench's clients at most, so
+        // that both sides of a ratio use the database at the same concurrency (the default, 16,
+        // is sized for several processes sharing one database: docs/operations.md).
+        let pg_connections = PG_MAX_CLIENTS.to_string();
+        let server_env: &[(&str, &str)] = if sname == "postgres" { &[("CRM_DATABASE_MAX_CONNECTIONS", &pg_connections)] } else { &[] };
+        let server = procs::start_server_env(bin, &api_url, &run_dir.join(format!("server-{sname}.log")), server_env)?;
         std::thread::sleep(Duration::from_secs(2));
         let (idle, _) = server.memory();
         let mut row = Row::new(sname, "idle_rss", 0, "-");

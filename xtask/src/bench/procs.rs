@@ -117,11 +117,8 @@ pub fn migrate(bin: &Path, db_url: &str) -> Result<()> {
     crate::run(Command::new(bin).args(["migrate", "--database-url", db_url]).stdout(Stdio::null()))
 }
 
-pub fn start_server(bin: &Path, db_url: &str, log: &Path) -> Result<Proc> {
-    start_server_env(bin, db_url, log, &[])
-}
-
-/// [`start_server`] with extra environment (e.g. the sequence scheduler's settings).
+/// `crm-server serve` on a free port, with extra environment (pool size, the sequence
+/// scheduler's settings).
 pub fn start_server_env(bin: &Path, db_url: &str, log: &Path, env: &[(&str, &str)]) -> Result<Proc> {
     let mut cmd = Command::new(bin);
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url]);
