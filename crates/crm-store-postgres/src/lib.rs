@@ -46,6 +46,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 /// all by default, and several processes may share it.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 
+/// How many pooled connections a write tries when each turns out to be dead at its `BEGIN`.
+const BEGIN_ATTEMPTS: u32 = 3;
+
 pub(crate) fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
@@ -113,8 +116,17 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
-        let mut lease = self.lease().await?;
-        lease.begin().await.map_err(backend)?;
+        // A connection the server dropped while it sat in the pool fails its BEGIN: nothing has
+        // happened yet, so another connection may try (the broken one is not handed out again).
+        let mut attempts = 0;
+        let lease = loop {
+            let mut lease = self.lease().await?;
+            match lease.begin().await {
+                Ok(()) => break lease,
+                Err(_) if lease.is_broken() && attempts < BEGIN_ATTEMPTS => attempts += 1,
+                Err(e) => return Err(backend(e)),
+            }
+        };
         Ok(Box::new(PostgresTx::write(lease, ConfigMarks::new(self.local.get().cloned()))))
     }
 

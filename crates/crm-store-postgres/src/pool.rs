@@ -104,6 +104,11 @@ impl Lease {
         result.map_err(|e| self.failed(e))
     }
 
+    /// Whether a statement failed at the connection level (see [`Lease::failed`]).
+    pub(crate) fn is_broken(&self) -> bool {
+        self.0.as_ref().is_some_and(|c| c.broken)
+    }
+
     /// Passes `e` on, first marking the connection broken when the error is the connection's
     /// own (not a statement's): the pool then replaces it instead of handing it out again.
     pub(crate) fn failed(&mut self, e: sqlx::Error) -> sqlx::Error {

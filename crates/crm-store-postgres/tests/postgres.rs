@@ -432,3 +432,21 @@ async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once()
     let mut read = store.begin_read().await.unwrap();
     assert_eq!(read.get_contact(&t, &c.id).await.unwrap().and_then(|c| c.first_name), Some("Grace".into()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_finds_its_pooled_connection_dead_at_begin_takes_another() {
+    let url = support::fresh_database().await;
+    let store = PostgresStore::connect_with(&url, 1).await.unwrap();
+    store.migrate().await.unwrap();
+    let store = store.into_arc();
+    store.ping().await.unwrap();
+    let pooled = backends(&url).await;
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(pooled[0]).execute(&mut admin).await.unwrap();
+    admin.close().await.unwrap();
+    // Nothing was sent but BEGIN, so the write retries on a new connection instead of failing.
+    let (_, t) = setup(&store).await;
+    let mut tx = store.begin_write().await.expect("a write begins on a fresh connection");
+    tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await.unwrap();
+    tx.commit().await.unwrap();
+}
