@@ -8,12 +8,12 @@ use serde_json::Value;
 
 use crate::{
     problem::{ErrorCode, Problem},
-    schema::{property_names, schema_of},
+    schema::field_names,
 };
 
 /// Parses `body` (absent = `{}`) into `T`. `unknown_hint` is suggested when no valid field name
 /// is close to an unknown one (e.g. "register it with POST /fields and send it under custom_fields").
-pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hint: Option<&str>) -> Result<T, Problem> {
+pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(body: Option<&Value>, unknown_hint: Option<&str>) -> Result<T, Problem> {
     let mut value = body.cloned().unwrap_or_else(|| Value::Object(Default::default()));
     integral_floats_as_integers(&mut value);
     let Value::Object(map) = &value else {
@@ -22,7 +22,7 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hin
     if let Some(path) = nul_path(&value, String::new()) {
         return Err(Problem::validation(&path, format!("{path}: text must not contain the NUL character (U+0000)")));
     }
-    let valid = property_names(&schema_of::<T>());
+    let valid = field_names::<T>();
     if let Some(unknown) = map.keys().find(|k| !valid.contains(k)) {
         let suggestion = match crm_domain::suggest::closest(unknown, valid.iter().map(String::as_str)) {
             Some(s) => Some(format!("did you mean `{s}`?")),
@@ -30,7 +30,7 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(body: Option<&Value>, unknown_hin
         };
         let mut p = Problem::new(ErrorCode::UnknownField, format!("unknown field `{unknown}`"))
             .with("field", unknown.as_str())
-            .with("valid_options", valid.clone());
+            .with("valid_options", valid.to_vec());
         if let Some(s) = suggestion {
             p = p.with("suggestion", s);
         }

@@ -1,9 +1,15 @@
 //! JSON Schemas of the operations' inputs and outputs, generated from the DTO types so that the
 //! OpenAPI document, MCP `inputSchema`s and A2A skills describe exactly what the parser accepts.
 
-use std::borrow::Cow;
+use std::{
+    any::TypeId,
+    borrow::Cow,
+    collections::HashMap,
+    sync::{Arc, OnceLock, RwLock},
+};
 
 use crm_domain::Patch;
+
 use schemars::{generate::SchemaSettings, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -19,6 +25,19 @@ pub fn schema_of<T: JsonSchema>() -> Value {
         map.remove("title");
     }
     schema
+}
+
+/// The fields a body of type `T` may carry, generated from its schema once per process: a
+/// schema generation per request was 5 % of a create's CPU.
+pub fn field_names<T: JsonSchema + 'static>() -> Arc<[String]> {
+    static NAMES: OnceLock<RwLock<HashMap<TypeId, Arc<[String]>>>> = OnceLock::new();
+    let names = NAMES.get_or_init(RwLock::default);
+    let read = names.read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&TypeId::of::<T>()).cloned();
+    read.unwrap_or_else(|| {
+        let fields: Arc<[String]> = property_names(&schema_of::<T>()).into();
+        names.write().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(TypeId::of::<T>(), fields.clone());
+        fields
+    })
 }
 
 /// The property names of an object schema: the fields a body may carry.
