@@ -31,6 +31,10 @@ pub(crate) const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 /// so that the server's per-connection caches and a failover's stale routes do not live forever.
 pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
+/// How long an abandoned transaction's ROLLBACK may take before its connection is closed
+/// instead (which rolls back too, on the server's side).
+const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(30);
+
 type TxManager = <Postgres as Database>::TransactionManager;
 
 /// Opens connections with the store's options and decides whether an idle one may be reused.
@@ -142,10 +146,12 @@ impl Drop for Lease {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    // Sends the queued ROLLBACK and waits for the server to be ready again.
-                    if let Err(e) = conn.raw.ping().await {
-                        tracing::warn!(error = %e, "rolling back an abandoned transaction failed; closing its connection");
-                        conn.broken = true;
+                    // Sends the queued ROLLBACK and waits for the server to be ready again; a
+                    // server that never answers must not keep the pool's slot forever.
+                    let outcome = tokio::time::timeout(ROLLBACK_TIMEOUT, conn.raw.ping()).await;
+                    if !matches!(outcome, Ok(Ok(()))) {
+                        tracing::warn!("rolling back an abandoned transaction failed or timed out; closing its connection");
+                        drop(Object::take(conn));
                     }
                 });
             }

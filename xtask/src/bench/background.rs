@@ -370,8 +370,8 @@ pub fn sequence_steps(
     let addr = server.addr.clone();
     let deadline = started + Duration::from_secs(300);
     let (secs, steps, span_secs): (f64, usize, f64) = load::block_on(async {
-        let stored = StoredEmails::open(store, db_url, &ws.id).await?;
-        while stored.count().await? < total as i64 && Instant::now() < deadline {
+        let db = BenchDb::open(store, db_url).await?;
+        while db.emails(&ws.id).await? < total as i64 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let secs = started.elapsed().as_secs_f64();
@@ -386,27 +386,69 @@ pub fn sequence_steps(
     })
 }
 
-/// Counts a workspace's emails straight in the database.
-enum StoredEmails {
-    Sqlite(sqlx::SqlitePool, String),
-    Postgres(sqlx::PgPool, String),
+/// The bench's own connection to the server's database, for what the API would be too slow or
+/// too intrusive to watch.
+pub enum BenchDb {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
 }
 
-impl StoredEmails {
-    async fn open(store: &str, db_url: &str, workspace: &str) -> Result<StoredEmails> {
+impl BenchDb {
+    pub async fn open(store: &str, db_url: &str) -> Result<BenchDb> {
         Ok(match store {
-            "sqlite" => StoredEmails::Sqlite(sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect(db_url).await?, workspace.to_owned()),
-            _ => StoredEmails::Postgres(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(db_url).await?, workspace.to_owned()),
+            "sqlite" => BenchDb::Sqlite(sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect(db_url).await?),
+            _ => BenchDb::Postgres(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(db_url).await?),
         })
     }
 
-    async fn count(&self) -> Result<i64> {
-        const SQL: &str = "SELECT COUNT(*) FROM emails WHERE workspace_id = $1";
+    /// `sql`'s single count, with `bind` as `$1` when given.
+    async fn count(&self, sql: &str, bind: Option<&str>) -> Result<i64> {
         Ok(match self {
-            StoredEmails::Sqlite(pool, ws) => sqlx::query_scalar(SQL).bind(ws).fetch_one(pool).await?,
-            StoredEmails::Postgres(pool, ws) => sqlx::query_scalar(SQL).bind(ws).fetch_one(pool).await?,
+            BenchDb::Sqlite(pool) => {
+                let q = sqlx::query_scalar(sql);
+                let q = match bind { Some(b) => q.bind(b.to_owned()), None => q };
+                q.fetch_one(pool).await?
+            }
+            BenchDb::Postgres(pool) => {
+                let q = sqlx::query_scalar(sql);
+                let q = match bind { Some(b) => q.bind(b.to_owned()), None => q };
+                q.fetch_one(pool).await?
+            }
         })
     }
+
+    /// The emails of a workspace.
+    async fn emails(&self, workspace: &str) -> Result<i64> {
+        self.count("SELECT COUNT(*) FROM emails WHERE workspace_id = $1", Some(workspace)).await
+    }
+
+    /// Events not yet turned into deliveries (both stores keep the flag as 0/false).
+    pub async fn undispatched_events(&self) -> Result<i64> {
+        let sql = match self {
+            BenchDb::Sqlite(_) => "SELECT COUNT(*) FROM events WHERE dispatched = 0",
+            BenchDb::Postgres(_) => "SELECT COUNT(*) FROM events WHERE NOT dispatched",
+        };
+        self.count(sql, None).await
+    }
+}
+
+/// Waits (at most `limit`) until the server has dispatched every event in its outbox; returns
+/// how many there were and how long they took. The fan-out scenario measures new events, and a
+/// backlog left by the earlier scenarios (tens of thousands of `contact.created` in a full run)
+/// would otherwise be drained in its window, and in the sequence scenario's after it.
+pub async fn drain_outbox(store: &str, db_url: &str, limit: Duration) -> Result<(i64, Duration)> {
+    let db = BenchDb::open(store, db_url).await?;
+    let started = Instant::now();
+    let backlog = db.undispatched_events().await?;
+    let mut left = backlog;
+    while left > 0 && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        left = db.undispatched_events().await?;
+    }
+    if left > 0 {
+        anyhow::bail!("{left} of {backlog} events still undispatched after {limit:?}");
+    }
+    Ok((backlog, started.elapsed()))
 }
 
 /// The emails of the workspace, and the seconds from the first one's `created_at` to the last's.

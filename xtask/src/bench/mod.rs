@@ -379,6 +379,10 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         if opts.wants("mixed") {
             mixed(store, opts, &server, &addr, &key, &ctx, sqlite_api.as_deref(), rows)?;
         }
+        if opts.wants("webhook_fanout") || opts.wants("sequence_steps") {
+            let (backlog, took) = load::block_on(background::drain_outbox(sname, &api_url, Duration::from_secs(300)))?;
+            eprintln!("xtask bench: {sname} outbox drained before the background scenarios: {backlog} events in {:.1} s", took.as_secs_f64());
+        }
         if opts.wants("webhook_fanout") {
             webhook_fanout(store, opts, &server, &addr, &key, &ctx, rows)?;
         }
