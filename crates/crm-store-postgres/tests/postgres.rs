@@ -362,18 +362,28 @@ async fn backends(url: &str) -> Vec<i32> {
     rows.iter().map(|r| r.get::<i32, _>(0)).collect()
 }
 
+/// A migrated store on a fresh database with a pool of `connections`, and the database's URL.
+async fn store_with_pool(connections: u32) -> (String, Arc<dyn Store>) {
+    let url = support::fresh_database().await;
+    let store = PostgresStore::connect_with(&url, connections).await.unwrap();
+    store.migrate().await.unwrap();
+    (url, store.into_arc())
+}
+
+/// Ends a backend's session from outside, as a server restart or an operator would.
+async fn terminate(url: &str, pid: i32) {
+    let mut admin = PgConnection::connect(url).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut admin).await.unwrap();
+    admin.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_killed_under_the_pool_fails_one_unit_of_work_and_is_replaced() {
-    let url = support::fresh_database().await;
-    let store = PostgresStore::connect_with(&url, 1).await.unwrap();
-    store.migrate().await.unwrap();
-    let store = store.into_arc();
+    let (url, store) = store_with_pool(1).await;
     store.ping().await.unwrap();
     let before = backends(&url).await;
     assert_eq!(before.len(), 1, "one pooled connection");
-    let mut admin = PgConnection::connect(&url).await.unwrap();
-    sqlx::query("SELECT pg_terminate_backend($1)").bind(before[0]).execute(&mut admin).await.unwrap();
-    admin.close().await.unwrap();
+    terminate(&url, before[0]).await;
     // The pool hands the dead connection out once (it is not pinged when recently used); the
     // failure marks it, and the next unit of work gets a new connection.
     assert!(store.ping().await.is_err(), "the killed connection fails its statement");
@@ -397,10 +407,7 @@ async fn a_connection_killed_under_the_pool_fails_one_unit_of_work_and_is_replac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once() {
-    let url = support::fresh_database().await;
-    let store = PostgresStore::connect_with(&url, 2).await.unwrap();
-    store.migrate().await.unwrap();
-    let store = store.into_arc();
+    let (url, store) = store_with_pool(2).await;
     let (_, t) = setup(&store).await;
     let mut c = contact(Some("a@b.co"));
     let mut tx = store.begin_write().await.unwrap();
@@ -435,15 +442,9 @@ async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_finds_its_pooled_connection_dead_at_begin_takes_another() {
-    let url = support::fresh_database().await;
-    let store = PostgresStore::connect_with(&url, 1).await.unwrap();
-    store.migrate().await.unwrap();
-    let store = store.into_arc();
+    let (url, store) = store_with_pool(1).await;
     store.ping().await.unwrap();
-    let pooled = backends(&url).await;
-    let mut admin = PgConnection::connect(&url).await.unwrap();
-    sqlx::query("SELECT pg_terminate_backend($1)").bind(pooled[0]).execute(&mut admin).await.unwrap();
-    admin.close().await.unwrap();
+    terminate(&url, backends(&url).await[0]).await;
     // Nothing was sent but BEGIN, so the write retries on a new connection instead of failing.
     let (_, t) = setup(&store).await;
     let mut tx = store.begin_write().await.expect("a write begins on a fresh connection");
