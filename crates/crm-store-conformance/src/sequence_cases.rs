@@ -169,7 +169,7 @@ pub async fn enrollments_are_unique_per_sequence_and_contact_and_end_by_source_o
     assert_eq!(listed.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), [e2.id.clone(), e1.id.clone()]);
     let mut enrolled = tx.enrolled_contacts(&t, &s.id, &[c1.id.clone(), c3.id.clone()]).await.unwrap();
     enrolled.sort();
-    assert_eq!(enrolled, [c1.id.clone()]);
+    assert_eq!(enrolled, std::slice::from_ref(&c1.id));
 
     let by_source = tx
         .active_enrollments_by_source(&t, &[c1.id.to_string(), c3.id.to_string()])
@@ -182,8 +182,8 @@ pub async fn enrollments_are_unique_per_sequence_and_contact_and_end_by_source_o
     assert_eq!(tx.get_enrollment(&t, &s.id, &e1.id).await.unwrap(), Some(ended));
     let by_source = tx.active_enrollments_by_source(&t, &[c1.id.to_string()]).await.unwrap();
     assert_eq!(
-        by_source.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
-        [o1.id.clone()],
+        by_source.iter().map(|e| &e.id).collect::<Vec<_>>(),
+        [&o1.id],
         "ended enrollments are not active"
     );
 
@@ -215,7 +215,7 @@ pub async fn enrollments_are_unique_per_sequence_and_contact_and_end_by_source_o
         .unwrap();
     found.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(found, [c1.clone(), c3.clone()]);
-    assert!(tx.contacts_by_ids(&tenant(&ws, Mode::Live), &[c1.id.clone()]).await.unwrap().is_empty());
+    assert!(tx.contacts_by_ids(&tenant(&ws, Mode::Live), std::slice::from_ref(&c1.id)).await.unwrap().is_empty());
     tx.commit().await.unwrap();
 }
 
