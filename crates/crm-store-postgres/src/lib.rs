@@ -79,6 +79,8 @@ impl PostgresStore {
             .runtime(deadpool::Runtime::Tokio1)
             .wait_timeout(Some(Duration::from_secs(30)))
             .create_timeout(Some(Duration::from_secs(30)))
+            // The ping of a long-idle connection: one that does not answer is dropped for a new one.
+            .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
         let store = PostgresStore { pool, local: Arc::default() };

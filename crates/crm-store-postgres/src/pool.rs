@@ -6,7 +6,8 @@
 //! connection goes back to the pool as it is, at no cost, and is checked only when that can
 //! matter:
 //! - a connection unused for [`PING_IF_IDLE_FOR`] is pinged before it is handed out (a server
-//!   or a proxy may have dropped it), one older than [`MAX_LIFETIME`] is replaced;
+//!   or a proxy may have dropped it; no answer within 5 s and it is replaced), one older than
+//!   [`MAX_LIFETIME`] is replaced;
 //! - a statement that failed at the connection level (I/O, protocol) marks it broken
 //!   ([`Lease::failed`]) and the pool replaces it;
 //! - a write dropped without `commit` (an error, a cancelled request) leaves a transaction open
