@@ -93,3 +93,43 @@ crate::on_both_stores!(
     stages_are_managed_through_the_three_routes,
     changing_a_stage_type_updates_its_deals,
 );
+
+/// Tests that run concurrent requests, on a workspace whose rate limit does not get in the way.
+mod concurrent {
+    use futures::future::join_all;
+    use serde_json::json;
+
+    use crate::support::{spawn_with, Backend};
+
+    /// A deal update locks the deal, then reads its pipeline under a share lock; removing a stage
+    /// changes that stage's deals under the pipeline's lock. Side by side they must not deadlock
+    /// (on Postgres a deadlock aborts one of them after a second: a 500).
+    async fn removing_a_stage_while_its_deals_are_updated_never_fails(backend: Backend) {
+        // Its ~200 requests in a few seconds are over the free plan's rate limit.
+        let s = spawn_with(backend, &["--rate-limit-per-minute", "100000"]).await;
+        for round in 0..10 {
+            let key = format!("p{round}");
+            s.post("/pipelines", json!({"key": key, "stages": ["a", "b"]})).await.ok(201);
+            let mut ids = Vec::new();
+            for i in 0..8 {
+                let deal = s.post("/deals", json!({"title": format!("D{i}"), "pipeline": key, "stage": "a"})).await.ok(201).clone();
+                ids.push(deal["id"].as_str().unwrap().to_owned());
+            }
+            let paths: Vec<String> = ids.iter().map(|id| format!("/deals/{id}")).collect();
+            let updates = join_all(paths.iter().map(|path| s.patch(path, json!({"title": "renamed"}))));
+            let stage = format!("/pipelines/{key}/stages/a?move_to=b");
+            let remove = s.delete(&stage);
+            let (removed, updated) = tokio::join!(remove, updates);
+            removed.ok(200);
+            for res in updated {
+                res.ok(200);
+            }
+            for id in &ids {
+                let deal = s.get(&format!("/deals/{id}")).await.ok(200).clone();
+                assert_eq!((deal["stage"].as_str(), deal["title"].as_str()), (Some("b"), Some("renamed")));
+            }
+        }
+    }
+
+    crate::on_both_backends!(removing_a_stage_while_its_deals_are_updated_never_fails);
+}

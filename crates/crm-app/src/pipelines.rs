@@ -44,6 +44,17 @@ pub enum StageAction {
     Remove { key: String, move_to: Option<String> },
 }
 
+impl StageAction {
+    /// The stage whose deals this action may change: removed (its deals move), or retyped.
+    fn changes_deals_of(&self) -> Option<&str> {
+        match self {
+            StageAction::Remove { key, .. } => Some(key),
+            StageAction::Update { key, stage_type: Some(_), .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
 /// Looks a pipeline up by id or key inside a transaction.
 pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str, lock: RowLock) -> Result<Option<Pipeline>, AppError> {
     Ok(if id_or_key.starts_with(PipelineId::PREFIX) {
@@ -171,6 +182,13 @@ impl App {
         let tenant = &caller.tenant;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
+        if let Some(stage) = action.changes_deals_of() {
+            // The stage's deals before the pipeline, as a deal update takes them (see
+            // `lock_stage_deals`); the pipeline is read again, locked, right after.
+            if let Some(p) = lookup(&mut *tx, tenant, id_or_key, RowLock::Unlocked).await? {
+                tx.lock_stage_deals(tenant, &p.id, stage).await?;
+            }
+        }
         let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
         match action {
             StageAction::Add { draft, position } => {

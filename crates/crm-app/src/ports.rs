@@ -271,6 +271,8 @@ pub enum RowLock {
     Share,
     /// This transaction will change the row: concurrent writers of it wait.
     Update,
+    /// No lock: a first look, to learn which rows to lock and in which order.
+    Unlocked,
 }
 
 #[async_trait]
@@ -290,6 +292,10 @@ pub trait PipelineRepo {
     async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<(), StoreError>;
     /// Deals (soft-deleted ones included) in the pipeline, or in one of its stages.
     async fn count_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: Option<&str>) -> Result<i64, StoreError>;
+    /// Locks every deal of a stage for update (where the store has row locks). A change to a
+    /// stage's deals takes their locks before its pipeline's, the order a deal update takes
+    /// them in (the deal, then its pipeline): the other order can deadlock.
+    async fn lock_stage_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<(), StoreError>;
     /// Moves every deal of a stage to another stage of the same pipeline (bumping versions).
     async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError>;
     /// Keeps deals' `stage_type` in step after a stage's type changed.

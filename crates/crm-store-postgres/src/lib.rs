@@ -4,8 +4,9 @@
 //! Writes run in ordinary (READ COMMITTED) transactions from a shared pool. Where SQLite relies
 //! on its single writer, this store locks instead: a write transaction reads the records it is
 //! about to change (contacts, companies, pipelines, the default pipeline, deals, activities)
-//! `FOR UPDATE`, and locks an enum group before appending to it, so concurrent
-//! read-modify-writes queue rather than fail or collide; moving the default pipeline looks
+//! `FOR UPDATE` (a stage's deals before their pipeline, as a deal update takes them), and locks
+//! an enum group before appending to it, so concurrent read-modify-writes queue rather than fail
+//! or collide; moving the default pipeline looks
 //! again after waiting (see `clear_default_pipeline`). Postgres aborts a whole transaction on
 //! any failed statement, while the port promises that `Duplicate` leaves it usable; so
 //! uniqueness is checked with `ON CONFLICT DO NOTHING`, or inside a savepoint where that cannot

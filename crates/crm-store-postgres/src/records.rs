@@ -170,6 +170,15 @@ impl PipelineRepo for PostgresTx {
         get(&row, "n")
     }
 
+    async fn lock_stage_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT id FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4 ORDER BY id{}",
+            self.for_update()
+        );
+        self.all(tenant_query(&sql, tenant).bind(pipeline.as_str()).bind(stage), |_| Ok(())).await?;
+        Ok(())
+    }
+
     async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError> {
         let q = tenant_query(
             "UPDATE deals SET stage = $5, stage_type = $6, updated_at = $7, version = version + 1

@@ -79,6 +79,7 @@ impl PostgresTx {
             (PostgresTx::Read(_), _) => "",
             (PostgresTx::Write(..), RowLock::Update) => " FOR UPDATE",
             (PostgresTx::Write(..), RowLock::Share) => " FOR SHARE",
+            (PostgresTx::Write(..), RowLock::Unlocked) => "",
         }
     }
 

@@ -128,6 +128,10 @@ impl PipelineRepo for SqliteTx {
         row.try_get(0).map_err(backend)
     }
 
+    async fn lock_stage_deals(&mut self, _: &Tenant, _: &PipelineId, _: &str) -> Result<(), StoreError> {
+        Ok(()) // the write transaction holds the single writer's lock
+    }
+
     async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError> {
         let done = tenant_query(
             "UPDATE deals SET stage = $5, stage_type = $6, updated_at = $7, version = version + 1
