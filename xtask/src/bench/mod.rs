@@ -373,11 +373,20 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
             Store::Sqlite => load::block_on(explain_sqlite(sqlite_api.as_deref().context("api path")?, &ws.id))?,
         };
 
+        // The webhook outbox after each scenario: whether the fan-out keeps up under load.
+        let outbox = |after: &str| {
+            let left = load::block_on(async { background::BenchDb::open(sname, &api_url).await?.undispatched_events().await });
+            if let Ok(left) = left {
+                eprintln!("xtask bench: {sname} outbox after {after}: {left} undispatched events");
+            }
+        };
         for sc in scenarios::SCENARIOS.iter().filter(|s| opts.wants(s.name)) {
             run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello_rps, &raw_insert, &raw_get, rows)?;
+            outbox(sc.name);
         }
         if opts.wants("mixed") {
             mixed(store, opts, &server, &addr, &key, &ctx, sqlite_api.as_deref(), rows)?;
+            outbox("mixed");
         }
         if opts.wants("webhook_fanout") || opts.wants("sequence_steps") {
             let (backlog, took) = load::block_on(background::drain_outbox(sname, &api_url, Duration::from_secs(300)))?;
