@@ -41,6 +41,21 @@ async fn request_ids_are_unique(s: Server) {
     let a = s.anon(Method::GET, "!/healthz").send().await;
     let b = s.anon(Method::GET, "!/healthz").send().await;
     assert_ne!(a.header("request-id"), b.header("request-id"));
+    for res in [a, b] {
+        let id = res.header("request-id").unwrap();
+        assert!(id.starts_with("req_") && id.len() == 36 && id[4..].bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+    }
+}
+
+/// A caller's own `Request-Id` is kept and echoed, on operations and on the other routes.
+async fn a_callers_request_id_is_echoed(s: Server) {
+    let res = s.anon(Method::GET, "!/healthz").header("request-id", "trace-abc-1").send().await;
+    assert_eq!(res.header("request-id"), Some("trace-abc-1"));
+    let res = s.get("/contacts").await;
+    assert!(res.header("request-id").is_some_and(|id| id.starts_with("req_")));
+    let res = s.anon(Method::GET, "/contacts").header("request-id", "trace-abc-2").send().await;
+    res.problem(401, "unauthorized");
+    assert_eq!(res.header("request-id"), Some("trace-abc-2"));
 }
 
 crate::on_both_stores!(
@@ -49,6 +64,7 @@ crate::on_both_stores!(
     problem_types_point_at_the_error_pages,
     openapi_lists_every_operation,
     request_ids_are_unique,
+    a_callers_request_id_is_echoed,
 );
 
 /// docs/openapi.json is generated from the catalog (`cargo xtask openapi`); it must not go stale.

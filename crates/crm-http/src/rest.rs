@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::{
     body::Body,
     extract::{FromRequestParts, RawPathParams, Request, State},
-    http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
+    http::{header, request::Parts, HeaderMap, HeaderName, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::{on, MethodFilter},
     Router,
@@ -48,8 +48,8 @@ fn method_filter(method: Method) -> MethodFilter {
     }
 }
 
-fn request_id(headers: &HeaderMap) -> String {
-    headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+fn request_id(headers: &HeaderMap) -> &str {
+    headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default()
 }
 
 fn json_response(status: u16, content_type: &'static str, body: &Value) -> Response {
@@ -93,13 +93,11 @@ fn reply_response(reply: &Reply) -> Response {
 }
 
 async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Response {
-    // Named on the request span, so the access log line says which operation ran.
-    tracing::Span::current().record("op", op.name);
-    let rid = request_id(req.headers());
+    let (mut parts, body) = req.into_parts();
     let mut rate = None;
-    let mut res = match run(&api, op, alias, req, &mut rate).await {
+    let mut res = match run(&api, op, alias, &mut parts, body, &mut rate).await {
         Ok(reply) => reply_response(&reply),
-        Err(problem) => problem_response(&api, &problem, &rid),
+        Err(problem) => problem_response(&api, &problem, request_id(&parts.headers)),
     };
     if let Some(rate) = rate {
         rate_headers(&mut res, &rate);
@@ -130,8 +128,7 @@ fn header_name(name: &'static str) -> HeaderName {
 
 /// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
 /// and dispatches. Admission comes before the body is read, so a malformed request still counts.
-async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, req: Request, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
-    let (mut parts, body) = req.into_parts();
+async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, parts: &mut Parts, body: Body, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
     let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
     let admission = api.admit(op, &caller).await.map_err(|refused| {
@@ -140,7 +137,7 @@ async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, r
     })?;
     *rate = Some(admission.rate);
 
-    let path = RawPathParams::from_request_parts(&mut parts, &())
+    let path = RawPathParams::from_request_parts(parts, &())
         .await
         .map_err(|_| Problem::bad_request("malformed path parameter"))?
         .iter()
@@ -208,7 +205,6 @@ pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
 
 /// Unknown paths and methods answer a problem document too.
 pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
-    let rid = request_id(req.headers());
     let detail = format!("no operation {} {}; see /v1/openapi.json", req.method(), req.uri().path());
-    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), &rid)
+    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), request_id(req.headers()))
 }

@@ -38,9 +38,10 @@ pub struct ServeArgs {
     pub webhooks: crate::webhooks::WebhookArgs,
 }
 
-/// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`: one access line per
-/// request, plus warnings and errors); `CRM_LOG_FORMAT=json` switches to JSON lines. Keys and
-/// secrets are never logged: request spans carry method, path and operation only.
+/// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`: warnings, errors, and
+/// responses that are 5xx or slow; `crm_http=debug` adds a line per request); `CRM_LOG_FORMAT=json`
+/// switches to JSON lines. Keys and secrets are never logged: the request span carries the request
+/// id, and response lines the method, path, status and latency.
 ///
 /// Lines are written by a dedicated thread, never by the request's runtime thread (a write to
 /// stderr can block); if that thread falls 128k lines behind, logging waits rather than drops.

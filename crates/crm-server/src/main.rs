@@ -237,7 +237,7 @@ fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
     axum::Router::new().merge(crm_mcp::router(api.clone())).merge(crm_a2a::router(api))
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+async fn axum_serve(listener: tokio::net::TcpListener, app: crm_http::RequestContext<axum::Router>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
     let stopped = async move {
         while !*stop.borrow() {
             if stop.changed().await.is_err() {
@@ -245,7 +245,8 @@ async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router, mut
             }
         }
     };
-    axum::serve(listener, router).with_graceful_shutdown(stopped).await.context("serving HTTP")?;
+    let make_service = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
+    axum::serve(listener, make_service).with_graceful_shutdown(stopped).await.context("serving HTTP")?;
     tracing::info!("shut down cleanly");
     Ok(())
 }
