@@ -51,12 +51,14 @@ impl RateSlot {
 
 /// The `RateLimit-*` headers (plain integers, decisions §17) for `rate`, plus `Retry-After` when
 /// the call was refused. Transports turn these into HTTP headers.
-pub fn rate_limit_headers(rate: &RateStatus) -> Vec<(&'static str, u64)> {
-    let mut headers = vec![("ratelimit-limit", u64::from(rate.limit)), ("ratelimit-remaining", u64::from(rate.remaining)), ("ratelimit-reset", rate.reset_secs)];
-    if !rate.allowed {
-        headers.push(("retry-after", rate.retry_after_secs));
-    }
-    headers
+pub fn rate_limit_headers(rate: &RateStatus) -> impl Iterator<Item = (&'static str, u64)> {
+    let headers = [
+        ("ratelimit-limit", u64::from(rate.limit)),
+        ("ratelimit-remaining", u64::from(rate.remaining)),
+        ("ratelimit-reset", rate.reset_secs),
+        ("retry-after", rate.retry_after_secs),
+    ];
+    headers.into_iter().take(if rate.allowed { 3 } else { 4 })
 }
 
 /// The application plus what rendering needs (the public URL, for problem `type`s).

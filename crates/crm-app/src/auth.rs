@@ -61,7 +61,7 @@ pub fn hash_key(key: &str) -> String {
     // Into a buffer, not `hex::encode` (a char at a time): this runs on every request.
     let mut hex = [0u8; 64];
     hex::encode_to_slice(Sha256::digest(key.as_bytes()), &mut hex).expect("a SHA-256 digest is 32 bytes");
-    String::from_utf8_lossy(&hex).into_owned()
+    String::from_utf8(hex.to_vec()).expect("hex digits are ASCII")
 }
 
 /// The mode a well-formed key selects, or `None` for a malformed key.

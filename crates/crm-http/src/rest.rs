@@ -108,8 +108,10 @@ async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Ali
 /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17) on
 /// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
 fn rate_headers(res: &mut Response, rate: &RateStatus) {
+    let headers = res.headers_mut();
+    headers.reserve(4);
     for (name, value) in crm_api::rate_limit_headers(rate) {
-        res.headers_mut().insert(header_name(name), HeaderValue::from(value));
+        headers.insert(header_name(name), HeaderValue::from(value));
     }
 }
 
