@@ -115,6 +115,8 @@ fn rate_headers(res: &mut Response, rate: &RateStatus) {
     }
 }
 
+static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
 /// The rate-limit header names, parsed once: `HeaderName::from_static` at run time validates
 /// its input, three times per request here.
 static RATE_HEADERS: [HeaderName; 4] = [
@@ -147,9 +149,9 @@ async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, p
         .collect();
     let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let body = if op.body.is_some() || alias.is_some() { read_json(&parts.headers, body).await? } else { None };
-    let header = |name: &str| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
-    let if_match = header("if-match").transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
-    let idempotency_key = header("idempotency-key").transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
+    let header = |name: &HeaderName| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
+    let if_match = header(&header::IF_MATCH).transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
+    let idempotency_key = header(&IDEMPOTENCY_KEY).transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
     let mut input = Input { path, query, body, if_match, idem: None };
     if let Some(alias) = alias {
         fold_alias(op, alias, &mut input)?;

@@ -48,15 +48,18 @@ pub struct ServeArgs {
 /// Colours only when stderr is a terminal. Keep the returned guard alive: dropping it flushes.
 pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
-    use tracing_subscriber::{fmt, EnvFilter};
-    let filter = EnvFilter::try_from_env("CRM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::{filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+    let spec = std::env::var("CRM_LOG").unwrap_or_else(|_| "info".to_owned());
+    // A plain `target=level` list is a static `Targets` filter; `EnvFilter` (for span and field
+    // directives) takes a lock on every span enter and exit, twice per request.
+    let filter = match spec.parse::<Targets>() {
+        Ok(targets) => targets.boxed(),
+        Err(_) => EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info")).boxed(),
+    };
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
-    let builder = fmt().with_env_filter(filter).with_writer(writer).with_ansi(std::io::stderr().is_terminal());
-    if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+    let layer = fmt::layer().with_writer(writer).with_ansi(std::io::stderr().is_terminal());
+    let layer = if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") { layer.json().boxed() } else { layer.boxed() };
+    tracing_subscriber::registry().with(layer).with(filter).init();
     guard
 }
 

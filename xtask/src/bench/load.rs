@@ -168,7 +168,7 @@ async fn http_worker(
             Ok(resp) => {
                 let ok = (200..300).contains(&resp.status);
                 if !ok {
-                    rec.error(|| format!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(&resp.body)));
+                    rec.error(|| format!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(resp.body)));
                 }
                 if let Some(after) = scenario.after {
                     after(&ctx, &mut worker, &resp);

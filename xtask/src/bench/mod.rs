@@ -5,7 +5,8 @@
 //! its data set (API + bulk load), the search query plans, every scenario of
 //! [`scenarios::SCENARIOS`] closed-loop at 8/32/128 connections (and open-loop at a fixed rate for
 //! tail latency where the scenario asks), and a mixed run with the SQLite WAL sampled. The
-//! hello-world ceiling runs once. Prints a table and writes `target/bench/bench-<time>.json`
+//! hello-world ceiling runs once at the start for its own rows, and again just before and just
+//! after each scenario compared with it. Prints a table and writes `target/bench/bench-<time>.json`
 //! (and `latest.json`).
 
 mod background;
@@ -199,26 +200,24 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     let mut explains: BTreeMap<&str, Value> = BTreeMap::new();
 
-    // The hello-world ceiling, once (when a selected scenario compares with it).
+    // The hello-world ceiling (when a selected scenario compares with it): its rows now, and
+    // kept running to bracket each scenario compared with it.
     let wants_baseline = |b: Baseline| scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && s.baseline == b);
-    let hello = procs::start_hello(&run_dir.join("hello.log"))?;
-    let ctx = Arc::new(Ctx::new(vec![String::new()], vec![String::new()], vec![(String::new(), 1)], vec![String::new()]));
-    let mut hello_rps: BTreeMap<usize, f64> = BTreeMap::new();
-    let hello_points: &[usize] = if wants_baseline(Baseline::Hello) { &CONCURRENCIES } else { &[] };
-    for &c in hello_points {
-        hello.reset_peak();
-        let stats = load::block_on(async { Ok(load::closed(&hello.addr, None, ctx.clone(), &scenarios::HELLO, c, opts.warmup, opts.duration).await) })?;
-        eprintln!("xtask bench: hello_world c={c}: {:.0}/s", stats.rps());
-        hello_rps.insert(c, stats.rps());
-        let mut row = Row::new("-", "hello_world", c, "closed");
-        row.stats = Some(stats);
-        row.rss_peak_mib = Some(hello.memory().1);
-        rows.push(row);
+    let hello = Ceiling::start(&run_dir, wants_baseline(Baseline::Hello))?;
+    if let Some(proc) = &hello.proc {
+        for &c in &CONCURRENCIES {
+            proc.reset_peak();
+            let stats = hello.stats(c, &opts)?;
+            eprintln!("xtask bench: hello_world c={c}: {:.0}/s", stats.rps());
+            let mut row = Row::new("-", "hello_world", c, "closed");
+            row.stats = Some(stats);
+            row.rss_peak_mib = Some(proc.memory().1);
+            rows.push(row);
+        }
     }
-    drop(hello);
 
     for &store in &opts.stores {
-        let result = run_store(store, &opts, &bin, root, &run_dir, &hello_rps, &mut rows);
+        let result = run_store(store, &opts, &bin, root, &run_dir, &hello, &mut rows);
         match result {
             Ok(explain) => {
                 explains.insert(store.name(), explain);
@@ -269,7 +268,27 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
 }
 
 /// Everything for one store. Returns the search query plans.
-fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path, hello_rps: &BTreeMap<usize, f64>, rows: &mut Vec<Row>) -> Result<Value> {
+/// The hello-world server, when a selected scenario is compared with it.
+struct Ceiling {
+    proc: Option<procs::Proc>,
+    ctx: Arc<Ctx>,
+}
+
+impl Ceiling {
+    fn start(run_dir: &Path, wanted: bool) -> Result<Ceiling> {
+        let proc = if wanted { Some(procs::start_hello(&run_dir.join("hello.log"))?) } else { None };
+        let ctx = Arc::new(Ctx::new(vec![String::new()], vec![String::new()], vec![(String::new(), 1)], vec![String::new()]));
+        Ok(Ceiling { proc, ctx })
+    }
+
+    /// A closed-loop run of the hello-world scenario at `c` connections.
+    fn stats(&self, c: usize, opts: &Opts) -> Result<load::Stats> {
+        let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
+        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), &scenarios::HELLO, c, opts.warmup, opts.duration).await) })
+    }
+}
+
+fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path, hello: &Ceiling, rows: &mut Vec<Row>) -> Result<Value> {
     let sname = store.name();
     eprintln!("xtask bench: === {sname} ===");
     // Databases: one for the server, one for the raw baselines, same migrations.
@@ -381,7 +400,7 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
             }
         };
         for sc in scenarios::SCENARIOS.iter().filter(|s| opts.wants(s.name)) {
-            run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello_rps, &raw_insert, &raw_get, rows)?;
+            run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello, &raw_insert, &raw_get, rows)?;
             outbox(sc.name);
         }
         if opts.wants("mixed") {
@@ -422,7 +441,7 @@ fn run_scenario(
     addr: &str,
     key: &str,
     ctx: &Arc<Ctx>,
-    hello_rps: &BTreeMap<usize, f64>,
+    hello: &Ceiling,
     raw_insert: &BTreeMap<usize, f64>,
     raw_get: &BTreeMap<usize, f64>,
     rows: &mut Vec<Row>,
@@ -431,8 +450,10 @@ fn run_scenario(
     let concurrencies: &[usize] = if sc.all_concurrencies { &CONCURRENCIES } else { &[32] };
     let mut closed32 = None;
     for &c in concurrencies {
+        let hello_before = if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None };
         server.reset_peak();
         let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration).await) })?;
+        let hello_after = if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None };
         eprintln!(
             "xtask bench: {sname} {} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms errors {}{}",
             sc.name,
@@ -449,8 +470,11 @@ fn run_scenario(
             Baseline::None => None,
             Baseline::RawInsert => raw_insert.get(&c).map(|v| ("raw_insert_contact_event".to_owned(), *v)),
             Baseline::RawGet => raw_get.get(&c).map(|v| ("raw_get_by_pk".to_owned(), *v)),
-            Baseline::Hello => hello_rps.get(&c).map(|v| ("hello_world".to_owned(), *v)),
+            Baseline::Hello => hello_before.zip(hello_after).map(|(a, b)| ("hello_world".to_owned(), (a + b) / 2.0)),
         };
+        if let Some((before, after)) = hello_before.zip(hello_after) {
+            row.note = Some(format!("hello-world {before:.0}/s just before, {after:.0}/s just after"));
+        }
         if c == 32 {
             closed32 = Some(stats.rps());
         }

@@ -216,6 +216,10 @@ fn middleware_only(_: &Ctx, _: &mut Worker) -> Req {
     Req::get("/v1/automations-capabilities")
 }
 
+fn middleware_small_body(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get("/v1/settings")
+}
+
 fn hello(_: &Ctx, _: &mut Worker) -> Req {
     Req::get("/")
 }
@@ -307,6 +311,19 @@ pub static SCENARIOS: &[Scenario] = &[
         open_loop: false,
         per_request: 1,
         targets: &[Target::Ratio { concurrency: 32, postgres: 0.80, sqlite: 0.80 }],
+        all_concurrencies: true,
+    },
+    // Not a target: the same stack with a body the size of hello-world's, to tell what part of
+    // middleware_only's distance from hello-world is its 4 KB body (docs/performance.md).
+    Scenario {
+        name: "middleware_small_body",
+        description: "GET /v1/settings: auth, rate limit, tracing (exempt from metering); a 45-byte body; no record read",
+        make: middleware_small_body,
+        after: None,
+        baseline: Baseline::Hello,
+        open_loop: false,
+        per_request: 1,
+        targets: &[],
         all_concurrencies: true,
     },
 ];
