@@ -26,9 +26,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-// Per-request lookups keyed by server-made ids and key hashes (no attacker-chosen keys), so
-// foldhash rather than SipHash, which was 4 % of a cached request's instructions.
-use foldhash::HashMap;
+use crate::FastMap as HashMap;
 
 use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, WorkspaceId};
 

@@ -23,9 +23,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-// Per-request lookups keyed by server-made ids and key hashes (no attacker-chosen keys), so
-// foldhash rather than SipHash, which was 4 % of a cached request's instructions.
-use foldhash::HashMap;
+use crate::FastMap as HashMap;
 
 use crm_domain::{Allowance, ApiKeyId, Mode, Period, Refusal as CapRefusal, Tenant, Timestamp};
 use tokio::sync::Mutex as AsyncMutex;

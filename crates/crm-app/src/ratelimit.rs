@@ -12,9 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-// Per-request lookups keyed by server-made ids and key hashes (no attacker-chosen keys), so
-// foldhash rather than SipHash, which was 4 % of a cached request's instructions.
-use foldhash::HashMap;
+use crate::FastMap as HashMap;
 
 use async_trait::async_trait;
 use governor::{

@@ -25,6 +25,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 const PROBLEM_JSON: &str = "application/problem+json";
 
+static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
 pub(crate) fn routes() -> Router<Arc<Api>> {
     let mut router = Router::new().route("/v1/openapi.json", axum::routing::get(openapi));
     for op in catalog::catalog() {
@@ -114,8 +116,6 @@ fn rate_headers(res: &mut Response, rate: &RateStatus) {
         headers.insert(header_name(name), HeaderValue::from(value));
     }
 }
-
-static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// The rate-limit header names, parsed once: `HeaderName::from_static` at run time validates
 /// its input, three times per request here.

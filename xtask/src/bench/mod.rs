@@ -450,10 +450,11 @@ fn run_scenario(
     let concurrencies: &[usize] = if sc.all_concurrencies { &CONCURRENCIES } else { &[32] };
     let mut closed32 = None;
     for &c in concurrencies {
-        let hello_before = if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None };
+        let bracket = || -> Result<Option<f64>> { Ok(if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None }) };
+        let hello_before = bracket()?;
         server.reset_peak();
         let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration).await) })?;
-        let hello_after = if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None };
+        let hello_after = bracket()?;
         eprintln!(
             "xtask bench: {sname} {} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms errors {}{}",
             sc.name,
