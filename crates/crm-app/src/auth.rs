@@ -1,5 +1,7 @@
 //! Workspaces, API keys and scopes: who is calling, in which tenant, allowed to do what.
 
+use std::{ops::Deref, sync::Arc};
+
 use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
 use rand::{distributions::Alphanumeric, Rng};
 use sha2::{Digest, Sha256};
@@ -155,9 +157,14 @@ impl Scopes {
     }
 }
 
-/// Who is calling: the tenant of the key, what it may do, and the workspace's plan.
+/// Who is calling: the tenant of the key, what it may do, and the workspace's plan. Built once
+/// per key and kept in the key cache, so a request takes a reference count, not copies of the
+/// key's scopes and the workspace's fields.
 #[derive(Debug, Clone)]
-pub struct Caller {
+pub struct Caller(Arc<Identity>);
+
+#[derive(Debug)]
+pub struct Identity {
     pub tenant: Tenant,
     pub key_id: ApiKeyId,
     pub scopes: Scopes,
@@ -165,11 +172,45 @@ pub struct Caller {
 }
 
 impl Caller {
+    pub fn new(tenant: Tenant, key_id: ApiKeyId, scopes: Scopes, workspace: Workspace) -> Caller {
+        Caller(Arc::new(Identity { tenant, key_id, scopes, workspace }))
+    }
+}
+
+impl Deref for Caller {
+    type Target = Identity;
+
+    fn deref(&self) -> &Identity {
+        &self.0
+    }
+}
+
+impl Identity {
     pub fn require(&self, scope: Scope) -> Result<(), AppError> {
         if scope == Scope::PER_RECORD || self.scopes.allows(scope) {
             Ok(())
         } else {
             Err(AppError::Forbidden { scope: scope.to_string() })
+        }
+    }
+}
+
+/// What authentication needs of a key: the caller it makes, and whether it still works. The
+/// key cache holds these (cloning one is a reference count).
+#[derive(Debug, Clone)]
+pub struct KeyAuth {
+    pub caller: Caller,
+    pub revoked_at: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+}
+
+impl KeyAuth {
+    pub fn new(record: ApiKeyRecord, workspace: Workspace) -> KeyAuth {
+        let tenant = Tenant { workspace_id: record.workspace_id, mode: record.mode };
+        KeyAuth {
+            caller: Caller::new(tenant, record.id, Scopes(record.scopes), workspace),
+            revoked_at: record.revoked_at,
+            expires_at: record.expires_at,
         }
     }
 }
@@ -193,34 +234,30 @@ impl App {
             .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
         let mode = key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
         let hash = hash_key(key);
-        let (record, workspace) = match self.config.key(&hash) {
+        let auth = match self.config.key(&hash) {
             Some(hit) => hit,
             None => {
                 let seen = self.config.generation();
                 let mut tx = self.store.begin_read().await?;
-                let found = tx.find_api_key(&hash).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+                let (record, workspace) = tx.find_api_key(&hash).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
                 drop(tx);
-                self.config.keep_key(seen, &hash, &found.0, &found.1);
-                found
+                let auth = KeyAuth::new(record, workspace);
+                self.config.keep_key(seen, &hash, &auth);
+                auth
             }
         };
-        if record.revoked_at.is_some() {
+        if auth.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
         }
         let now = self.clock.now();
-        if record.expires_at.is_some_and(|at| at <= now) {
+        if auth.expires_at.is_some_and(|at| at <= now) {
             return Err(AppError::Unauthorized("this API key has expired"));
         }
-        debug_assert_eq!(record.mode, mode);
-        let tenant = Tenant { workspace_id: record.workspace_id.clone(), mode: record.mode };
+        let caller = auth.caller;
+        debug_assert_eq!(caller.tenant.mode, mode);
         // `last_used_at` is written in batches by the flush, never on the request path.
-        self.meter.touch(&tenant, &record.id, now);
-        Ok(Caller {
-            tenant,
-            key_id: record.id,
-            scopes: Scopes(record.scopes),
-            workspace,
-        })
+        self.meter.touch(&caller.tenant, &caller.key_id, now);
+        Ok(caller)
     }
 }
 

@@ -31,7 +31,7 @@ use crate::FastMap as HashMap;
 use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, WorkspaceId};
 
 use crate::{
-    auth::{ApiKeyRecord, Workspace},
+    auth::KeyAuth,
     ports::{ConfigEvents, StoreError, Tx},
     App,
 };
@@ -70,7 +70,7 @@ struct TenantConfig {
 struct State {
     generation: u64,
     /// By key hash.
-    keys: HashMap<String, Timed<(ApiKeyRecord, Workspace)>>,
+    keys: HashMap<String, Timed<KeyAuth>>,
     tenants: HashMap<Tenant, TenantConfig>,
 }
 
@@ -112,17 +112,17 @@ impl ConfigCache {
         }
     }
 
-    pub fn key(&self, hash: &str) -> Option<(ApiKeyRecord, Workspace)> {
+    pub fn key(&self, hash: &str) -> Option<KeyAuth> {
         if !self.is_live() {
             return None;
         }
         self.state().keys.get(hash).and_then(Timed::fresh)
     }
 
-    pub fn keep_key(&self, seen: Generation, hash: &str, record: &ApiKeyRecord, workspace: &Workspace) {
+    pub fn keep_key(&self, seen: Generation, hash: &str, auth: &KeyAuth) {
         self.keep(seen, |s| {
             if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(hash) {
-                s.keys.insert(hash.to_owned(), Timed { value: (record.clone(), workspace.clone()), at: Instant::now() });
+                s.keys.insert(hash.to_owned(), Timed { value: auth.clone(), at: Instant::now() });
             }
         });
     }
@@ -182,7 +182,7 @@ impl ConfigCache {
     fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
         let mut state = self.state();
         state.generation += 1;
-        state.keys.retain(|_, k| !which(&k.value.1.id));
+        state.keys.retain(|_, k| !which(&k.value.caller.workspace.id));
         state.tenants.retain(|t, _| !which(&t.workspace_id));
     }
 }
@@ -282,6 +282,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{ApiKeyRecord, Workspace};
     use crm_domain::{ApiKeyId, Mode, Plan, Timestamp};
 
     fn workspace(id: &WorkspaceId) -> Workspace {
@@ -319,10 +320,10 @@ mod tests {
     fn nothing_is_kept_until_the_feed_connects() {
         let cache = ConfigCache::new();
         let w = ws();
-        cache.keep_key(cache.generation(), "h", &key(&w), &workspace(&w));
+        cache.keep_key(cache.generation(), "h", &KeyAuth::new(key(&w), workspace(&w)));
         assert!(cache.key("h").is_none());
         cache.connected();
-        cache.keep_key(cache.generation(), "h", &key(&w), &workspace(&w));
+        cache.keep_key(cache.generation(), "h", &KeyAuth::new(key(&w), workspace(&w)));
         assert!(cache.key("h").is_some());
         cache.disconnected();
         assert!(cache.key("h").is_none());
@@ -335,7 +336,7 @@ mod tests {
         let w = ws();
         let seen = cache.generation();
         cache.changed(&ws()); // any change, even another workspace's, since the read began
-        cache.keep_key(seen, "h", &key(&w), &workspace(&w));
+        cache.keep_key(seen, "h", &KeyAuth::new(key(&w), workspace(&w)));
         assert!(cache.key("h").is_none());
     }
 
@@ -346,8 +347,8 @@ mod tests {
         let (a, b) = (ws(), ws());
         let tenant = |w: &WorkspaceId| Tenant { workspace_id: w.clone(), mode: Mode::Live };
         let reg = Arc::new(Registry::default());
-        cache.keep_key(cache.generation(), "a", &key(&a), &workspace(&a));
-        cache.keep_key(cache.generation(), "b", &key(&b), &workspace(&b));
+        cache.keep_key(cache.generation(), "a", &KeyAuth::new(key(&a), workspace(&a)));
+        cache.keep_key(cache.generation(), "b", &KeyAuth::new(key(&b), workspace(&b)));
         cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
         cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
         cache.changed(&a);

@@ -192,11 +192,11 @@ mod tests {
 
     fn caller(scopes: &[&str]) -> Caller {
         let ws = WorkspaceId::from_uuid(uuid::Uuid::now_v7());
-        Caller {
-            tenant: Tenant { workspace_id: ws.clone(), mode: Mode::Test },
-            key_id: ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
-            scopes: Scopes(scopes.iter().map(|s| s.to_string()).collect()),
-            workspace: crate::auth::Workspace {
+        Caller::new(
+            Tenant { workspace_id: ws.clone(), mode: Mode::Test },
+            ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
+            Scopes(scopes.iter().map(|s| s.to_string()).collect()),
+            crate::auth::Workspace {
                 id: ws,
                 name: "w".into(),
                 plan: Plan::Free,
@@ -205,7 +205,7 @@ mod tests {
                 rate_limit_override: None,
                 included_requests_override: None,
             },
-        }
+        )
     }
 
     #[test]

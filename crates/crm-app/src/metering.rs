@@ -65,12 +65,6 @@ pub struct Refused {
     pub rate: Option<RateStatus>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct EntryKey {
-    tenant: Tenant,
-    period_start: Timestamp,
-}
-
 /// The in-memory usage of one tenant's period in this process.
 #[derive(Debug)]
 struct Entry {
@@ -92,12 +86,16 @@ struct Entry {
     retired: bool,
 }
 
+type SharedEntry = Arc<AsyncMutex<Entry>>;
+
 /// The process's metering state. One per [`App`] (clones share it).
 pub struct Meter {
     /// This process's lease holder id.
     holder: String,
     limiter: Arc<dyn RateLimiter>,
-    entries: Mutex<HashMap<EntryKey, Arc<AsyncMutex<Entry>>>>,
+    /// By tenant, then period start (a tenant has two periods only briefly, at a period's end).
+    /// Nested so that a request finds its entry by reference, without cloning the tenant.
+    entries: Mutex<HashMap<Tenant, HashMap<Timestamp, SharedEntry>>>,
     touches: Mutex<HashMap<ApiKeyId, KeyUse>>,
 }
 
@@ -111,24 +109,35 @@ impl Meter {
         Meter { holder, limiter, entries: Mutex::new(HashMap::default()), touches: Mutex::new(HashMap::default()) }
     }
 
-    fn entry(&self, tenant: &Tenant, period: Period) -> Arc<AsyncMutex<Entry>> {
-        let key = EntryKey { tenant: tenant.clone(), period_start: period.start };
-        lock(&self.entries)
-            .entry(key)
-            .or_insert_with(|| {
-                Arc::new(AsyncMutex::new(Entry {
-                    tenant: tenant.clone(),
-                    period,
-                    unflushed: 0,
-                    uncovered: 0,
-                    tokens: 0,
-                    lease_until: None,
-                    busy: false,
-                    exhausted: None,
-                    retired: false,
-                }))
-            })
-            .clone()
+    fn entry(&self, tenant: &Tenant, period: Period) -> SharedEntry {
+        let mut entries = lock(&self.entries);
+        if let Some(entry) = entries.get(tenant).and_then(|periods| periods.get(&period.start)) {
+            return entry.clone();
+        }
+        let entry = Arc::new(AsyncMutex::new(Entry {
+            tenant: tenant.clone(),
+            period,
+            unflushed: 0,
+            uncovered: 0,
+            tokens: 0,
+            lease_until: None,
+            busy: false,
+            exhausted: None,
+            retired: false,
+        }));
+        entries.entry(tenant.clone()).or_default().insert(period.start, entry.clone());
+        entry
+    }
+
+    /// Drops a retired entry (a flush found it idle).
+    fn remove(&self, tenant: &Tenant, period_start: Timestamp) {
+        let mut entries = lock(&self.entries);
+        if let Some(periods) = entries.get_mut(tenant) {
+            periods.remove(&period_start);
+            if periods.is_empty() {
+                entries.remove(tenant);
+            }
+        }
     }
 
     /// Notes that a key was used at `at`; written by the next flush.
@@ -150,8 +159,7 @@ impl Meter {
 
     /// Requests of the tenant's period counted here and not yet flushed.
     pub async fn pending(&self, tenant: &Tenant, period: Period) -> u64 {
-        let key = EntryKey { tenant: tenant.clone(), period_start: period.start };
-        let entry = lock(&self.entries).get(&key).cloned();
+        let entry = lock(&self.entries).get(tenant).and_then(|periods| periods.get(&period.start)).cloned();
         match entry {
             Some(e) => e.lock().await.unflushed,
             None => 0,
@@ -183,8 +191,7 @@ impl App {
     /// operation call, so REST, MCP and A2A share limits and counts.
     pub async fn admit(&self, caller: &Caller, operation: &str) -> Result<Admission, Refused> {
         let limits = caller.workspace.limits();
-        let key = format!("{}:{}", caller.tenant.workspace_id, caller.tenant.mode.as_str());
-        let rate = self.meter.limiter.acquire(&key, limits.rate_limit_per_minute).await;
+        let rate = self.meter.limiter.acquire(&caller.tenant, limits.rate_limit_per_minute).await;
         if !rate.allowed {
             return Err(Refused { error: AppError::RateLimited { retry_after_secs: rate.retry_after_secs }, rate: Some(rate) });
         }
@@ -255,8 +262,8 @@ impl App {
     /// shutdown). A failed write is kept for the next flush.
     pub async fn flush_usage(&self, last: bool) {
         let holder = self.meter.holder.clone();
-        let entries: Vec<(EntryKey, Arc<AsyncMutex<Entry>>)> = lock(&self.meter.entries).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        for (key, entry) in entries {
+        let entries: Vec<SharedEntry> = lock(&self.meter.entries).values().flat_map(|periods| periods.values().cloned()).collect();
+        for entry in entries {
             let mut e = entry.lock().await;
             let now = self.clock.now();
             let give_back = last || !e.busy;
@@ -283,7 +290,7 @@ impl App {
             let still_exhausted = e.exhausted.is_some_and(|(_, until)| now < until);
             if !was_busy && e.unflushed == 0 && e.tokens == 0 && !still_exhausted {
                 e.retired = true;
-                lock(&self.meter.entries).remove(&key);
+                self.meter.remove(&e.tenant, e.period.start);
             }
         }
         let mut uses: Vec<KeyUse> = std::mem::take(&mut *lock(&self.meter.touches)).into_values().collect();

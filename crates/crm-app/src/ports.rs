@@ -128,13 +128,13 @@ pub struct RateStatus {
     pub retry_after_secs: u64,
 }
 
-/// Per-minute request budgets, keyed by an opaque string (workspace and mode). One process keeps
-/// them in memory; several processes share them through an adapter (Redis).
+/// Per-minute request budgets, one per tenant (workspace and mode). One process keeps them in
+/// memory; several processes share them through an adapter (Redis).
 #[async_trait]
 pub trait RateLimiter: Send + Sync {
-    /// Takes one request from `key`'s budget of `per_minute` (the limit may change between calls:
-    /// a plan change applies at once). A refused request takes nothing.
-    async fn acquire(&self, key: &str, per_minute: u32) -> RateStatus;
+    /// Takes one request from `tenant`'s budget of `per_minute` (the limit may change between
+    /// calls: a plan change applies at once). A refused request takes nothing.
+    async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus;
 }
 
 /// Filters of the contact list. All present filters must match.

@@ -7,14 +7,12 @@
 //! This is the limiter of a single process; several processes share budgets through Redis
 //! (`crm-redis`), which runs the same algorithm.
 
-use std::{
-    num::NonZeroU32,
-    sync::{Arc, Mutex},
-};
+use std::{num::NonZeroU32, sync::Mutex};
 
 use crate::FastMap as HashMap;
 
 use async_trait::async_trait;
+use crm_domain::Tenant;
 use governor::{
     clock::{Clock, DefaultClock},
     middleware::StateInformationMiddleware,
@@ -41,7 +39,9 @@ pub fn reset_secs(limit: u32, remaining: u32) -> u64 {
 #[derive(Default)]
 pub struct LocalRateLimiter {
     clock: DefaultClock,
-    budgets: Mutex<HashMap<String, (u32, Arc<Gcra>)>>,
+    /// Each tenant's limit and budget. A budget is checked under the map's lock (one atomic
+    /// update), so a request neither clones the tenant nor counts references.
+    budgets: Mutex<HashMap<Tenant, (u32, Gcra)>>,
 }
 
 impl LocalRateLimiter {
@@ -49,32 +49,33 @@ impl LocalRateLimiter {
         LocalRateLimiter::default()
     }
 
-    /// The budget of `key` at `per_minute`; a changed limit starts a fresh budget.
-    fn budget(&self, key: &str, per_minute: NonZeroU32) -> Arc<Gcra> {
+    /// Takes one request from `tenant`'s budget at `per_minute`; a changed limit starts a fresh
+    /// budget.
+    fn check(&self, tenant: &Tenant, per_minute: NonZeroU32) -> Result<u32, governor::NotUntil<<DefaultClock as Clock>::Instant>> {
         let mut budgets = self.budgets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match budgets.get(key) {
-            Some((limit, gcra)) if *limit == per_minute.get() => gcra.clone(),
-            _ => {
-                let gcra = Arc::new(governor::RateLimiter::direct(Quota::per_minute(per_minute)).with_middleware::<StateInformationMiddleware>());
-                budgets.insert(key.to_owned(), (per_minute.get(), gcra.clone()));
-                gcra
+        let fresh = || governor::RateLimiter::direct(Quota::per_minute(per_minute)).with_middleware::<StateInformationMiddleware>();
+        let budget = match budgets.get_mut(tenant) {
+            Some(budget) => {
+                if budget.0 != per_minute.get() {
+                    *budget = (per_minute.get(), fresh());
+                }
+                budget
             }
-        }
+            None => budgets.entry(tenant.clone()).or_insert_with(|| (per_minute.get(), fresh())),
+        };
+        budget.1.check().map(|snapshot| snapshot.remaining_burst_capacity())
     }
 }
 
 #[async_trait]
 impl RateLimiter for LocalRateLimiter {
-    async fn acquire(&self, key: &str, per_minute: u32) -> RateStatus {
+    async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
         let Some(limit) = NonZeroU32::new(per_minute) else {
             // A limit of 0 admits nothing; the budget never refills.
             return RateStatus { allowed: false, limit: 0, remaining: 0, reset_secs: 60, retry_after_secs: 60 };
         };
-        match self.budget(key, limit).check() {
-            Ok(snapshot) => {
-                let remaining = snapshot.remaining_burst_capacity();
-                RateStatus { allowed: true, limit: per_minute, remaining, reset_secs: reset_secs(per_minute, remaining), retry_after_secs: 0 }
-            }
+        match self.check(tenant, limit) {
+            Ok(remaining) => RateStatus { allowed: true, limit: per_minute, remaining, reset_secs: reset_secs(per_minute, remaining), retry_after_secs: 0 },
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.clock.now());
                 let retry_after_secs = ceil_secs(wait.as_nanos()).max(1);
@@ -87,32 +88,40 @@ impl RateLimiter for LocalRateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crm_domain::{Mode, WorkspaceId};
+
+    fn tenant(mode: Mode) -> Tenant {
+        Tenant { workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()), mode }
+    }
 
     #[tokio::test]
     async fn a_full_burst_passes_then_the_next_is_refused_with_a_retry_after() {
         let limiter = LocalRateLimiter::new();
+        let live = tenant(Mode::Live);
+        let test = Tenant { mode: Mode::Test, ..live.clone() };
         for i in 0..30 {
-            let s = limiter.acquire("ws:live", 30).await;
+            let s = limiter.acquire(&live, 30).await;
             assert!(s.allowed, "request {i} of the burst");
             assert_eq!(s.remaining, 29 - i);
         }
-        let refused = limiter.acquire("ws:live", 30).await;
+        let refused = limiter.acquire(&live, 30).await;
         assert!(!refused.allowed);
         assert_eq!(refused.remaining, 0);
         assert_eq!(refused.retry_after_secs, 2, "one request every 2 s at 30 per minute");
         assert_eq!(refused.reset_secs, 60);
-        // Budgets are per key.
-        assert!(limiter.acquire("ws:test", 30).await.allowed);
+        // Budgets are per tenant: the same workspace's other mode has its own.
+        assert!(limiter.acquire(&test, 30).await.allowed);
     }
 
     #[tokio::test]
     async fn a_new_limit_applies_at_once() {
         let limiter = LocalRateLimiter::new();
-        assert!(limiter.acquire("k", 1).await.allowed);
-        assert!(!limiter.acquire("k", 1).await.allowed);
-        let s = limiter.acquire("k", 100).await;
+        let k = &tenant(Mode::Test);
+        assert!(limiter.acquire(k, 1).await.allowed);
+        assert!(!limiter.acquire(k, 1).await.allowed);
+        let s = limiter.acquire(k, 100).await;
         assert!(s.allowed && s.limit == 100 && s.remaining == 99);
-        assert!(!limiter.acquire("k", 0).await.allowed);
+        assert!(!limiter.acquire(k, 0).await.allowed);
     }
 
     #[test]

@@ -69,8 +69,9 @@ where
             }
         };
         // One field: each costs a formatting pass per request in the log subscriber. Method and
-        // path are on the response's line; headers (and so keys) never reach the logs.
-        let span = tracing::info_span!("request", request_id = %id.to_str().unwrap_or_default());
+        // path are on the response's line; headers (and so keys) never reach the logs. A `&str`,
+        // not `%`: the server's text log copies a `&str` request id into the line as it is.
+        let span = tracing::info_span!("request", request_id = id.to_str().unwrap_or_default());
         let route = Route { method: req.method().clone(), uri: req.uri().clone() };
         let inner = span.in_scope(|| self.inner.call(req));
         RequestFuture { inner, span, id: Some(id), route, start: Instant::now() }

@@ -17,6 +17,7 @@ use crm_app::{
     ratelimit::{ceil_secs, LocalRateLimiter},
     RateLimiter, RateStatus,
 };
+use crm_domain::Tenant;
 use redis::{aio::ConnectionManager, Script};
 
 /// How long a request waits for Redis before it is admitted by the in-process limiter instead.
@@ -45,10 +46,10 @@ impl RedisRateLimiter {
         })
     }
 
-    async fn run(&self, key: &str, per_minute: u32) -> Result<RateStatus, String> {
+    async fn run(&self, tenant: &Tenant, per_minute: u32) -> Result<RateStatus, String> {
         let interval_us = 60_000_000 / u64::from(per_minute);
         let mut conn = self.conn.clone();
-        let mut invocation = self.script.key(format!("crm:rate:{key}"));
+        let mut invocation = self.script.key(format!("crm:rate:{}:{}", tenant.workspace_id, tenant.mode.as_str()));
         invocation.arg(interval_us.max(1)).arg(per_minute);
         let call = invocation.invoke_async::<(i64, i64, i64, i64)>(&mut conn);
         let (allowed, remaining, reset_us, retry_us) = match tokio::time::timeout(REDIS_TIMEOUT, call).await {
@@ -77,15 +78,15 @@ impl RedisRateLimiter {
 
 #[async_trait]
 impl RateLimiter for RedisRateLimiter {
-    async fn acquire(&self, key: &str, per_minute: u32) -> RateStatus {
+    async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
         if per_minute == 0 {
-            return self.fallback.acquire(key, 0).await;
+            return self.fallback.acquire(tenant, 0).await;
         }
-        match self.run(key, per_minute).await {
+        match self.run(tenant, per_minute).await {
             Ok(status) => status,
             Err(error) => {
                 self.warn(&error);
-                self.fallback.acquire(key, per_minute).await
+                self.fallback.acquire(tenant, per_minute).await
             }
         }
     }
@@ -100,6 +101,11 @@ mod tests {
         std::env::var("CRM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
     }
 
+    /// A tenant of its own, so runs never share a budget.
+    fn tenant() -> Tenant {
+        Tenant { workspace_id: crm_domain::WorkspaceId::from_uuid(uuid::Uuid::now_v7()), mode: crm_domain::Mode::Test }
+    }
+
     async fn limiter() -> RedisRateLimiter {
         RedisRateLimiter::connect(&redis_url()).await.unwrap_or_else(|e| {
             panic!("these tests need Redis: run one on 127.0.0.1:6379 or set CRM_TEST_REDIS_URL=redis://host:port ({e})")
@@ -109,11 +115,11 @@ mod tests {
     #[tokio::test]
     async fn two_limiters_share_one_budget() {
         let (a, b) = (limiter().await, limiter().await);
-        let key = format!("test:{}", uuid::Uuid::now_v7().simple());
+        let key = &tenant();
         let mut admitted = 0;
         for i in 0..40 {
             let l = if i % 2 == 0 { &a } else { &b };
-            let s = l.acquire(&key, 30).await;
+            let s = l.acquire(key, 30).await;
             if s.allowed {
                 admitted += 1;
                 assert_eq!(s.limit, 30);
@@ -122,7 +128,7 @@ mod tests {
             }
         }
         assert_eq!(admitted, 30, "the burst of 30 is shared, not 30 each");
-        let refused = a.acquire(&key, 30).await;
+        let refused = a.acquire(key, 30).await;
         assert!(!refused.allowed);
         assert_eq!(refused.retry_after_secs, 2, "one request every 2 s at 30 per minute");
     }
@@ -130,11 +136,11 @@ mod tests {
     #[tokio::test]
     async fn remaining_counts_down_the_burst() {
         let l = limiter().await;
-        let key = format!("test:{}", uuid::Uuid::now_v7().simple());
-        let first = l.acquire(&key, 10).await;
+        let key = &tenant();
+        let first = l.acquire(key, 10).await;
         assert!(first.allowed);
         assert_eq!(first.remaining, 9);
         assert_eq!(first.reset_secs, 6, "one request refills in 60/10 s");
-        assert_eq!(l.acquire(&key, 10).await.remaining, 8);
+        assert_eq!(l.acquire(key, 10).await.remaining, 8);
     }
 }

@@ -58,7 +58,11 @@ pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     };
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
     let layer = fmt::layer().with_writer(writer).with_ansi(std::io::stderr().is_terminal());
-    let layer = if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") { layer.json().boxed() } else { layer.boxed() };
+    let layer = if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        layer.json().boxed()
+    } else {
+        layer.fmt_fields(crate::log_fields::Fields).boxed()
+    };
     tracing_subscriber::registry().with(layer).with(filter).init();
     guard
 }
