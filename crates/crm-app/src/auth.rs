@@ -59,11 +59,16 @@ pub fn generate_key(mode: Mode) -> String {
     format!("{}{}", mode.key_prefix(), random)
 }
 
+/// SHA-256 of a key: what the key cache is keyed by (hex-encoded, what the store keeps).
+pub fn key_digest(key: &str) -> KeyDigest {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+pub type KeyDigest = [u8; 32];
+
+/// Hex SHA-256 of a key, as stored.
 pub fn hash_key(key: &str) -> String {
-    // Into a buffer, not `hex::encode` (a char at a time): this runs on every request.
-    let mut hex = [0u8; 64];
-    hex::encode_to_slice(Sha256::digest(key.as_bytes()), &mut hex).expect("a SHA-256 digest is 32 bytes");
-    String::from_utf8(hex.to_vec()).expect("hex digits are ASCII")
+    hex::encode(key_digest(key))
 }
 
 /// The mode a well-formed key selects, or `None` for a malformed key.
@@ -233,16 +238,16 @@ impl App {
             .map(str::trim)
             .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
         let mode = key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
-        let hash = hash_key(key);
-        let auth = match self.config.key(&hash) {
+        let digest = key_digest(key);
+        let auth = match self.config.key(&digest) {
             Some(hit) => hit,
             None => {
                 let seen = self.config.generation();
                 let mut tx = self.store.begin_read().await?;
-                let (record, workspace) = tx.find_api_key(&hash).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+                let (record, workspace) = tx.find_api_key(&hex::encode(digest)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
                 drop(tx);
                 let auth = KeyAuth::new(record, workspace);
-                self.config.keep_key(seen, &hash, &auth);
+                self.config.keep_key(seen, &digest, &auth);
                 auth
             }
         };

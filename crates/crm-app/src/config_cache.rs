@@ -31,7 +31,7 @@ use crate::FastMap as HashMap;
 use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, WorkspaceId};
 
 use crate::{
-    auth::KeyAuth,
+    auth::{KeyAuth, KeyDigest},
     ports::{ConfigEvents, StoreError, Tx},
     App,
 };
@@ -69,8 +69,8 @@ struct TenantConfig {
 #[derive(Default)]
 struct State {
     generation: u64,
-    /// By key hash.
-    keys: HashMap<String, Timed<KeyAuth>>,
+    /// By the key's SHA-256.
+    keys: HashMap<KeyDigest, Timed<KeyAuth>>,
     tenants: HashMap<Tenant, TenantConfig>,
 }
 
@@ -112,17 +112,17 @@ impl ConfigCache {
         }
     }
 
-    pub fn key(&self, hash: &str) -> Option<KeyAuth> {
+    pub fn key(&self, digest: &KeyDigest) -> Option<KeyAuth> {
         if !self.is_live() {
             return None;
         }
-        self.state().keys.get(hash).and_then(Timed::fresh)
+        self.state().keys.get(digest).and_then(Timed::fresh)
     }
 
-    pub fn keep_key(&self, seen: Generation, hash: &str, auth: &KeyAuth) {
+    pub fn keep_key(&self, seen: Generation, digest: &KeyDigest, auth: &KeyAuth) {
         self.keep(seen, |s| {
-            if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(hash) {
-                s.keys.insert(hash.to_owned(), Timed { value: auth.clone(), at: Instant::now() });
+            if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(digest) {
+                s.keys.insert(*digest, Timed { value: auth.clone(), at: Instant::now() });
             }
         });
     }
@@ -320,13 +320,13 @@ mod tests {
     fn nothing_is_kept_until_the_feed_connects() {
         let cache = ConfigCache::new();
         let w = ws();
-        cache.keep_key(cache.generation(), "h", &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key("h").is_none());
+        cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        assert!(cache.key(&[1; 32]).is_none());
         cache.connected();
-        cache.keep_key(cache.generation(), "h", &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key("h").is_some());
+        cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        assert!(cache.key(&[1; 32]).is_some());
         cache.disconnected();
-        assert!(cache.key("h").is_none());
+        assert!(cache.key(&[1; 32]).is_none());
     }
 
     #[test]
@@ -336,8 +336,8 @@ mod tests {
         let w = ws();
         let seen = cache.generation();
         cache.changed(&ws()); // any change, even another workspace's, since the read began
-        cache.keep_key(seen, "h", &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key("h").is_none());
+        cache.keep_key(seen, &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        assert!(cache.key(&[1; 32]).is_none());
     }
 
     #[test]
@@ -347,14 +347,14 @@ mod tests {
         let (a, b) = (ws(), ws());
         let tenant = |w: &WorkspaceId| Tenant { workspace_id: w.clone(), mode: Mode::Live };
         let reg = Arc::new(Registry::default());
-        cache.keep_key(cache.generation(), "a", &KeyAuth::new(key(&a), workspace(&a)));
-        cache.keep_key(cache.generation(), "b", &KeyAuth::new(key(&b), workspace(&b)));
+        cache.keep_key(cache.generation(), &[2; 32], &KeyAuth::new(key(&a), workspace(&a)));
+        cache.keep_key(cache.generation(), &[3; 32], &KeyAuth::new(key(&b), workspace(&b)));
         cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
         cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
         cache.changed(&a);
-        assert!(cache.key("a").is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
-        assert!(cache.key("b").is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
+        assert!(cache.key(&[2; 32]).is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
+        assert!(cache.key(&[3; 32]).is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
         cache.changed_unknown();
-        assert!(cache.key("b").is_none());
+        assert!(cache.key(&[3; 32]).is_none());
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::{http::HeaderName, routing::get, Router};
 use crm_api::Api;
 
-pub use request_context::RequestContext;
+pub use request_context::{with_request_id, RequestContext};
 pub use rest::MAX_BODY_BYTES;
 
 pub(crate) static REQUEST_ID: HeaderName = HeaderName::from_static("request-id");

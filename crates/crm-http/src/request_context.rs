@@ -1,12 +1,16 @@
 //! What every HTTP request gets before routing: a request id (the caller's `Request-Id`, or a
-//! new `req_<uuid v7>`), set on the request for the handlers and echoed on the response; a
-//! `request` span that every log line of the request carries; and one log line per response.
+//! new `req_<uuid v7>`), set on the request for the handlers and echoed on the response; the id
+//! as this thread's current request id while the request is being polled, so that every log line
+//! the request writes carries it ([`with_request_id`]); and one log line per response.
 //!
 //! One hand-written service instead of tower-http's `SetRequestId`, `PropagateRequestId` and
 //! `Trace` layers plus the outer `Router` they needed: those cost 8,500 of the 26,400 instructions
-//! of a `GET /healthz` (callgrind; a bare axum hello-world is 12,200), docs/performance.md.
+//! of a `GET /healthz` (callgrind; a bare axum hello-world is 12,200), docs/performance.md. The id
+//! is not a `tracing` span field either: opening, entering, leaving and closing a span in the log
+//! subscriber cost about 2,000 instructions per request, for lines that are rarely written.
 
 use std::{
+    cell::RefCell,
     convert::Infallible,
     future::Future,
     pin::Pin,
@@ -20,12 +24,46 @@ use axum::{
     response::Response,
 };
 use tower::Service;
-use tracing::Span;
 
 use crate::REQUEST_ID;
 
 /// Requests slower than this are logged at `info` whatever their status.
 const SLOW: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// The id of the request this thread is polling right now.
+    static CURRENT: RefCell<Option<HeaderValue>> = const { RefCell::new(None) };
+}
+
+/// Calls `f` with the id of the request whose code is running on this thread, if any: what the
+/// server's log format adds to each line. Work a request hands to another task or thread (a
+/// spawned task, SQLite's connection thread) runs without it.
+pub fn with_request_id<R>(f: impl FnOnce(Option<&str>) -> R) -> R {
+    CURRENT.with(|current| match current.try_borrow() {
+        Ok(id) => f(id.as_ref().and_then(|id| id.to_str().ok())),
+        Err(_) => f(None),
+    })
+}
+
+/// The request's id made this thread's current one for as long as it lives (one poll).
+struct Current<'a> {
+    slot: &'a mut Option<HeaderValue>,
+    previous: Option<HeaderValue>,
+}
+
+impl<'a> Current<'a> {
+    fn enter(slot: &'a mut Option<HeaderValue>) -> Current<'a> {
+        let previous = CURRENT.with(|current| current.replace(slot.take()));
+        Current { slot, previous }
+    }
+}
+
+impl Drop for Current<'_> {
+    // Also on a panic inside the poll: the thread must not keep a finished request's id.
+    fn drop(&mut self) {
+        *self.slot = CURRENT.with(|current| current.replace(self.previous.take()));
+    }
+}
 
 /// Wraps the whole application (the router with every route).
 #[derive(Clone)]
@@ -68,13 +106,14 @@ where
                 id
             }
         };
-        // One field: each costs a formatting pass per request in the log subscriber. Method and
-        // path are on the response's line; headers (and so keys) never reach the logs. A `&str`,
-        // not `%`: the server's text log copies a `&str` request id into the line as it is.
-        let span = tracing::info_span!("request", request_id = id.to_str().unwrap_or_default());
+        // Method and path are on the response's line; headers (and so keys) never reach the logs.
         let route = Route { method: req.method().clone(), uri: req.uri().clone() };
-        let inner = span.in_scope(|| self.inner.call(req));
-        RequestFuture { inner, span, id: Some(id), route, start: Instant::now() }
+        let mut id = Some(id);
+        let inner = {
+            let _current = Current::enter(&mut id);
+            self.inner.call(req)
+        };
+        RequestFuture { inner, id, route, start: Instant::now() }
     }
 }
 
@@ -88,7 +127,7 @@ pin_project_lite::pin_project! {
     pub struct RequestFuture<F> {
         #[pin]
         inner: F,
-        span: Span,
+        // The request id; `None` only while a poll has lent it to `CURRENT`.
         id: Option<HeaderValue>,
         route: Route,
         start: Instant,
@@ -103,9 +142,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _entered = this.span.enter();
+        let current = Current::enter(this.id);
         let Ok(mut res) = ready!(this.inner.poll(cx));
         log_response(&res, this.route, this.start.elapsed());
+        drop(current);
         if let Some(id) = this.id.take() {
             res.headers_mut().entry(&REQUEST_ID).or_insert(id);
         }
@@ -113,7 +153,7 @@ where
     }
 }
 
-/// One line per response, inside the request span (so with its request id): `warn` for a 5xx
+/// One line per response (with its request id, as every line of the request): `warn` for a 5xx
 /// (the problem document has the request id too), `info` for a slow one, else `debug`
 /// (`CRM_LOG=info,crm_http=debug` turns the full access log on). A line per request at `info`
 /// cost as much CPU as the rest of a cached request.
@@ -137,10 +177,15 @@ mod tests {
 
     use super::*;
 
-    /// A route that answers with the request id its handler saw.
+    /// A route that answers with the request id its handler saw, and one with the id its code
+    /// runs under (what log lines carry), read after an await.
     fn app() -> RequestContext<Router> {
         let seen = |headers: HeaderMap| async move { headers.get(&REQUEST_ID).map(|v| v.to_str().unwrap_or_default().to_owned()).unwrap_or_default() };
-        RequestContext::new(Router::new().route("/", get(seen)))
+        let current = || async {
+            tokio::task::yield_now().await;
+            with_request_id(|id| id.unwrap_or("none").to_owned())
+        };
+        RequestContext::new(Router::new().route("/", get(seen)).route("/current", get(current)))
     }
 
     async fn send(req: Request) -> (Option<String>, String) {
@@ -158,6 +203,17 @@ mod tests {
         assert_eq!(seen, id);
         let (other, _) = send(Request::new(Body::empty())).await;
         assert_ne!(other.unwrap(), id);
+    }
+
+    #[tokio::test]
+    async fn the_request_id_is_current_while_its_code_runs_and_only_then() {
+        let req = Request::builder().uri("/current").header("request-id", "upstream-8").body(Body::empty()).unwrap();
+        let (header, current) = send(req).await;
+        assert_eq!(header.as_deref(), Some("upstream-8"));
+        assert_eq!(current, "upstream-8");
+        assert_eq!(with_request_id(|id| id.map(str::to_owned)), None, "nothing is current once the response is out");
+        let (header, current) = send(Request::builder().uri("/current").body(Body::empty()).unwrap()).await;
+        assert_eq!(current, header.unwrap());
     }
 
     #[tokio::test]

@@ -40,8 +40,8 @@ pub struct ServeArgs {
 
 /// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`: warnings, errors, and
 /// responses that are 5xx or slow; `crm_http=debug` adds a line per request); `CRM_LOG_FORMAT=json`
-/// switches to JSON lines. Keys and secrets are never logged: the request span carries the request
-/// id, and response lines the method, path, status and latency.
+/// switches to JSON lines. Keys and secrets are never logged: every line a request writes carries
+/// its request id (`log_format`), and response lines the method, path, status and latency.
 ///
 /// Lines are written by a dedicated thread, never by the request's runtime thread (a write to
 /// stderr can block); if that thread falls 128k lines behind, logging waits rather than drops.
@@ -49,6 +49,8 @@ pub struct ServeArgs {
 pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::{filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+
+    use crate::log_format::WithRequestId;
     let spec = std::env::var("CRM_LOG").unwrap_or_else(|_| "info".to_owned());
     // A plain `target=level` list is a static `Targets` filter; `EnvFilter` (for span and field
     // directives) takes a lock on every span enter and exit, twice per request.
@@ -59,9 +61,9 @@ pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
     let layer = fmt::layer().with_writer(writer).with_ansi(std::io::stderr().is_terminal());
     let layer = if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        layer.json().boxed()
+        layer.json().map_event_format(WithRequestId::json).boxed()
     } else {
-        layer.fmt_fields(crate::log_fields::Fields).boxed()
+        layer.map_event_format(WithRequestId::text).boxed()
     };
     tracing_subscriber::registry().with(layer).with(filter).init();
     guard

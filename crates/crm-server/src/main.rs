@@ -2,7 +2,7 @@
 //! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
 
 mod config;
-mod log_fields;
+mod log_format;
 mod webhooks;
 mod email_worker;
 mod sequence_worker;

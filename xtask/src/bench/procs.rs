@@ -133,12 +133,19 @@ pub fn start_hello(log: &Path) -> Result<Proc> {
     Proc::start(cmd, log)
 }
 
+/// The size of `GET /v1/automations-capabilities`' body.
+pub const BODY_BYTES: usize = 4051;
+
 /// `cargo xtask bench-hello`: an axum hello-world on a free port, on the same tokio runtime
 /// shape as crm-server (`#[tokio::main]`, one worker per core).
 pub fn hello_main() -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
-        let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, World!" }));
+        // `/body`: the same, answering the size of `middleware_only`'s body (automations-capabilities),
+        // to show what the body alone costs against `/` (docs/performance.md).
+        static BODY: [u8; BODY_BYTES] = [b' '; BODY_BYTES];
+        let body = || async { ([(axum::http::header::CONTENT_TYPE, "application/json")], &BODY[..]) };
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, World!" })).route("/body", axum::routing::get(body));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         println!("listening on http://{}", listener.local_addr()?);
         axum::serve(listener, app).await?;
