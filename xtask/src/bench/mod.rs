@@ -205,14 +205,16 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let wants_baseline = |b: Baseline| scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && s.baseline == b);
     let hello = Ceiling::start(&run_dir, wants_baseline(Baseline::Hello))?;
     if let Some(proc) = &hello.proc {
-        for &c in &CONCURRENCIES {
-            proc.reset_peak();
-            let stats = hello.stats(c, &opts)?;
-            eprintln!("xtask bench: hello_world c={c}: {:.0}/s", stats.rps());
-            let mut row = Row::new("-", "hello_world", c, "closed");
-            row.stats = Some(stats);
-            row.rss_peak_mib = Some(proc.memory().1);
-            rows.push(row);
+        for scenario in [&scenarios::HELLO, &scenarios::HELLO_BODY] {
+            for &c in &CONCURRENCIES {
+                proc.reset_peak();
+                let stats = hello.stats_of(scenario, c, &opts)?;
+                eprintln!("xtask bench: {} c={c}: {:.0}/s", scenario.name, stats.rps());
+                let mut row = Row::new("-", scenario.name, c, "closed");
+                row.stats = Some(stats);
+                row.rss_peak_mib = Some(proc.memory().1);
+                rows.push(row);
+            }
         }
     }
 
@@ -283,8 +285,13 @@ impl Ceiling {
 
     /// A closed-loop run of the hello-world scenario at `c` connections.
     fn stats(&self, c: usize, opts: &Opts) -> Result<load::Stats> {
+        self.stats_of(&scenarios::HELLO, c, opts)
+    }
+
+    /// A closed-loop run of one of the hello-world server's scenarios.
+    fn stats_of(&self, scenario: &'static Scenario, c: usize, opts: &Opts) -> Result<load::Stats> {
         let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
-        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), &scenarios::HELLO, c, opts.warmup, opts.duration).await) })
+        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, opts.warmup, opts.duration).await) })
     }
 }
 

@@ -224,6 +224,10 @@ fn hello(_: &Ctx, _: &mut Worker) -> Req {
     Req::get("/")
 }
 
+fn hello_body(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get("/body")
+}
+
 pub static SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "create_contact",
@@ -333,6 +337,20 @@ pub static HELLO: Scenario = Scenario {
     name: "hello_world",
     description: "GET / on a bare axum hello-world",
     make: hello,
+    after: None,
+    baseline: Baseline::None,
+    open_loop: false,
+    per_request: 1,
+    targets: &[],
+    all_concurrencies: true,
+};
+
+/// The hello-world answering a body of `middleware_only`'s size: how much of that scenario's
+/// distance from `hello_world` the body alone makes (a ceiling row, no target).
+pub static HELLO_BODY: Scenario = Scenario {
+    name: "hello_world_body",
+    description: "GET /body on the bare axum hello-world: a static body the size of middleware_only's",
+    make: hello_body,
     after: None,
     baseline: Baseline::None,
     open_loop: false,
