@@ -332,32 +332,18 @@ pub static SCENARIOS: &[Scenario] = &[
     },
 ];
 
-/// The hello-world ceiling (run against the tiny axum server, not crm-server).
-pub static HELLO: Scenario = Scenario {
-    name: "hello_world",
-    description: "GET / on a bare axum hello-world",
-    make: hello,
-    after: None,
-    baseline: Baseline::None,
-    open_loop: false,
-    per_request: 1,
-    targets: &[],
-    all_concurrencies: true,
-};
+/// A scenario of the tiny axum server (not crm-server): a ceiling row, without a target.
+const fn ceiling(name: &'static str, description: &'static str, make: fn(&Ctx, &mut Worker) -> Req) -> Scenario {
+    Scenario { name, description, make, after: None, baseline: Baseline::None, open_loop: false, per_request: 1, targets: &[], all_concurrencies: true }
+}
+
+/// The hello-world ceiling.
+pub static HELLO: Scenario = ceiling("hello_world", "GET / on a bare axum hello-world", hello);
 
 /// The hello-world answering a body of `middleware_only`'s size: how much of that scenario's
-/// distance from `hello_world` the body alone makes (a ceiling row, no target).
-pub static HELLO_BODY: Scenario = Scenario {
-    name: "hello_world_body",
-    description: "GET /body on the bare axum hello-world: a static body the size of middleware_only's",
-    make: hello_body,
-    after: None,
-    baseline: Baseline::None,
-    open_loop: false,
-    per_request: 1,
-    targets: &[],
-    all_concurrencies: true,
-};
+/// distance from `hello_world` the body alone makes.
+pub static HELLO_BODY: Scenario =
+    ceiling("hello_world_body", "GET /body on the bare axum hello-world: a static body the size of middleware_only's", hello_body);
 
 /// Scenarios issue 8 asks for that cannot run yet, and why.
 pub static PENDING: &[(&str, &str)] = &[];
