@@ -97,6 +97,8 @@ pub struct Meter {
     /// Nested so that a request finds its entry by reference, without cloning the tenant.
     entries: Mutex<HashMap<Tenant, HashMap<Timestamp, SharedEntry>>>,
     touches: Mutex<HashMap<ApiKeyId, KeyUse>>,
+    /// The billing period last admitted in: its calendar arithmetic was a third of an admission.
+    period: Mutex<Period>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,7 +108,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Meter {
     pub fn new(holder: String, limiter: Arc<dyn RateLimiter>) -> Meter {
-        Meter { holder, limiter, entries: Mutex::new(HashMap::default()), touches: Mutex::new(HashMap::default()) }
+        Meter {
+            holder,
+            limiter,
+            entries: Mutex::new(HashMap::default()),
+            touches: Mutex::new(HashMap::default()),
+            period: Mutex::new(Period::containing(Timestamp::from_millis(0))),
+        }
+    }
+
+    /// The billing period containing `at`.
+    fn period_containing(&self, at: Timestamp) -> Period {
+        let mut last = lock(&self.period);
+        if !last.contains(at) {
+            *last = Period::containing(at);
+        }
+        *last
     }
 
     fn entry(&self, tenant: &Tenant, period: Period) -> SharedEntry {
@@ -203,7 +220,7 @@ impl App {
             Mode::Live => limits.live_allowance(caller.workspace.overage_cap_usd),
         };
         let now = self.clock.now();
-        let period = Period::containing(now);
+        let period = self.meter.period_containing(now);
         loop {
             let entry = self.meter.entry(&caller.tenant, period);
             let mut e = entry.lock().await;

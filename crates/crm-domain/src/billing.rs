@@ -25,6 +25,10 @@ impl Period {
         let (next_year, next_month) = if month == Month::December { (year + 1, Month::January) } else { (year, month.next()) };
         Period { start: month_start(year, month), end: month_start(next_year, next_month) }
     }
+
+    pub fn contains(&self, at: Timestamp) -> bool {
+        self.start <= at && at < self.end
+    }
 }
 
 #[cfg(test)]
@@ -45,5 +49,7 @@ mod tests {
         // Midnight belongs to the month it starts; an offset is only another spelling of UTC.
         assert_eq!(Period::containing(at("2026-03-01T00:00:00Z")).start.to_string(), "2026-03-01T00:00:00.000Z");
         assert_eq!(Period::containing(at("2026-03-01T00:30:00+01:00")).start.to_string(), "2026-02-01T00:00:00.000Z");
+        assert!(p.contains(p.start) && p.contains(at("2026-02-28T23:59:59.999Z")));
+        assert!(!p.contains(p.end) && !p.contains(at("2026-01-31T23:59:59.999Z")));
     }
 }
