@@ -1,24 +1,27 @@
-//! The catalog's operations as REST routes under `/v1`.
+//! The catalog's operations over REST under `/v1` (routed by [`crate::dispatch`]), and the
+//! routes beside them that are not operations.
 
-use std::sync::Arc;
+use std::{
+    cell::RefCell,
+    sync::{Arc, OnceLock},
+};
 
 use axum::{
     body::Body,
-    extract::{FromRequestParts, RawPathParams, Request, State},
+    extract::{Request, State},
     http::{header, request::Parts, HeaderMap, HeaderName, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
-    routing::{on, MethodFilter},
     Router,
 };
 use bytes::Bytes;
-use crm_api::{
-    catalog::{self, Alias, ALIASES},
-    Api, ErrorCode, Input, Method, Operation, Problem, Reply, ReplyBody,
-};
+use crm_api::{catalog::Alias, Api, ErrorCode, Input, Operation, Problem, Reply, ReplyBody};
 use crm_app::RateStatus;
 use serde_json::Value;
 
-use crate::REQUEST_ID;
+use crate::{
+    dispatch::{PathParams, Target},
+    with_request_id,
+};
 
 /// Request bodies above this answer 413 `payload_too_large` (decisions §5).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -28,30 +31,7 @@ const PROBLEM_JSON: &str = "application/problem+json";
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
-    let mut router = Router::new().route("/v1/openapi.json", axum::routing::get(openapi));
-    for op in catalog::catalog() {
-        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, None, req);
-        router = router.route(&format!("/v1{}", op.path), on(method_filter(op.method), handler));
-    }
-    for alias in ALIASES {
-        let Some(op) = catalog::find(alias.operation) else { continue };
-        let handler = move |State(api): State<Arc<Api>>, req: Request| serve(api, op, Some(alias), req);
-        router = router.route(&format!("/v1{}", alias.path), on(method_filter(alias.method), handler));
-    }
-    router
-}
-
-fn method_filter(method: Method) -> MethodFilter {
-    match method {
-        Method::Get => MethodFilter::GET,
-        Method::Post => MethodFilter::POST,
-        Method::Patch => MethodFilter::PATCH,
-        Method::Delete => MethodFilter::DELETE,
-    }
-}
-
-fn request_id(headers: &HeaderMap) -> &str {
-    headers.get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default()
+    Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
 }
 
 fn json_response(status: u16, content_type: &'static str, body: &Value) -> Response {
@@ -65,11 +45,11 @@ fn bytes_response(status: u16, content_type: &'static str, body: Body) -> Respon
     res
 }
 
-/// Renders a problem; 500s carry the request id, which the log shows too.
-pub(crate) fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response {
+/// Renders a problem; 500s carry the request id (the one being served), which the log shows too.
+pub(crate) fn problem_response(api: &Api, problem: &Problem) -> Response {
     let mut doc = api.problem_json(problem);
     if problem.code == ErrorCode::InternalError {
-        doc["request_id"] = Value::from(request_id);
+        doc["request_id"] = Value::from(with_request_id(|id| id.unwrap_or_default().to_owned()));
     }
     let mut res = json_response(problem.status(), PROBLEM_JSON, &doc);
     if problem.code == ErrorCode::Unauthorized {
@@ -94,12 +74,13 @@ fn reply_response(reply: &Reply) -> Response {
     res
 }
 
-async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Alias>, req: Request) -> Response {
-    let (mut parts, body) = req.into_parts();
+/// One operation's request, from [`crate::dispatch`]: its answer with the rate-limit headers.
+pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
     let mut rate = None;
-    let mut res = match run(&api, op, alias, &mut parts, body, &mut rate).await {
+    let mut res = match run(&api, target, path, &parts, body, &mut rate).await {
         Ok(reply) => reply_response(&reply),
-        Err(problem) => problem_response(&api, &problem, request_id(&parts.headers)),
+        Err(problem) => problem_response(&api, &problem),
     };
     if let Some(rate) = rate {
         rate_headers(&mut res, &rate);
@@ -111,9 +92,9 @@ async fn serve(api: Arc<Api>, op: &'static Operation, alias: Option<&'static Ali
 /// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
 fn rate_headers(res: &mut Response, rate: &RateStatus) {
     let headers = res.headers_mut();
-    headers.reserve(4);
     for (name, value) in crm_api::rate_limit_headers(rate) {
-        headers.insert(header_name(name), HeaderValue::from(value));
+        let value = if name == "ratelimit-limit" { limit_value(value) } else { integer_value(value) };
+        headers.insert(header_name(name), value);
     }
 }
 
@@ -130,9 +111,57 @@ fn header_name(name: &'static str) -> HeaderName {
     RATE_HEADERS.iter().find(|h| h.as_str() == name).cloned().unwrap_or_else(|| HeaderName::from_static(name))
 }
 
+/// Integers below this have a header value made once (`RateLimit-Reset` is at most 60; the free
+/// and pro plans' `RateLimit-Remaining` at most 1,200): `HeaderValue::from(u64)` allocated twice
+/// per header, a fifth of the stack's own cost on a cached request (docs/performance.md).
+const SMALL_INTEGERS: u64 = 1_201;
+
+fn integer_value(n: u64) -> HeaderValue {
+    static SMALL: OnceLock<Vec<HeaderValue>> = OnceLock::new();
+    let Some(small) = usize::try_from(n).ok().filter(|_| n < SMALL_INTEGERS) else {
+        return HeaderValue::from_bytes(itoa::Buffer::new().format(n).as_bytes()).expect("digits");
+    };
+    let values = SMALL.get_or_init(|| {
+        // One leaked string holds every digit, so each value is a static slice (cloned for free).
+        let digits: &'static str = String::leak((0..SMALL_INTEGERS).map(|i| i.to_string()).collect());
+        let mut at = 0;
+        (0..SMALL_INTEGERS)
+            .map(|i| {
+                let len = itoa::Buffer::new().format(i).len();
+                at += len;
+                HeaderValue::from_static(&digits[at - len..at])
+            })
+            .collect()
+    });
+    values[small].clone()
+}
+
+/// `RateLimit-Limit` is the same on nearly every response a thread writes (one plan's limit):
+/// the last one is kept per thread, and cloning it only counts a reference.
+fn limit_value(n: u64) -> HeaderValue {
+    thread_local! {
+        static LAST: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+    }
+    if n < SMALL_INTEGERS {
+        return integer_value(n);
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((kept, value)) if *kept == n => value.clone(),
+            _ => {
+                let value = integer_value(n);
+                *last = Some((n, value.clone()));
+                value
+            }
+        }
+    })
+}
+
 /// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
 /// and dispatches. Admission comes before the body is read, so a malformed request still counts.
-async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, parts: &mut Parts, body: Body, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
+async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: Body, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
+    let Target { op, alias } = target;
     let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
     let admission = api.admit(op, &caller).await.map_err(|refused| {
@@ -141,12 +170,7 @@ async fn run(api: &Api, op: &'static Operation, alias: Option<&'static Alias>, p
     })?;
     *rate = Some(admission.rate);
 
-    let path = RawPathParams::from_request_parts(parts, &())
-        .await
-        .map_err(|_| Problem::bad_request("malformed path parameter"))?
-        .iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let path = path.map_err(|()| Problem::bad_request("malformed path parameter"))?;
     let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let body = if op.body.is_some() || alias.is_some() { read_json(&parts.headers, body).await? } else { None };
     let header = |name: &HeaderName| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
@@ -210,5 +234,5 @@ pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
 /// Unknown paths and methods answer a problem document too.
 pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
     let detail = format!("no operation {} {}; see /v1/openapi.json", req.method(), req.uri().path());
-    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), request_id(req.headers()))
+    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail))
 }

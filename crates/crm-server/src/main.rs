@@ -238,7 +238,7 @@ fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
     axum::Router::new().merge(crm_mcp::router(api.clone())).merge(crm_a2a::router(api))
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, app: crm_http::RequestContext<axum::Router>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+async fn axum_serve(listener: tokio::net::TcpListener, app: crm_http::RequestContext<crm_http::Dispatch>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
     let stopped = async move {
         while !*stop.borrow() {
             if stop.changed().await.is_err() {

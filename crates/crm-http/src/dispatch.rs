@@ -1,0 +1,182 @@
+//! The catalog's routes, matched ahead of axum's router: a request for an operation goes straight
+//! from its path to [`rest::serve`], and only the rest (`/healthz`, `/errors`, the OpenAPI
+//! document, MCP, A2A, the not-found answer) reaches axum's `Router`.
+//!
+//! Why not a route per operation in the `Router`: on every request axum clones the route's boxed
+//! service, boxes its future twice, inserts `MatchedPath` and the path parameters into the
+//! request's extensions (a hash map allocated for them), and sets `Content-Length` itself. That
+//! was 2,800 of the 27,000 instructions of a cached `GET /v1/automations-capabilities`
+//! (callgrind, docs/performance.md); the lookup here is the same `matchit` tree axum uses.
+
+use std::{
+    collections::BTreeMap,
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use axum::{extract::Request, http, response::Response, routing::future::RouteFuture, Router};
+use crm_api::{
+    catalog::{self, Alias, ALIASES},
+    Api, Method, Operation,
+};
+use tower::Service;
+
+use crate::{request_context::current_request_id, rest, REQUEST_ID};
+
+/// An operation route's handler: the operation, and the alias it was reached by, if any.
+#[derive(Clone, Copy)]
+pub(crate) struct Target {
+    pub op: &'static Operation,
+    pub alias: Option<&'static Alias>,
+}
+
+/// The path parameters, percent-decoded; `Err` when one is not UTF-8 once decoded (the request
+/// is then refused after authentication and admission, like any other malformed input).
+pub(crate) type PathParams = Result<BTreeMap<String, String>, ()>;
+
+/// One path's operations, by method (`Method as usize`).
+#[derive(Default)]
+struct Methods([Option<Target>; 4]);
+
+/// The whole application: the catalog's routes, then axum's router for everything else.
+#[derive(Clone)]
+pub struct Dispatch {
+    api: Arc<Api>,
+    routes: Arc<matchit::Router<Methods>>,
+    rest: Router,
+}
+
+impl Dispatch {
+    /// `rest` answers every request that is not one of the catalog's operations, including the
+    /// not-found answer for unknown paths and methods.
+    pub(crate) fn new(api: Arc<Api>, rest: Router) -> Dispatch {
+        Dispatch { api, routes: Arc::new(operation_routes()), rest }
+    }
+
+    fn find(&self, method: &http::Method, path: &str) -> Option<(Target, PathParams)> {
+        let method = match *method {
+            http::Method::GET | http::Method::HEAD => Method::Get,
+            http::Method::POST => Method::Post,
+            http::Method::PATCH => Method::Patch,
+            http::Method::DELETE => Method::Delete,
+            _ => return None,
+        };
+        let found = self.routes.at(path.strip_prefix("/v1")?).ok()?;
+        let target = found.value.0[method as usize]?;
+        let params = found.params.iter().map(|(k, v)| Ok((k.to_owned(), percent_decode(v)?))).collect();
+        Some((target, params))
+    }
+}
+
+fn percent_decode(raw: &str) -> Result<String, ()> {
+    if !raw.contains('%') {
+        return Ok(raw.to_owned());
+    }
+    percent_encoding::percent_decode_str(raw).decode_utf8().map(|s| s.into_owned()).map_err(drop)
+}
+
+/// Every operation at `/v1<path>` and every alias at `/v1<alias path>`.
+fn operation_routes() -> matchit::Router<Methods> {
+    let mut paths: Vec<(&'static str, Methods)> = Vec::new();
+    let mut add = |path: &'static str, method: Method, target: Target| {
+        let at = match paths.iter().position(|(p, _)| *p == path) {
+            Some(at) => at,
+            None => {
+                paths.push((path, Methods::default()));
+                paths.len() - 1
+            }
+        };
+        let slot = &mut paths[at].1 .0[method as usize];
+        assert!(slot.is_none(), "two operations at {} {path}", method.as_str());
+        *slot = Some(target);
+    };
+    for op in catalog::catalog() {
+        add(op.path, op.method, Target { op, alias: None });
+    }
+    for alias in ALIASES {
+        let op = catalog::find(alias.operation).unwrap_or_else(|| panic!("alias of an unknown operation {}", alias.operation));
+        add(alias.path, alias.method, Target { op, alias: Some(alias) });
+    }
+    let mut router = matchit::Router::new();
+    for (path, methods) in paths {
+        router.insert(path, methods).unwrap_or_else(|e| panic!("operation path {path}: {e}"));
+    }
+    router
+}
+
+impl Service<Request> for Dispatch {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = DispatchFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Service::<Request>::poll_ready(&mut self.rest, cx)
+    }
+
+    fn call(&mut self, req: Request) -> DispatchFuture {
+        match self.find(req.method(), req.uri().path()) {
+            Some((target, path)) => DispatchFuture::Operation { inner: Box::pin(rest::serve(self.api.clone(), target, path, req)) },
+            None => DispatchFuture::Rest { inner: self.rest.call(with_request_id_header(req)) },
+        }
+    }
+}
+
+/// The routes that are not operations get the request id as a header too: MCP and A2A read it
+/// there, from tasks of their own where it is not the current id.
+fn with_request_id_header(mut req: Request) -> Request {
+    if !req.headers().contains_key(&REQUEST_ID) {
+        if let Some(id) = current_request_id() {
+            req.headers_mut().insert(REQUEST_ID.clone(), id);
+        }
+    }
+    req
+}
+
+pin_project_lite::pin_project! {
+    #[project = DispatchProj]
+    pub enum DispatchFuture {
+        Operation { inner: Pin<Box<dyn Future<Output = Response> + Send>> },
+        Rest { #[pin] inner: RouteFuture<Infallible> },
+    }
+}
+
+impl Future for DispatchFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            DispatchProj::Operation { inner } => inner.as_mut().poll(cx).map(Ok),
+            DispatchProj::Rest { inner } => inner.poll(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_and_alias_has_its_route() {
+        let routes = operation_routes();
+        for op in catalog::catalog() {
+            let concrete = op.path.replace('{', "x").replace('}', "");
+            let found = routes.at(&concrete).unwrap_or_else(|_| panic!("{}", op.path));
+            assert_eq!(found.value.0[op.method as usize].map(|t| t.op.name), Some(op.name), "{} {}", op.method.as_str(), op.path);
+        }
+        for alias in ALIASES {
+            let concrete = alias.path.replace('{', "x").replace('}', "");
+            let target = routes.at(&concrete).unwrap().value.0[alias.method as usize].unwrap();
+            assert_eq!(target.alias.map(|a| a.action), Some(alias.action));
+        }
+    }
+
+    #[test]
+    fn path_parameters_are_percent_decoded_and_must_be_utf8() {
+        assert_eq!(percent_decode("con_1"), Ok("con_1".to_owned()));
+        assert_eq!(percent_decode("a%20b%2Fc"), Ok("a b/c".to_owned()));
+        assert_eq!(percent_decode("%FF"), Err(()));
+    }
+}
