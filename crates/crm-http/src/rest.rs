@@ -92,24 +92,22 @@ pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: 
 /// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
 fn rate_headers(res: &mut Response, rate: &RateStatus) {
     let headers = res.headers_mut();
-    for (name, value) in crm_api::rate_limit_headers(rate) {
-        let value = if name == "ratelimit-limit" { limit_value(value) } else { integer_value(value) };
-        headers.insert(header_name(name), value);
+    // In the order crm_api lists them, so each name is found without comparing strings.
+    for (i, ((name, value), header)) in crm_api::rate_limit_headers(rate).zip(&RATE_HEADERS).enumerate() {
+        debug_assert_eq!(name, header.as_str());
+        let value = if i == 0 { limit_value(value) } else { integer_value(value) };
+        headers.insert(header.clone(), value);
     }
 }
 
-/// The rate-limit header names, parsed once: `HeaderName::from_static` at run time validates
-/// its input, three times per request here.
+/// The rate-limit header names in `crm_api::rate_limit_headers`' order, parsed once:
+/// `HeaderName::from_static` at run time validates its input, three times per request here.
 static RATE_HEADERS: [HeaderName; 4] = [
     HeaderName::from_static("ratelimit-limit"),
     HeaderName::from_static("ratelimit-remaining"),
     HeaderName::from_static("ratelimit-reset"),
     header::RETRY_AFTER,
 ];
-
-fn header_name(name: &'static str) -> HeaderName {
-    RATE_HEADERS.iter().find(|h| h.as_str() == name).cloned().unwrap_or_else(|| HeaderName::from_static(name))
-}
 
 /// Integers below this have a header value made once (`RateLimit-Reset` is at most 60; the free
 /// and pro plans' `RateLimit-Remaining` at most 1,200): `HeaderValue::from(u64)` allocated twice
@@ -173,9 +171,11 @@ async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: B
     let path = path.map_err(|()| Problem::bad_request("malformed path parameter"))?;
     let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let body = if op.body.is_some() || alias.is_some() { read_json(&parts.headers, body).await? } else { None };
-    let header = |name: &HeaderName| parts.headers.get(name).map(|v| v.to_str().map(str::to_owned));
-    let if_match = header(&header::IF_MATCH).transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
-    let idempotency_key = header(&IDEMPOTENCY_KEY).transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
+    // Read only for the operations that take them (the others ignore them): each lookup of a
+    // header hashes its name.
+    let header = |takes: bool, name: &HeaderName| if takes { parts.headers.get(name).map(|v| v.to_str().map(str::to_owned)) } else { None };
+    let if_match = header(op.if_match, &header::IF_MATCH).transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
+    let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY).transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
     let mut input = Input { path, query, body, if_match, idem: None };
     if let Some(alias) = alias {
         fold_alias(op, alias, &mut input)?;

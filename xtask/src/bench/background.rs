@@ -288,6 +288,7 @@ pub async fn webhook_fanout(
         first_error: stats
             .first_error
             .or_else(|| (missing > 0).then(|| format!("{missing} deliveries not received"))),
+        ..Stats::default()
     };
     Ok(Fanout {
         stats: out,

@@ -65,7 +65,7 @@ impl Recorder {
 }
 
 /// The merged result of a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub requests: u64,
     pub errors: u64,
@@ -73,6 +73,30 @@ pub struct Stats {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub first_error: Option<String>,
+    /// CPU time (user + system) per counted request over the measured window: the server's,
+    /// when its process was given, and the load generator's own.
+    pub server_cpu_us: Option<f64>,
+    pub client_cpu_us: Option<f64>,
+}
+
+/// A process's CPU time so far (all its threads, user + system), in microseconds: `/proc`'s
+/// clock ticks (100 a second), so a window of a few seconds at full load reads within 1 %.
+fn cpu_us(pid: Option<u32>) -> Option<f64> {
+    let path = pid.map_or_else(|| "/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name (which may hold spaces): state is the 3rd; utime, stime the 14th, 15th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks * 10_000.0)
+}
+
+/// Samples the server's and this process's CPU time at the window's start and end.
+async fn cpu_over(window: Window, server: Option<u32>) -> (Option<f64>, Option<f64>) {
+    tokio::time::sleep_until(window.measure_from).await;
+    let (s0, c0) = (server.and_then(|p| cpu_us(Some(p))), cpu_us(None));
+    tokio::time::sleep_until(window.end).await;
+    let (s1, c1) = (server.and_then(|p| cpu_us(Some(p))), cpu_us(None));
+    (s0.zip(s1).map(|(a, b)| b - a), c0.zip(c1).map(|(a, b)| b - a))
 }
 
 impl Stats {
@@ -89,7 +113,7 @@ impl Stats {
         }
         lat.sort_unstable();
         let q = |f: f64| if lat.is_empty() { 0.0 } else { f64::from(lat[((lat.len() - 1) as f64 * f).round() as usize]) / 1000.0 };
-        Stats { requests, errors, secs, p50_ms: q(0.50), p99_ms: q(0.99), first_error }
+        Stats { requests, errors, secs, p50_ms: q(0.50), p99_ms: q(0.99), first_error, ..Stats::default() }
     }
 
     pub fn rps(&self) -> f64 {
@@ -105,23 +129,31 @@ impl Stats {
             "p50_ms": self.p50_ms,
             "p99_ms": self.p99_ms,
             "first_error": self.first_error,
+            "server_cpu_us_per_request": self.server_cpu_us,
+            "client_cpu_us_per_request": self.client_cpu_us,
         })
     }
 }
 
-/// Runs `workers` copies of `work` over one window and merges what they recorded.
-pub async fn run_workers<F, Fut>(workers: usize, warmup: Duration, duration: Duration, work: F) -> Stats
+/// Runs `workers` copies of `work` over one window and merges what they recorded, with the CPU
+/// time per request of `server` (a process id) and of this process over the measured window.
+pub async fn run_workers<F, Fut>(workers: usize, warmup: Duration, duration: Duration, server: Option<u32>, work: F) -> Stats
 where
     F: Fn(usize, Window) -> Fut,
     Fut: Future<Output = Recorder> + Send + 'static,
 {
     let window = Window::new(warmup, duration);
+    let cpu = tokio::spawn(cpu_over(window, server));
     let handles: Vec<_> = (0..workers).map(|i| tokio::spawn(work(i, window))).collect();
     let mut parts = Vec::with_capacity(workers);
     for h in handles {
         parts.push(h.await.unwrap_or_default());
     }
-    Stats::merge(parts, duration.as_secs_f64())
+    let mut stats = Stats::merge(parts, duration.as_secs_f64());
+    let (server_us, client_us) = cpu.await.unwrap_or_default();
+    let per_request = |us: f64| us / stats.requests.max(1) as f64;
+    (stats.server_cpu_us, stats.client_cpu_us) = (server_us.map(per_request), client_us.map(per_request));
+    stats
 }
 
 /// One HTTP worker: a connection (reopened after an error), the scenario's requests, and a
@@ -190,11 +222,13 @@ fn worker(id: usize, workers: usize, seed: u64) -> Worker {
 }
 
 /// Closed loop: `concurrency` connections, each sending as fast as answers come.
-pub async fn closed(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, concurrency: usize, warmup: Duration, duration: Duration) -> Stats {
+/// `server` is the server's process id, for its CPU time per request.
+#[allow(clippy::too_many_arguments)]
+pub async fn closed(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, concurrency: usize, warmup: Duration, duration: Duration, server: Option<u32>) -> Stats {
     let addr: Arc<str> = addr.into();
     let key: Option<Arc<str>> = key.map(Into::into);
     let seed = ctx.next_seed();
-    run_workers(concurrency, warmup, duration, |i, window| {
+    run_workers(concurrency, warmup, duration, server, |i, window| {
         http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, concurrency, seed), window, None)
     })
     .await
@@ -207,7 +241,7 @@ pub async fn open(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'stat
     let key: Option<Arc<str>> = key.map(Into::into);
     let seed = ctx.next_seed();
     let interval = Duration::from_secs_f64(connections as f64 / rate.max(1.0));
-    run_workers(connections, warmup, duration, |i, window| {
+    run_workers(connections, warmup, duration, None, |i, window| {
         let offset = interval.mul_f64(i as f64 / connections as f64);
         http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, connections, seed), window, Some((interval, offset)))
     })

@@ -291,7 +291,7 @@ impl Ceiling {
     /// A closed-loop run of one of the hello-world server's scenarios.
     fn stats_of(&self, scenario: &'static Scenario, c: usize, opts: &Opts) -> Result<load::Stats> {
         let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
-        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, opts.warmup, opts.duration).await) })
+        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, opts.warmup, opts.duration, Some(proc.pid())).await) })
     }
 }
 
@@ -460,7 +460,7 @@ fn run_scenario(
         let bracket = || -> Result<Option<f64>> { Ok(if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None }) };
         let hello_before = bracket()?;
         server.reset_peak();
-        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration).await) })?;
+        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration, Some(server.pid())).await) })?;
         let hello_after = bracket()?;
         eprintln!(
             "xtask bench: {sname} {} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms errors {}{}",
@@ -549,7 +549,7 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
     let window = opts.mixed / opts.mixed_windows;
     let mut windows = Vec::new();
     for i in 0..opts.mixed_windows {
-        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), &scenarios::MIXED, 32, Duration::ZERO, window).await) })?;
+        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), &scenarios::MIXED, 32, Duration::ZERO, window, None).await) })?;
         eprintln!("xtask bench: {sname} mixed window {i}: {:.0}/s p99 {:.2} ms errors {}", stats.rps(), stats.p99_ms, stats.errors);
         windows.push(stats);
     }
@@ -563,7 +563,7 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
     let p99 = windows.iter().map(|s| s.p99_ms).fold(0.0, f64::max);
     let p50 = windows.iter().map(|s| s.p50_ms).sum::<f64>() / windows.len().max(1) as f64;
     let mut row = Row::new(sname, "mixed", 32, &format!("closed {}×{}s", opts.mixed_windows, window.as_secs()));
-    row.stats = Some(load::Stats { requests, errors, secs: opts.mixed.as_secs_f64(), p50_ms: p50, p99_ms: p99, first_error: windows.iter().find_map(|s| s.first_error.clone()) });
+    row.stats = Some(load::Stats { requests, errors, secs: opts.mixed.as_secs_f64(), p50_ms: p50, p99_ms: p99, first_error: windows.iter().find_map(|s| s.first_error.clone()), ..Default::default() });
     row.rss_peak_mib = Some(server.memory().1);
     let ratio = if first > 0.0 { last / first } else { 0.0 };
     let mut note = format!("last window ÷ first = {:.0} %", ratio * 100.0);
@@ -629,7 +629,7 @@ fn sequence_steps(store: Store, bin: &Path, db_url: &str, run_dir: &Path, rows: 
         r.steps, r.secs, r.span_secs
     );
     let mut row = Row::new(sname, "sequence_steps", 0, "10,000 due");
-    row.stats = Some(load::Stats { requests: r.steps as u64, errors: 0, secs: r.secs, p50_ms: 0.0, p99_ms: 0.0, first_error: None });
+    row.stats = Some(load::Stats { requests: r.steps as u64, secs: r.secs, ..Default::default() });
     row.check(format!("≥ {} steps/s", background::SEQUENCE_MIN_PER_SEC), rate >= background::SEQUENCE_MIN_PER_SEC);
     row.note = Some(format!(
         "steps ÷ seconds from the sending server's start until the database holds them all (then listed through GET /v1/emails, untimed; no latency measured); first to last email created_at: {:.2} s = {span_rate:.0}/s",
@@ -729,8 +729,8 @@ fn db_url(server_url: &str, db: &str) -> String {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>10} {:>7}  target",
-        "store", "scenario", "conc", "mode", "thr/s", "p50 ms", "p99 ms", "RSS MiB", "base/s", "ratio"
+        "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>7}  target",
+        "store", "scenario", "conc", "mode", "thr/s", "p50 ms", "p99 ms", "RSS MiB", "srv µs", "cli µs", "base/s", "ratio"
     );
     for r in rows {
         let (thr, p50, p99) = match &r.stats {
@@ -742,6 +742,8 @@ fn print_table(rows: &[Row]) {
         let base = r.baseline.as_ref().map_or("-".into(), |(_, v)| format!("{v:.0}"));
         let ratio = r.ratio().map_or("-".into(), |v| format!("{:.0} %", v * 100.0));
         let rss = r.rss_peak_mib.map_or("-".into(), |v| format!("{v:.1}"));
+        let cpu = |us: Option<f64>| us.map_or("-".into(), |v| format!("{v:.1}"));
+        let (srv, cli) = (cpu(r.stats.as_ref().and_then(|s| s.server_cpu_us)), cpu(r.stats.as_ref().and_then(|s| s.client_cpu_us)));
         let target = match (&r.target, r.pass) {
             (Some(t), Some(true)) => format!("PASS {t}"),
             (Some(t), Some(false)) => format!("FAIL {t}"),
@@ -750,7 +752,7 @@ fn print_table(rows: &[Row]) {
         };
         let note = r.note.as_deref().map(|n| format!("  [{}]", n.chars().take(160).collect::<String>())).unwrap_or_default();
         println!(
-            "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>10} {:>7}  {target}{note}",
+            "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>7}  {target}{note}",
             r.store,
             r.scenario,
             if r.concurrency == 0 { "-".into() } else { r.concurrency.to_string() },
@@ -759,6 +761,8 @@ fn print_table(rows: &[Row]) {
             p50,
             p99,
             rss,
+            srv,
+            cli,
             base,
             ratio
         );

@@ -176,7 +176,7 @@ impl RawSqlite {
     /// `clients` tasks inserting a contact and its event per transaction through the one writer.
     pub async fn insert(&self, clients: usize, warmup: Duration, duration: Duration) -> Stats {
         let pool = self.writer.clone();
-        run_workers(clients, warmup, duration, move |_, window| {
+        run_workers(clients, warmup, duration, None, move |_, window| {
             let pool = pool.clone();
             async move {
                 let mut rec = Recorder::default();
@@ -217,7 +217,7 @@ impl RawSqlite {
     pub async fn get(&self, clients: usize, warmup: Duration, duration: Duration) -> Stats {
         let pool = self.reader.clone();
         let rows = self.rows;
-        run_workers(clients, warmup, duration, move |i, window| {
+        run_workers(clients, warmup, duration, None, move |i, window| {
             let pool = pool.clone();
             async move {
                 let mut rec = Recorder::default();
