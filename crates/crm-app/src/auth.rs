@@ -241,16 +241,8 @@ impl App {
         let auth = match self.config.key(&digest) {
             // Only keys found in the store are kept, so a hit is a well-formed key.
             Some(hit) => hit,
-            None => {
-                key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
-                let seen = self.config.generation();
-                let mut tx = self.store.begin_read().await?;
-                let (record, workspace) = tx.find_api_key(&hex::encode(digest)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
-                drop(tx);
-                let auth = KeyAuth::new(record, workspace);
-                self.config.keep_key(seen, &digest, &auth);
-                auth
-            }
+            // Boxed: the lookup's future, inline, would size every cached request's future too.
+            None => Box::pin(self.look_up_key(key, &digest)).await?,
         };
         if auth.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
@@ -264,6 +256,20 @@ impl App {
         // `last_used_at` is written in batches by the flush, never on the request path.
         self.meter.touch(&caller.tenant, &caller.key_id, now);
         Ok(caller)
+    }
+}
+
+impl App {
+    /// A key this process has not cached: from the store, then kept.
+    async fn look_up_key(&self, key: &str, digest: &KeyDigest) -> Result<KeyAuth, AppError> {
+        key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
+        let seen = self.config.generation();
+        let mut tx = self.store.begin_read().await?;
+        let (record, workspace) = tx.find_api_key(&hex::encode(digest)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+        drop(tx);
+        let auth = KeyAuth::new(record, workspace);
+        self.config.keep_key(seen, digest, &auth);
+        Ok(auth)
     }
 }
 

@@ -20,6 +20,7 @@
 //! other processes admitted uncapped in the last second are not yet in the counter.
 
 use std::{
+    cell::Cell,
     sync::{Arc, Mutex},
 };
 
@@ -97,8 +98,6 @@ pub struct Meter {
     /// Nested so that a request finds its entry by reference, without cloning the tenant.
     entries: Mutex<HashMap<Tenant, HashMap<Timestamp, SharedEntry>>>,
     touches: Mutex<HashMap<ApiKeyId, KeyUse>>,
-    /// The billing period last admitted in: its calendar arithmetic was a third of an admission.
-    period: Mutex<Period>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -113,17 +112,22 @@ impl Meter {
             limiter,
             entries: Mutex::new(HashMap::default()),
             touches: Mutex::new(HashMap::default()),
-            period: Mutex::new(Period::containing(Timestamp::from_millis(0))),
         }
     }
 
-    /// The billing period containing `at`.
-    fn period_containing(&self, at: Timestamp) -> Period {
-        let mut last = lock(&self.period);
-        if !last.contains(at) {
-            *last = Period::containing(at);
+    /// The billing period containing `at`. The last one found is kept per thread (its calendar
+    /// arithmetic was a third of an admission), without a lock; a period depends only on the
+    /// clock, so one cache serves every `Meter`.
+    fn period_containing(at: Timestamp) -> Period {
+        thread_local! {
+            static LAST: Cell<Period> = Cell::new(Period::containing(Timestamp::from_millis(0)));
         }
-        *last
+        LAST.with(|last| {
+            if !last.get().contains(at) {
+                last.set(Period::containing(at));
+            }
+            last.get()
+        })
     }
 
     fn entry(&self, tenant: &Tenant, period: Period) -> SharedEntry {
@@ -220,7 +224,7 @@ impl App {
             Mode::Live => limits.live_allowance(caller.workspace.overage_cap_usd),
         };
         let now = self.clock.now();
-        let period = self.meter.period_containing(now);
+        let period = Meter::period_containing(now);
         loop {
             let entry = self.meter.entry(&caller.tenant, period);
             let mut e = entry.lock().await;
@@ -240,7 +244,8 @@ impl App {
             if e.tokens == 0 {
                 let believed_exhausted = e.exhausted.is_some_and(|(at, until)| at == requests && now < until);
                 if !believed_exhausted {
-                    self.reserve(&mut e, requests, now).await.map_err(|error| Refused { error, rate: Some(rate) })?;
+                    // Boxed: a reservation is rare, and its future would size every admission's.
+                    Box::pin(self.reserve(&mut e, requests, now)).await.map_err(|error| Refused { error, rate: Some(rate) })?;
                 }
             }
             if e.tokens == 0 {

@@ -284,8 +284,10 @@ impl Ceiling {
     }
 
     /// A closed-loop run of the hello-world scenario at `c` connections.
-    fn stats(&self, c: usize, opts: &Opts) -> Result<load::Stats> {
-        self.stats_of(&scenarios::HELLO, c, opts)
+    /// A closed-loop run of hello-world at `c` connections with the given warm-up and length.
+    fn run(&self, c: usize, warmup: Duration, duration: Duration) -> Result<load::Stats> {
+        let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
+        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), &scenarios::HELLO, c, warmup, duration, Some(proc.pid())).await) })
     }
 
     /// A closed-loop run of one of the hello-world server's scenarios.
@@ -457,11 +459,13 @@ fn run_scenario(
     let concurrencies: &[usize] = if sc.all_concurrencies { &CONCURRENCIES } else { &[32] };
     let mut closed32 = None;
     for &c in concurrencies {
-        let bracket = || -> Result<Option<f64>> { Ok(if sc.baseline == Baseline::Hello { Some(hello.stats(c, opts)?.rps()) } else { None }) };
-        let hello_before = bracket()?;
         server.reset_peak();
-        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration, Some(server.pid())).await) })?;
-        let hello_after = bracket()?;
+        let (stats, hello_ab) = if sc.baseline == Baseline::Hello {
+            let ab = alternate_with_hello(sc, opts, server, addr, key, ctx, hello, c)?;
+            (ab.median_round.clone(), Some(ab))
+        } else {
+            (load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration, Some(server.pid())).await) })?, None)
+        };
         eprintln!(
             "xtask bench: {sname} {} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms errors {}{}",
             sc.name,
@@ -478,10 +482,10 @@ fn run_scenario(
             Baseline::None => None,
             Baseline::RawInsert => raw_insert.get(&c).map(|v| ("raw_insert_contact_event".to_owned(), *v)),
             Baseline::RawGet => raw_get.get(&c).map(|v| ("raw_get_by_pk".to_owned(), *v)),
-            Baseline::Hello => hello_before.zip(hello_after).map(|(a, b)| ("hello_world".to_owned(), (a + b) / 2.0)),
+            Baseline::Hello => hello_ab.as_ref().map(|ab| ("hello_world".to_owned(), ab.median_base)),
         };
-        if let Some((before, after)) = hello_before.zip(hello_after) {
-            row.note = Some(format!("hello-world {before:.0}/s just before, {after:.0}/s just after"));
+        if let Some(ab) = &hello_ab {
+            row.note = Some(ab.note());
         }
         if c == 32 {
             closed32 = Some(stats.rps());
@@ -525,6 +529,53 @@ fn run_scenario(
         rows.push(row);
     }
     Ok(())
+}
+
+/// Rounds of the A/B comparison with hello-world (docs/performance.md, "Ratio").
+const HELLO_ROUNDS: usize = 5;
+
+/// A scenario compared with hello-world: the two alternated, each round's ratio taken against the
+/// mean of the hello-world rates just before and just after it.
+struct HelloAb {
+    /// The round whose ratio is the median: the row's figures.
+    median_round: load::Stats,
+    /// The hello-world rate that round is compared with, so the row's ratio is the median.
+    median_base: f64,
+    ratios: Vec<f64>,
+    hello: Vec<f64>,
+}
+
+impl HelloAb {
+    fn note(&self) -> String {
+        let pct: Vec<String> = self.ratios.iter().map(|r| format!("{:.0}", r * 100.0)).collect();
+        let hello: Vec<String> = self.hello.iter().map(|h| format!("{:.0}", h / 1000.0)).collect();
+        format!("ratio per round {} %; hello-world {} k/s", pct.join(" / "), hello.join(" / "))
+    }
+}
+
+/// On this shared machine hello-world's own rate moves by up to 25 % within a minute, and a
+/// single before-and-after bracket left the ratio ±8 points from run to run. So hello-world and
+/// the scenario alternate in [`HELLO_ROUNDS`] rounds (`duration` split among them; the first of
+/// each with the full warm-up, the rest on warm servers with a short one), and the median
+/// round's ratio is the row's. Every round's ratio is in the row's note.
+#[allow(clippy::too_many_arguments)]
+fn alternate_with_hello(sc: &'static Scenario, opts: &Opts, server: &procs::Proc, addr: &str, key: &str, ctx: &Arc<Ctx>, hello: &Ceiling, c: usize) -> Result<HelloAb> {
+    let round = (opts.duration / 2).max(Duration::from_secs(1));
+    let short_warmup = Duration::from_millis(300);
+    let warmup = |i: usize| if i == 0 { opts.warmup } else { short_warmup };
+    let hello_run = |i: usize| -> Result<f64> { Ok(hello.run(c, warmup(i), round)?.rps()) };
+    let mut hello_rates = vec![hello_run(0)?];
+    let mut rounds = Vec::with_capacity(HELLO_ROUNDS);
+    for i in 0..HELLO_ROUNDS {
+        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, warmup(i), round, Some(server.pid())).await) })?;
+        hello_rates.push(hello_run(i + 1)?);
+        let base = (hello_rates[i] + hello_rates[i + 1]) / 2.0;
+        rounds.push((stats.rps() / base, base, stats));
+    }
+    let ratios: Vec<f64> = rounds.iter().map(|(r, _, _)| *r).collect();
+    rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (_, median_base, median_round) = rounds.swap_remove(HELLO_ROUNDS / 2);
+    Ok(HelloAb { median_round, median_base, ratios, hello: hello_rates })
 }
 
 /// The mixed run: closed loop at 32 connections (60 % get, 20 % create, 10 % deal stage, 10 %
