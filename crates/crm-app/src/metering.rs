@@ -212,7 +212,11 @@ impl App {
     /// operation call, so REST, MCP and A2A share limits and counts.
     pub async fn admit(&self, caller: &Caller, operation: &str) -> Result<Admission, Refused> {
         let limits = caller.workspace.limits();
-        let rate = self.meter.limiter.acquire(&caller.tenant, limits.rate_limit_per_minute).await;
+        let limiter = &self.meter.limiter;
+        let rate = match limiter.acquire_now(&caller.tenant, limits.rate_limit_per_minute) {
+            Some(rate) => rate,
+            None => limiter.acquire(&caller.tenant, limits.rate_limit_per_minute).await,
+        };
         if !rate.allowed {
             return Err(Refused { error: AppError::RateLimited { retry_after_secs: rate.retry_after_secs }, rate: Some(rate) });
         }

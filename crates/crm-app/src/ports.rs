@@ -135,6 +135,13 @@ pub trait RateLimiter: Send + Sync {
     /// Takes one request from `tenant`'s budget of `per_minute` (the limit may change between
     /// calls: a plan change applies at once). A refused request takes nothing.
     async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus;
+
+    /// The same, answered at once when the budget is in this process's memory, without a future
+    /// to allocate and poll on every request; `None` when it must be asked of a shared store
+    /// (then call [`RateLimiter::acquire`]).
+    fn acquire_now(&self, _tenant: &Tenant, _per_minute: u32) -> Option<RateStatus> {
+        None
+    }
 }
 
 /// Filters of the contact list. All present filters must match.

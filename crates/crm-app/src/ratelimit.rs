@@ -70,6 +70,16 @@ impl LocalRateLimiter {
 #[async_trait]
 impl RateLimiter for LocalRateLimiter {
     async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
+        self.take(tenant, per_minute)
+    }
+
+    fn acquire_now(&self, tenant: &Tenant, per_minute: u32) -> Option<RateStatus> {
+        Some(self.take(tenant, per_minute))
+    }
+}
+
+impl LocalRateLimiter {
+    fn take(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
         let Some(limit) = NonZeroU32::new(per_minute) else {
             // A limit of 0 admits nothing; the budget never refills.
             return RateStatus { allowed: false, limit: 0, remaining: 0, reset_secs: 60, retry_after_secs: 60 };
@@ -122,6 +132,32 @@ mod tests {
         let s = limiter.acquire(k, 100).await;
         assert!(s.allowed && s.limit == 100 && s.remaining == 99);
         assert!(!limiter.acquire(k, 0).await.allowed);
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_budget_answers_at_once_and_shares_the_budget_with_acquire() {
+        let limiter = LocalRateLimiter::new();
+        let k = &tenant(Mode::Live);
+        let first = limiter.acquire_now(k, 3).expect("in memory");
+        assert!(first.allowed && first.remaining == 2);
+        assert_eq!(limiter.acquire(k, 3).await.remaining, 1);
+        assert_eq!(limiter.acquire_now(k, 3).map(|s| (s.allowed, s.remaining)), Some((true, 0)));
+        assert!(!limiter.acquire_now(k, 3).unwrap().allowed);
+    }
+
+    /// A limiter whose budgets live elsewhere has no immediate answer: callers must await.
+    #[tokio::test]
+    async fn a_shared_limiter_answers_only_through_acquire() {
+        struct Remote;
+        #[async_trait]
+        impl RateLimiter for Remote {
+            async fn acquire(&self, _: &Tenant, per_minute: u32) -> RateStatus {
+                RateStatus { allowed: true, limit: per_minute, remaining: per_minute - 1, reset_secs: 1, retry_after_secs: 0 }
+            }
+        }
+        let k = &tenant(Mode::Test);
+        assert_eq!(Remote.acquire_now(k, 10), None);
+        assert!(Remote.acquire(k, 10).await.allowed);
     }
 
     #[test]
