@@ -257,9 +257,7 @@ impl App {
         self.meter.touch(&caller.tenant, &caller.key_id, now);
         Ok(caller)
     }
-}
 
-impl App {
     /// A key this process has not cached: from the store, then kept.
     async fn look_up_key(&self, key: &str, digest: &KeyDigest) -> Result<KeyAuth, AppError> {
         key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;

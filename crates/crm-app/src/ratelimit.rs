@@ -65,20 +65,8 @@ impl LocalRateLimiter {
         };
         budget.1.check().map(|snapshot| snapshot.remaining_burst_capacity())
     }
-}
 
-#[async_trait]
-impl RateLimiter for LocalRateLimiter {
-    async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
-        self.take(tenant, per_minute)
-    }
-
-    fn acquire_now(&self, tenant: &Tenant, per_minute: u32) -> Option<RateStatus> {
-        Some(self.take(tenant, per_minute))
-    }
-}
-
-impl LocalRateLimiter {
+    /// The outcome of taking one request, as both ways of asking report it.
     fn take(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
         let Some(limit) = NonZeroU32::new(per_minute) else {
             // A limit of 0 admits nothing; the budget never refills.
@@ -92,6 +80,17 @@ impl LocalRateLimiter {
                 RateStatus { allowed: false, limit: per_minute, remaining: 0, reset_secs: reset_secs(per_minute, 0), retry_after_secs }
             }
         }
+    }
+}
+
+#[async_trait]
+impl RateLimiter for LocalRateLimiter {
+    async fn acquire(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
+        self.take(tenant, per_minute)
+    }
+
+    fn acquire_now(&self, tenant: &Tenant, per_minute: u32) -> Option<RateStatus> {
+        Some(self.take(tenant, per_minute))
     }
 }
 

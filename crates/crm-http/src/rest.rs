@@ -119,19 +119,8 @@ fn integer_value(n: u64) -> HeaderValue {
     let Some(small) = usize::try_from(n).ok().filter(|_| n < SMALL_INTEGERS) else {
         return HeaderValue::from_bytes(itoa::Buffer::new().format(n).as_bytes()).expect("digits");
     };
-    let values = SMALL.get_or_init(|| {
-        // One leaked string holds every digit, so each value is a static slice (cloned for free).
-        let digits: &'static str = String::leak((0..SMALL_INTEGERS).map(|i| i.to_string()).collect());
-        let mut at = 0;
-        (0..SMALL_INTEGERS)
-            .map(|i| {
-                let len = itoa::Buffer::new().format(i).len();
-                at += len;
-                HeaderValue::from_static(&digits[at - len..at])
-            })
-            .collect()
-    });
-    values[small].clone()
+    // Cloning a value made once counts a reference instead of allocating.
+    SMALL.get_or_init(|| (0..SMALL_INTEGERS).map(HeaderValue::from).collect())[small].clone()
 }
 
 /// `RateLimit-Limit` is the same on nearly every response a thread writes (one plan's limit):

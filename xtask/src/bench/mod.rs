@@ -283,17 +283,19 @@ impl Ceiling {
         Ok(Ceiling { proc, ctx })
     }
 
-    /// A closed-loop run of the hello-world scenario at `c` connections.
     /// A closed-loop run of hello-world at `c` connections with the given warm-up and length.
     fn run(&self, c: usize, warmup: Duration, duration: Duration) -> Result<load::Stats> {
-        let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
-        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), &scenarios::HELLO, c, warmup, duration, Some(proc.pid())).await) })
+        self.closed(&scenarios::HELLO, c, warmup, duration)
     }
 
-    /// A closed-loop run of one of the hello-world server's scenarios.
+    /// A closed-loop run of one of the hello-world server's scenarios, for its own rows.
     fn stats_of(&self, scenario: &'static Scenario, c: usize, opts: &Opts) -> Result<load::Stats> {
+        self.closed(scenario, c, opts.warmup, opts.duration)
+    }
+
+    fn closed(&self, scenario: &'static Scenario, c: usize, warmup: Duration, duration: Duration) -> Result<load::Stats> {
         let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
-        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, opts.warmup, opts.duration, Some(proc.pid())).await) })
+        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, warmup, duration, Some(proc.pid())).await) })
     }
 }
 
