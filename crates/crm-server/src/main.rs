@@ -1,6 +1,7 @@
 //! `crm-server`: the binary. Reads configuration, builds the adapters, and runs the HTTP server
 //! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
 
+mod allocator;
 mod config;
 mod log_format;
 mod webhooks;
@@ -27,7 +28,7 @@ use config::{DatabaseArgs, ServeArgs};
 /// consolidation); mimalloc's thread-local free lists serve the many small, short-lived
 /// allocations of a request (JSON values, headers, log lines) far more cheaply.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 #[derive(Parser)]
 #[command(name = "crm-server", version, about = "An API-first CRM: REST, MCP and A2A over one operation catalog")]
