@@ -26,6 +26,7 @@ use crate::{
 /// Request bodies above this answer 413 `payload_too_large` (decisions §5).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+const JSON: &str = "application/json";
 const PROBLEM_JSON: &str = "application/problem+json";
 
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -34,34 +35,35 @@ pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
 }
 
-fn json_response(status: u16, content_type: &'static str, body: &Value) -> Response {
-    bytes_response(status, content_type, Body::from(serde_json::to_vec(body).unwrap_or_default()))
+fn json_response(status: u16, content_type: &'static str, body: &Value, rate: Option<&RateStatus>) -> Response {
+    bytes_response(status, content_type, Body::from(serde_json::to_vec(body).unwrap_or_default()), rate)
 }
 
-fn bytes_response(status: u16, content_type: &'static str, body: Body) -> Response {
+fn bytes_response(status: u16, content_type: &'static str, body: Body, rate: Option<&RateStatus>) -> Response {
     let mut res = Response::new(body);
     *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    *res.headers_mut() = response_headers(content_type, rate);
     res
 }
 
 /// Renders a problem; 500s carry the request id (the one being served), which the log shows too.
-pub(crate) fn problem_response(api: &Api, problem: &Problem) -> Response {
+/// `rate`: the caller's rate-limit status, when the limiter ran.
+pub(crate) fn problem_response(api: &Api, problem: &Problem, rate: Option<&RateStatus>) -> Response {
     let mut doc = api.problem_json(problem);
     if problem.code == ErrorCode::InternalError {
         doc["request_id"] = Value::from(with_request_id(|id| id.unwrap_or_default().to_owned()));
     }
-    let mut res = json_response(problem.status(), PROBLEM_JSON, &doc);
+    let mut res = json_response(problem.status(), PROBLEM_JSON, &doc, rate);
     if problem.code == ErrorCode::Unauthorized {
         res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     res
 }
 
-fn reply_response(reply: &Reply) -> Response {
+fn reply_response(reply: &Reply, rate: Option<&RateStatus>) -> Response {
     let mut res = match &reply.body {
-        ReplyBody::Owned(value) => json_response(reply.status, "application/json", value),
-        ReplyBody::Static(fixed) => bytes_response(reply.status, "application/json", Body::from(Bytes::from_static(&fixed.json))),
+        ReplyBody::Owned(value) => json_response(reply.status, JSON, value, rate),
+        ReplyBody::Static(fixed) => bytes_response(reply.status, JSON, Body::from(Bytes::from_static(&fixed.json)), rate),
     };
     if let Some(v) = reply.etag {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
@@ -78,26 +80,64 @@ fn reply_response(reply: &Reply) -> Response {
 pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let mut rate = None;
-    let mut res = match run(&api, target, path, &parts, body, &mut rate).await {
-        Ok(reply) => reply_response(&reply),
-        Err(problem) => problem_response(&api, &problem),
-    };
-    if let Some(rate) = rate {
-        rate_headers(&mut res, &rate);
+    match run(&api, target, path, &parts, body, &mut rate).await {
+        Ok(reply) => reply_response(&reply, rate.as_ref()),
+        Err(problem) => problem_response(&api, &problem, rate.as_ref()),
     }
-    res
 }
 
-/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17) on
-/// every authenticated response, and `Retry-After` on a 429 `rate_limited`.
-fn rate_headers(res: &mut Response, rate: &RateStatus) {
-    let headers = res.headers_mut();
-    // In the order crm_api lists them, so each name is found without comparing strings.
-    for (i, ((name, value), header)) in crm_api::rate_limit_headers(rate).zip(&RATE_HEADERS).enumerate() {
-        debug_assert_eq!(name, header.as_str());
-        let value = if i == 0 { limit_value(value) } else { integer_value(value) };
-        headers.insert(header.clone(), value);
+/// A response's headers: `Content-Type`, and when the limiter ran, `RateLimit-Limit`,
+/// `RateLimit-Remaining`, `RateLimit-Reset` (plain integers, decisions §17), plus `Retry-After`
+/// on a 429 `rate_limited`.
+///
+/// The four usual headers are a per-thread template, cloned and then filled by position: each
+/// `HeaderMap::insert` hashes the name and probes the table, 240 instructions apiece, a tenth
+/// of what the stack itself costs on a cached request (callgrind, docs/performance.md); the
+/// clone copies two small arrays.
+fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> HeaderMap {
+    thread_local! {
+        static TEMPLATES: [HeaderMap; 2] = [rate_template(JSON), rate_template(PROBLEM_JSON)];
     }
+    let template = match content_type {
+        JSON => Some(0),
+        PROBLEM_JSON => Some(1),
+        _ => None,
+    };
+    let (Some(rate), Some(template)) = (rate, template) else {
+        let mut headers = HeaderMap::with_capacity(5);
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        for (i, ((name, value), header)) in rate.into_iter().flat_map(crm_api::rate_limit_headers).zip(&RATE_HEADERS).enumerate() {
+            debug_assert_eq!(name, header.as_str());
+            headers.insert(header.clone(), if i == 0 { limit_value(value) } else { integer_value(value) });
+        }
+        return headers;
+    };
+    let mut headers = TEMPLATES.with(|templates| templates[template].clone());
+    let mut values = crm_api::rate_limit_headers(rate);
+    // The template's order, checked where it is built: the content type, then the three.
+    for (i, slot) in headers.values_mut().skip(1).enumerate() {
+        let (_, value) = values.next().expect("three rate-limit headers");
+        *slot = if i == 0 { limit_value(value) } else { integer_value(value) };
+    }
+    if let Some((name, value)) = values.next() {
+        debug_assert_eq!(name, RATE_HEADERS[3].as_str());
+        headers.insert(RATE_HEADERS[3].clone(), integer_value(value));
+    }
+    headers
+}
+
+/// `content_type` and the three rate-limit headers every admitted answer has, their values to
+/// be filled in. Panics if the map would not iterate them in that order (it does: a map without
+/// removals keeps its entries in insertion order), so a change there shows in every test.
+fn rate_template(content_type: &'static str) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(5);
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    for name in &RATE_HEADERS[..3] {
+        headers.insert(name.clone(), HeaderValue::from_static("0"));
+    }
+    let order: Vec<&HeaderName> = headers.keys().collect();
+    assert!(order[0] == header::CONTENT_TYPE && order[1..] == [&RATE_HEADERS[0], &RATE_HEADERS[1], &RATE_HEADERS[2]], "header map order changed: {order:?}");
+    headers
 }
 
 /// The rate-limit header names in `crm_api::rate_limit_headers`' order, parsed once:
@@ -207,7 +247,7 @@ async fn read_json(headers: &HeaderMap, body: Body) -> Result<Option<Value>, Pro
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
     let public_url = api.errors_base_url.trim_end_matches("/errors");
-    json_response(200, "application/json", &crm_api::openapi::document(public_url))
+    json_response(200, JSON, &crm_api::openapi::document(public_url), None)
 }
 
 pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
@@ -223,5 +263,40 @@ pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
 /// Unknown paths and methods answer a problem document too.
 pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
     let detail = format!("no operation {} {}; see /v1/openapi.json", req.method(), req.uri().path());
-    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail))
+    problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(headers: &HeaderMap) -> Vec<(String, String)> {
+        headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned())).collect()
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        expected.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn response_headers_carry_the_content_type_and_the_rate() {
+        let allowed = RateStatus { allowed: true, limit: 1_000_000, remaining: 999_998, reset_secs: 7, retry_after_secs: 0 };
+        let refused = RateStatus { allowed: false, limit: 120, remaining: 0, reset_secs: 31, retry_after_secs: 2 };
+        // Twice each: the second answer on a thread comes from its template and cached values.
+        for _ in 0..2 {
+            assert_eq!(
+                listed(&response_headers(JSON, Some(&allowed))),
+                pairs(&[("content-type", JSON), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7")])
+            );
+            assert_eq!(
+                listed(&response_headers(PROBLEM_JSON, Some(&refused))),
+                pairs(&[("content-type", PROBLEM_JSON), ("ratelimit-limit", "120"), ("ratelimit-remaining", "0"), ("ratelimit-reset", "31"), ("retry-after", "2")])
+            );
+            assert_eq!(listed(&response_headers(PROBLEM_JSON, None)), pairs(&[("content-type", PROBLEM_JSON)]));
+            assert_eq!(
+                listed(&response_headers("text/plain", Some(&allowed))),
+                pairs(&[("content-type", "text/plain"), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7")])
+            );
+        }
+    }
 }
