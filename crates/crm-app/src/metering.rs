@@ -231,7 +231,12 @@ impl App {
         let period = Meter::period_containing(now);
         loop {
             let entry = self.meter.entry(&caller.tenant, period);
-            let mut e = entry.lock().await;
+            // Uncontended (nearly always: the lock is held only to count, or for a reservation),
+            // taking it is one compare-and-swap; awaiting `lock()` built and polled a future.
+            let mut e = match entry.try_lock() {
+                Ok(e) => e,
+                Err(_) => entry.lock().await,
+            };
             if e.retired {
                 continue;
             }
