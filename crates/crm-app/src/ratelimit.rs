@@ -31,9 +31,11 @@ pub fn ceil_secs(nanos: u128) -> u64 {
 }
 
 /// Seconds until `remaining` of `limit` is whole again, at one request per `60 s / limit`.
+/// In whole seconds throughout: `missing × 60 / limit` rounded up, in 64 bits (it asked for two
+/// 128-bit divisions per request when it went through nanoseconds).
 pub fn reset_secs(limit: u32, remaining: u32) -> u64 {
-    let missing = u128::from(limit.saturating_sub(remaining));
-    ceil_secs(missing * 60_000_000_000 / u128::from(limit.max(1)))
+    let missing = u64::from(limit.saturating_sub(remaining));
+    (missing * 60).div_ceil(u64::from(limit.max(1)))
 }
 
 #[derive(Default)]
