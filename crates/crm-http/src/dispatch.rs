@@ -63,7 +63,6 @@ impl Dispatch {
     pub(crate) fn new(api: Arc<Api>, rest: Router) -> Dispatch {
         Dispatch { api, routes: Arc::new(operation_routes()), rest }
     }
-
 }
 
 impl Routes {

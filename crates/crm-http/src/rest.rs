@@ -93,7 +93,7 @@ pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: 
 /// The four usual headers are a per-thread template, cloned and then filled by position: each
 /// `HeaderMap::insert` hashes the name and probes the table, 240 instructions apiece, a tenth
 /// of what the stack itself costs on a cached request (callgrind, docs/performance.md); the
-/// clone copies two small arrays.
+/// clone copies the map's two small arrays without hashing.
 fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> HeaderMap {
     thread_local! {
         static TEMPLATES: [HeaderMap; 2] = [rate_template(JSON), rate_template(PROBLEM_JSON)];
@@ -106,24 +106,33 @@ fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> He
     let (Some(rate), Some(template)) = (rate, template) else {
         let mut headers = HeaderMap::with_capacity(5);
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        for (i, ((name, value), header)) in rate.into_iter().flat_map(crm_api::rate_limit_headers).zip(&RATE_HEADERS).enumerate() {
-            debug_assert_eq!(name, header.as_str());
-            headers.insert(header.clone(), if i == 0 { limit_value(value) } else { integer_value(value) });
+        for (value, name) in rate.into_iter().flat_map(rate_values).zip(&RATE_HEADERS) {
+            headers.insert(name.clone(), value);
         }
         return headers;
     };
     let mut headers = TEMPLATES.with(|templates| templates[template].clone());
-    let mut values = crm_api::rate_limit_headers(rate);
+    let mut values = rate_values(rate);
     // The template's order, checked where it is built: the content type, then the three.
-    for (i, slot) in headers.values_mut().skip(1).enumerate() {
-        let (_, value) = values.next().expect("three rate-limit headers");
-        *slot = if i == 0 { limit_value(value) } else { integer_value(value) };
+    for (slot, value) in headers.values_mut().skip(1).zip(&mut values) {
+        *slot = value;
     }
-    if let Some((name, value)) = values.next() {
-        debug_assert_eq!(name, RATE_HEADERS[3].as_str());
-        headers.insert(RATE_HEADERS[3].clone(), integer_value(value));
+    if let Some(retry_after) = values.next() {
+        headers.insert(RATE_HEADERS[3].clone(), retry_after);
     }
     headers
+}
+
+/// The values of `rate`'s headers, in [`RATE_HEADERS`]' order (`crm_api::rate_limit_headers`').
+fn rate_values(rate: &RateStatus) -> impl Iterator<Item = HeaderValue> {
+    crm_api::rate_limit_headers(rate).zip(&RATE_HEADERS).enumerate().map(|(i, ((name, value), header))| {
+        debug_assert_eq!(name, header.as_str());
+        if i == 0 {
+            limit_value(value)
+        } else {
+            integer_value(value)
+        }
+    })
 }
 
 /// `content_type` and the three rate-limit headers every admitted answer has, their values to

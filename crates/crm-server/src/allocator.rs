@@ -80,14 +80,14 @@ mod tests {
                 let layout = Layout::from_size_align(size, align).unwrap();
                 unsafe {
                     let p = a.alloc(layout);
-                    assert!(!p.is_null() && p as usize % align == 0, "{size} bytes aligned to {align}");
+                    assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{size} bytes aligned to {align}");
                     p.write_bytes(0xab, size);
                     let grown = a.realloc(p, layout, size * 3);
-                    assert!(!grown.is_null() && grown as usize % align == 0, "{size} → {} aligned to {align}", size * 3);
+                    assert!(!grown.is_null() && (grown as usize).is_multiple_of(align), "{size} → {} aligned to {align}", size * 3);
                     assert!((0..size).all(|i| *grown.add(i) == 0xab), "realloc kept the bytes of {size}/{align}");
                     a.dealloc(grown, Layout::from_size_align(size * 3, align).unwrap());
                     let z = a.alloc_zeroed(layout);
-                    assert!(!z.is_null() && z as usize % align == 0);
+                    assert!(!z.is_null() && (z as usize).is_multiple_of(align));
                     assert!((0..size).all(|i| *z.add(i) == 0), "zeroed {size}/{align}");
                     a.dealloc(z, layout);
                 }
