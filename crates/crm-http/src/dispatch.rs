@@ -42,10 +42,15 @@ pub(crate) type PathParams = Result<BTreeMap<String, String>, ()>;
 struct Methods([Option<Target>; 4]);
 
 /// The whole application: the catalog's routes, then axum's router for everything else.
+///
+/// One `Arc`: hyper-util clones the service for every request (`TowerToHyperService`), and
+/// three reference counts cost three atomic increments and decrements each time.
 #[derive(Clone)]
-pub struct Dispatch {
+pub struct Dispatch(Arc<Inner>);
+
+struct Inner {
     api: Arc<Api>,
-    routes: Arc<Routes>,
+    routes: Routes,
     rest: Router,
 }
 
@@ -61,7 +66,7 @@ impl Dispatch {
     /// `rest` answers every request that is not one of the catalog's operations, including the
     /// not-found answer for unknown paths and methods.
     pub(crate) fn new(api: Arc<Api>, rest: Router) -> Dispatch {
-        Dispatch { api, routes: Arc::new(operation_routes()), rest }
+        Dispatch(Arc::new(Inner { api, routes: operation_routes(), rest }))
     }
 }
 
@@ -130,14 +135,16 @@ impl Service<Request> for Dispatch {
     type Error = Infallible;
     type Future = DispatchFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Service::<Request>::poll_ready(&mut self.rest, cx)
+    /// Always ready: so is axum's `Router` (its `poll_ready` returns `Ready` unconditionally).
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request) -> DispatchFuture {
-        match self.routes.find(req.method(), req.uri().path()) {
-            Some((target, path)) => DispatchFuture::Operation { inner: Box::pin(rest::serve(self.api.clone(), target, path, req)) },
-            None => DispatchFuture::Rest { inner: self.rest.call(with_request_id_header(req)) },
+        let inner = &*self.0;
+        match inner.routes.find(req.method(), req.uri().path()) {
+            Some((target, path)) => DispatchFuture::Operation { inner: Box::pin(rest::serve(inner.api.clone(), target, path, req)) },
+            None => DispatchFuture::Rest { inner: inner.rest.clone().call(with_request_id_header(req)) },
         }
     }
 }

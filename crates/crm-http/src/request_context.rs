@@ -167,7 +167,15 @@ where
         log_response(&res, this.route, this.start.elapsed());
         drop(current);
         if let Some(id) = this.id.take() {
-            res.headers_mut().entry(&REQUEST_ID).or_insert(id);
+            let headers = res.headers_mut();
+            match headers.get_mut(&REQUEST_ID) {
+                // The operations' answers carry an empty slot for it (rest.rs): filled in place.
+                Some(slot) if slot.is_empty() => *slot = id,
+                Some(_) => {}
+                None => {
+                    headers.insert(REQUEST_ID.clone(), id);
+                }
+            }
         }
         Poll::Ready(Ok(res))
     }

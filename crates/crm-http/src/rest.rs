@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::{
     dispatch::{PathParams, Target},
-    with_request_id,
+    with_request_id, REQUEST_ID,
 };
 
 /// Request bodies above this answer 413 `payload_too_large` (decisions §5).
@@ -93,7 +93,9 @@ pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: 
 /// The four usual headers are a per-thread template, cloned and then filled by position: each
 /// `HeaderMap::insert` hashes the name and probes the table, 240 instructions apiece, a tenth
 /// of what the stack itself costs on a cached request (callgrind, docs/performance.md); the
-/// clone copies the map's two small arrays without hashing.
+/// clone copies the map's two small arrays without hashing. The template also holds an empty
+/// `Request-Id` for [`crate::RequestContext`] to fill in place: a clone has room for exactly its
+/// own entries, and adding one more reallocated them on every response.
 fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> HeaderMap {
     thread_local! {
         static TEMPLATES: [HeaderMap; 2] = [rate_template(JSON), rate_template(PROBLEM_JSON)];
@@ -113,8 +115,8 @@ fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> He
     };
     let mut headers = TEMPLATES.with(|templates| templates[template].clone());
     let mut values = rate_values(rate);
-    // The template's order, checked where it is built: the content type, then the three.
-    for (slot, value) in headers.values_mut().skip(1).zip(&mut values) {
+    // The template's order, checked where it is built: the content type, the three, the id.
+    for (slot, value) in headers.values_mut().skip(1).take(3).zip(&mut values) {
         *slot = value;
     }
     if let Some(retry_after) = values.next() {
@@ -139,13 +141,17 @@ fn rate_values(rate: &RateStatus) -> impl Iterator<Item = HeaderValue> {
 /// be filled in. Panics if the map would not iterate them in that order (it does: a map without
 /// removals keeps its entries in insertion order), so a change there shows in every test.
 fn rate_template(content_type: &'static str) -> HeaderMap {
-    let mut headers = HeaderMap::with_capacity(5);
+    let mut headers = HeaderMap::with_capacity(6);
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     for name in &RATE_HEADERS[..3] {
         headers.insert(name.clone(), HeaderValue::from_static("0"));
     }
+    headers.insert(REQUEST_ID.clone(), HeaderValue::from_static(""));
     let order: Vec<&HeaderName> = headers.keys().collect();
-    assert!(order[0] == header::CONTENT_TYPE && order[1..] == [&RATE_HEADERS[0], &RATE_HEADERS[1], &RATE_HEADERS[2]], "header map order changed: {order:?}");
+    assert!(
+        order[0] == header::CONTENT_TYPE && order[1..4] == [&RATE_HEADERS[0], &RATE_HEADERS[1], &RATE_HEADERS[2]] && order[4] == REQUEST_ID,
+        "header map order changed: {order:?}"
+    );
     headers
 }
 
@@ -295,11 +301,11 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(
                 listed(&response_headers(JSON, Some(&allowed))),
-                pairs(&[("content-type", JSON), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7")])
+                pairs(&[("content-type", JSON), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7"), ("request-id", "")])
             );
             assert_eq!(
                 listed(&response_headers(PROBLEM_JSON, Some(&refused))),
-                pairs(&[("content-type", PROBLEM_JSON), ("ratelimit-limit", "120"), ("ratelimit-remaining", "0"), ("ratelimit-reset", "31"), ("retry-after", "2")])
+                pairs(&[("content-type", PROBLEM_JSON), ("ratelimit-limit", "120"), ("ratelimit-remaining", "0"), ("ratelimit-reset", "31"), ("request-id", ""), ("retry-after", "2")])
             );
             assert_eq!(listed(&response_headers(PROBLEM_JSON, None)), pairs(&[("content-type", PROBLEM_JSON)]));
             assert_eq!(
