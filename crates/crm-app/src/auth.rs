@@ -1,6 +1,12 @@
 //! Workspaces, API keys and scopes: who is calling, in which tenant, allowed to do what.
 
-use std::{ops::Deref, sync::Arc};
+use std::{
+    ops::Deref,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+};
 
 use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
 use rand::{distributions::Alphanumeric, Rng};
@@ -174,11 +180,38 @@ pub struct Identity {
     pub key_id: ApiKeyId,
     pub scopes: Scopes,
     pub workspace: Workspace,
+    /// When this copy last passed a use of the key to the meter (Unix milliseconds; 0: never):
+    /// uses closer together than [`TOUCH_EVERY_MS`] are not passed on (`Meter::touch` takes a
+    /// lock both worker threads contend for).
+    touched_ms: AtomicI64,
 }
+
+/// `last_used_at` is kept to this, and written by the next flush (about a second).
+pub const TOUCH_EVERY_MS: i64 = 250;
 
 impl Caller {
     pub fn new(tenant: Tenant, key_id: ApiKeyId, scopes: Scopes, workspace: Workspace) -> Caller {
-        Caller(Arc::new(Identity { tenant, key_id, scopes, workspace }))
+        Caller(Arc::new(Identity { tenant, key_id, scopes, workspace, touched_ms: AtomicI64::new(0) }))
+    }
+
+    /// A copy with its own allocation, for one thread's key cache (config_cache.rs): a reference
+    /// count shared by both worker threads moves its cache line between the cores on every
+    /// request that clones and drops it.
+    pub(crate) fn for_this_thread(&self) -> Caller {
+        let Identity { tenant, key_id, scopes, workspace, touched_ms: _ } = &*self.0;
+        Caller::new(tenant.clone(), key_id.clone(), scopes.clone(), workspace.clone())
+    }
+
+    /// Whether a use at `now` should reach the meter: the first, and then one per
+    /// [`TOUCH_EVERY_MS`] (per copy of the caller).
+    pub(crate) fn should_touch(&self, now: Timestamp) -> bool {
+        let now = now.millis();
+        let last = self.0.touched_ms.load(Ordering::Relaxed);
+        if last != 0 && now >= last && now - last < TOUCH_EVERY_MS {
+            return false;
+        }
+        self.0.touched_ms.store(now, Ordering::Relaxed);
+        true
     }
 }
 
@@ -256,7 +289,9 @@ impl App {
         let caller = auth.caller;
         debug_assert_eq!(Some(caller.tenant.mode), key_mode(key));
         // `last_used_at` is written in batches by the flush, never on the request path.
-        self.meter.touch(&caller.tenant, &caller.key_id, now);
+        if caller.should_touch(now) {
+            self.meter.touch(&caller.tenant, &caller.key_id, now);
+        }
         Ok(caller)
     }
 
@@ -276,6 +311,25 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callers_uses_reach_the_meter_at_most_once_per_interval() {
+        let w = WorkspaceId::from_uuid(uuid::Uuid::now_v7());
+        let caller = Caller::new(
+            Tenant { workspace_id: w.clone(), mode: Mode::Test },
+            ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
+            Scopes(vec!["*".into()]),
+            Workspace { id: w, name: "w".into(), plan: Plan::Free, created_at: Timestamp::from_millis(0), overage_cap_usd: None, rate_limit_override: None, included_requests_override: None },
+        );
+        let at = |ms| Timestamp::from_millis(1_800_000_000_000 + ms);
+        assert!(caller.should_touch(at(0)), "the first use");
+        assert!(!caller.should_touch(at(TOUCH_EVERY_MS - 1)));
+        assert!(caller.should_touch(at(TOUCH_EVERY_MS)));
+        assert!(caller.should_touch(at(0)), "a clock that went back is passed on");
+        // Each thread's copy counts for itself.
+        let copy = caller.for_this_thread();
+        assert!(copy.should_touch(at(1)) && !caller.should_touch(at(1)));
+    }
 
     #[test]
     fn generated_keys_are_well_formed() {

@@ -18,9 +18,10 @@
 //! lost without the feed noticing.
 
 use std::{
+    cell::RefCell,
     future::Future,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard,
     },
     time::{Duration, Instant},
@@ -74,10 +75,39 @@ struct State {
     tenants: HashMap<Tenant, TenantConfig>,
 }
 
-#[derive(Default)]
 pub struct ConfigCache {
+    /// Tells this cache's entries in [`THREAD_KEYS`] from another's (tests run many apps).
+    id: u64,
     live: AtomicBool,
+    /// `State::generation`, readable without the lock (written under it).
+    generation: AtomicU64,
     state: Mutex<State>,
+}
+
+/// Keys one thread keeps at most in [`THREAD_KEYS`]; past it the thread starts over.
+const THREAD_KEYS_MAX: usize = 1_024;
+
+/// A key as one thread last found it in the shared map: valid while the cache's generation is
+/// still `generation`, and until the shared entry it copies (read at `at`) would expire.
+struct ThreadKey {
+    generation: u64,
+    auth: KeyAuth,
+    at: Instant,
+}
+
+thread_local! {
+    /// Per thread, by (cache, digest): the shared map's mutex, and the reference count of a
+    /// caller both worker threads clone, moved their cache lines between the cores on every
+    /// request (3 % of a cached request's CPU, `perf`, docs/performance.md). Each thread's copy
+    /// has its own [`crate::Caller`] allocation.
+    static THREAD_KEYS: RefCell<HashMap<(u64, KeyDigest), ThreadKey>> = RefCell::new(HashMap::default());
+}
+
+impl Default for ConfigCache {
+    fn default() -> ConfigCache {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        ConfigCache { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), live: AtomicBool::new(false), generation: AtomicU64::new(0), state: Mutex::default() }
+    }
 }
 
 impl ConfigCache {
@@ -112,11 +142,36 @@ impl ConfigCache {
         }
     }
 
+    /// The key's caller when this process has it: from this thread's copy while no invalidation
+    /// happened since it was made, else from the shared map (and then copied for this thread).
     pub fn key(&self, digest: &KeyDigest) -> Option<KeyAuth> {
         if !self.is_live() {
             return None;
         }
-        self.state().keys.get(digest).and_then(Timed::fresh)
+        let generation = self.generation.load(Ordering::Acquire);
+        let mine = THREAD_KEYS.with(|keys| {
+            let keys = keys.try_borrow().ok()?;
+            let key = keys.get(&(self.id, *digest))?;
+            (key.generation == generation && key.at.elapsed() < MAX_AGE).then(|| key.auth.clone())
+        });
+        if mine.is_some() {
+            return mine;
+        }
+        let (auth, at, generation) = {
+            let state = self.state();
+            let timed = state.keys.get(digest)?;
+            let auth = Timed::fresh(timed)?;
+            (auth, timed.at, state.generation)
+        };
+        THREAD_KEYS.with(|keys| {
+            let Ok(mut keys) = keys.try_borrow_mut() else { return };
+            if keys.len() >= THREAD_KEYS_MAX {
+                keys.clear();
+            }
+            let copy = KeyAuth { caller: auth.caller.for_this_thread(), ..auth.clone() };
+            keys.insert((self.id, *digest), ThreadKey { generation, auth: copy, at });
+        });
+        Some(auth)
     }
 
     pub fn keep_key(&self, seen: Generation, digest: &KeyDigest, auth: &KeyAuth) {
@@ -182,6 +237,9 @@ impl ConfigCache {
     fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
         let mut state = self.state();
         state.generation += 1;
+        // Before the lock is let go: a thread that then reads the shared map under it also
+        // sees this generation, so no thread's copy can outlive the change (see `key`).
+        self.generation.store(state.generation, Ordering::Release);
         state.keys.retain(|_, k| !which(&k.value.caller.workspace.id));
         state.tenants.retain(|t, _| !which(&t.workspace_id));
     }
@@ -356,5 +414,33 @@ mod tests {
         assert!(cache.key(&[3; 32]).is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
         cache.changed_unknown();
         assert!(cache.key(&[3; 32]).is_none());
+    }
+    #[test]
+    fn a_threads_copy_of_a_key_lasts_only_until_the_next_change() {
+        let cache = ConfigCache::new();
+        cache.connected();
+        let w = ws();
+        cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        let shared = cache.key(&[4; 32]).unwrap();
+        let copy = cache.key(&[4; 32]).unwrap();
+        assert_eq!((copy.caller.key_id.clone(), &copy.caller.scopes), (shared.caller.key_id.clone(), &shared.caller.scopes));
+        assert!(!std::ptr::eq(&*copy.caller, &*shared.caller), "the second lookup answers from this thread's own copy");
+        // Another cache on this thread does not see it.
+        let other = ConfigCache::new();
+        other.connected();
+        assert!(other.key(&[4; 32]).is_none());
+        // Revoking (any change of the workspace) reaches this thread's copy and another thread's.
+        let on_other_thread = || std::thread::scope(|s| s.spawn(|| cache.key(&[4; 32]).is_some()).join().unwrap());
+        assert!(on_other_thread());
+        cache.changed(&w);
+        assert!(cache.key(&[4; 32]).is_none());
+        assert!(!on_other_thread());
+        // Kept again, it is found again, and a change of another workspace only costs a copy.
+        cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        assert!(cache.key(&[4; 32]).is_some() && cache.key(&[4; 32]).is_some());
+        cache.changed(&ws());
+        assert!(cache.key(&[4; 32]).is_some());
+        cache.disconnected();
+        assert!(cache.key(&[4; 32]).is_none());
     }
 }
