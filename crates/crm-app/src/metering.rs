@@ -20,8 +20,11 @@
 //! other processes admitted uncapped in the last second are not yet in the counter.
 
 use std::{
-    cell::Cell,
-    sync::{Arc, Mutex},
+    cell::{Cell, RefCell},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use crate::FastMap as HashMap;
@@ -89,8 +92,21 @@ struct Entry {
 
 type SharedEntry = Arc<AsyncMutex<Entry>>;
 
+/// Entries one thread keeps at most in [`THREAD_ENTRIES`]; past it the thread starts over.
+const THREAD_ENTRIES_MAX: usize = 1_024;
+
+thread_local! {
+    /// Per thread, by tenant: the entry this thread last counted in, with its meter's id and
+    /// period start. Finding it in the shared map took a mutex both worker threads contend for
+    /// and a reference count they share, whose cache lines then moved between the cores on every
+    /// request (docs/performance.md); [`Meter::count_here`] needs neither.
+    static THREAD_ENTRIES: RefCell<HashMap<Tenant, (u64, Timestamp, SharedEntry)>> = RefCell::new(HashMap::default());
+}
+
 /// The process's metering state. One per [`App`] (clones share it).
 pub struct Meter {
+    /// Tells this meter's entries in [`THREAD_ENTRIES`] from another's (tests run many apps).
+    id: u64,
     /// This process's lease holder id.
     holder: String,
     limiter: Arc<dyn RateLimiter>,
@@ -107,7 +123,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Meter {
     pub fn new(holder: String, limiter: Arc<dyn RateLimiter>) -> Meter {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Meter {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             holder,
             limiter,
             entries: Mutex::new(HashMap::default()),
@@ -148,6 +166,46 @@ impl Meter {
         }));
         entries.entry(tenant.clone()).or_default().insert(period.start, entry.clone());
         entry
+    }
+
+    /// Counts an admission in this thread's entry for the tenant's `period` when that is all it
+    /// takes: the entry is there, not retired, free, and (capped) holds a token of a lease not
+    /// about to end. `false`: nothing was counted, go the long way ([`App::admit`]).
+    fn count_here(&self, tenant: &Tenant, period: Period, allowance: Allowance, now: Timestamp) -> bool {
+        THREAD_ENTRIES.with(|entries| {
+            let Ok(entries) = entries.try_borrow() else { return false };
+            let Some((meter, start, entry)) = entries.get(tenant) else { return false };
+            if *meter != self.id || *start != period.start {
+                return false;
+            }
+            let Ok(mut e) = entry.try_lock() else { return false };
+            if e.retired {
+                return false;
+            }
+            if let Allowance::Capped { .. } = allowance {
+                let lease_ok = e.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
+                if !lease_ok || e.tokens == 0 {
+                    return false;
+                }
+                e.tokens -= 1;
+            } else {
+                e.uncovered += 1;
+            }
+            e.unflushed += 1;
+            e.busy = true;
+            true
+        })
+    }
+
+    /// Makes `entry` this thread's for its tenant (see [`Meter::count_here`]).
+    fn remember_here(&self, entry: &SharedEntry, tenant: &Tenant, period: Period) {
+        THREAD_ENTRIES.with(|entries| {
+            let Ok(mut entries) = entries.try_borrow_mut() else { return };
+            if entries.len() >= THREAD_ENTRIES_MAX && !entries.contains_key(tenant) {
+                entries.clear();
+            }
+            entries.insert(tenant.clone(), (self.id, period.start, entry.clone()));
+        });
     }
 
     /// Drops a retired entry (a flush found it idle).
@@ -229,8 +287,12 @@ impl App {
         };
         let now = self.clock.now();
         let period = Meter::period_containing(now);
+        if self.meter.count_here(&caller.tenant, period, allowance, now) {
+            return Ok(Admission { rate });
+        }
         loop {
             let entry = self.meter.entry(&caller.tenant, period);
+            self.meter.remember_here(&entry, &caller.tenant, period);
             // Uncontended (nearly always: the lock is held only to count, or for a reservation),
             // taking it is one compare-and-swap; awaiting `lock()` built and polled a future.
             let mut e = match entry.try_lock() {
