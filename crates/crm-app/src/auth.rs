@@ -273,7 +273,8 @@ impl App {
             .map(str::trim)
             .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
         let digest = key_digest(key);
-        let auth = match self.config.key(&digest) {
+        let now = self.clock.now_coarse();
+        let auth = match self.config.key(&digest, now) {
             // Only keys found in the store are kept, so a hit is a well-formed key.
             Some(hit) => hit,
             // Boxed: the lookup's future, inline, would size every cached request's future too.
@@ -282,7 +283,6 @@ impl App {
         if auth.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
         }
-        let now = self.clock.now();
         if auth.expires_at.is_some_and(|at| at <= now) {
             return Err(AppError::Unauthorized("this API key has expired"));
         }

@@ -29,7 +29,7 @@ use std::{
 
 use crate::FastMap as HashMap;
 
-use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, WorkspaceId};
+use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, Timestamp, WorkspaceId};
 
 use crate::{
     auth::{KeyAuth, KeyDigest},
@@ -88,11 +88,13 @@ pub struct ConfigCache {
 const THREAD_KEYS_MAX: usize = 1_024;
 
 /// A key as one thread last found it in the shared map: valid while the cache's generation is
-/// still `generation`, and until the shared entry it copies (read at `at`) would expire.
+/// still `generation`, and on the wall clock from `made` until `until`, when the shared entry it
+/// copies would expire (checked against the time authentication reads anyway).
 struct ThreadKey {
     generation: u64,
     auth: KeyAuth,
-    at: Instant,
+    made: Timestamp,
+    until: Timestamp,
 }
 
 thread_local! {
@@ -144,7 +146,8 @@ impl ConfigCache {
 
     /// The key's caller when this process has it: from this thread's copy while no invalidation
     /// happened since it was made, else from the shared map (and then copied for this thread).
-    pub fn key(&self, digest: &KeyDigest) -> Option<KeyAuth> {
+    /// `now`: the wall clock as authentication read it (coarse will do).
+    pub fn key(&self, digest: &KeyDigest, now: Timestamp) -> Option<KeyAuth> {
         if !self.is_live() {
             return None;
         }
@@ -152,16 +155,17 @@ impl ConfigCache {
         let mine = THREAD_KEYS.with(|keys| {
             let keys = keys.try_borrow().ok()?;
             let key = keys.get(&(self.id, *digest))?;
-            (key.generation == generation && key.at.elapsed() < MAX_AGE).then(|| key.auth.clone())
+            // A clock set back past the copy's making ends it too.
+            (key.generation == generation && key.made <= now && now < key.until).then(|| key.auth.clone())
         });
         if mine.is_some() {
             return mine;
         }
-        let (auth, at, generation) = {
+        let (auth, left, generation) = {
             let state = self.state();
             let timed = state.keys.get(digest)?;
             let auth = Timed::fresh(timed)?;
-            (auth, timed.at, state.generation)
+            (auth, MAX_AGE.saturating_sub(timed.at.elapsed()), state.generation)
         };
         THREAD_KEYS.with(|keys| {
             let Ok(mut keys) = keys.try_borrow_mut() else { return };
@@ -169,7 +173,8 @@ impl ConfigCache {
                 keys.clear();
             }
             let copy = KeyAuth { caller: auth.caller.for_this_thread(), ..auth.clone() };
-            keys.insert((self.id, *digest), ThreadKey { generation, auth: copy, at });
+            let until = now.plus_millis(i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
+            keys.insert((self.id, *digest), ThreadKey { generation, auth: copy, made: now, until });
         });
         Some(auth)
     }
@@ -370,6 +375,10 @@ mod tests {
         }
     }
 
+    fn now() -> Timestamp {
+        Timestamp::from_millis(1_800_000_000_000)
+    }
+
     fn ws() -> WorkspaceId {
         WorkspaceId::from_uuid(uuid::Uuid::now_v7())
     }
@@ -379,12 +388,12 @@ mod tests {
         let cache = ConfigCache::new();
         let w = ws();
         cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key(&[1; 32]).is_none());
+        assert!(cache.key(&[1; 32], now()).is_none());
         cache.connected();
         cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key(&[1; 32]).is_some());
+        assert!(cache.key(&[1; 32], now()).is_some());
         cache.disconnected();
-        assert!(cache.key(&[1; 32]).is_none());
+        assert!(cache.key(&[1; 32], now()).is_none());
     }
 
     #[test]
@@ -395,7 +404,7 @@ mod tests {
         let seen = cache.generation();
         cache.changed(&ws()); // any change, even another workspace's, since the read began
         cache.keep_key(seen, &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key(&[1; 32]).is_none());
+        assert!(cache.key(&[1; 32], now()).is_none());
     }
 
     #[test]
@@ -410,10 +419,10 @@ mod tests {
         cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
         cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
         cache.changed(&a);
-        assert!(cache.key(&[2; 32]).is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
-        assert!(cache.key(&[3; 32]).is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
+        assert!(cache.key(&[2; 32], now()).is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
+        assert!(cache.key(&[3; 32], now()).is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
         cache.changed_unknown();
-        assert!(cache.key(&[3; 32]).is_none());
+        assert!(cache.key(&[3; 32], now()).is_none());
     }
     #[test]
     fn a_threads_copy_of_a_key_lasts_only_until_the_next_change() {
@@ -421,26 +430,44 @@ mod tests {
         cache.connected();
         let w = ws();
         cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        let shared = cache.key(&[4; 32]).unwrap();
-        let copy = cache.key(&[4; 32]).unwrap();
+        let shared = cache.key(&[4; 32], now()).unwrap();
+        let copy = cache.key(&[4; 32], now()).unwrap();
         assert_eq!((copy.caller.key_id.clone(), &copy.caller.scopes), (shared.caller.key_id.clone(), &shared.caller.scopes));
         assert!(!std::ptr::eq(&*copy.caller, &*shared.caller), "the second lookup answers from this thread's own copy");
         // Another cache on this thread does not see it.
         let other = ConfigCache::new();
         other.connected();
-        assert!(other.key(&[4; 32]).is_none());
+        assert!(other.key(&[4; 32], now()).is_none());
         // Revoking (any change of the workspace) reaches this thread's copy and another thread's.
-        let on_other_thread = || std::thread::scope(|s| s.spawn(|| cache.key(&[4; 32]).is_some()).join().unwrap());
+        let on_other_thread = || std::thread::scope(|s| s.spawn(|| cache.key(&[4; 32], now()).is_some()).join().unwrap());
         assert!(on_other_thread());
         cache.changed(&w);
-        assert!(cache.key(&[4; 32]).is_none());
+        assert!(cache.key(&[4; 32], now()).is_none());
         assert!(!on_other_thread());
         // Kept again, it is found again, and a change of another workspace only costs a copy.
         cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key(&[4; 32]).is_some() && cache.key(&[4; 32]).is_some());
+        assert!(cache.key(&[4; 32], now()).is_some() && cache.key(&[4; 32], now()).is_some());
         cache.changed(&ws());
-        assert!(cache.key(&[4; 32]).is_some());
+        assert!(cache.key(&[4; 32], now()).is_some());
         cache.disconnected();
-        assert!(cache.key(&[4; 32]).is_none());
+        assert!(cache.key(&[4; 32], now()).is_none());
+    }
+
+    #[test]
+    fn a_threads_copy_ends_when_the_shared_entry_would_and_when_the_clock_goes_back() {
+        let cache = ConfigCache::new();
+        cache.connected();
+        let w = ws();
+        cache.keep_key(cache.generation(), &[5; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        let shared = cache.key(&[5; 32], now()).unwrap().caller;
+        let from = |at: Timestamp| cache.key(&[5; 32], at).unwrap().caller;
+        let copy = from(now());
+        assert!(!std::ptr::eq(&*copy, &*shared));
+        assert!(std::ptr::eq(&*from(now().plus_millis(1_000)), &*copy), "the copy, a second later");
+        let max_age = i64::try_from(MAX_AGE.as_millis()).unwrap();
+        assert!(std::ptr::eq(&*from(now().plus_millis(max_age)), &*shared), "past its age: the shared entry again");
+        let renewed = from(now().plus_millis(max_age));
+        assert!(std::ptr::eq(&*from(now().plus_millis(max_age - 1)), &*shared), "a clock set back: the shared entry");
+        assert!(!std::ptr::eq(&*renewed, &*shared));
     }
 }

@@ -285,7 +285,7 @@ impl App {
             Mode::Test => Allowance::Unlimited,
             Mode::Live => limits.live_allowance(caller.workspace.overage_cap_usd),
         };
-        let now = self.clock.now();
+        let now = self.clock.now_coarse();
         let period = Meter::period_containing(now);
         if self.meter.count_here(&caller.tenant, period, allowance, now) {
             return Ok(Admission { rate });

@@ -41,6 +41,14 @@ pub enum StoreError {
 
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
+
+    /// The time to within a clock tick (a few milliseconds, never ahead of [`Clock::now`]), for
+    /// checks that need no more: a key's expiry, the billing period, a reservation's lease.
+    /// Every request makes them, and the system clock answers this one without reading the
+    /// time-stamp counter (`now` was 4 % of a cached request's CPU, `perf`).
+    fn now_coarse(&self) -> Timestamp {
+        self.now()
+    }
 }
 
 pub trait IdSource: Send + Sync {
