@@ -12,7 +12,7 @@ use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
 use rand::{distributions::Alphanumeric, Rng};
 use sha2::{Digest, Sha256};
 
-use crate::{error::AppError, App};
+use crate::{error::AppError, ports::COARSE_SLACK_MS, App};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workspace {
@@ -283,7 +283,10 @@ impl App {
         if auth.revoked_at.is_some() {
             return Err(AppError::Unauthorized("this API key has been revoked"));
         }
-        if auth.expires_at.is_some_and(|at| at <= now) {
+        // The coarse clock is never ahead: past `at` by it is past; just short of it, ask the
+        // precise one (a key rolled without a grace period stops at once).
+        let expired = |at: Timestamp| at <= now || (at.millis() - now.millis() <= COARSE_SLACK_MS && at <= self.clock.now());
+        if auth.expires_at.is_some_and(expired) {
             return Err(AppError::Unauthorized("this API key has expired"));
         }
         let caller = auth.caller;

@@ -35,7 +35,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use crate::{
     auth::Caller,
     error::AppError,
-    ports::{KeyUse, RateLimiter, RateStatus},
+    ports::{KeyUse, RateLimiter, RateStatus, COARSE_SLACK_MS},
     App,
 };
 
@@ -285,8 +285,14 @@ impl App {
             Mode::Test => Allowance::Unlimited,
             Mode::Live => limits.live_allowance(caller.workspace.overage_cap_usd),
         };
-        let now = self.clock.now_coarse();
-        let period = Meter::period_containing(now);
+        let mut now = self.clock.now_coarse();
+        let mut period = Meter::period_containing(now);
+        // A tick behind, the coarse clock could count a request of the new period's first
+        // milliseconds in the one just ended: near the end, the precise clock decides.
+        if period.end.millis() - now.millis() <= COARSE_SLACK_MS {
+            now = self.clock.now();
+            period = Meter::period_containing(now);
+        }
         if self.meter.count_here(&caller.tenant, period, allowance, now) {
             return Ok(Admission { rate });
         }
