@@ -84,8 +84,9 @@ pub struct ConfigCache {
     state: Mutex<State>,
 }
 
-/// Keys one thread keeps at most in [`THREAD_KEYS`]; past it the thread starts over.
-const THREAD_KEYS_MAX: usize = 1_024;
+/// Keys one thread keeps at most in [`THREAD_KEYS`]; past it each new one takes an old one's
+/// place (a working set larger than this only costs copies).
+const THREAD_KEYS_MAX: usize = 4_096;
 
 /// A key as one thread last found it in the shared map: valid while the cache's generation is
 /// still `generation`, and on the wall clock from `made` until `until`, when the shared entry it
@@ -170,7 +171,9 @@ impl ConfigCache {
         THREAD_KEYS.with(|keys| {
             let Ok(mut keys) = keys.try_borrow_mut() else { return };
             if keys.len() >= THREAD_KEYS_MAX {
-                keys.clear();
+                if let Some(old) = keys.keys().next().copied() {
+                    keys.remove(&old);
+                }
             }
             let copy = KeyAuth { caller: auth.caller.for_this_thread(), ..auth.clone() };
             let until = now.plus_millis(i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
@@ -451,6 +454,26 @@ mod tests {
         assert!(cache.key(&[4; 32], now()).is_some());
         cache.disconnected();
         assert!(cache.key(&[4; 32], now()).is_none());
+    }
+
+    #[test]
+    fn a_thread_keeps_a_bounded_number_of_copies_and_every_key_is_still_found() {
+        let cache = ConfigCache::new();
+        cache.connected();
+        let w = ws();
+        let digest = |i: usize| {
+            let mut d = [0xAB; 32];
+            d[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            d
+        };
+        let n = THREAD_KEYS_MAX + 10;
+        for i in 0..n {
+            cache.keep_key(cache.generation(), &digest(i), &KeyAuth::new(key(&w), workspace(&w)));
+        }
+        for _ in 0..2 {
+            assert!((0..n).all(|i| cache.key(&digest(i), now()).is_some()));
+        }
+        assert!(THREAD_KEYS.with(|keys| keys.borrow().len()) <= THREAD_KEYS_MAX);
     }
 
     #[test]

@@ -92,8 +92,9 @@ struct Entry {
 
 type SharedEntry = Arc<AsyncMutex<Entry>>;
 
-/// Entries one thread keeps at most in [`THREAD_ENTRIES`]; past it the thread starts over.
-const THREAD_ENTRIES_MAX: usize = 1_024;
+/// Tenants one thread keeps at most in [`THREAD_ENTRIES`]; past it each new one takes an old
+/// one's place.
+const THREAD_ENTRIES_MAX: usize = 4_096;
 
 thread_local! {
     /// Per thread, by tenant: the entry this thread last counted in, with its meter's id and
@@ -202,7 +203,9 @@ impl Meter {
         THREAD_ENTRIES.with(|entries| {
             let Ok(mut entries) = entries.try_borrow_mut() else { return };
             if entries.len() >= THREAD_ENTRIES_MAX && !entries.contains_key(tenant) {
-                entries.clear();
+                if let Some(old) = entries.keys().next().cloned() {
+                    entries.remove(&old);
+                }
             }
             entries.insert(tenant.clone(), (self.id, period.start, entry.clone()));
         });
