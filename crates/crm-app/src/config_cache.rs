@@ -108,8 +108,7 @@ thread_local! {
 
 impl Default for ConfigCache {
     fn default() -> ConfigCache {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        ConfigCache { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), live: AtomicBool::new(false), generation: AtomicU64::new(0), state: Mutex::default() }
+        ConfigCache { id: crate::instance_id(), live: AtomicBool::new(false), generation: AtomicU64::new(0), state: Mutex::default() }
     }
 }
 
@@ -170,14 +169,9 @@ impl ConfigCache {
         };
         THREAD_KEYS.with(|keys| {
             let Ok(mut keys) = keys.try_borrow_mut() else { return };
-            if keys.len() >= THREAD_KEYS_MAX {
-                if let Some(old) = keys.keys().next().copied() {
-                    keys.remove(&old);
-                }
-            }
             let copy = KeyAuth { caller: auth.caller.for_this_thread(), ..auth.clone() };
             let until = now.plus_millis(i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
-            keys.insert((self.id, *digest), ThreadKey { generation, auth: copy, made: now, until });
+            crate::insert_bounded(&mut keys, THREAD_KEYS_MAX, (self.id, *digest), ThreadKey { generation, auth: copy, made: now, until });
         });
         Some(auth)
     }

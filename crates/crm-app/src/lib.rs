@@ -42,7 +42,31 @@ pub mod write;
 /// cached request's instructions.
 pub(crate) type FastMap<K, V> = foldhash::HashMap<K, V>;
 
-use std::sync::Arc;
+/// Inserts into one of the per-thread maps (key copies, usage handles) of at most `max` entries:
+/// past it a new key takes an old one's place, so a larger working set costs copies, not memory.
+pub(crate) fn insert_bounded<K: Eq + Hash + Clone, V>(map: &mut FastMap<K, V>, max: usize, key: K, value: V) {
+    if map.len() >= max && !map.contains_key(&key) {
+        if let Some(old) = map.keys().next().cloned() {
+            map.remove(&old);
+        }
+    }
+    map.insert(key, value);
+}
+
+/// A number of its own for each key cache and meter: per-thread maps are shared by every instance
+/// on the thread (tests run many apps), so their entries carry it.
+pub(crate) fn instance_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+use std::{
+    hash::Hash,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
 
 pub use auth::{Access, Caller, Scope, Scopes};
 pub use error::AppError;

@@ -21,10 +21,7 @@
 
 use std::{
     cell::{Cell, RefCell},
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc, Mutex,
-    },
+    sync::{Arc, Mutex},
 };
 
 use crate::FastMap as HashMap;
@@ -90,6 +87,26 @@ struct Entry {
     retired: bool,
 }
 
+impl Entry {
+    /// Counts one admission when nothing more is needed: uncapped, or capped with a token of a
+    /// lease not about to end. `false`: nothing was counted (a reservation is needed first).
+    fn count_covered(&mut self, allowance: Allowance, now: Timestamp) -> bool {
+        match allowance {
+            Allowance::Unlimited => self.uncovered += 1,
+            Allowance::Capped { .. } => {
+                let lease_ok = self.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
+                if !lease_ok || self.tokens == 0 {
+                    return false;
+                }
+                self.tokens -= 1;
+            }
+        }
+        self.unflushed += 1;
+        self.busy = true;
+        true
+    }
+}
+
 type SharedEntry = Arc<AsyncMutex<Entry>>;
 
 /// Tenants one thread keeps at most in [`THREAD_ENTRIES`]; past it each new one takes an old
@@ -124,9 +141,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Meter {
     pub fn new(holder: String, limiter: Arc<dyn RateLimiter>) -> Meter {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Meter {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: crate::instance_id(),
             holder,
             limiter,
             entries: Mutex::new(HashMap::default()),
@@ -180,21 +196,7 @@ impl Meter {
                 return false;
             }
             let Ok(mut e) = entry.try_lock() else { return false };
-            if e.retired {
-                return false;
-            }
-            if let Allowance::Capped { .. } = allowance {
-                let lease_ok = e.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
-                if !lease_ok || e.tokens == 0 {
-                    return false;
-                }
-                e.tokens -= 1;
-            } else {
-                e.uncovered += 1;
-            }
-            e.unflushed += 1;
-            e.busy = true;
-            true
+            !e.retired && e.count_covered(allowance, now)
         })
     }
 
@@ -202,12 +204,7 @@ impl Meter {
     fn remember_here(&self, entry: &SharedEntry, tenant: &Tenant, period: Period) {
         THREAD_ENTRIES.with(|entries| {
             let Ok(mut entries) = entries.try_borrow_mut() else { return };
-            if entries.len() >= THREAD_ENTRIES_MAX && !entries.contains_key(tenant) {
-                if let Some(old) = entries.keys().next().cloned() {
-                    entries.remove(&old);
-                }
-            }
-            entries.insert(tenant.clone(), (self.id, period.start, entry.clone()));
+            crate::insert_bounded(&mut entries, THREAD_ENTRIES_MAX, tenant.clone(), (self.id, period.start, entry.clone()));
         });
     }
 
@@ -311,30 +308,23 @@ impl App {
             if e.retired {
                 continue;
             }
-            let Allowance::Capped { requests, refusal } = allowance else {
-                e.unflushed += 1;
-                e.uncovered += 1;
-                e.busy = true;
+            if e.count_covered(allowance, now) {
                 return Ok(Admission { rate });
+            }
+            let Allowance::Capped { requests, refusal } = allowance else {
+                unreachable!("an uncapped admission is always covered");
             };
-            let lease_ok = e.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
-            if !lease_ok {
-                e.tokens = 0;
+            // No token of a fresh lease: what is left of a lease about to end is not used.
+            e.tokens = 0;
+            let believed_exhausted = e.exhausted.is_some_and(|(at, until)| at == requests && now < until);
+            if !believed_exhausted {
+                // Boxed: a reservation is rare, and its future would size every admission's.
+                Box::pin(self.reserve(&mut e, requests, now)).await.map_err(|error| Refused { error, rate: Some(rate) })?;
             }
-            if e.tokens == 0 {
-                let believed_exhausted = e.exhausted.is_some_and(|(at, until)| at == requests && now < until);
-                if !believed_exhausted {
-                    // Boxed: a reservation is rare, and its future would size every admission's.
-                    Box::pin(self.reserve(&mut e, requests, now)).await.map_err(|error| Refused { error, rate: Some(rate) })?;
-                }
+            if e.count_covered(allowance, now) {
+                return Ok(Admission { rate });
             }
-            if e.tokens == 0 {
-                return Err(Refused { error: refusal_error(caller, refusal, limits.included_requests), rate: Some(rate) });
-            }
-            e.tokens -= 1;
-            e.unflushed += 1;
-            e.busy = true;
-            return Ok(Admission { rate });
+            return Err(Refused { error: refusal_error(caller, refusal, limits.included_requests), rate: Some(rate) });
         }
     }
 
