@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{postgres::Postgres, run};
+use crate::{postgres::Postgres, run, target_dir};
 
 const REQUIREMENTS: &str = "tests/agents/requirements.txt";
 
@@ -33,10 +33,6 @@ pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
         bail!("the agent suite (tests/agents) failed on {}", failed.join(" and "));
     }
     Ok(())
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
 
 /// `target/venv/bin/python`, with the requirements installed; reinstalled when they change.

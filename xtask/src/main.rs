@@ -23,8 +23,17 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
+/// The workspace. `cargo run` sets `CARGO_MANIFEST_DIR` for the process too, and that one wins
+/// over the path compiled in: two checkouts sharing one `CARGO_TARGET_DIR` share one xtask
+/// binary, built from whichever checkout built it last.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf()
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest_dir.parent().expect("xtask sits in the workspace").to_path_buf()
+}
+
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR`, else the workspace's `target`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
 
 pub(crate) fn run(cmd: &mut Command) -> Result<()> {

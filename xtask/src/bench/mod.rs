@@ -186,11 +186,11 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     // measure: a debug xtask rebuilds itself in release and hands over.
     if cfg!(debug_assertions) {
         crate::run(crate::cargo().args(["build", "--release", "-p", "xtask", "-p", "crm-server"]))?;
-        let mut cmd = std::process::Command::new(root.join("target/release/xtask"));
+        let mut cmd = std::process::Command::new(crate::target_dir(root).join("release/xtask"));
         cmd.arg("bench").args(args);
         return crate::run(&mut cmd);
     }
-    let out_dir = root.join("target/bench");
+    let out_dir = crate::target_dir(root).join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let bin = procs::build_server(root)?;
     let run_dir = out_dir.join(format!("run-{}", std::process::id()));

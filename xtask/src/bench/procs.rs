@@ -83,7 +83,7 @@ impl Drop for Proc {
 /// Builds the release server and returns its path.
 pub fn build_server(root: &Path) -> Result<PathBuf> {
     crate::run(crate::cargo().args(["build", "--release", "-p", "crm-server", "--bin", "crm-server"]))?;
-    let bin = root.join("target/release/crm-server");
+    let bin = crate::target_dir(root).join("release/crm-server");
     if !bin.exists() {
         bail!("{} is missing after the build", bin.display());
     }
