@@ -133,8 +133,8 @@ impl App {
             .collect();
 
         let mut updates: Vec<(Enrollment, u32)> = Vec::with_capacity(enrollments.len());
-        // (enrollment, step index, recipient) of each step to send once the advance holds.
-        let mut sends: Vec<(EnrollmentId, usize, ContactId)> = Vec::new();
+        // (position in `updates`, step index) of each step to send once the advance holds.
+        let mut sends: Vec<(usize, usize)> = Vec::new();
         let mut exits: Vec<EnrollmentId> = Vec::new();
         for mut e in enrollments {
             let before = e.steps_sent;
@@ -151,7 +151,7 @@ impl App {
                 (None, Some(seq)) => {
                     let index = before as usize;
                     if index < seq.def.steps.len() {
-                        sends.push((e.id.clone(), index, e.contact_id.clone()));
+                        sends.push((updates.len(), index));
                     }
                     e.step_sent(&seq.def.steps, now);
                 }
@@ -164,16 +164,14 @@ impl App {
         let mut companies: HashMap<CompanyId, Option<Value>> = HashMap::new();
         let mut templates: HashMap<String, Option<Template>> = HashMap::new();
         let mut drafts: Vec<(EmailDraft, Option<String>)> = Vec::with_capacity(sends.len());
-        for (eid, index, contact_id) in sends {
-            if !advanced.contains(&eid) {
+        for (at, index) in sends {
+            let (e, _) = &updates[at];
+            if !advanced.contains(&e.id) {
                 continue;
             }
-            let Some((e, _)) = updates.iter().find(|(e, _)| e.id == eid) else {
-                continue;
-            };
             let seq = &seqs[&e.sequence_id];
             let step = &seq.def.steps[index];
-            let contact = &contacts[&contact_id];
+            let contact = &contacts[&e.contact_id];
             let Some(to) = contact.email.as_ref().map(|m| m.as_str().to_owned()) else {
                 continue;
             };
