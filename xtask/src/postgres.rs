@@ -132,7 +132,7 @@ pub fn find_or_start(root: &Path) -> Result<Postgres> {
 }
 
 fn start_cluster(root: &Path, initdb: &Path) -> Result<Postgres> {
-    let dir = root.join("target").join(format!("xtask-pg-{}", std::process::id()));
+    let dir = crate::target_dir(root).join(format!("xtask-pg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut init = Command::new(initdb);
