@@ -122,15 +122,18 @@ impl App {
         seq_ids.dedup();
         let seqs: HashMap<SequenceId, crm_domain::sequence::Sequence> =
             tx.get_sequences(tenant, &seq_ids).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
-        let sources: Vec<_> = enrollments.iter().map(|e| (e.source_object, e.source_id.clone())).collect();
-        let snapshots = self.source_snapshots(tx, tenant, &sources).await?;
-        let contact_ids: Vec<ContactId> = enrollments.iter().map(|e| e.contact_id.clone()).collect();
+        // The recipients, read once: a contact-sourced enrollment's source is its recipient.
+        let mut contact_ids: Vec<ContactId> = enrollments.iter().map(|e| e.contact_id.clone()).collect();
+        contact_ids.sort();
+        contact_ids.dedup();
         let contacts: HashMap<ContactId, Contact> = tx
             .contacts_by_ids(tenant, &contact_ids)
             .await?
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
+        let sources: Vec<_> = enrollments.iter().map(|e| (e.source_object, e.source_id.clone())).collect();
+        let snapshots = self.source_snapshots(tx, tenant, &sources, &contacts).await?;
 
         let mut updates: Vec<(Enrollment, u32)> = Vec::with_capacity(enrollments.len());
         // (position in `updates`, step index) of each step to send once the advance holds.

@@ -439,21 +439,36 @@ impl App {
     }
 
     /// Snapshots of source records (contacts and deals) by id; deleted or missing ones absent.
+    /// Contacts in `known` (already read in this transaction) are not read again.
     pub(crate) async fn source_snapshots(
         &self,
         tx: &mut dyn Tx,
         tenant: &Tenant,
         sources: &[(SourceObject, String)],
+        known: &HashMap<ContactId, Contact>,
     ) -> Result<HashMap<String, Value>, AppError> {
+        let mut out = HashMap::new();
         let mut contact_ids: Vec<ContactId> = Vec::new();
         let mut deal_ids: Vec<crm_domain::DealId> = Vec::new();
         for (object, id) in sources {
             match object {
-                SourceObject::Contact => contact_ids.extend(ContactId::parse(id).ok()),
+                SourceObject::Contact => {
+                    let Ok(cid) = ContactId::parse(id) else { continue };
+                    match known.get(&cid) {
+                        Some(c) if c.deleted_at.is_none() => {
+                            out.entry(c.id.to_string()).or_insert_with(|| c.snapshot());
+                        }
+                        Some(_) => {}
+                        None => contact_ids.push(cid),
+                    }
+                }
                 SourceObject::Deal => deal_ids.extend(crm_domain::DealId::parse(id).ok()),
             }
         }
-        let mut out = HashMap::new();
+        contact_ids.sort();
+        contact_ids.dedup();
+        deal_ids.sort();
+        deal_ids.dedup();
         for c in tx.contacts_by_ids(tenant, &contact_ids).await? {
             if c.deleted_at.is_none() {
                 out.insert(c.id.to_string(), c.snapshot());
@@ -484,7 +499,7 @@ impl App {
         seq_ids.dedup();
         let seqs: HashMap<SequenceId, Sequence> = tx.get_sequences(tenant, &seq_ids).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
         let sources: Vec<(SourceObject, String)> = enrollments.iter().map(|e| (e.source_object, e.source_id.clone())).collect();
-        let snapshots = self.source_snapshots(tx, tenant, &sources).await?;
+        let snapshots = self.source_snapshots(tx, tenant, &sources, &HashMap::new()).await?;
         let mut ended = Vec::new();
         let mut going = Vec::new();
         for mut e in enrollments {

@@ -7,6 +7,7 @@
 //! HTTP and no business rule beyond what the port's contracts say.
 
 mod automations;
+mod checkpoint;
 mod email;
 mod plans;
 mod records;
@@ -26,7 +27,7 @@ use crm_app::{
     ports::{ConfigEvents, ConfigMarks},
     Store, StoreError, Tx,
 };
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous}};
 
 pub use tx::SqliteTx;
 
@@ -40,6 +41,8 @@ pub(crate) fn backend(e: sqlx::Error) -> StoreError {
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// The WAL checkpointer's wake-up, told of each commit (see `checkpoint`).
+    checkpoints: Arc<checkpoint::Guard>,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
 }
@@ -63,6 +66,11 @@ impl SqliteStore {
             .pragma("journal_size_limit", "67108864")
             .pragma("cache_size", "-16000")
             .statement_cache_capacity(256);
+        // The writer keeps statement journals in memory: every multi-row statement in a
+        // transaction journals the pages it changes, and past 64 KiB SQLite spills that journal
+        // to a temporary file, a write(2) per page on the writer's thread.
+        // Its automatic checkpoint is off: a connection of its own checkpoints (`checkpoint`).
+        let writer_options = options.clone().pragma("temp_store", "memory").pragma("wal_autocheckpoint", "0");
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -70,7 +78,7 @@ impl SqliteStore {
             // An embedded connection cannot go stale; sqlx's default ping per acquire is a
             // round trip to the connection's worker thread on every read and write.
             .test_before_acquire(false)
-            .connect_with(options.clone())
+            .connect_with(writer_options)
             .await
             .map_err(backend)?;
         let readers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2).clamp(2, 8) * 2;
@@ -84,7 +92,10 @@ impl SqliteStore {
             .connect_with(reader_options)
             .await
             .map_err(backend)?;
-        Ok(SqliteStore { writer, reader, local: Arc::default() })
+        let checkpointer = options.connect().await.map_err(backend)?;
+        let checkpoints = Arc::new(checkpoint::Checkpoints::default());
+        tokio::spawn(checkpoint::run(checkpoints.clone(), checkpointer));
+        Ok(SqliteStore { writer, reader, checkpoints: Arc::new(checkpoint::Guard(checkpoints)), local: Arc::default() })
     }
 
     /// Applies the migrations under `migrations/sqlite`.
@@ -97,6 +108,7 @@ impl SqliteStore {
     }
 
     pub async fn close(&self) {
+        self.checkpoints.0.close();
         self.writer.close().await;
         self.reader.close().await;
     }
@@ -106,7 +118,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
         let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
-        Ok(Box::new(SqliteTx::write(tx, ConfigMarks::new(self.local.get().cloned()))))
+        Ok(Box::new(SqliteTx::write(tx, ConfigMarks::new(self.local.get().cloned()), self.checkpoints.0.clone())))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {

@@ -1,6 +1,8 @@
 //! The unit of work: a write transaction on the single writer connection, or a plain reader
 //! connection for reads.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use crm_app::{
     auth::{ApiKeyRecord, Workspace},
@@ -19,16 +21,17 @@ use crm_domain::{
 };
 use sqlx::{pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 
-use crate::{backend, rows};
+use crate::{backend, checkpoint::Checkpoints, rows};
 
+/// One unit of work: a write transaction on the writer, or a reader connection.
 pub enum SqliteTx {
-    Write(Transaction<'static, Sqlite>, ConfigMarks),
+    Write(Transaction<'static, Sqlite>, ConfigMarks, Arc<Checkpoints>),
     Read(PoolConnection<Sqlite>),
 }
 
 impl SqliteTx {
-    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks) -> Self {
-        SqliteTx::Write(tx, marks)
+    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks, checkpoints: Arc<Checkpoints>) -> Self {
+        SqliteTx::Write(tx, marks, checkpoints)
     }
 
     pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
@@ -37,7 +40,7 @@ impl SqliteTx {
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
-            SqliteTx::Write(tx, _) => tx,
+            SqliteTx::Write(tx, ..) => tx,
             SqliteTx::Read(conn) => conn,
         }
     }
@@ -732,12 +735,13 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(mut tx, marks) => {
+            SqliteTx::Write(mut tx, marks, checkpoints) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
                     sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1").execute(&mut *tx).await.map_err(backend)?;
                 }
                 tx.commit().await.map_err(backend)?;
+                checkpoints.committed();
                 marks.committed();
                 Ok(())
             }
@@ -747,13 +751,13 @@ impl Tx for SqliteTx {
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            SqliteTx::Write(_, marks) => marks.mark(workspace),
+            SqliteTx::Write(_, marks, _) => marks.mark(workspace),
             SqliteTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, SqliteTx::Write(_, marks) if !marks.workspaces().is_empty())
+        matches!(self, SqliteTx::Write(_, marks, _) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
