@@ -41,6 +41,7 @@ impl Checkpoints {
     }
 
     /// How many checkpoints have run.
+    #[cfg(test)]
     pub(crate) fn done(&self) -> u64 {
         self.done.load(Ordering::Acquire)
     }
