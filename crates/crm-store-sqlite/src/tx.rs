@@ -1,8 +1,6 @@
 //! The unit of work: a write transaction on the single writer connection, or a plain reader
 //! connection for reads.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use crm_app::{
     auth::{ApiKeyRecord, Workspace},
@@ -21,17 +19,16 @@ use crm_domain::{
 };
 use sqlx::{pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 
-use crate::{backend, checkpoint::Checkpoints, rows};
+use crate::{backend, rows};
 
-/// One unit of work: a write transaction on the writer, or a reader connection.
 pub enum SqliteTx {
-    Write(Transaction<'static, Sqlite>, ConfigMarks, Arc<Checkpoints>),
+    Write(Transaction<'static, Sqlite>, ConfigMarks),
     Read(PoolConnection<Sqlite>),
 }
 
 impl SqliteTx {
-    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks, checkpoints: Arc<Checkpoints>) -> Self {
-        SqliteTx::Write(tx, marks, checkpoints)
+    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks) -> Self {
+        SqliteTx::Write(tx, marks)
     }
 
     pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
@@ -40,7 +37,7 @@ impl SqliteTx {
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
-            SqliteTx::Write(tx, ..) => tx,
+            SqliteTx::Write(tx, _) => tx,
             SqliteTx::Read(conn) => conn,
         }
     }
@@ -735,13 +732,12 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(mut tx, marks, checkpoints) => {
+            SqliteTx::Write(mut tx, marks) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
                     sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1").execute(&mut *tx).await.map_err(backend)?;
                 }
                 tx.commit().await.map_err(backend)?;
-                checkpoints.committed();
                 marks.committed();
                 Ok(())
             }
@@ -751,13 +747,13 @@ impl Tx for SqliteTx {
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            SqliteTx::Write(_, marks, _) => marks.mark(workspace),
+            SqliteTx::Write(_, marks) => marks.mark(workspace),
             SqliteTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, SqliteTx::Write(_, marks, _) if !marks.workspaces().is_empty())
+        matches!(self, SqliteTx::Write(_, marks) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
