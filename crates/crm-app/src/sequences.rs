@@ -452,11 +452,13 @@ impl App {
         let mut deal_ids: Vec<crm_domain::DealId> = Vec::new();
         for (object, id) in sources {
             match object {
+                // Many enrollments share a source: each is parsed and snapshotted once.
+                SourceObject::Contact if out.contains_key(id) => {}
                 SourceObject::Contact => {
                     let Ok(cid) = ContactId::parse(id) else { continue };
                     match known.get(&cid) {
                         Some(c) if c.deleted_at.is_none() => {
-                            out.entry(c.id.to_string()).or_insert_with(|| c.snapshot());
+                            out.insert(id.clone(), c.snapshot());
                         }
                         Some(_) => {}
                         None => contact_ids.push(cid),
