@@ -466,6 +466,81 @@ mod plan_cap {
     crate::on_both_backends!(the_second_sequence_on_free_is_refused_per_mode);
 }
 
+/// A workspace whose sends fail does not hold up the others: its part of the round is rolled back
+/// and its steps are held back for `CRM_SEQUENCE_HOLD_BACK_MS`, then tried again, while the
+/// other workspace's step in the same round goes out. The failure is a trigger refusing the
+/// first workspace's emails (a statement failing mid-round, which on Postgres aborts the
+/// transaction unless the part was in a savepoint).
+mod a_failing_workspace {
+    use reqwest::Method;
+
+    use super::*;
+
+    /// Adds (or drops) a trigger that refuses every email of `workspace`.
+    async fn poison(backend: Backend, database_url: &str, workspace: &str, on: bool) {
+        use sqlx::Connection;
+        let statements: Vec<String> = match (backend, on) {
+            (Backend::Sqlite, true) => vec![format!(
+                "CREATE TRIGGER poison BEFORE INSERT ON emails WHEN NEW.workspace_id = '{workspace}' BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
+            )],
+            (Backend::Sqlite, false) => vec!["DROP TRIGGER poison".to_owned()],
+            (Backend::Postgres, true) => vec![
+                "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'poisoned'; END $$".to_owned(),
+                format!("CREATE TRIGGER poison BEFORE INSERT ON emails FOR EACH ROW WHEN (NEW.workspace_id = '{workspace}') EXECUTE FUNCTION poison()"),
+            ],
+            (Backend::Postgres, false) => vec!["DROP TRIGGER poison ON emails".to_owned()],
+        };
+        match backend {
+            Backend::Sqlite => {
+                use std::str::FromStr;
+                let options = sqlx::sqlite::SqliteConnectOptions::from_str(database_url).unwrap().busy_timeout(Duration::from_secs(10));
+                let mut conn = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+                for sql in &statements {
+                    sqlx::query(sql).execute(&mut conn).await.unwrap();
+                }
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
+                for sql in &statements {
+                    sqlx::query(sql).execute(&mut conn).await.unwrap();
+                }
+            }
+        }
+    }
+
+    async fn emails(s: &Server, key: &str) -> Vec<Value> {
+        data(s.req(Method::GET, "/emails?limit=100").key(key).send().await.ok(200))
+    }
+
+    async fn is_held_back_then_retried_and_the_others_are_sent(backend: Backend) {
+        let database_url = fresh_database(backend).await;
+        let a = create_workspace(&database_url, &["--plan", "pro"]);
+        let b = create_workspace(&database_url, &["--plan", "pro"]);
+        // Enrolled while the scheduler is idle, so that one round finds both steps due.
+        {
+            let setup = start(backend, database_url.clone(), a.clone(), &[("CRM_SEQUENCE_POLL_MS", "3600000")]);
+            for key in [&a.test, &b.test] {
+                let body = json!({"name": "Welcome", "trigger": {"event": "contact.created"}, "steps": steps_every(&[0], "Hello")});
+                setup.req(Method::POST, "/sequences").key(key).json(&body).send().await.ok(201);
+                let contact = json!({"first_name": "Ann", "email": "ann@example.com"});
+                setup.req(Method::POST, "/contacts").key(key).json(&contact).send().await.ok(201);
+            }
+        }
+        poison(backend, &database_url, &a.workspace_id, true).await;
+        // One loop: with two, one round can lock the first workspace's step while the other's
+        // skips it and takes the second's alone, and the test would pass without the savepoints.
+        let env = [("CRM_SEQUENCE_POLL_MS", "20"), ("CRM_SEQUENCE_WORKERS", "1"), ("CRM_SEQUENCE_HOLD_BACK_MS", "2000")];
+        let s = start(backend, database_url.clone(), a.clone(), &env);
+        eventually("the other workspace's step", || async { emails(&s, &b.test).await.len() == 1 }).await;
+        assert!(emails(&s, &a.test).await.is_empty(), "nothing of the failing workspace is written");
+        poison(backend, &database_url, &a.workspace_id, false).await;
+        eventually("the held-back step, once the failure is gone", || async { emails(&s, &a.test).await.len() == 1 }).await;
+        assert_eq!(emails(&s, &b.test).await.len(), 1, "sent once");
+    }
+
+    crate::on_both_backends!(is_held_back_then_retried_and_the_others_are_sent);
+}
+
 /// Two server processes on one Postgres database, 1,000 enrollments with two due steps each:
 /// every step is sent exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

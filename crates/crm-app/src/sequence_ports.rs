@@ -10,7 +10,7 @@ use crm_domain::{
 
 use crate::ports::{Slice, StoreError};
 
-/// An enrollment the scheduler claimed, with its tenant.
+/// An enrollment the scheduler claimed (locked for its transaction), with its tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedEnrollment {
     pub tenant: Tenant,
@@ -51,7 +51,7 @@ pub trait SequenceRepo {
     /// Of `contacts`, those already enrolled (in any state) in `sequence`.
     async fn enrolled_contacts(&mut self, tenant: &Tenant, sequence: &SequenceId, contacts: &[ContactId]) -> Result<Vec<ContactId>, StoreError>;
     /// Writes state, exit reason, steps sent, next send time and times of each enrollment, and
-    /// drops any lease on it.
+    /// ends any hold-back.
     async fn update_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<(), StoreError>;
     /// Ends every active enrollment of a sequence with `reason`; returns how many.
     async fn end_sequence_enrollments(
@@ -62,27 +62,21 @@ pub trait SequenceRepo {
         now: Timestamp,
     ) -> Result<u64, StoreError>;
 
-    /// Scheduler, across tenants: leases up to `limit` active enrollments whose next step is due
-    /// by `now` and that no live lease holds, to `holder` until `lease_until`, and returns them.
-    /// Two concurrent claims never return the same enrollment (Postgres: `FOR UPDATE SKIP
-    /// LOCKED`); an expired lease may be claimed again.
-    async fn claim_due_enrollments(
-        &mut self,
-        now: Timestamp,
-        holder: &str,
-        lease_until: Timestamp,
-        limit: u32,
-    ) -> Result<Vec<ClaimedEnrollment>, StoreError>;
+    /// Scheduler, across tenants: up to `limit` active enrollments whose next step is due by
+    /// `now` and that are not held back (see [`SequenceRepo::hold_back_enrollments`]), earliest
+    /// due first, locked until this transaction ends. A concurrent transaction never gets an
+    /// enrollment this one holds (Postgres: `FOR UPDATE SKIP LOCKED`; SQLite: its one writer), so
+    /// a step is sent at most once, and nothing is written to claim them: a process that dies
+    /// mid-round releases its steps with its transaction.
+    async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError>;
+    /// Scheduler: keeps `ids` from being claimed until `until`, recording `holder` (the process
+    /// that held them back): what a round does with a tenant whose sends failed, so that its steps
+    /// are retried later instead of blocking every round. Any write of the enrollment's state ends it.
+    async fn hold_back_enrollments(&mut self, tenant: &Tenant, ids: &[EnrollmentId], holder: &str, until: Timestamp) -> Result<(), StoreError>;
     /// Scheduler: writes each enrollment's new state (as `update_enrollments`) only where the row
-    /// is still leased by `holder`, still active and still at `sent_before` steps sent — that is,
-    /// nobody else advanced or ended it meanwhile. Returns the ids written; a step is sent only
-    /// for those. Rows are locked until the transaction ends.
-    async fn advance_claimed_enrollments(
-        &mut self,
-        tenant: &Tenant,
-        holder: &str,
-        updates: &[(Enrollment, u32)],
-    ) -> Result<Vec<EnrollmentId>, StoreError>;
+    /// is still active and still at `sent_before` steps sent — that is, nobody else advanced or
+    /// ended it meanwhile. Returns the ids written; a step is sent only for those.
+    async fn advance_claimed_enrollments(&mut self, tenant: &Tenant, updates: &[(Enrollment, u32)]) -> Result<Vec<EnrollmentId>, StoreError>;
 
     /// Scheduler: inserts the emails of a round's steps and their `email` activities, in
     /// multi-row statements (the rows `insert_email` and `insert_activity` write, many at once).

@@ -1,14 +1,15 @@
 //! Sending sequence steps: what a sequence needs of email (templates that exist, a live-mode
 //! connection), and [`App::send_due_sequence_steps`], one round of the scheduler worker.
 //!
-//! A round claims up to `batch` due enrollments across tenants under a lease (its own short
-//! transaction), then per tenant, in one transaction: loads the sequences, recipients and source
-//! records of the claimed enrollments in a few queries, re-checks every exit rule right before
-//! the send, advances the enrollments still leased to this holder at the step it claimed (one
-//! statement on Postgres), and records the email of each advanced step as [`App::queue_email`]
-//! does, all of them in two multi-row statements. An enrollment another process advanced or ended meanwhile is skipped, so
-//! a step is sent at most once; a process that dies loses nothing: its lease expires and another
-//! claims the step again.
+//! A round is one transaction. It locks up to `batch` due enrollments across tenants (rows other
+//! rounds hold are skipped: see [`crate::sequence_ports::SequenceRepo::lock_due_enrollments`]),
+//! then per tenant, inside a savepoint: loads the sequences, recipients and source records of the
+//! claimed enrollments in a few queries, re-checks every exit rule right before the send, advances
+//! the enrollments still at the step they were claimed at (one statement), and records the email
+//! of each advanced step as [`App::queue_email`] does, all of them in two multi-row statements.
+//! A step is sent at most once; a process that dies mid-round loses nothing: its transaction rolls
+//! back and another round claims the steps again. Nothing is written to claim a step (the locks
+//! live as long as the round's transaction).
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,6 +30,9 @@ use crate::{
     App,
 };
 
+/// The savepoint around one tenant's part of a round.
+const TENANT_SAVEPOINT: &str = "sequence_tenant";
+
 const NO_CONNECTION: &str = "a live-mode sequence sends email: POST /connections first";
 
 /// What one scheduler round did.
@@ -40,6 +44,8 @@ pub struct SendRound {
     pub sent: usize,
     /// Enrollments ended by a re-check before the send.
     pub exited: usize,
+    /// Steps of tenants whose sends failed, held back to be retried later.
+    pub held_back: usize,
 }
 
 impl App {
@@ -75,13 +81,15 @@ impl App {
         }
     }
 
-    /// One round of the scheduler: claims up to `batch` due steps under a lease of `lease_ms`
-    /// for `holder`, re-checks their exit rules and sends them. See the module documentation.
-    pub async fn send_due_sequence_steps(&self, holder: &str, batch: u32, lease_ms: i64) -> Result<SendRound, AppError> {
+    /// One round of the scheduler, in one transaction: locks up to `batch` due steps, then per
+    /// tenant re-checks their exit rules and sends them. A tenant whose sends fail is rolled back
+    /// to before its part and its steps are held back for `hold_back_ms` under `holder`'s name,
+    /// so the other tenants' steps still go out and the failing ones are retried later. See the
+    /// module documentation.
+    pub async fn send_due_sequence_steps(&self, holder: &str, batch: u32, hold_back_ms: i64) -> Result<SendRound, AppError> {
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
-        let claimed = tx.claim_due_enrollments(now, holder, now.plus_millis(lease_ms), batch).await?;
-        tx.commit().await?;
+        let claimed = tx.lock_due_enrollments(now, batch).await?;
         let mut round = SendRound {
             claimed: claimed.len(),
             ..SendRound::default()
@@ -94,26 +102,32 @@ impl App {
             }
         }
         for (tenant, enrollments) in by_tenant {
-            let (sent, exited) = self.send_claimed(&tenant, holder, enrollments).await?;
-            round.sent += sent;
-            round.exited += exited;
+            let ids: Vec<EnrollmentId> = enrollments.iter().map(|e| e.id.clone()).collect();
+            tx.savepoint(TENANT_SAVEPOINT).await?;
+            match self.send_claimed_in(&mut *tx, &tenant, enrollments).await {
+                Ok((sent, exited)) => {
+                    tx.release_savepoint(TENANT_SAVEPOINT).await?;
+                    round.sent += sent;
+                    round.exited += exited;
+                }
+                Err(e) => {
+                    tracing::error!(workspace = %tenant.workspace_id, mode = tenant.mode.as_str(), steps = ids.len(), error = %e,
+                        "sequence sends failed; their steps are retried in {hold_back_ms} ms");
+                    tx.rollback_to_savepoint(TENANT_SAVEPOINT).await?;
+                    tx.release_savepoint(TENANT_SAVEPOINT).await?;
+                    tx.hold_back_enrollments(&tenant, &ids, holder, now.plus_millis(hold_back_ms)).await?;
+                    round.held_back += ids.len();
+                }
+            }
         }
-        Ok(round)
-    }
-
-    /// Sends one tenant's claimed steps in one transaction; returns (sent, exited).
-    async fn send_claimed(&self, tenant: &Tenant, holder: &str, enrollments: Vec<Enrollment>) -> Result<(usize, usize), AppError> {
-        let mut tx = self.store.begin_write().await?;
-        let done = self.send_claimed_in(&mut *tx, tenant, holder, enrollments).await?;
         tx.commit().await?;
-        Ok(done)
+        Ok(round)
     }
 
     async fn send_claimed_in(
         &self,
         tx: &mut dyn Tx,
         tenant: &Tenant,
-        holder: &str,
         enrollments: Vec<Enrollment>,
     ) -> Result<(usize, usize), AppError> {
         let now = self.clock.now();
@@ -162,7 +176,7 @@ impl App {
             }
             updates.push((e, before));
         }
-        let advanced: HashSet<EnrollmentId> = tx.advance_claimed_enrollments(tenant, holder, &updates).await?.into_iter().collect();
+        let advanced: HashSet<EnrollmentId> = tx.advance_claimed_enrollments(tenant, &updates).await?.into_iter().collect();
         let exited = exits.iter().filter(|id| advanced.contains(*id)).count();
         let mut companies: HashMap<CompanyId, Option<Value>> = HashMap::new();
         let mut templates: HashMap<String, Option<Template>> = HashMap::new();

@@ -80,7 +80,8 @@ macro_rules! conformance_suite {
             sequences_round_trip_update_count_and_delete,
             triggered_sequences_are_the_enabled_ones_for_the_events_oldest_first,
             enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,
-            due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder,
+            due_enrollments_are_locked_earliest_first_advanced_once_and_held_back,
+            concurrent_rounds_never_lock_the_same_enrollment,
             config_changes_reach_this_process_at_commit
         );
     };

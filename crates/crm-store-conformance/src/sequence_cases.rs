@@ -219,20 +219,20 @@ pub async fn enrollments_are_unique_per_sequence_and_contact_and_end_by_source_o
     tx.commit().await.unwrap();
 }
 
-pub async fn due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by_their_holder(store: Arc<dyn Store>) {
+pub async fn due_enrollments_are_locked_earliest_first_advanced_once_and_held_back(store: Arc<dyn Store>) {
     let ws = workspace();
     let t = tenant(&ws, Mode::Test);
     let s = sequence(None, true);
     let now = Timestamp::from_millis(4_000_000_000_000);
-    let past = Timestamp::from_millis(1_000);
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_workspace(&ws).await.unwrap();
     tx.insert_sequence(&t, &s).await.unwrap();
     let mut due = Vec::new();
+    // Due at 5,000, 4,000, … 1,000: inserted latest first, so the order comes from the due time.
     for i in 0..5 {
         let c = contact(Some(&format!("due{i}@x.io")));
         tx.insert_contact(&t, &c, &[]).await.unwrap();
-        due.push(enrollment(&s, &c.id, past));
+        due.push(enrollment(&s, &c.id, Timestamp::from_millis(5_000 - 1_000 * i)));
     }
     let later = contact(Some("later@x.io"));
     tx.insert_contact(&t, &later, &[]).await.unwrap();
@@ -241,69 +241,118 @@ pub async fn due_enrollments_are_claimed_once_under_a_lease_and_advanced_only_by
     inserted.push(not_due.clone());
     tx.insert_enrollments(&t, &inserted).await.unwrap();
     tx.commit().await.unwrap();
+    let ids = |claimed: &[crm_app::ports::ClaimedEnrollment]| claimed.iter().map(|c| c.enrollment.id.clone()).collect::<Vec<_>>();
+    let mut earliest_first: Vec<EnrollmentId> = due.iter().rev().map(|e| e.id.clone()).collect();
 
-    let lease = Timestamp::from_millis(now.millis() + 30_000);
     let mut tx = store.begin_write().await.unwrap();
-    let first = tx.claim_due_enrollments(now, "a", lease, 3).await.unwrap();
-    tx.commit().await.unwrap();
-    assert_eq!(first.len(), 3, "at most the limit");
+    let first = tx.lock_due_enrollments(now, 3).await.unwrap();
+    assert_eq!(ids(&first), earliest_first[..3], "at most the limit, earliest due first");
     assert!(first.iter().all(|c| c.tenant == t));
-    let mut tx = store.begin_write().await.unwrap();
-    let second = tx.claim_due_enrollments(now, "b", lease, 100).await.unwrap();
-    tx.commit().await.unwrap();
-    assert_eq!(second.len(), 2, "leased rows and rows not yet due are not claimed again");
-    let mut claimed: Vec<EnrollmentId> = first.iter().chain(&second).map(|c| c.enrollment.id.clone()).collect();
-    claimed.sort();
-    let mut expected: Vec<EnrollmentId> = due.iter().map(|e| e.id.clone()).collect();
-    expected.sort();
-    assert_eq!(claimed, expected);
+    assert_eq!(first[0].enrollment, due[4], "the whole enrollment");
+    drop(tx);
 
-    // Only the holder advances, and only from the step it claimed.
+    // Only from the step it was locked at, and once.
     let mut tx = store.begin_write().await.unwrap();
-    let mut moved = first[0].enrollment.clone();
+    let locked = tx.lock_due_enrollments(now, 100).await.unwrap();
+    assert_eq!(ids(&locked), earliest_first, "nothing was written to lock them; the rows not yet due stay");
+    let mut moved = due[4].clone();
     moved.step_sent(&s.def.steps, now);
-    assert!(
-        tx.advance_claimed_enrollments(&t, "b", &[(moved.clone(), 0)]).await.unwrap().is_empty(),
-        "not b's lease"
-    );
-    assert!(
-        tx.advance_claimed_enrollments(&t, "a", &[(moved.clone(), 1)]).await.unwrap().is_empty(),
-        "not at that step"
-    );
-    assert_eq!(
-        tx.advance_claimed_enrollments(&t, "a", &[(moved.clone(), 0)]).await.unwrap(),
-        [moved.id.clone()]
-    );
-    assert!(
-        tx.advance_claimed_enrollments(&t, "a", &[(moved.clone(), 0)]).await.unwrap().is_empty(),
-        "the lease is gone once advanced"
-    );
+    assert!(tx.advance_claimed_enrollments(&t, &[(moved.clone(), 1)]).await.unwrap().is_empty(), "not at that step");
+    assert_eq!(tx.advance_claimed_enrollments(&t, &[(moved.clone(), 0)]).await.unwrap(), [moved.id.clone()]);
+    assert!(tx.advance_claimed_enrollments(&t, &[(moved.clone(), 0)]).await.unwrap().is_empty(), "advanced once");
     assert_eq!(tx.get_enrollment(&t, &s.id, &moved.id).await.unwrap(), Some(moved.clone()));
-    // An exited enrollment is not advanced, even by its holder.
-    let mut exited = first[1].enrollment.clone();
+    // An exited enrollment is not advanced.
+    let mut exited = due[3].clone();
     exited.exit(ExitReason::ExitCondition, now);
     tx.update_enrollments(&t, &[exited.clone()]).await.unwrap();
-    let mut late = first[1].enrollment.clone();
+    let mut late = due[3].clone();
     late.step_sent(&s.def.steps, now);
-    assert!(tx.advance_claimed_enrollments(&t, "a", &[(late, 0)]).await.unwrap().is_empty());
+    assert!(tx.advance_claimed_enrollments(&t, &[(late, 0)]).await.unwrap().is_empty());
+    // Held back: not locked again until the hold ends, whoever asks.
+    let hold = Timestamp::from_millis(now.millis() + 30_000);
+    tx.hold_back_enrollments(&t, &[due[2].id.clone()], "a", hold).await.unwrap();
     tx.commit().await.unwrap();
 
-    // Expired leases are claimed again, and `moved`'s next step (60 s after its first) is due too.
-    let after = Timestamp::from_millis(lease.millis() + 1);
+    // `moved`'s second step was due 60 s after its first: long before `now`.
+    assert!(moved.next_send_at.unwrap() < now);
+    earliest_first.retain(|id| *id != exited.id && *id != due[2].id && *id != moved.id);
     let mut tx = store.begin_write().await.unwrap();
-    let again = tx
-        .claim_due_enrollments(after, "c", Timestamp::from_millis(after.millis() + 30_000), 100)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    let mut again_ids: Vec<EnrollmentId> = again.iter().map(|c| c.enrollment.id.clone()).collect();
-    again_ids.sort();
-    let mut expected: Vec<EnrollmentId> = due
-        .iter()
-        .map(|e| e.id.clone())
-        .filter(|id| *id != exited.id)
-        .chain([not_due.id.clone()])
-        .collect();
+    let mut got = ids(&tx.lock_due_enrollments(now, 100).await.unwrap());
+    drop(tx);
+    let mut expected = earliest_first.clone();
+    expected.push(moved.id.clone());
+    got.sort();
     expected.sort();
-    assert_eq!(again_ids, expected);
+    assert_eq!(got, expected, "neither the exited nor the held-back enrollment");
+
+    let after = Timestamp::from_millis(hold.millis() + 1);
+    let mut tx = store.begin_write().await.unwrap();
+    let mut got = ids(&tx.lock_due_enrollments(after, 100).await.unwrap());
+    got.sort();
+    expected.extend([due[2].id.clone(), not_due.id.clone()]);
+    expected.sort();
+    assert_eq!(got, expected, "the hold is over, and the later enrollment is due");
+    // Writing the state ends a hold.
+    tx.hold_back_enrollments(&t, &[not_due.id.clone()], "b", Timestamp::from_millis(after.millis() + 60_000)).await.unwrap();
+    tx.update_enrollments(&t, &[not_due.clone()]).await.unwrap();
+    assert!(ids(&tx.lock_due_enrollments(after, 100).await.unwrap()).contains(&not_due.id));
+    tx.commit().await.unwrap();
+}
+
+/// Rounds running side by side (each its own transaction, as two scheduler workers or two
+/// processes are) never get the same enrollment: each step is claimed, and so sent, once.
+pub async fn concurrent_rounds_never_lock_the_same_enrollment(store: Arc<dyn Store>) {
+    let ws = workspace();
+    let t = tenant(&ws, Mode::Test);
+    let mut s = sequence(None, true);
+    s.def.steps.truncate(1);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_workspace(&ws).await.unwrap();
+    tx.insert_sequence(&t, &s).await.unwrap();
+    let mut enrollments = Vec::new();
+    for i in 0..40 {
+        let c = contact(Some(&format!("round{i}@x.io")));
+        tx.insert_contact(&t, &c, &[]).await.unwrap();
+        enrollments.push(enrollment(&s, &c.id, Timestamp::from_millis(1_000 + i)));
+    }
+    tx.insert_enrollments(&t, &enrollments).await.unwrap();
+    tx.commit().await.unwrap();
+    let now = Timestamp::from_millis(4_000_000_000_000);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (store, s, t) = (store.clone(), s.clone(), t.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut locked_ids, mut advanced) = (Vec::new(), 0);
+            loop {
+                let mut tx = store.begin_write().await.unwrap();
+                let locked = tx.lock_due_enrollments(now, 3).await.unwrap();
+                if locked.is_empty() {
+                    return (locked_ids, advanced);
+                }
+                locked_ids.extend(locked.iter().map(|c| c.enrollment.id.clone()));
+                // Hold the locks across a yield, as a round does while it works.
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                let updates: Vec<(Enrollment, u32)> = locked
+                    .into_iter()
+                    .map(|c| {
+                        let mut e = c.enrollment;
+                        e.step_sent(&s.def.steps, now);
+                        (e, 0)
+                    })
+                    .collect();
+                advanced += tx.advance_claimed_enrollments(&t, &updates).await.unwrap().len();
+                tx.commit().await.unwrap();
+            }
+        }));
+    }
+    let (mut all_ids, mut advanced) = (Vec::new(), 0);
+    for task in tasks {
+        let (ids, n) = task.await.unwrap();
+        all_ids.extend(ids);
+        advanced += n;
+    }
+    let n = all_ids.len();
+    all_ids.sort();
+    all_ids.dedup();
+    assert_eq!((n, all_ids.len(), advanced), (40, 40, 40), "every enrollment locked and advanced exactly once");
 }

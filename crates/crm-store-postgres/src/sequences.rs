@@ -299,38 +299,35 @@ impl SequenceRepo for PostgresTx {
         self.execute(q).await
     }
 
-    async fn claim_due_enrollments(
-        &mut self,
-        now: Timestamp,
-        holder: &str,
-        lease_until: Timestamp,
-        limit: u32,
-    ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
-        // The due rows are locked (skipping rows other claimers hold) and then updated by their
-        // physical address: a TID scan, whatever the table's size or the cached plan (a join back
-        // on the key degrades to a nested loop under a generic plan).
+    async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError> {
+        // Through `sequence_enrollments_due` in its order, skipping rows another round holds.
+        // Locking writes no row version and no index entry: a claim that leased each row cost a
+        // round 500 updates of five indexes and a commit of its own (docs/performance.md).
         let sql = format!(
-            "UPDATE sequence_enrollments SET lease_holder = $1, lease_until = $2
-             WHERE ctid = ANY(ARRAY(
-                 SELECT ctid FROM sequence_enrollments
-                 WHERE state = 'active' AND next_send_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
-                 ORDER BY next_send_at LIMIT $4 FOR UPDATE SKIP LOCKED))
-             RETURNING workspace_id, mode, {ENROLLMENT_COLUMNS}"
+            "SELECT workspace_id, mode, {ENROLLMENT_COLUMNS} FROM sequence_enrollments
+             WHERE state = 'active' AND next_send_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
+             ORDER BY next_send_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
-        let q = sqlx::query(&sql)
-            .bind(holder)
-            .bind(lease_until.millis())
-            .bind(now.millis())
-            .bind(i64::from(limit));
+        let q = sqlx::query(&sql).bind(now.millis()).bind(i64::from(limit));
         self.all(q, claimed).await
     }
 
-    async fn advance_claimed_enrollments(
-        &mut self,
-        tenant: &Tenant,
-        holder: &str,
-        updates: &[(Enrollment, u32)],
-    ) -> Result<Vec<EnrollmentId>, StoreError> {
+    async fn hold_back_enrollments(&mut self, tenant: &Tenant, ids: &[EnrollmentId], holder: &str, until: Timestamp) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = ids.iter().map(EnrollmentId::as_str).collect();
+        let q = tenant_query(
+            "UPDATE sequence_enrollments SET lease_holder = $4, lease_until = $5 WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
+            tenant,
+        )
+        .bind(ids)
+        .bind(holder)
+        .bind(until.millis());
+        self.execute(q).await.map(drop)
+    }
+
+    async fn advance_claimed_enrollments(&mut self, tenant: &Tenant, updates: &[(Enrollment, u32)]) -> Result<Vec<EnrollmentId>, StoreError> {
         if updates.is_empty() {
             return Ok(Vec::new());
         }
@@ -338,9 +335,7 @@ impl SequenceRepo for PostgresTx {
         push_states(&mut qb, updates);
         qb.push(" WHERE e.workspace_id = ").push_bind(tenant.workspace_id.as_str());
         qb.push(" AND e.mode = ").push_bind(tenant.mode.as_str());
-        qb.push(" AND e.id = v.id AND e.state = 'active' AND e.steps_sent = v.sent_before AND e.lease_holder = ")
-            .push_bind(holder);
-        qb.push(" RETURNING e.id");
+        qb.push(" AND e.id = v.id AND e.state = 'active' AND e.steps_sent = v.sent_before RETURNING e.id");
         self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await
     }
 

@@ -315,28 +315,25 @@ impl SequenceRepo for SqliteTx {
         self.execute(q).await
     }
 
-    async fn claim_due_enrollments(
-        &mut self,
-        now: Timestamp,
-        holder: &str,
-        lease_until: Timestamp,
-        limit: u32,
-    ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
-        // The single writer serialises claims: no two can select the same rows.
+    async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError> {
+        // The single writer is the lock: no other write transaction runs until this one ends.
         let sql = format!(
-            "UPDATE sequence_enrollments SET lease_holder = $1, lease_until = $2
-             WHERE (workspace_id, mode, id) IN (
-                 SELECT workspace_id, mode, id FROM sequence_enrollments
-                 WHERE state = 'active' AND next_send_at <= $3 AND (lease_until IS NULL OR lease_until < $3)
-                 ORDER BY next_send_at LIMIT $4)
-             RETURNING workspace_id, mode, {ENROLLMENT_COLUMNS}"
+            "SELECT workspace_id, mode, {ENROLLMENT_COLUMNS} FROM sequence_enrollments
+             WHERE state = 'active' AND next_send_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
+             ORDER BY next_send_at LIMIT $2"
         );
-        let q = sqlx::query(&sql)
-            .bind(holder)
-            .bind(lease_until.millis())
-            .bind(now.millis())
-            .bind(i64::from(limit));
+        let q = sqlx::query(&sql).bind(now.millis()).bind(i64::from(limit));
         self.all(q, claimed).await
+    }
+
+    async fn hold_back_enrollments(&mut self, tenant: &Tenant, ids: &[EnrollmentId], holder: &str, until: Timestamp) -> Result<(), StoreError> {
+        for chunk in ids.chunks(500) {
+            let mut qb = QueryBuilder::<Sqlite>::new("UPDATE sequence_enrollments SET lease_holder = ");
+            qb.push_bind(holder).push(", lease_until = ").push_bind(until.millis());
+            tenant_in(&mut qb, tenant, "id", chunk.iter().map(EnrollmentId::as_str));
+            self.execute(qb.build()).await?;
+        }
+        Ok(())
     }
 
     /// One statement per 1,000 enrollments (see [`advance_query`]) instead of one per
@@ -345,12 +342,11 @@ impl SequenceRepo for SqliteTx {
     async fn advance_claimed_enrollments(
         &mut self,
         tenant: &Tenant,
-        holder: &str,
         updates: &[(Enrollment, u32)],
     ) -> Result<Vec<EnrollmentId>, StoreError> {
         let mut written = Vec::with_capacity(updates.len());
         for chunk in updates.chunks(1000) {
-            let mut qb = advance_query("", tenant, holder, chunk);
+            let mut qb = advance_query("", tenant, chunk);
             written.extend(self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?);
         }
         Ok(written)
@@ -432,13 +428,12 @@ impl SequenceRepo for SqliteTx {
 
 /// The advance of claimed enrollments to their new states, `prefix` put before it (`EXPLAIN
 /// QUERY PLAN ` in the test of its plan): a CTE of the new states joined to the table by key,
-/// written only while the enrollment is still active at the step it was claimed at and leased to
-/// `holder`. Each row of the CTE carries the whole primary key so that the join can only be
+/// written only while the enrollment is still active at the step it was claimed at. Each row of the CTE carries the whole primary key so that the join can only be
 /// driven from the CTE, one key lookup per row. With the tenant bound once instead, SQLite (no
 /// statistics) takes the tenant's key range for a few rows, walks every enrollment of the tenant
 /// and looks each up in the CTE: a scan per round that grows with the table (at 10,000
 /// enrollments the statement was 3 times slower, and the whole round twice).
-fn advance_query<'a>(prefix: &str, tenant: &'a Tenant, holder: &'a str, chunk: &'a [(Enrollment, u32)]) -> QueryBuilder<'a, Sqlite> {
+fn advance_query<'a>(prefix: &str, tenant: &'a Tenant, chunk: &'a [(Enrollment, u32)]) -> QueryBuilder<'a, Sqlite> {
     let mut qb = QueryBuilder::<Sqlite>::new(format!(
         "{prefix}WITH v(workspace_id, mode, id, state, exit_reason, steps_sent, next_send_at, updated_at, ended_at, sent_before) AS ("
     ));
@@ -454,15 +449,14 @@ fn advance_query<'a>(prefix: &str, tenant: &'a Tenant, holder: &'a str, chunk: &
             .push_bind(e.ended_at.map(Timestamp::millis))
             .push_bind(*before as i32);
     });
+    // RETURNING sees only the updated table, and not through its alias.
     qb.push(
         ") UPDATE sequence_enrollments AS e SET state = v.state, exit_reason = v.exit_reason, steps_sent = v.steps_sent, \
          next_send_at = v.next_send_at, updated_at = v.updated_at, ended_at = v.ended_at, lease_holder = NULL, lease_until = NULL \
          FROM v WHERE e.workspace_id = v.workspace_id AND e.mode = v.mode AND e.id = v.id \
-         AND e.state = 'active' AND e.steps_sent = v.sent_before AND e.lease_holder = ",
-    )
-    .push_bind(holder)
-    // RETURNING sees only the updated table, and not through its alias.
-    .push(" RETURNING id");
+         AND e.state = 'active' AND e.steps_sent = v.sent_before \
+         RETURNING id",
+    );
     qb
 }
 
@@ -506,7 +500,7 @@ mod tests {
         .execute(&mut *conn)
         .await
         .unwrap();
-        let mut qb = advance_query("EXPLAIN QUERY PLAN ", &tenant, "holder", &updates);
+        let mut qb = advance_query("EXPLAIN QUERY PLAN ", &tenant, &updates);
         let plan: Vec<String> = qb.build().fetch_all(&mut *conn).await.unwrap().iter().map(|r| r.get::<String, _>("detail")).collect();
         let scan_v = plan.iter().position(|d| d == "SCAN v");
         let lookup = plan.iter().position(|d| d.starts_with("SEARCH e USING PRIMARY KEY (workspace_id=? AND mode=? AND id=?)"));
