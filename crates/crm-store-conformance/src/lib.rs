@@ -70,6 +70,7 @@ macro_rules! conformance_suite {
             webhooks_round_trip_and_stay_in_their_tenant,
             fan_out_makes_one_delivery_per_matching_webhook_of_the_tenant,
             claims_hold_a_lease_and_record_only_under_it,
+            a_batch_of_outcomes_records_exactly_the_ones_still_held,
             concurrent_claims_and_fan_outs_never_overlap,
             automations_round_trip_update_and_delete_with_their_runs,
             active_automations_are_the_enabled_ones_for_the_events_oldest_first,

@@ -294,6 +294,53 @@ pub async fn claims_hold_a_lease_and_record_only_under_it(store: Arc<dyn Store>)
     tx.commit().await.unwrap();
 }
 
+/// The recorder's batches: one call records every outcome still held, across tenants and past
+/// a store's statement size (SQLite writes 500 per statement), and only those; each logged
+/// attempt names its own delivery, webhook and event.
+pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<dyn Store>) {
+    let (test, live) = setup(&store).await;
+    let (hook_t, hook_l) = (webhook(Mode::Test, Subscription::All, T0), webhook(Mode::Live, Subscription::All, T0));
+    insert_webhooks(&store, &[(&test, &hook_t), (&live, &hook_l)]).await;
+    let test_events: Vec<Event> = (0..600).map(|i| event(EventType::ContactCreated, Mode::Test, T0 + i)).collect();
+    let live_events: Vec<Event> = (0..5).map(|i| event(EventType::DealCreated, Mode::Live, T0 + i)).collect();
+    insert_events(&store, &test, &test_events).await;
+    insert_events(&store, &live, &live_events).await;
+    assert_eq!(fan_out(&store, 1000).await.len(), 605);
+    let first = claim(&store, T0, T0 + 1000, "first", 1000).await;
+    assert_eq!(first.len(), 605);
+    // Three leases expire and are taken again: their first holder's outcomes are stale.
+    let retaken = claim(&store, T0 + 1000, T0 + 2000, "second", 3).await;
+    assert_eq!(retaken.len(), 3);
+    let stale: BTreeSet<String> = retaken.iter().map(|c| c.id.to_string()).collect();
+
+    let outcomes: Vec<AttemptOutcome> = first.iter().map(|c| outcome(&c.tenant, c, DeliveryStatus::Succeeded, T0 + 1500, None)).collect();
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 602);
+    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 0, "a recorded claim is spent");
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin_read().await.unwrap();
+    let mut logged = Vec::new();
+    for (t, hook, events) in [(&test, &hook_t, &test_events), (&live, &hook_l, &live_events)] {
+        let log = tx.list_delivery_attempts(t, &hook.id, &all()).await.unwrap();
+        let event_ids: BTreeSet<&EventId> = events.iter().map(|e| &e.id).collect();
+        for a in &log {
+            assert!(event_ids.contains(&a.event_id), "an attempt logged under its own tenant's webhook and event");
+            assert_eq!((a.attempt, a.status, a.duration_ms), (1, DeliveryStatus::Succeeded, 12));
+            let d = tx.get_delivery(t, &hook.id, &a.delivery_id).await.unwrap().unwrap();
+            assert_eq!((d.status, d.attempts), (DeliveryStatus::Succeeded, 1));
+        }
+        logged.extend(log.into_iter().map(|a| a.delivery_id.to_string()));
+    }
+    assert_eq!(logged.len(), 602);
+    assert!(logged.iter().all(|id| !stale.contains(id)), "no attempt logged for a stale claim");
+    for c in &retaken {
+        let hook = if c.tenant == test { &hook_t } else { &hook_l };
+        let d = tx.get_delivery(&c.tenant, &hook.id, &c.id).await.unwrap().unwrap();
+        assert_eq!((d.status, d.attempts), (DeliveryStatus::Pending, 0), "still with its second holder");
+    }
+}
+
 /// Two claimers at once (two processes on Postgres: `SKIP LOCKED`; SQLite serialises them) never
 /// hold the same delivery, and together take every due one; likewise two dispatchers.
 pub async fn concurrent_claims_and_fan_outs_never_overlap(store: Arc<dyn Store>) {

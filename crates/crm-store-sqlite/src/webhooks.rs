@@ -2,6 +2,8 @@
 //! transactions, which hold the database's one write lock (`BEGIN IMMEDIATE`): two dispatchers
 //! or two claimers never see the same rows.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use crm_app::{
     ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
@@ -309,48 +311,85 @@ impl WebhookRepo for SqliteTx {
     }
 
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError> {
+        // Two statements per chunk, not two per outcome: every statement is a round trip to the
+        // connection's thread while the write lock is held, and creates and claims wait for it.
+        // 14 bound values per outcome: 500 stay far below SQLite's 32,766.
         let mut recorded = 0;
-        for o in outcomes {
-            let a = &o.attempt;
-            let row = sqlx::query(
-                "UPDATE webhook_deliveries SET status = $5, attempts = $6, next_attempt_at = $7, claim_token = NULL, updated_at = $8
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND claim_token = $4
-                 RETURNING webhook_id, event_id, event_type",
-            )
-            .bind(o.tenant.workspace_id.as_str())
-            .bind(o.tenant.mode.as_str())
-            .bind(o.delivery_id.as_str())
-            .bind(&o.claim_token)
-            .bind(o.status.as_str())
-            .bind(i64::from(a.attempt))
-            .bind(o.next_attempt_at.unwrap_or(a.created_at).millis())
-            .bind(a.created_at.millis())
-            .fetch_optional(self.conn())
-            .await
-            .map_err(backend)?;
-            let Some(row) = row else { continue };
-            sqlx::query(&format!(
-                "INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-            ))
-            .bind(o.tenant.workspace_id.as_str())
-            .bind(o.tenant.mode.as_str())
-            .bind(&a.seq)
-            .bind(get::<String>(&row, "webhook_id")?)
-            .bind(o.delivery_id.as_str())
-            .bind(get::<String>(&row, "event_id")?)
-            .bind(get::<String>(&row, "event_type")?)
-            .bind(i64::from(a.attempt))
-            .bind(o.status.as_str())
-            .bind(a.response_status.map(i64::from))
-            .bind(&a.error)
-            .bind(a.duration_ms as i64)
-            .bind(a.next_attempt_at.map(Timestamp::millis))
-            .bind(a.created_at.millis())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-            recorded += 1;
+        for chunk in outcomes.chunks(CHUNK / 2) {
+            // Each delivery is updated only under its claim token; only updated ones get their
+            // attempt logged.
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "WITH v(workspace_id, mode, id, token, status, attempts, next_at, updated_at) AS (VALUES ",
+            );
+            let mut sep = qb.separated(", ");
+            for o in chunk {
+                let a = &o.attempt;
+                sep.push("(")
+                    .push_bind_unseparated(o.tenant.workspace_id.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(o.tenant.mode.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(o.delivery_id.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(&o.claim_token)
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(o.status.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(i64::from(a.attempt))
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(o.next_attempt_at.unwrap_or(a.created_at).millis())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(a.created_at.millis())
+                    .push_unseparated(")");
+            }
+            qb.push(
+                ") UPDATE webhook_deliveries AS d
+                   SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.updated_at
+                   FROM v
+                   WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id AND d.claim_token = v.token
+                   RETURNING workspace_id, mode, id, webhook_id, event_id, event_type",
+            );
+            let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+            if rows.is_empty() {
+                continue;
+            }
+            let mut held: HashMap<(String, String, String), (String, String, String)> = HashMap::with_capacity(rows.len());
+            for r in &rows {
+                held.insert(
+                    (get(r, "workspace_id")?, get(r, "mode")?, get(r, "id")?),
+                    (get(r, "webhook_id")?, get(r, "event_id")?, get(r, "event_type")?),
+                );
+            }
+            let mut qb = QueryBuilder::<Sqlite>::new(format!("INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS}) "));
+            let logged: Vec<_> = chunk
+                .iter()
+                .filter_map(|o| {
+                    let key = (o.tenant.workspace_id.as_str().to_owned(), o.tenant.mode.as_str().to_owned(), o.delivery_id.as_str().to_owned());
+                    held.remove(&key).map(|of| (o, of))
+                })
+                .collect();
+            if logged.is_empty() {
+                continue;
+            }
+            recorded += logged.len() as u64;
+            qb.push_values(logged, |mut b, (o, (webhook_id, event_id, event_type))| {
+                let a = &o.attempt;
+                b.push_bind(o.tenant.workspace_id.as_str().to_owned())
+                    .push_bind(o.tenant.mode.as_str())
+                    .push_bind(a.seq.clone())
+                    .push_bind(webhook_id)
+                    .push_bind(o.delivery_id.as_str().to_owned())
+                    .push_bind(event_id)
+                    .push_bind(event_type)
+                    .push_bind(i64::from(a.attempt))
+                    .push_bind(o.status.as_str())
+                    .push_bind(a.response_status.map(i64::from))
+                    .push_bind(a.error.clone())
+                    .push_bind(a.duration_ms as i64)
+                    .push_bind(a.next_attempt_at.map(Timestamp::millis))
+                    .push_bind(a.created_at.millis());
+            });
+            qb.build().execute(self.conn()).await.map_err(backend)?;
         }
         Ok(recorded)
     }

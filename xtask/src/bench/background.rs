@@ -234,7 +234,7 @@ pub async fn webhook_fanout(
     }
     server.abort();
     // The webhooks go again, so nothing later in the run is delivered.
-    for id in &hooks {
+    for id in hooks.iter().filter(|_| std::env::var_os("CRM_BENCH_KEEP_HOOKS").is_none()) {
         call_ok(
             addr,
             key,
@@ -257,6 +257,10 @@ pub async fn webhook_fanout(
         .into_iter()
         .filter(|d| d.event_ms.is_some_and(|e| e >= since_ms))
         .collect();
+    if let Ok(path) = std::env::var("CRM_BENCH_FANOUT_CSV") {
+        let text: String = seen.iter().map(|d| format!("{},{},{}\n", d.event, d.event_ms.unwrap_or(0.0), d.received_ms)).collect();
+        std::fs::write(path, text)?;
+    }
     let mut ids = HashSet::new();
     let duplicates = seen.iter().filter(|d| !ids.insert(d.id.as_str())).count();
     let first = seen

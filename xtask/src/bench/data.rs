@@ -191,14 +191,16 @@ async fn bulk_sqlite(path: &Path, workspace: &str, companies: &[String], bulk: u
         return Ok(());
     }
     let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?.busy_timeout(Duration::from_secs(60));
-    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await?;
+    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.context("opening the database for the bulk load")?;
     let companies = Arc::new(companies.to_vec());
     let now = now_ms();
     let mut n = 1;
     while n <= bulk {
         // 50,000 rows per transaction: few commits, and the WAL stays small.
         let end = (n + 50_000).min(bulk + 1);
-        let mut tx = pool.begin().await?;
+        // The server writes beside the load: take the write lock up front, as the store does, so
+        // that waiting for it goes through the busy timeout.
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.context("beginning a bulk-load transaction")?;
         while n < end {
             let upto = (n + 200).min(end);
             let mut qb = sqlx::QueryBuilder::new(format!("INSERT INTO contacts (workspace_id, mode, {BULK_COLUMNS}) "));
@@ -213,12 +215,12 @@ async fn bulk_sqlite(path: &Path, workspace: &str, companies: &[String], bulk: u
                     }
                 }
             });
-            qb.build().execute(&mut *tx).await?;
+            qb.build().execute(&mut *tx).await.with_context(|| format!("bulk-loading contacts {n}..{upto}"))?;
             n = upto;
         }
-        tx.commit().await?;
+        tx.commit().await.context("committing a bulk-load transaction")?;
     }
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&pool).await?;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&pool).await.context("checkpointing after the bulk load")?;
     pool.close().await;
     Ok(())
 }
