@@ -547,7 +547,8 @@ pub trait WebhookRepo {
     /// Records attempts: for each outcome whose delivery still holds its `claim_token`, sets
     /// status, `attempts` (= the attempt's number), `next_attempt_at` (the attempt's end when
     /// none) and clears the token, and logs the attempt. Outcomes whose claim was lost (lease
-    /// expired and re-claimed) are skipped. Returns how many were recorded.
+    /// expired and re-claimed) are skipped, and so are outcomes whose attempt names another
+    /// webhook or event than its delivery's. Returns how many were recorded.
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError>;
     async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError>;
     /// Makes a dead-lettered delivery pending again, due at `now`; returns whether it was

@@ -295,8 +295,9 @@ pub async fn claims_hold_a_lease_and_record_only_under_it(store: Arc<dyn Store>)
 }
 
 /// The recorder's batches: one call records every outcome still held, across tenants and past
-/// a store's statement size (SQLite writes 500 per statement), and only those; each logged
-/// attempt names its own delivery, webhook and event.
+/// a store's statement size (SQLite writes 500 per statement), and only those (not a stale
+/// claim's, nor one naming another webhook); each logged attempt names its own delivery, webhook
+/// and event.
 pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<dyn Store>) {
     let (test, live) = setup(&store).await;
     let (hook_t, hook_l) = (webhook(Mode::Test, Subscription::All, T0), webhook(Mode::Live, Subscription::All, T0));
@@ -313,9 +314,12 @@ pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<
     assert_eq!(retaken.len(), 3);
     let stale: BTreeSet<String> = retaken.iter().map(|c| c.id.to_string()).collect();
 
-    let outcomes: Vec<AttemptOutcome> = first.iter().map(|c| outcome(&c.tenant, c, DeliveryStatus::Succeeded, T0 + 1500, None)).collect();
+    let mut outcomes: Vec<AttemptOutcome> = first.iter().map(|c| outcome(&c.tenant, c, DeliveryStatus::Succeeded, T0 + 1500, None)).collect();
+    // An outcome naming another webhook than its delivery's is not recorded either.
+    let mismatched = outcomes.iter().position(|o| o.tenant == test && !stale.contains(o.delivery_id.as_str())).unwrap();
+    outcomes[mismatched].attempt.webhook_id = hook_l.id.clone();
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 602);
+    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 601);
     assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 0, "a recorded claim is spent");
     tx.commit().await.unwrap();
 
@@ -332,8 +336,9 @@ pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<
         }
         logged.extend(log.into_iter().map(|a| a.delivery_id.to_string()));
     }
-    assert_eq!(logged.len(), 602);
+    assert_eq!(logged.len(), 601);
     assert!(logged.iter().all(|id| !stale.contains(id)), "no attempt logged for a stale claim");
+    assert!(!logged.contains(&outcomes[mismatched].delivery_id.to_string()));
     for c in &retaken {
         let hook = if c.tenant == test { &hook_t } else { &hook_l };
         let d = tx.get_delivery(&c.tenant, &hook.id, &c.id).await.unwrap().unwrap();

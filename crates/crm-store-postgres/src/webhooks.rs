@@ -327,16 +327,23 @@ impl WebhookRepo for PostgresTx {
         relaxed_commit(self).await?;
         // One statement for the whole batch: the outcomes as arrays, unnested; each delivery is
         // updated only under its claim token, and only updated ones get their attempt logged.
+        // The delivery is matched on its webhook and event too, so that every index on the table
+        // finds it in one step: matched on its key alone, the cached generic plan (which knows
+        // neither the arrays' length nor, without statistics, the table) chose the
+        // (tenant, webhook, id) index and walked every delivery of the tenant once per outcome
+        // (measured: 0.45-2.2 s a batch of 500 during the fan-out bench, against 17 ms).
         let sql = format!(
             "WITH v AS (
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[], $8::int8[],
-                                      $9::text[], $10::int4[], $11::text[], $12::int8[], $13::int8[])
-                   AS v(workspace_id, mode, id, token, status, attempt, next_at, created_at, seq, response_status, error, duration_ms, log_next_at)),
+                                      $9::text[], $10::int4[], $11::text[], $12::int8[], $13::int8[], $14::text[], $15::text[])
+                   AS v(workspace_id, mode, id, token, status, attempt, next_at, created_at, seq, response_status, error, duration_ms, log_next_at,
+                        webhook_id, event_id)),
              u AS (
                  UPDATE webhook_deliveries d
                  SET status = v.status, attempts = v.attempt, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.created_at
                  FROM v
-                 WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id AND d.claim_token = v.token
+                 WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id
+                   AND d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim_token = v.token
                  RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type)
              INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
              SELECT u.workspace_id, u.mode, v.seq, u.webhook_id, u.id, u.event_id, u.event_type, v.attempt, v.status,
@@ -358,6 +365,8 @@ impl WebhookRepo for PostgresTx {
             .bind(outcomes.iter().map(|o| o.attempt.error.clone()).collect::<Vec<Option<String>>>())
             .bind(outcomes.iter().map(|o| o.attempt.duration_ms as i64).collect::<Vec<i64>>())
             .bind(outcomes.iter().map(|o| o.attempt.next_attempt_at.map(Timestamp::millis)).collect::<Vec<Option<i64>>>())
+            .bind(col(&|o| o.attempt.webhook_id.as_str().to_owned()))
+            .bind(col(&|o| o.attempt.event_id.as_str().to_owned()))
             .execute(self.conn())
             .await
             .map_err(|e| self.failed(e))?;

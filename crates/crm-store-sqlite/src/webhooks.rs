@@ -313,13 +313,14 @@ impl WebhookRepo for SqliteTx {
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError> {
         // Two statements per chunk, not two per outcome: every statement is a round trip to the
         // connection's thread while the write lock is held, and creates and claims wait for it.
-        // 14 bound values per outcome: 500 stay far below SQLite's 32,766.
+        // At most 14 bound values per outcome: 500 stay far below SQLite's 32,766. As on Postgres, an
+        // outcome names its delivery's webhook and event, and is recorded only if they match.
         let mut recorded = 0;
         for chunk in outcomes.chunks(CHUNK / 2) {
             // Each delivery is updated only under its claim token; only updated ones get their
             // attempt logged.
             let mut qb = QueryBuilder::<Sqlite>::new(
-                "WITH v(workspace_id, mode, id, token, status, attempts, next_at, updated_at) AS (VALUES ",
+                "WITH v(workspace_id, mode, id, webhook_id, event_id, token, status, attempts, next_at, updated_at) AS (VALUES ",
             );
             let mut sep = qb.separated(", ");
             for o in chunk {
@@ -330,6 +331,10 @@ impl WebhookRepo for SqliteTx {
                     .push_bind_unseparated(o.tenant.mode.as_str())
                     .push_unseparated(", ")
                     .push_bind_unseparated(o.delivery_id.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(a.webhook_id.as_str())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(a.event_id.as_str())
                     .push_unseparated(", ")
                     .push_bind_unseparated(&o.claim_token)
                     .push_unseparated(", ")
@@ -346,7 +351,8 @@ impl WebhookRepo for SqliteTx {
                 ") UPDATE webhook_deliveries AS d
                    SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.updated_at
                    FROM v
-                   WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id AND d.claim_token = v.token
+                   WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id
+                     AND d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim_token = v.token
                    RETURNING workspace_id, mode, id, webhook_id, event_id, event_type",
             );
             let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
