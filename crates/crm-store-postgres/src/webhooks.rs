@@ -236,19 +236,24 @@ impl WebhookRepo for PostgresTx {
     /// (`(workspace_id, mode, id) IN ((..), ..)`) is not turned into index lookups: Postgres
     /// compared every undispatched event against each of the 500 tuples, over a second per batch
     /// once a benchmark had left ~50,000 events in the outbox, and the backlog never drained.
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId, EventType)]) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
-            let workspaces: Vec<&str> = chunk.iter().map(|(t, _)| t.workspace_id.as_str()).collect();
-            let modes: Vec<&str> = chunk.iter().map(|(t, _)| t.mode.as_str()).collect();
-            let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
+            let workspaces: Vec<&str> = chunk.iter().map(|(t, _, _)| t.workspace_id.as_str()).collect();
+            let modes: Vec<&str> = chunk.iter().map(|(t, _, _)| t.mode.as_str()).collect();
+            let ids: Vec<&str> = chunk.iter().map(|(_, id, _)| id.as_str()).collect();
+            let types: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
+            // Matched on the type too: without it the generic plan took the (tenant, type, id)
+            // index by its tenant prefix and walked the tenant's events once per row (seen with
+            // `plan_cache_mode = force_generic_plan` on a table never analysed).
             sqlx::query(
                 "UPDATE events e SET dispatched = true
-                 FROM unnest($1::text[], $2::text[], $3::text[]) AS u(workspace_id, mode, id)
-                 WHERE e.workspace_id = u.workspace_id AND e.mode = u.mode AND e.id = u.id COLLATE \"C\"",
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(workspace_id, mode, id, type)
+                 WHERE e.workspace_id = u.workspace_id AND e.mode = u.mode AND e.id = u.id COLLATE \"C\" AND e.type = u.type",
             )
             .bind(workspaces)
             .bind(modes)
             .bind(ids)
+            .bind(types)
             .execute(self.conn())
             .await
             .map_err(|e| self.failed(e))?;

@@ -237,11 +237,13 @@ impl WebhookRepo for SqliteTx {
         Ok(inserted)
     }
 
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId, EventType)]) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
+            // By primary key alone: SQLite's planner takes it for a list of row values (the type
+            // would make it search the type index, then the table).
             let mut qb = QueryBuilder::<Sqlite>::new("UPDATE events SET dispatched = 1 WHERE (workspace_id, mode, id) IN (");
             let mut sep = qb.separated(", ");
-            for (t, id) in chunk {
+            for (t, id, _) in chunk {
                 sep.push("(")
                     .push_bind_unseparated(t.workspace_id.as_str())
                     .push_unseparated(", ")

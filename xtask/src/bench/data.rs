@@ -158,7 +158,7 @@ fn bulk_postgres(url: &str, workspace: &str, companies: &[String], bulk: u64) ->
          \\copy bulk FROM STDIN WITH (FORMAT csv)\n";
     let tail = format!(
         "INSERT INTO contacts (workspace_id, mode, {BULK_COLUMNS}) SELECT '{workspace}', 'test', id, first_name, last_name, email, phone, \
-         linkedin_url, company_id, type, custom_fields::jsonb, created_at, updated_at, version FROM bulk;\nANALYZE contacts;\n"
+         linkedin_url, company_id, type, custom_fields::jsonb, created_at, updated_at, version FROM bulk;\nANALYZE;\n"
     );
     let mut child = Command::new("psql")
         .args([url, "-v", "ON_ERROR_STOP=1", "-q"])
