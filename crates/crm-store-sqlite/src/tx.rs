@@ -354,30 +354,36 @@ fn bind_contact<'q>(
 #[async_trait]
 impl ContactRepo for SqliteTx {
     async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
-        // In-process, a read first costs no round trip: no need to fold it into the INSERT.
+        // The references are checked by the INSERT itself, as on Postgres: every statement is a
+        // round trip to the connection's thread, taken while the write lock is held. (`WHERE
+        // true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT.)
+        let mut sql = String::from(
+            "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
+                                   updated_at, version, deleted_at, workspace_id, mode, id, created_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 WHERE true",
+        );
+        for (i, r) in refs.iter().enumerate() {
+            let (table, n) = (record_table(r.object), 16 + i);
+            sql.push_str(&format!(" AND EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $12 AND mode = $13 AND id = ${n})"));
+        }
+        sql.push_str(" ON CONFLICT DO NOTHING");
+        let q = bind_contact(sqlx::query(&sql), c)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(c.id.as_str())
+            .bind(c.created_at.millis());
+        let done = refs.iter().fold(q, |q, r| q.bind(r.id)).execute(self.conn()).await.map_err(backend)?;
+        if done.rows_affected() > 0 {
+            return Ok(());
+        }
+        // Only a failed insert pays these reads: the first missing reference, else the
+        // uniqueness rule `ON CONFLICT DO NOTHING` hit.
         for (i, r) in refs.iter().enumerate() {
             if !self.record_exists(tenant, r.object, r.id).await? {
                 return Err(StoreError::MissingReference(i));
             }
         }
-        let q = sqlx::query(
-            "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
-                                   updated_at, version, deleted_at, workspace_id, mode, id, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-             ON CONFLICT DO NOTHING",
-        );
-        let done = bind_contact(q, c)
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(c.id.as_str())
-            .bind(c.created_at.millis())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Duplicate);
-        }
-        Ok(())
+        Err(StoreError::Duplicate)
     }
 
     async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
@@ -583,15 +589,19 @@ impl CompanyRepo for SqliteTx {
     }
 }
 
+fn record_table(object: ObjectKind) -> &'static str {
+    match object {
+        ObjectKind::Contact => "contacts",
+        ObjectKind::Company => "companies",
+        ObjectKind::Deal => "deals",
+        ObjectKind::Activity => "activities",
+    }
+}
+
 #[async_trait]
 impl RecordRepo for SqliteTx {
     async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
-        let table = match object {
-            ObjectKind::Contact => "contacts",
-            ObjectKind::Company => "companies",
-            ObjectKind::Deal => "deals",
-            ObjectKind::Activity => "activities",
-        };
+        let table = record_table(object);
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
