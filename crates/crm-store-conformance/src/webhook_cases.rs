@@ -295,9 +295,9 @@ pub async fn claims_hold_a_lease_and_record_only_under_it(store: Arc<dyn Store>)
 }
 
 /// The recorder's batches: one call records every outcome still held, across tenants and past
-/// a store's statement size (SQLite writes 500 per statement), and only those (not a stale
-/// claim's, nor one naming another webhook); each logged attempt names its own delivery, webhook
-/// and event.
+/// a store's statement size (SQLite writes 500 per statement), and only those: not a stale
+/// claim's (even beside the current holder's for the same delivery), nor one naming another
+/// webhook. Each delivery gets its holder's own attempt, logged with its own event.
 pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<dyn Store>) {
     let (test, live) = setup(&store).await;
     let (hook_t, hook_l) = (webhook(Mode::Test, Subscription::All, T0), webhook(Mode::Live, Subscription::All, T0));
@@ -318,32 +318,45 @@ pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<
     // An outcome naming another webhook than its delivery's is not recorded either.
     let mismatched = outcomes.iter().position(|o| o.tenant == test && !stale.contains(o.delivery_id.as_str())).unwrap();
     outcomes[mismatched].attempt.webhook_id = hook_l.id.clone();
+    // The current holders' outcomes come in the same batch, after the stale ones: each delivery
+    // gets its current outcome's attempt, not the stale one's.
+    for c in &retaken {
+        let mut current = outcome(&c.tenant, c, DeliveryStatus::Retrying, T0 + 1600, Some(T0 + 9000));
+        current.attempt.duration_ms = 99;
+        outcomes.push(current);
+    }
+    let seq_of: std::collections::HashMap<(String, String), String> = outcomes
+        .iter()
+        .filter(|o| o.claim_token == "second" || !stale.contains(o.delivery_id.as_str()))
+        .map(|o| ((o.delivery_id.to_string(), o.claim_token.clone()), o.attempt.seq.clone()))
+        .collect();
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 601);
+    assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 604);
     assert_eq!(tx.record_attempts(&outcomes).await.unwrap(), 0, "a recorded claim is spent");
     tx.commit().await.unwrap();
 
     let mut tx = store.begin_read().await.unwrap();
     let mut logged = Vec::new();
-    for (t, hook, events) in [(&test, &hook_t, &test_events), (&live, &hook_l, &live_events)] {
+    for (t, hook) in [(&test, &hook_t), (&live, &hook_l)] {
         let log = tx.list_delivery_attempts(t, &hook.id, &all()).await.unwrap();
-        let event_ids: BTreeSet<&EventId> = events.iter().map(|e| &e.id).collect();
         for a in &log {
-            assert!(event_ids.contains(&a.event_id), "an attempt logged under its own tenant's webhook and event");
-            assert_eq!((a.attempt, a.status, a.duration_ms), (1, DeliveryStatus::Succeeded, 12));
             let d = tx.get_delivery(t, &hook.id, &a.delivery_id).await.unwrap().unwrap();
-            assert_eq!((d.status, d.attempts), (DeliveryStatus::Succeeded, 1));
+            assert_eq!((&a.event_id, a.event_type), (&d.event_id, d.event_type), "an attempt logged with its delivery's own event");
+            let retried = stale.contains(a.delivery_id.as_str());
+            let token = if retried { "second" } else { "first" };
+            assert_eq!(Some(&a.seq), seq_of.get(&(a.delivery_id.to_string(), token.to_owned())), "the holder's own attempt");
+            let expected = if retried { (DeliveryStatus::Retrying, 99) } else { (DeliveryStatus::Succeeded, 12) };
+            assert_eq!((a.attempt, a.status, a.duration_ms), (1, expected.0, expected.1));
+            assert_eq!((d.status, d.attempts), (expected.0, 1));
         }
         logged.extend(log.into_iter().map(|a| a.delivery_id.to_string()));
     }
-    assert_eq!(logged.len(), 601);
-    assert!(logged.iter().all(|id| !stale.contains(id)), "no attempt logged for a stale claim");
+    assert_eq!(logged.len(), 604);
+    let unique: BTreeSet<&String> = logged.iter().collect();
+    assert_eq!(unique.len(), 604, "one attempt per delivery");
     assert!(!logged.contains(&outcomes[mismatched].delivery_id.to_string()));
-    for c in &retaken {
-        let hook = if c.tenant == test { &hook_t } else { &hook_l };
-        let d = tx.get_delivery(&c.tenant, &hook.id, &c.id).await.unwrap().unwrap();
-        assert_eq!((d.status, d.attempts), (DeliveryStatus::Pending, 0), "still with its second holder");
-    }
+    let d = tx.get_delivery(&test, &hook_t.id, &outcomes[mismatched].delivery_id).await.unwrap().unwrap();
+    assert_eq!((d.status, d.attempts), (DeliveryStatus::Pending, 0), "still with its holder");
 }
 
 /// Two claimers at once (two processes on Postgres: `SKIP LOCKED`; SQLite serialises them) never

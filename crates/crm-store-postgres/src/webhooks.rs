@@ -331,7 +331,9 @@ impl WebhookRepo for PostgresTx {
         }
         relaxed_commit(self).await?;
         // One statement for the whole batch: the outcomes as arrays, unnested; each delivery is
-        // updated only under its claim token, and only updated ones get their attempt logged.
+        // updated only under its claim token, and only the outcome that updated it gets its
+        // attempt logged (joined back by the attempt's `seq`: a stale outcome for the same
+        // delivery in the batch matched the key but not the token).
         // The delivery is matched on its webhook and event too, so that every index on the table
         // finds it in one step: matched on its key alone, the cached generic plan (which knows
         // neither the arrays' length nor, without statistics, the table) chose the
@@ -349,11 +351,11 @@ impl WebhookRepo for PostgresTx {
                  FROM v
                  WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id
                    AND d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim_token = v.token
-                 RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type)
+                 RETURNING d.workspace_id, d.mode, d.id, d.webhook_id, d.event_id, d.event_type, v.seq)
              INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS})
              SELECT u.workspace_id, u.mode, v.seq, u.webhook_id, u.id, u.event_id, u.event_type, v.attempt, v.status,
                     v.response_status, v.error, v.duration_ms, v.log_next_at, v.created_at
-             FROM u JOIN v ON v.workspace_id = u.workspace_id AND v.mode = u.mode AND v.id = u.id"
+             FROM u JOIN v ON v.seq = u.seq"
         );
         let col = |f: &dyn Fn(&AttemptOutcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
         let done = sqlx::query(&sql)
