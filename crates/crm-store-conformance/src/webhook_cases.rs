@@ -315,16 +315,17 @@ pub async fn a_batch_of_outcomes_records_exactly_the_ones_still_held(store: Arc<
     let stale: BTreeSet<String> = retaken.iter().map(|c| c.id.to_string()).collect();
 
     let mut outcomes: Vec<AttemptOutcome> = first.iter().map(|c| outcome(&c.tenant, c, DeliveryStatus::Succeeded, T0 + 1500, None)).collect();
-    // An outcome naming another webhook than its delivery's is not recorded either.
-    let mismatched = outcomes.iter().position(|o| o.tenant == test && !stale.contains(o.delivery_id.as_str())).unwrap();
-    outcomes[mismatched].attempt.webhook_id = hook_l.id.clone();
-    // The current holders' outcomes come in the same batch, after the stale ones: each delivery
-    // gets its current outcome's attempt, not the stale one's.
+    // The current holders' outcomes come in the same batch, right after the stale ones (in one
+    // statement's reach): each delivery gets its current outcome's attempt, not the stale one's.
     for c in &retaken {
         let mut current = outcome(&c.tenant, c, DeliveryStatus::Retrying, T0 + 1600, Some(T0 + 9000));
         current.attempt.duration_ms = 99;
-        outcomes.push(current);
+        let at = outcomes.iter().position(|o| o.delivery_id == c.id).unwrap();
+        outcomes.insert(at + 1, current);
     }
+    // An outcome naming another webhook than its delivery's is not recorded either.
+    let mismatched = outcomes.iter().position(|o| o.tenant == test && !stale.contains(o.delivery_id.as_str())).unwrap();
+    outcomes[mismatched].attempt.webhook_id = hook_l.id.clone();
     let seq_of: std::collections::HashMap<(String, String), String> = outcomes
         .iter()
         .filter(|o| o.claim_token == "second" || !stale.contains(o.delivery_id.as_str()))

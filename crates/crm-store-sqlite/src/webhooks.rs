@@ -2,7 +2,7 @@
 //! transactions, which hold the database's one write lock (`BEGIN IMMEDIATE`): two dispatchers
 //! or two claimers never see the same rows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use crm_app::{
@@ -96,46 +96,82 @@ async fn set_due(tx: &mut SqliteTx, keys: &[(&Tenant, &DeliveryId)], at: Timesta
     Ok(())
 }
 
-/// The outcomes of `chunk` that still hold their delivery, each with its delivery's event type:
-/// the delivery carries the outcome's claim token and is of the webhook and event the outcome
-/// names. A delivery is held by one outcome at most (a stale outcome beside the current one in a
-/// batch is not).
-async fn held_outcomes<'o>(tx: &mut SqliteTx, chunk: &'o [AttemptOutcome]) -> Result<Vec<(&'o AttemptOutcome, String)>, StoreError> {
+/// Records outcomes of distinct deliveries: each delivery is updated only under its claim token
+/// and only for the webhook and event its outcome names; only updated ones get their attempt
+/// logged. Returns how many.
+async fn record_round(tx: &mut SqliteTx, round: &[&AttemptOutcome]) -> Result<u64, StoreError> {
     let mut qb = QueryBuilder::<Sqlite>::new(
-        "SELECT workspace_id, mode, id, webhook_id, event_id, event_type, claim_token FROM webhook_deliveries WHERE (workspace_id, mode, id) IN (",
+        "WITH v(workspace_id, mode, id, webhook_id, event_id, token, status, attempts, next_at, updated_at) AS (VALUES ",
     );
     let mut sep = qb.separated(", ");
-    for o in chunk {
+    for o in round {
+        let a = &o.attempt;
         sep.push("(")
             .push_bind_unseparated(o.tenant.workspace_id.as_str())
             .push_unseparated(", ")
             .push_bind_unseparated(o.tenant.mode.as_str())
             .push_unseparated(", ")
             .push_bind_unseparated(o.delivery_id.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(a.webhook_id.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(a.event_id.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(&o.claim_token)
+            .push_unseparated(", ")
+            .push_bind_unseparated(o.status.as_str())
+            .push_unseparated(", ")
+            .push_bind_unseparated(i64::from(a.attempt))
+            .push_unseparated(", ")
+            .push_bind_unseparated(o.next_attempt_at.unwrap_or(a.created_at).millis())
+            .push_unseparated(", ")
+            .push_bind_unseparated(a.created_at.millis())
             .push_unseparated(")");
     }
-    qb.push(")");
+    qb.push(
+        ") UPDATE webhook_deliveries AS d
+           SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.updated_at
+           FROM v
+           WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id
+             AND d.webhook_id = v.webhook_id AND d.event_id = v.event_id AND d.claim_token = v.token
+           RETURNING workspace_id, mode, id, event_type",
+    );
     let rows = qb.build().fetch_all(tx.conn()).await.map_err(backend)?;
-    type Key = (String, String, String);
-    let mut current: HashMap<Key, (String, String, String, Option<String>)> = HashMap::with_capacity(rows.len());
+    let mut updated: HashMap<(String, String, String), String> = HashMap::with_capacity(rows.len());
     for r in &rows {
-        current.insert(
-            (get(r, "workspace_id")?, get(r, "mode")?, get(r, "id")?),
-            (get(r, "webhook_id")?, get(r, "event_id")?, get(r, "event_type")?, get(r, "claim_token")?),
-        );
+        updated.insert((get(r, "workspace_id")?, get(r, "mode")?, get(r, "id")?), get(r, "event_type")?);
     }
-    let mut held = Vec::new();
-    for o in chunk {
-        let key = (o.tenant.workspace_id.as_str().to_owned(), o.tenant.mode.as_str().to_owned(), o.delivery_id.as_str().to_owned());
-        let holds = current.get(&key).is_some_and(|(webhook, event, _, token)| {
-            token.as_deref() == Some(o.claim_token.as_str()) && webhook == o.attempt.webhook_id.as_str() && event == o.attempt.event_id.as_str()
-        });
-        if holds {
-            let (_, _, event_type, _) = current.remove(&key).expect("just found");
-            held.push((o, event_type));
-        }
+    let held: Vec<(&AttemptOutcome, String)> = round
+        .iter()
+        .filter_map(|o| {
+            let key = (o.tenant.workspace_id.as_str().to_owned(), o.tenant.mode.as_str().to_owned(), o.delivery_id.as_str().to_owned());
+            updated.remove(&key).map(|event_type| (*o, event_type))
+        })
+        .collect();
+    if held.is_empty() {
+        return Ok(0);
     }
-    Ok(held)
+    let n = held.len() as u64;
+    let mut qb = QueryBuilder::<Sqlite>::new(format!("INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS}) "));
+    qb.push_values(held, |mut b, (o, event_type)| {
+        let a = &o.attempt;
+        b.push_bind(o.tenant.workspace_id.as_str())
+            .push_bind(o.tenant.mode.as_str())
+            .push_bind(a.seq.as_str())
+            .push_bind(a.webhook_id.as_str())
+            .push_bind(o.delivery_id.as_str())
+            .push_bind(a.event_id.as_str())
+            .push_bind(event_type)
+            .push_bind(i64::from(a.attempt))
+            .push_bind(o.status.as_str())
+            .push_bind(a.response_status.map(i64::from))
+            .push_bind(a.error.as_deref())
+            .push_bind(a.duration_ms as i64)
+            .push_bind(a.next_attempt_at.map(Timestamp::millis))
+            .push_bind(a.created_at.millis());
+    });
+    qb.build().execute(tx.conn()).await.map_err(backend)?;
+    Ok(n)
 }
 
 #[async_trait]
@@ -355,66 +391,23 @@ impl WebhookRepo for SqliteTx {
     }
 
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError> {
-        // Three statements per chunk, not two per outcome: every statement is a round trip to the
+        // Two statements per round, not two per outcome: every statement is a round trip to the
         // connection's thread while the write lock is held, and creates and claims wait for it.
         // At most 14 bound values per outcome: 500 stay far below SQLite's 32,766.
         let mut recorded = 0;
         for chunk in outcomes.chunks(CHUNK / 2) {
-            let held = held_outcomes(self, chunk).await?;
-            if held.is_empty() {
-                continue;
+            // A round names each delivery once, so that a row the update returns is that one
+            // outcome's; a second outcome for a delivery (a stale claim's beside its current
+            // holder's) waits for the next round, and whichever of them holds the claim is the
+            // one recorded.
+            let mut pending: Vec<&AttemptOutcome> = chunk.iter().collect();
+            while !pending.is_empty() {
+                let mut named = HashSet::new();
+                let (round, later): (Vec<&AttemptOutcome>, Vec<&AttemptOutcome>) =
+                    pending.into_iter().partition(|o| named.insert((&o.tenant, &o.delivery_id)));
+                pending = later;
+                recorded += record_round(self, &round).await?;
             }
-            // Under the write lock the deliveries are as just read: the update finds exactly the
-            // held ones (the token in its condition only restates that).
-            let mut qb = QueryBuilder::<Sqlite>::new("WITH v(workspace_id, mode, id, token, status, attempts, next_at, updated_at) AS (VALUES ");
-            let mut sep = qb.separated(", ");
-            for (o, _) in &held {
-                let a = &o.attempt;
-                sep.push("(")
-                    .push_bind_unseparated(o.tenant.workspace_id.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(o.tenant.mode.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(o.delivery_id.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(&o.claim_token)
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(o.status.as_str())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(i64::from(a.attempt))
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(o.next_attempt_at.unwrap_or(a.created_at).millis())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(a.created_at.millis())
-                    .push_unseparated(")");
-            }
-            qb.push(
-                ") UPDATE webhook_deliveries AS d
-                   SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at, claim_token = NULL, updated_at = v.updated_at
-                   FROM v
-                   WHERE d.workspace_id = v.workspace_id AND d.mode = v.mode AND d.id = v.id AND d.claim_token = v.token",
-            );
-            qb.build().execute(self.conn()).await.map_err(backend)?;
-            let mut qb = QueryBuilder::<Sqlite>::new(format!("INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS}) "));
-            recorded += held.len() as u64;
-            qb.push_values(held, |mut b, (o, event_type)| {
-                let a = &o.attempt;
-                b.push_bind(o.tenant.workspace_id.as_str())
-                    .push_bind(o.tenant.mode.as_str())
-                    .push_bind(a.seq.as_str())
-                    .push_bind(a.webhook_id.as_str())
-                    .push_bind(o.delivery_id.as_str())
-                    .push_bind(a.event_id.as_str())
-                    .push_bind(event_type)
-                    .push_bind(i64::from(a.attempt))
-                    .push_bind(o.status.as_str())
-                    .push_bind(a.response_status.map(i64::from))
-                    .push_bind(a.error.as_deref())
-                    .push_bind(a.duration_ms as i64)
-                    .push_bind(a.next_attempt_at.map(Timestamp::millis))
-                    .push_bind(a.created_at.millis());
-            });
-            qb.build().execute(self.conn()).await.map_err(backend)?;
         }
         Ok(recorded)
     }
