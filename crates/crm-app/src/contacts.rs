@@ -1,7 +1,7 @@
 //! Contact use cases. Each public use case is one transaction; the `*_in` variants run inside a
 //! caller's transaction (batch, automation actions) and collect what they did in its [`Effects`].
 
-use crm_domain::{Contact, ContactDraft, ContactId, ContactPatch, EventType, ObjectKind, Tenant};
+use crm_domain::{registry::ReferenceCheck, Contact, ContactDraft, ContactId, ContactPatch, EventType, ObjectKind, Tenant};
 
 use crate::{
     auth::Caller,
@@ -38,6 +38,16 @@ async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> 
     }
 }
 
+/// Inserts `contact`, answering a missing reference with `invalid_reference` and a taken email
+/// with the conflict naming its holder. Nothing is written when it fails; `tx` stays usable.
+pub(crate) async fn insert_contact_checked(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact, refs: &[ReferenceCheck]) -> Result<(), AppError> {
+    match tx.insert_contact(tenant, contact, &store_references(refs)?).await {
+        Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
+        Err(StoreError::Duplicate) => Err(email_conflict(tx, tenant, contact).await),
+        other => Ok(other?),
+    }
+}
+
 /// The contact as automations left it, when they changed it (the reply shows the committed record).
 async fn reload(tx: &mut dyn Tx, tenant: &Tenant, contact: Contact, touched: &Touched) -> Result<Contact, AppError> {
     if !touched.contains(&RecordRef::Contact(contact.id.clone())) {
@@ -49,11 +59,34 @@ async fn reload(tx: &mut dyn Tx, tenant: &Tenant, contact: Contact, touched: &To
 impl App {
     /// Creates a contact and its `contact.created` event in one transaction.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    /// When the server groups creates ([`App::group_contact_creates`]), this one joins a group
+    /// sharing a transaction with others (see `create_groups`); its outcome is its own either way.
     pub async fn create_contact(&self, caller: &Caller, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
-        let tenant = &caller.tenant;
+        match self.create_groups.slots() {
+            Some(slots) => self.create_contact_in_slot(slots, &caller.tenant, draft, idem).await,
+            None => self.create_contact_alone(&caller.tenant, draft, idem).await,
+        }
+    }
+
+    /// [`App::create_contact`] in a transaction of its own.
+    pub(crate) async fn create_contact_alone(&self, tenant: &Tenant, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
+        let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
+        self.insert_built_contact(tx, tenant, contact, &refs, idem).await
+    }
+
+    /// Inserts a contact built by [`App::build_contact`] in `tx` with its event, and commits.
+    pub(crate) async fn insert_built_contact(
+        &self,
+        mut tx: Box<dyn Tx>,
+        tenant: &Tenant,
+        contact: Contact,
+        refs: &[ReferenceCheck],
+        idem: Option<&IdemClaim>,
+    ) -> Result<Contact, AppError> {
         let mut fx = Effects::new(Emit::Events);
-        let contact = self.create_contact_in(&mut *tx, tenant, draft, &mut fx).await?;
+        insert_contact_checked(&mut *tx, tenant, &contact, refs).await?;
+        self.contact_created(&mut fx, &contact);
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let contact = reload(&mut *tx, tenant, contact, &touched).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &contact.snapshot()).await?;
@@ -62,18 +95,24 @@ impl App {
     }
 
     pub(crate) async fn create_contact_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft, fx: &mut Effects) -> Result<Contact, AppError> {
+        let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
+        insert_contact_checked(tx, tenant, &contact, &refs).await?;
+        self.contact_created(fx, &contact);
+        Ok(contact)
+    }
+
+    /// A new contact from `draft`, validated against the tenant's registry, with the references
+    /// the store must find.
+    pub(crate) async fn build_contact(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft) -> Result<(Contact, Vec<ReferenceCheck>), AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
-        let now = self.clock.now();
-        let (contact, refs) = Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
-        match tx.insert_contact(tenant, &contact, &store_references(&refs)?).await {
-            Err(StoreError::MissingReference(i)) => return Err(missing_reference(&refs, i)),
-            Err(StoreError::Duplicate) => return Err(email_conflict(tx, tenant, &contact).await),
-            other => other?,
-        }
+        Ok(Contact::create(ContactId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?)
+    }
+
+    /// Records that `contact` was created: a changed record, and its `contact.created` event.
+    pub(crate) fn contact_created(&self, fx: &mut Effects, contact: &Contact) {
         let record = RecordRef::Contact(contact.id.clone());
         fx.changed(record.clone(), false);
-        self.emit(fx, EventType::ContactCreated, record, now, contact.snapshot(), None, None);
-        Ok(contact)
+        self.emit(fx, EventType::ContactCreated, record, contact.created_at, contact.snapshot(), None, None);
     }
 
     pub async fn get_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {

@@ -13,6 +13,7 @@ pub mod batch;
 pub mod config_cache;
 pub mod companies;
 pub mod contacts;
+mod create_groups;
 pub mod deals;
 pub mod emails;
 pub mod error;
@@ -87,13 +88,15 @@ pub struct App {
     /// Keys, plans, registries and rules kept between requests; off until
     /// [`App::follow_config_changes`] runs (CLI commands never turn it on).
     pub config: Arc<config_cache::ConfigCache>,
+    /// Where contact creates are queued once the server groups them (`create_groups`).
+    create_groups: Arc<create_groups::CreateGroups>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
-        App { store, clock, ids, meter, outbound: None, config: Arc::new(config_cache::ConfigCache::new()) }
+        App { store, clock, ids, meter, outbound: None, config: Arc::new(config_cache::ConfigCache::new()), create_groups: Arc::default() }
     }
 
     /// The same application with rate budgets kept by `limiter` (shared by several processes)

@@ -265,6 +265,25 @@ pub trait ContactRepo {
     /// the email is taken in the tenant (soft-deleted contacts included); either leaves the
     /// transaction usable and nothing written.
     async fn insert_contact(&mut self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError>;
+    /// Inserts, in their order, each of `contacts` that [`ContactRepo::insert_contact`] would
+    /// insert with its company (when it names one) as its only reference, and returns the ids of
+    /// those it inserted. One whose company does not exist or whose email is taken (by a stored
+    /// contact or by an earlier one of `contacts`) is skipped, writing nothing and leaving the
+    /// transaction usable. The caller MUST NOT pass a contact with any other reference (a
+    /// reference-typed custom field): those go through `insert_contact`. Stores override the
+    /// default, one `insert_contact` each, with a multi-row statement (coalesced creates).
+    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+        let mut inserted = Vec::with_capacity(contacts.len());
+        for c in contacts {
+            let company = c.company_id.as_ref().map(|id| Reference { object: ObjectKind::Company, id: id.as_str() });
+            match self.insert_contact(tenant, c, company.as_slice()).await {
+                Ok(()) => inserted.push(c.id.clone()),
+                Err(StoreError::Duplicate | StoreError::MissingReference(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(inserted)
+    }
     async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError>;
     async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError>;
     /// Writes every field of `contact`, expecting the stored row at `contact.version - 1`; MUST
@@ -352,6 +371,13 @@ pub trait RecordRepo {
 #[async_trait]
 pub trait EventRepo {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError>;
+    /// [`EventRepo::insert_event`] for each of `events`; stores override it with one statement.
+    async fn insert_events(&mut self, tenant: &Tenant, events: &[Event]) -> Result<(), StoreError> {
+        for event in events {
+            self.insert_event(tenant, event).await?;
+        }
+        Ok(())
+    }
     /// Newest first, optionally of one type.
     async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError>;
 }

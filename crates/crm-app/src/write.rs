@@ -242,9 +242,9 @@ impl App {
                 changed_fields: pending.changed_fields,
                 previous_stage: pending.previous_stage,
             };
-            tx.insert_event(tenant, &event).await?;
             written.push(event);
         }
+        tx.insert_events(tenant, &written).await?;
         if !written.is_empty() {
             self.sequences_on_events(tx, tenant, &written).await?;
         }

@@ -498,6 +498,44 @@ impl ContactRepo for PostgresTx {
         }
     }
 
+    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+        // One statement over arrays, so that its text (and its prepared plan) is the same for
+        // any number of contacts. `ORDER BY n` inserts them in the caller's order, so of two
+        // with one email the first is kept; `ON CONFLICT DO NOTHING` skips the later one and any
+        // whose email is taken, the guard any whose company does not exist.
+        let col = |f: fn(&Contact) -> Option<&str>| contacts.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let q = tenant_query(
+            "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
+                                   company_id, type, custom_fields, updated_at, version, deleted_at)
+             SELECT $1, $2, v.id, v.created_at, v.first_name, v.last_name, v.email, v.phone, v.linkedin_url,
+                    v.company_id, v.type, v.custom_fields::jsonb, v.updated_at, v.version, v.deleted_at
+             FROM unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                         $12::text[], $13::int8[], $14::int8[], $15::int8[])
+                  WITH ORDINALITY AS v(id, created_at, first_name, last_name, email, phone, linkedin_url, company_id, type,
+                                       custom_fields, updated_at, version, deleted_at, n)
+             WHERE v.company_id IS NULL
+                OR EXISTS (SELECT 1 FROM companies c WHERE c.workspace_id = $1 AND c.mode = $2 AND c.id = v.company_id COLLATE \"C\")
+             ORDER BY v.n
+             ON CONFLICT DO NOTHING
+             RETURNING id",
+            tenant,
+        )
+        .bind(contacts.iter().map(|c| c.id.as_str()).collect::<Vec<_>>())
+        .bind(contacts.iter().map(|c| c.created_at.millis()).collect::<Vec<_>>())
+        .bind(col(|c| c.first_name.as_deref()))
+        .bind(col(|c| c.last_name.as_deref()))
+        .bind(col(|c| c.email.as_ref().map(Email::as_str)))
+        .bind(col(|c| c.phone.as_deref()))
+        .bind(col(|c| c.linkedin_url.as_deref()))
+        .bind(col(|c| c.company_id.as_ref().map(CompanyId::as_str)))
+        .bind(col(|c| c.contact_type.as_deref()))
+        .bind(contacts.iter().map(|c| json_text(&c.custom_fields)).collect::<Vec<_>>())
+        .bind(contacts.iter().map(|c| c.updated_at.millis()).collect::<Vec<_>>())
+        .bind(contacts.iter().map(|c| c.version).collect::<Vec<_>>())
+        .bind(contacts.iter().map(|c| c.deleted_at.map(Timestamp::millis)).collect::<Vec<_>>());
+        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "id")?))).await
+    }
+
     async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
         let sql = format!(
             "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
@@ -683,6 +721,27 @@ impl EventRepo for PostgresTx {
         .bind(event.snapshot().to_string());
         self.execute(q).await?;
         Ok(())
+    }
+
+    async fn insert_events(&mut self, tenant: &Tenant, events: &[Event]) -> Result<(), StoreError> {
+        match events {
+            [] => Ok(()),
+            [one] => self.insert_event(tenant, one).await,
+            _ => {
+                let q = tenant_query(
+                    "INSERT INTO events (workspace_id, mode, id, type, created_at, body)
+                     SELECT $1, $2, v.id, v.type, v.created_at, v.body::json
+                     FROM unnest($3::text[], $4::text[], $5::int8[], $6::text[]) WITH ORDINALITY AS v(id, type, created_at, body, n)
+                     ORDER BY v.n",
+                    tenant,
+                )
+                .bind(events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())
+                .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
+                .bind(events.iter().map(|e| e.created_at.millis()).collect::<Vec<_>>())
+                .bind(events.iter().map(|e| e.snapshot().to_string()).collect::<Vec<_>>());
+                self.execute(q).await.map(drop)
+            }
+        }
     }
 
     async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError> {

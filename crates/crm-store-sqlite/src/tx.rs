@@ -386,6 +386,55 @@ impl ContactRepo for SqliteTx {
         Err(StoreError::Duplicate)
     }
 
+    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+        // One statement per 500 contacts (15 parameters each, under SQLite's 32,766): every
+        // statement is a round trip to the connection's thread under the write lock. In the
+        // caller's order (`ORDER BY n`), so of two with one email the first is kept.
+        let mut inserted = Vec::with_capacity(contacts.len());
+        for chunk in contacts.chunks(500) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "WITH v(n, id, created_at, first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
+                        updated_at, version, deleted_at) AS (",
+            );
+            qb.push_values(chunk.iter().enumerate(), |mut b, (n, c)| {
+                b.push_bind(n as i64)
+                    .push_bind(c.id.as_str())
+                    .push_bind(c.created_at.millis())
+                    .push_bind(c.first_name.as_deref())
+                    .push_bind(c.last_name.as_deref())
+                    .push_bind(c.email.as_ref().map(Email::as_str))
+                    .push_bind(c.phone.as_deref())
+                    .push_bind(c.linkedin_url.as_deref())
+                    .push_bind(c.company_id.as_ref().map(CompanyId::as_str))
+                    .push_bind(c.contact_type.as_deref())
+                    .push_bind(json_text(&c.custom_fields))
+                    .push_bind(c.updated_at.millis())
+                    .push_bind(c.version)
+                    .push_bind(c.deleted_at.map(Timestamp::millis));
+            });
+            qb.push(
+                ") INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url, company_id,
+                                         type, custom_fields, updated_at, version, deleted_at)
+                  SELECT w.workspace_id, w.mode, v.id, v.created_at, v.first_name, v.last_name, v.email, v.phone, v.linkedin_url,
+                         v.company_id, v.type, v.custom_fields, v.updated_at, v.version, v.deleted_at
+                  FROM v, (SELECT ",
+            );
+            qb.push_bind(tenant.workspace_id.as_str()).push(" AS workspace_id, ").push_bind(tenant.mode.as_str()).push(
+                " AS mode) w
+                  WHERE v.company_id IS NULL
+                     OR EXISTS (SELECT 1 FROM companies c WHERE c.workspace_id = w.workspace_id AND c.mode = w.mode AND c.id = v.company_id)
+                  ORDER BY v.n
+                  ON CONFLICT DO NOTHING
+                  RETURNING id",
+            );
+            let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+            for row in &rows {
+                inserted.push(ContactId::from_trusted(row.try_get::<String, _>("id").map_err(backend)?));
+            }
+        }
+        Ok(inserted)
+    }
+
     async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
         let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::CONTACT_COLUMNS);
         let row = sqlx::query(&sql)
@@ -627,6 +676,25 @@ impl EventRepo for SqliteTx {
             .execute(self.conn())
             .await
             .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn insert_events(&mut self, tenant: &Tenant, events: &[Event]) -> Result<(), StoreError> {
+        if let [one] = events {
+            return self.insert_event(tenant, one).await;
+        }
+        for chunk in events.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO events (workspace_id, mode, id, type, created_at, body) ");
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.event_type.as_str())
+                    .push_bind(e.created_at.millis())
+                    .push_bind(e.snapshot().to_string());
+            });
+            qb.build().execute(self.conn()).await.map_err(backend)?;
+        }
         Ok(())
     }
 
