@@ -10,6 +10,7 @@ mod batch;
 mod caching;
 mod companies;
 mod contacts;
+mod create_groups;
 mod deals;
 mod email;
 mod email_delivery;

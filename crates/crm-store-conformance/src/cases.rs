@@ -118,6 +118,67 @@ pub async fn insert_checks_references_first_and_leaves_the_transaction_usable(st
     assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().len(), 3);
 }
 
+/// `insert_contacts` (grouped creates): in one call, each contact is inserted or skipped as
+/// `insert_contact` would decide with its company as its only reference; the ids of those
+/// inserted come back, and the transaction stays usable.
+pub async fn contacts_inserted_together_skip_taken_emails_and_missing_companies(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let co = company("Acme", None);
+    let mut gone = company("Gone", None);
+    gone.deleted_at = Some(Timestamp::from_millis(1_700_000_001_000));
+    let elsewhere = company("Elsewhere", None);
+    let held = contact(Some("held@b.co"));
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_company(&t, &co).await.unwrap();
+    tx.insert_company(&t, &gone).await.unwrap();
+    tx.insert_company(&tenant(&ws, Mode::Live), &elsewhere).await.unwrap();
+    tx.insert_contact(&t, &held, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let with_company = |email: &str, company: &CompanyId| {
+        let mut c = contact(Some(email));
+        c.company_id = Some(company.clone());
+        c
+    };
+    let mut full = with_company("full@b.co", &co.id);
+    full.phone = Some("+44 20 7946 0000".into());
+    full.linkedin_url = Some("https://linkedin.com/in/full".into());
+    full.contact_type = Some("customer".into());
+    full.custom_fields = json!({"score": 9.5, "tags": ["a", "b"], "nested": {"é": "ü"}}).as_object().unwrap().clone();
+    let cases = [
+        (full, true),
+        (contact(None), true),
+        (contact(Some("held@b.co")), false),                      // taken by a stored contact
+        (with_company("twice@b.co", &co.id), true),
+        (contact(Some("twice@b.co")), false),                     // taken by an earlier one of the call
+        (with_company("nowhere@b.co", &CompanyId::from_uuid(uuid())), false), // no such company
+        (with_company("other@b.co", &elsewhere.id), false),       // another tenant's company
+        (with_company("gone@b.co", &gone.id), true),              // soft-deleted companies exist
+        (contact(None), true),
+    ];
+    let contacts: Vec<_> = cases.iter().map(|(c, _)| c).collect();
+    let mut tx = store.begin_write().await.unwrap();
+    let mut inserted = tx.insert_contacts(&t, &contacts).await.unwrap();
+    inserted.sort();
+    let mut expected: Vec<_> = cases.iter().filter(|(_, ok)| *ok).map(|(c, _)| c.id.clone()).collect();
+    expected.sort();
+    assert_eq!(inserted, expected);
+    // Still usable: a skipped contact goes in once its email is free.
+    tx.insert_contact(&t, &contact(Some("nowhere@b.co")), &[]).await.unwrap();
+    assert!(tx.insert_contacts(&t, &[]).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin_read().await.unwrap();
+    for (c, ok) in &cases {
+        assert_eq!(tx.get_contact(&t, &c.id).await.unwrap().as_ref(), ok.then_some(c), "{:?}", c.email);
+    }
+    assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().len(), 1 + expected.len() + 1);
+    assert_eq!(
+        tx.list_contacts(&t, &ContactFilter { company_id: Some(co.id.clone()), ..ContactFilter::default() }, &all()).await.unwrap().len(),
+        2
+    );
+}
+
 pub async fn email_is_unique_per_tenant_only(store: Arc<dyn Store>) {
     let (ws, t) = setup(&store).await;
     let (ws2, _) = setup(&store).await;
@@ -540,6 +601,25 @@ pub async fn events_are_listed_newest_first_by_type(store: Arc<dyn Store>) {
     assert_eq!(every, events.iter().rev().cloned().collect::<Vec<_>>());
     let created = tx.list_events(&t, Some("contact.created"), &all()).await.unwrap();
     assert_eq!(created, vec![events[2].clone(), events[0].clone()]);
+}
+
+/// `insert_events` (grouped creates) writes what `insert_event` one by one would.
+pub async fn events_inserted_together_read_back_as_one_by_one(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let events: Vec<_> = [EventType::ContactCreated, EventType::ContactUpdated, EventType::ContactCreated]
+        .into_iter()
+        .map(|ty| sample_event(ty, Mode::Test))
+        .collect();
+    let live = sample_event(EventType::ContactCreated, Mode::Live);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_events(&t, &events).await.unwrap();
+    tx.insert_events(&t, &[]).await.unwrap();
+    tx.insert_events(&tenant(&ws, Mode::Live), std::slice::from_ref(&live)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.list_events(&t, None, &all()).await.unwrap(), events.iter().rev().cloned().collect::<Vec<_>>());
+    assert_eq!(tx.list_events(&t, Some("contact.updated"), &all()).await.unwrap(), vec![events[1].clone()]);
+    assert_eq!(tx.list_events(&tenant(&ws, Mode::Live), None, &all()).await.unwrap(), vec![live]);
 }
 
 fn idem(key: &str) -> IdemRecord {

@@ -1,0 +1,151 @@
+//! Contact creates grouped into shared transactions (`CRM_CREATE_SLOTS`, docs/operations.md).
+//! With one slot and eighty creates at once, most are committed in groups; each must still
+//! answer what it would have answered alone (created, refused as invalid, its company missing,
+//! its email taken by a stored contact or by another create of its group), with the record as
+//! committed (after the automation it triggers), its one event, and its idempotency record.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::future::join_all;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::support::{create_workspace, fresh_database, start, Backend, Server};
+
+async fn serve(backend: Backend) -> Server {
+    let database_url = fresh_database(backend).await;
+    let keys = create_workspace(&database_url, &["--plan", "pro", "--rate-limit-per-minute", "100000"]);
+    start(backend, database_url, keys, &[("CRM_CREATE_SLOTS", "1"), ("CRM_CREATE_GROUP_MAX", "16")])
+}
+
+/// What a create of the mix should answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Created,
+    Invalid,
+    NoSuchCompany,
+    TakenByStored,
+    /// One of two creates with one email: exactly one of each pair is created.
+    Pair(usize),
+}
+
+fn mix(i: usize, company: &str) -> (Expect, Value, Option<String>) {
+    let email = |e: String| json!({"first_name": format!("P{i}"), "email": e, "company_id": company});
+    match i % 10 {
+        0 => (Expect::Invalid, json!({"first_name": "x", "email": "not-an-email"}), None),
+        1 => (Expect::NoSuchCompany, json!({"email": format!("p{i}@x.example"), "company_id": "cmp_01m8d7ksfnehpsjh9gfxk2gsng"}), None),
+        2 => (Expect::TakenByStored, json!({"email": "held@x.example"}), None),
+        3 => (Expect::Pair(i / 20), email(format!("pair{}@x.example", i / 20)), None),
+        4 => (Expect::Created, email(format!("p{i}@x.example")), Some(format!("key-{i}"))),
+        _ => (Expect::Created, email(format!("p{i}@x.example")), None),
+    }
+}
+
+async fn grouped_creates_answer_as_each_would_alone(s: Server) {
+    s.post("/automations", json!({"name": "tag", "trigger_event": "contact.created", "actions": [{"type": "set_field", "field": "phone", "value": "+1 555"}]}))
+        .await
+        .ok(201);
+    let company = s.post("/companies", json!({"name": "Acme"})).await.ok(201)["id"].as_str().unwrap().to_owned();
+    let held = s.post("/contacts", json!({"email": "held@x.example"})).await.ok(201)["id"].as_str().unwrap().to_owned();
+
+    let mix: Vec<_> = (0..80).map(|i| mix(i, &company)).collect();
+    let sends = mix.iter().map(|(_, body, key)| {
+        let mut req = s.req(Method::POST, "/contacts").json(body);
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        req.send()
+    });
+    let answers = join_all(sends).await;
+
+    let mut created: HashMap<String, Value> = HashMap::new();
+    let mut pairs: HashMap<usize, Vec<u16>> = HashMap::new();
+    for ((expect, body, _), res) in mix.iter().zip(&answers) {
+        match expect {
+            Expect::Created => {
+                let c = res.ok(201);
+                assert_eq!(c["email"], body["email"]);
+                assert_eq!(c["company_id"], company.as_str());
+                created.insert(c["id"].as_str().unwrap().to_owned(), c.clone());
+            }
+            Expect::Invalid => {
+                res.problem(422, "validation_failed");
+            }
+            Expect::NoSuchCompany => {
+                res.problem(422, "invalid_reference");
+            }
+            Expect::TakenByStored => {
+                assert_eq!(res.problem(409, "conflict")["existing"]["id"], held.as_str());
+            }
+            Expect::Pair(n) => {
+                pairs.entry(*n).or_default().push(res.status.as_u16());
+                if res.status == 201 {
+                    created.insert(res.body["id"].as_str().unwrap().to_owned(), res.body.clone());
+                } else {
+                    assert_eq!(res.problem(409, "conflict")["existing"]["email"], body["email"]);
+                }
+            }
+        }
+    }
+    for (n, mut statuses) in pairs {
+        statuses.sort();
+        assert_eq!(statuses, [201, 409], "pair {n}");
+    }
+    assert_eq!(created.len(), 8 * 6 + 4, "created: the plain ones, the keyed ones and one of each pair");
+    // The reply is the record as committed: the automation's change included.
+    for c in created.values() {
+        assert_eq!(c["phone"], "+1 555", "{c}");
+    }
+
+    // Stored: every created contact, once, with one event each carrying the committed record.
+    let listed = s.get("/contacts?limit=100").await.ok(200)["data"].as_array().unwrap().clone();
+    let mut ids: HashSet<String> = listed.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect();
+    assert!(ids.remove(&held));
+    assert_eq!(ids, created.keys().cloned().collect::<HashSet<_>>());
+    let events = s.get("/events?type=contact.created&limit=100").await.ok(200)["data"].as_array().unwrap().clone();
+    let mut evented: Vec<String> = events.iter().map(|e| e["data"]["id"].as_str().unwrap().to_owned()).filter(|id| *id != held).collect();
+    evented.sort();
+    let mut expected: Vec<String> = created.keys().cloned().collect();
+    expected.sort();
+    assert_eq!(evented, expected);
+    for e in events.iter().filter(|e| e["data"]["id"] != held.as_str()) {
+        assert_eq!(e["data"]["phone"], "+1 555", "{e}");
+    }
+
+    // The keyed creates replay their answer.
+    for ((_, body, key), res) in mix.iter().zip(&answers) {
+        let Some(key) = key else { continue };
+        let again = s.req(Method::POST, "/contacts").header("Idempotency-Key", key).json(body).send().await;
+        assert_eq!(again.header("idempotent-replayed"), Some("true"));
+        assert_eq!(again.ok(201)["id"], res.body["id"]);
+    }
+
+    // Grouped they were: a group's creates share one timestamp, and with one slot creates alone
+    // run one after another, each a whole transaction. Alone, nearly every create has a
+    // timestamp of its own (also with many transactions at once, without grouping).
+    let stamps: HashSet<&str> = created.values().map(|c| c["created_at"].as_str().unwrap()).collect();
+    assert!(stamps.len() * 2 <= created.len(), "{} timestamps for {} creates: too few grouped", stamps.len(), created.len());
+}
+
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::serve(crate::support::Backend::Sqlite).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::serve(crate::support::Backend::Postgres).await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_stores!(grouped_creates_answer_as_each_would_alone);
