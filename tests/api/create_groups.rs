@@ -82,7 +82,10 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
                 if res.status == 201 {
                     created.insert(res.body["id"].as_str().unwrap().to_owned(), res.body.clone());
                 } else {
-                    assert_eq!(res.problem(409, "conflict")["existing"]["email"], body["email"]);
+                    let existing = res.problem(409, "conflict")["existing"].clone();
+                    assert_eq!(existing["email"], body["email"]);
+                    // The holder as committed, as a create alone would see it: after its automation.
+                    assert_eq!(existing["phone"], "+1 555", "{existing}");
                 }
             }
         }

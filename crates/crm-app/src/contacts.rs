@@ -27,7 +27,7 @@ fn conflict(existing: &Contact) -> AppError {
     AppError::Conflict { detail: detail.into(), existing: Some(existing.snapshot()) }
 }
 
-async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> AppError {
+pub(crate) async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> AppError {
     let Some(email) = &contact.email else {
         return AppError::Internal("duplicate contact without an email".into());
     };
@@ -40,7 +40,7 @@ async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> 
 
 /// Inserts `contact`, answering a missing reference with `invalid_reference` and a taken email
 /// with the conflict naming its holder. Nothing is written when it fails; `tx` stays usable.
-pub(crate) async fn insert_contact_checked(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact, refs: &[ReferenceCheck]) -> Result<(), AppError> {
+async fn insert_contact_checked(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact, refs: &[ReferenceCheck]) -> Result<(), AppError> {
     match tx.insert_contact(tenant, contact, &store_references(refs)?).await {
         Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
         Err(StoreError::Duplicate) => Err(email_conflict(tx, tenant, contact).await),

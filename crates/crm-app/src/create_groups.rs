@@ -39,11 +39,11 @@ use crm_domain::{registry::ReferenceCheck, Contact, ContactDraft, ContactId, Obj
 use tokio::sync::oneshot;
 
 use crate::{
-    contacts::insert_contact_checked,
+    contacts::email_conflict,
     error::AppError,
     idempotency::IdemClaim,
-    ports::Tx,
-    write::{finish_in_tx, Effects, Emit, RecordRef},
+    ports::{StoreError, Tx},
+    write::{finish_in_tx, missing_reference, store_references, Effects, Emit, RecordRef},
     App,
 };
 
@@ -159,12 +159,17 @@ struct Queued {
 enum Stage {
     /// Not yet validated.
     Draft(ContactDraft),
-    /// Validated and inserted in the group's transaction (not yet committed); `reloaded` is the
-    /// contact as automations left it, when they changed it.
+    /// Validated, not yet inserted.
+    Built { contact: Contact, refs: Vec<ReferenceCheck> },
+    /// Inserted in the group's transaction (not yet committed); `reloaded` is the contact as
+    /// automations left it, when they changed it.
     Inserted { contact: Contact, refs: Vec<ReferenceCheck>, reloaded: Option<Contact> },
-    /// Validated, but not inserted: its reference is missing or its email taken (`error`).
-    Skipped { contact: Contact, refs: Vec<ReferenceCheck>, error: AppError },
-    /// Refused by validation: the create's answer whatever happens to the group.
+    /// Not inserted: a reference is missing (`error`), or the email is taken (`error` is then
+    /// the conflict, read once the group's automations have run, as a create alone would see
+    /// the holder).
+    Skipped { contact: Contact, refs: Vec<ReferenceCheck>, error: Option<AppError> },
+    /// Refused by validation (or its request went away before the group began): the create's
+    /// answer whatever happens to the group.
     Invalid(AppError),
 }
 
@@ -215,8 +220,10 @@ impl App {
                 for q in group {
                     let answer = match q.stage {
                         Stage::Inserted { contact, reloaded, .. } => Ok(reloaded.unwrap_or(contact)),
-                        Stage::Skipped { error, .. } | Stage::Invalid(error) => Err(error),
-                        Stage::Draft(_) => Err(AppError::Internal("a create was left out of its group".into())),
+                        Stage::Skipped { error: Some(error), .. } | Stage::Invalid(error) => Err(error),
+                        Stage::Draft(_) | Stage::Built { .. } | Stage::Skipped { error: None, .. } => {
+                            Err(AppError::Internal("a create was left unfinished by its group".into()))
+                        }
                     };
                     let _ = q.reply.send(answer);
                 }
@@ -236,7 +243,7 @@ impl App {
                 for q in group {
                     let answer = match q.stage {
                         Stage::Draft(draft) => self.create_contact_alone(&q.tenant, draft, q.idem.as_ref()).await,
-                        Stage::Inserted { contact, refs, .. } | Stage::Skipped { contact, refs, .. } => match self.store.begin_write().await {
+                        Stage::Built { contact, refs } | Stage::Inserted { contact, refs, .. } | Stage::Skipped { contact, refs, .. } => match self.store.begin_write().await {
                             Ok(tx) => self.insert_built_contact(tx, &q.tenant, contact, &refs, q.idem.as_ref()).await,
                             Err(e) => Err(e.into()),
                         },
@@ -269,49 +276,87 @@ impl App {
     async fn create_part(&self, tx: &mut dyn Tx, tenant: &Tenant, part: &mut [&mut Queued]) -> Result<(), AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
-        let mut built: Vec<(Contact, Vec<ReferenceCheck>)> = Vec::with_capacity(part.len());
         for q in part.iter_mut() {
-            let Stage::Draft(draft) = &mut q.stage else { continue };
-            match Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, std::mem::take(draft), &registry) {
-                Ok(pair) => built.push(pair),
-                Err(e) => q.stage = Stage::Invalid(e.into()),
+            if q.reply.is_closed() {
+                // Its request went away while it waited (a create alone would have been rolled
+                // back with it): nothing is written for it.
+                q.stage = Stage::Invalid(AppError::Internal("the request went away".into()));
+                continue;
             }
+            let Stage::Draft(draft) = &mut q.stage else { continue };
+            q.stage = match Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, std::mem::take(draft), &registry) {
+                Ok((contact, refs)) => Stage::Built { contact, refs },
+                Err(e) => Stage::Invalid(e.into()),
+            };
         }
 
         // The contacts whose only reference is their company, in one statement.
-        let plain: Vec<&Contact> = built.iter().filter(|(c, refs)| only_its_company(c, refs)).map(|(c, _)| c).collect();
+        let plain: Vec<&Contact> = part
+            .iter()
+            .filter_map(|q| match &q.stage {
+                Stage::Built { contact, refs } if only_its_company(contact, refs) => Some(contact),
+                _ => None,
+            })
+            .collect();
         let inserted: HashSet<ContactId> = if plain.is_empty() { HashSet::new() } else { tx.insert_contacts(tenant, &plain).await?.into_iter().collect() };
 
-        // The rest one by one: skipped by the statement above, or with other references.
+        // The rest one by one, as alone: skipped by the statement above, or with other references.
         let mut fx = Effects::new(Emit::Events);
-        let mut built = built.into_iter();
         for q in part.iter_mut() {
-            if !matches!(q.stage, Stage::Draft(_)) {
+            if !matches!(q.stage, Stage::Built { .. }) {
                 continue;
             }
-            let Some((contact, refs)) = built.next() else { break };
-            if !inserted.contains(&contact.id) {
-                match insert_contact_checked(&mut *tx, tenant, &contact, &refs).await {
-                    Ok(()) => {}
-                    Err(e @ AppError::Internal(_)) => return Err(e),
-                    Err(error) => {
-                        q.stage = Stage::Skipped { contact, refs, error };
+            let Stage::Built { contact, refs } = std::mem::replace(&mut q.stage, Stage::Draft(ContactDraft::default())) else {
+                unreachable!("matched above");
+            };
+            let error = if inserted.contains(&contact.id) {
+                None
+            } else {
+                let stored = match store_references(&refs) {
+                    Ok(stored) => tx.insert_contact(tenant, &contact, &stored).await,
+                    Err(refused) => {
+                        q.stage = Stage::Invalid(refused);
                         continue;
                     }
+                };
+                match stored {
+                    Ok(()) => None,
+                    Err(StoreError::MissingReference(i)) => Some(Some(missing_reference(&refs, i))),
+                    Err(StoreError::Duplicate) => Some(None),
+                    Err(e) => {
+                        q.stage = Stage::Built { contact, refs };
+                        return Err(e.into());
+                    }
                 }
-            }
-            self.contact_created(&mut fx, &contact);
-            q.stage = Stage::Inserted { contact, refs, reloaded: None };
+            };
+            q.stage = match error {
+                Some(error) => Stage::Skipped { contact, refs, error },
+                None => {
+                    self.contact_created(&mut fx, &contact);
+                    Stage::Inserted { contact, refs, reloaded: None }
+                }
+            };
         }
 
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         for q in part.iter_mut() {
-            let Stage::Inserted { contact, reloaded, .. } = &mut q.stage else { continue };
-            if touched.contains(&RecordRef::Contact(contact.id.clone())) {
-                *reloaded = tx.get_contact(tenant, &contact.id).await?;
+            match &mut q.stage {
+                Stage::Inserted { contact, reloaded, .. } => {
+                    if touched.contains(&RecordRef::Contact(contact.id.clone())) {
+                        *reloaded = tx.get_contact(tenant, &contact.id).await?;
+                    }
+                    let shown = reloaded.as_ref().unwrap_or(contact);
+                    finish_in_tx(&mut *tx, tenant, q.idem.as_ref(), 201, &shown.snapshot()).await?;
+                }
+                Stage::Skipped { contact, error: error @ None, .. } => {
+                    let conflict = email_conflict(&mut *tx, tenant, contact).await;
+                    if matches!(conflict, AppError::Internal(_)) {
+                        return Err(conflict);
+                    }
+                    *error = Some(conflict);
+                }
+                _ => {}
             }
-            let shown = reloaded.as_ref().unwrap_or(contact);
-            finish_in_tx(&mut *tx, tenant, q.idem.as_ref(), 201, &shown.snapshot()).await?;
         }
         Ok(())
     }
