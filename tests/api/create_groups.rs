@@ -24,19 +24,26 @@ enum Expect {
     Created,
     Invalid,
     NoSuchCompany,
+    /// Its reference-typed custom field names no contact (such creates are inserted one by one).
+    NoSuchReferrer,
     TakenByStored,
     /// One of two creates with one email: exactly one of each pair is created.
     Pair(usize),
 }
 
-fn mix(i: usize, company: &str) -> (Expect, Value, Option<String>) {
+/// The i-th create of the mix: what it should answer, its body, its idempotency key.
+fn mix(i: usize, company: &str, held: &str) -> (Expect, Value, Option<String>) {
     let email = |e: String| json!({"first_name": format!("P{i}"), "email": e, "company_id": company});
+    let key = Some(format!("key-{i}"));
     match i % 10 {
         0 => (Expect::Invalid, json!({"first_name": "x", "email": "not-an-email"}), None),
         1 => (Expect::NoSuchCompany, json!({"email": format!("p{i}@x.example"), "company_id": "cmp_01m8d7ksfnehpsjh9gfxk2gsng"}), None),
         2 => (Expect::TakenByStored, json!({"email": "held@x.example"}), None),
         3 => (Expect::Pair(i / 20), email(format!("pair{}@x.example", i / 20)), None),
-        4 => (Expect::Created, email(format!("p{i}@x.example")), Some(format!("key-{i}"))),
+        4 => (Expect::Created, email(format!("p{i}@x.example")), key),
+        5 => (Expect::Created, json!({"email": format!("p{i}@x.example"), "company_id": company, "custom_fields": {"referrer": held}}), None),
+        6 => (Expect::NoSuchReferrer, json!({"email": format!("p{i}@x.example"), "custom_fields": {"referrer": "con_00000000000000000000000000"}}), None),
+        7 => (Expect::TakenByStored, json!({"email": "held@x.example"}), key),
         _ => (Expect::Created, email(format!("p{i}@x.example")), None),
     }
 }
@@ -45,10 +52,11 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
     s.post("/automations", json!({"name": "tag", "trigger_event": "contact.created", "actions": [{"type": "set_field", "field": "phone", "value": "+1 555"}]}))
         .await
         .ok(201);
+    s.post("/fields", json!({"object": "contact", "key": "referrer", "data_type": "reference"})).await.ok(201);
     let company = s.post("/companies", json!({"name": "Acme"})).await.ok(201)["id"].as_str().unwrap().to_owned();
     let held = s.post("/contacts", json!({"email": "held@x.example"})).await.ok(201)["id"].as_str().unwrap().to_owned();
 
-    let mix: Vec<_> = (0..80).map(|i| mix(i, &company)).collect();
+    let mix: Vec<_> = (0..80).map(|i| mix(i, &company, &held)).collect();
     let sends = mix.iter().map(|(_, body, key)| {
         let mut req = s.req(Method::POST, "/contacts").json(body);
         if let Some(k) = key {
@@ -66,13 +74,17 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
                 let c = res.ok(201);
                 assert_eq!(c["email"], body["email"]);
                 assert_eq!(c["company_id"], company.as_str());
+                assert_eq!(c["custom_fields"], body.get("custom_fields").cloned().unwrap_or(json!({})));
                 created.insert(c["id"].as_str().unwrap().to_owned(), c.clone());
             }
             Expect::Invalid => {
                 res.problem(422, "validation_failed");
             }
             Expect::NoSuchCompany => {
-                res.problem(422, "invalid_reference");
+                assert_eq!(res.problem(422, "invalid_reference")["field"], "company_id");
+            }
+            Expect::NoSuchReferrer => {
+                assert_eq!(res.problem(422, "invalid_reference")["field"], "custom_fields.referrer");
             }
             Expect::TakenByStored => {
                 assert_eq!(res.problem(409, "conflict")["existing"]["id"], held.as_str());
@@ -94,7 +106,7 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
         statuses.sort();
         assert_eq!(statuses, [201, 409], "pair {n}");
     }
-    assert_eq!(created.len(), 8 * 6 + 4, "created: the plain ones, the keyed ones and one of each pair");
+    assert_eq!(created.len(), 8 * 4 + 4, "created: the plain, keyed and referring ones and one of each pair");
     // The reply is the record as committed: the automation's change included.
     for c in created.values() {
         assert_eq!(c["phone"], "+1 555", "{c}");
@@ -115,12 +127,18 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
         assert_eq!(e["data"]["phone"], "+1 555", "{e}");
     }
 
-    // The keyed creates replay their answer.
-    for ((_, body, key), res) in mix.iter().zip(&answers) {
+    // The keyed creates replay their answer, a refusal included.
+    for ((expect, body, key), res) in mix.iter().zip(&answers) {
         let Some(key) = key else { continue };
         let again = s.req(Method::POST, "/contacts").header("Idempotency-Key", key).json(body).send().await;
-        assert_eq!(again.header("idempotent-replayed"), Some("true"));
-        assert_eq!(again.ok(201)["id"], res.body["id"]);
+        if *expect == Expect::Created {
+            assert_eq!(again.header("idempotent-replayed"), Some("true"));
+            assert_eq!(again.ok(201)["id"], res.body["id"]);
+        } else {
+            let replayed = again.problem(409, "conflict");
+            assert_eq!(replayed["idempotent_replayed"], true, "{replayed}");
+            assert_eq!(replayed["existing"]["id"], held.as_str());
+        }
     }
 
     // Grouped they were: a group's creates share one timestamp, and with one slot creates alone
