@@ -156,6 +156,9 @@ struct Queued {
     stage: Stage,
 }
 
+// Each create's stage lives in place in its group's `Vec`; boxing the large variants would cost
+// an allocation per create for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Stage {
     /// Not yet validated.
     Draft(ContactDraft),
