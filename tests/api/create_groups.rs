@@ -148,6 +148,49 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
     assert!(stamps.len() * 2 <= created.len(), "{} timestamps for {} creates: too few grouped", stamps.len(), created.len());
 }
 
+/// A group whose transaction fails before its commit is rolled back, and each of its creates runs
+/// again alone: all are created, once. The failure is a trigger that refuses any multi-row insert
+/// of events carrying one marked contact (so only a group fails, never the create alone).
+async fn a_group_that_fails_before_its_commit_runs_each_create_again_alone(s: Server) {
+    use sqlx::Connection;
+    let mut db = sqlx::PgConnection::connect(&s.database_url).await.unwrap();
+    for sql in [
+        "CREATE FUNCTION refuse_grouped_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF (SELECT count(*) FROM new_events) > 1 AND EXISTS (SELECT 1 FROM new_events WHERE body::text LIKE '%Boom%') THEN
+             RAISE EXCEPTION 'refused for the test';
+           END IF;
+           RETURN NULL;
+         END $$",
+        "CREATE TRIGGER refuse_grouped_boom AFTER INSERT ON events REFERENCING NEW TABLE AS new_events
+         FOR EACH STATEMENT EXECUTE FUNCTION refuse_grouped_boom()",
+    ] {
+        sqlx::query(sql).execute(&mut db).await.unwrap();
+    }
+    let bodies: Vec<Value> = (0..40)
+        .map(|i| json!({"first_name": if i % 8 == 5 { "Boom".to_owned() } else { format!("P{i}") }, "email": format!("b{i}@x.example")}))
+        .collect();
+    let answers = join_all(bodies.iter().map(|b| s.req(Method::POST, "/contacts").json(b).send())).await;
+    let mut ids = HashSet::new();
+    for (body, res) in bodies.iter().zip(&answers) {
+        let c = res.ok(201);
+        assert_eq!(c["email"], body["email"]);
+        ids.insert(c["id"].as_str().unwrap().to_owned());
+    }
+    let listed = s.get("/contacts?limit=100").await.ok(200)["data"].as_array().unwrap().clone();
+    assert_eq!(listed.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect::<HashSet<_>>(), ids);
+    let events = s.get("/events?type=contact.created&limit=100").await.ok(200)["data"].as_array().unwrap().clone();
+    let mut evented: Vec<String> = events.iter().map(|e| e["data"]["id"].as_str().unwrap().to_owned()).collect();
+    evented.sort();
+    evented.dedup();
+    assert_eq!((events.len(), evented.len()), (40, 40), "one event per contact");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_group_that_fails_before_its_commit_runs_each_create_again_alone() {
+    a_group_that_fails_before_its_commit_runs_each_create_again_alone(serve(Backend::Postgres).await).await;
+}
+
 macro_rules! on_both_stores {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
