@@ -306,11 +306,10 @@ impl App {
         // The rest one by one, as alone: skipped by the statement above, or with other references.
         let mut fx = Effects::new(Emit::Events);
         for q in part.iter_mut() {
-            if !matches!(q.stage, Stage::Built { .. }) {
+            let stage = std::mem::replace(&mut q.stage, Stage::Draft(ContactDraft::default()));
+            let Stage::Built { contact, refs } = stage else {
+                q.stage = stage;
                 continue;
-            }
-            let Stage::Built { contact, refs } = std::mem::replace(&mut q.stage, Stage::Draft(ContactDraft::default())) else {
-                unreachable!("matched above");
             };
             let error = if inserted.contains(&contact.id) {
                 None
