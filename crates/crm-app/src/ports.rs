@@ -561,10 +561,8 @@ pub trait WebhookRepo {
     /// Inserts the deliveries (status `pending`, due at their `created_at`) in one statement,
     /// skipping any (event, webhook) pair that already has one; returns how many were inserted.
     async fn insert_deliveries(&mut self, deliveries: &[NewDelivery]) -> Result<u64, StoreError>;
-    /// Marks events as dispatched. Each names its type, so that a store finds it in one step
-    /// by any index of its events (Postgres' generic plan otherwise may take the
-    /// (tenant, type, id) index by its tenant prefix alone).
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId, EventType)]) -> Result<(), StoreError>;
+    /// Marks events as dispatched: `take_events_to_dispatch` returns them no more.
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError>;
 
     /// Claims up to `limit` deliveries of enabled webhooks due by `now` (pending or retrying),
     /// earliest due first: each gets `claim_token` and comes due again at `lease_until`, so a

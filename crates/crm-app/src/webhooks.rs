@@ -285,11 +285,11 @@ impl App {
             return Ok(0);
         }
         let now = self.clock.now();
-        let mut events: Vec<(Tenant, crm_domain::EventId, crm_domain::EventType)> = Vec::new();
+        let mut events: Vec<(Tenant, crm_domain::EventId)> = Vec::new();
         let mut deliveries = Vec::new();
         for row in rows {
-            if events.last().is_none_or(|(t, e, _)| *t != row.tenant || *e != row.event_id) {
-                events.push((row.tenant.clone(), row.event_id.clone(), row.event_type));
+            if events.last().is_none_or(|(t, e)| *t != row.tenant || *e != row.event_id) {
+                events.push((row.tenant.clone(), row.event_id.clone()));
             }
             if let Some((webhook_id, subscription)) = row.webhook {
                 if subscription.matches(row.event_type) {

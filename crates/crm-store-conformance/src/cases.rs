@@ -619,7 +619,24 @@ pub async fn events_inserted_together_read_back_as_one_by_one(store: Arc<dyn Sto
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.list_events(&t, None, &all()).await.unwrap(), events.iter().rev().cloned().collect::<Vec<_>>());
     assert_eq!(tx.list_events(&t, Some("contact.updated"), &all()).await.unwrap(), vec![events[1].clone()]);
-    assert_eq!(tx.list_events(&tenant(&ws, Mode::Live), None, &all()).await.unwrap(), vec![live]);
+    assert_eq!(tx.list_events(&tenant(&ws, Mode::Live), None, &all()).await.unwrap(), vec![live.clone()]);
+    drop(tx);
+    // And each is queued for dispatch, once.
+    let mut tx = store.begin_write().await.unwrap();
+    let mut queued: Vec<(&str, String)> = tx
+        .take_events_to_dispatch(1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.tenant.workspace_id == t.workspace_id)
+        .map(|r| (r.tenant.mode.as_str(), r.event_id.to_string()))
+        .collect();
+    tx.commit().await.unwrap();
+    queued.sort();
+    let mut expected: Vec<(&str, String)> = events.iter().map(|e| ("test", e.id.to_string())).collect();
+    expected.push(("live", live.id.to_string()));
+    expected.sort();
+    assert_eq!(queued, expected);
 }
 
 fn idem(key: &str) -> IdemRecord {

@@ -77,8 +77,8 @@ async fn fan_out(store: &Arc<dyn Store>, limit: u32) -> Vec<(String, String)> {
     let mut events = Vec::new();
     let mut deliveries = Vec::new();
     for r in rows {
-        if !events.contains(&(r.tenant.clone(), r.event_id.clone(), r.event_type)) {
-            events.push((r.tenant.clone(), r.event_id.clone(), r.event_type));
+        if !events.contains(&(r.tenant.clone(), r.event_id.clone())) {
+            events.push((r.tenant.clone(), r.event_id.clone()));
         }
         if let Some((wid, sub)) = r.webhook {
             if sub.matches(r.event_type) {
@@ -387,7 +387,7 @@ pub async fn concurrent_claims_and_fan_outs_never_overlap(store: Arc<dyn Store>)
             })
             .collect();
         tx.insert_deliveries(&deliveries).await.unwrap();
-        let marks: Vec<(Tenant, EventId, EventType)> = deliveries.iter().map(|d| (d.tenant.clone(), d.event_id.clone(), d.event_type)).collect();
+        let marks: Vec<(Tenant, EventId)> = deliveries.iter().map(|d| (d.tenant.clone(), d.event_id.clone())).collect();
         tx.mark_events_dispatched(&marks).await.unwrap();
         tx.commit().await.unwrap();
         ids

@@ -708,11 +708,15 @@ impl RecordRepo for PostgresTx {
     }
 }
 
+/// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) by the statement
+/// that inserts it: one round trip, and no write can leave an event out of the queue.
 #[async_trait]
 impl EventRepo for PostgresTx {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
         let q = tenant_query(
-            "INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::json)",
+            "WITH e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::json)
+                        RETURNING workspace_id, mode, id, type, created_at)
+             INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
             tenant,
         )
         .bind(event.id.as_str())
@@ -729,10 +733,12 @@ impl EventRepo for PostgresTx {
             [one] => self.insert_event(tenant, one).await,
             _ => {
                 let q = tenant_query(
-                    "INSERT INTO events (workspace_id, mode, id, type, created_at, body)
-                     SELECT $1, $2, v.id, v.type, v.created_at, v.body::json
-                     FROM unnest($3::text[], $4::text[], $5::int8[], $6::text[]) WITH ORDINALITY AS v(id, type, created_at, body, n)
-                     ORDER BY v.n",
+                    "WITH e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body)
+                                SELECT $1, $2, v.id, v.type, v.created_at, v.body::json
+                                FROM unnest($3::text[], $4::text[], $5::int8[], $6::text[]) WITH ORDINALITY AS v(id, type, created_at, body, n)
+                                ORDER BY v.n
+                                RETURNING workspace_id, mode, id, type, created_at)
+                     INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
                     tenant,
                 )
                 .bind(events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())

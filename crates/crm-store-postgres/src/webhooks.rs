@@ -182,7 +182,7 @@ impl WebhookRepo for PostgresTx {
     async fn take_events_to_dispatch(&mut self, limit: u32) -> Result<Vec<FanOutRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT b.workspace_id, b.mode, b.id, b.type, w.id AS webhook_id, w.events AS webhook_events
-             FROM (SELECT workspace_id, mode, id, type, created_at FROM events WHERE NOT dispatched ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) b
+             FROM (SELECT workspace_id, mode, id, type, created_at FROM event_dispatch_queue ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) b
              LEFT JOIN webhooks w ON w.workspace_id = b.workspace_id AND w.mode = b.mode AND w.enabled AND w.created_at <= b.created_at
              ORDER BY b.created_at, b.id, b.workspace_id, b.mode",
         )
@@ -232,28 +232,24 @@ impl WebhookRepo for PostgresTx {
         Ok(inserted)
     }
 
-    /// One statement over arrays joined back by primary key. A list of row constructors
-    /// (`(workspace_id, mode, id) IN ((..), ..)`) is not turned into index lookups: Postgres
-    /// compared every undispatched event against each of the 500 tuples, over a second per batch
-    /// once a benchmark had left ~50,000 events in the outbox, and the backlog never drained.
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId, EventType)]) -> Result<(), StoreError> {
+    /// Deletes the events' queue rows (migration 0011), in one statement over arrays joined back
+    /// by primary key. A list of row constructors (`(workspace_id, mode, id) IN ((..), ..)`) is
+    /// not turned into index lookups: Postgres compared every queued event against each of the
+    /// 500 tuples, over a second per batch once a benchmark had left ~50,000 events in the
+    /// outbox, and the backlog never drained.
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
-            let workspaces: Vec<&str> = chunk.iter().map(|(t, _, _)| t.workspace_id.as_str()).collect();
-            let modes: Vec<&str> = chunk.iter().map(|(t, _, _)| t.mode.as_str()).collect();
-            let ids: Vec<&str> = chunk.iter().map(|(_, id, _)| id.as_str()).collect();
-            let types: Vec<&str> = chunk.iter().map(|(_, _, t)| t.as_str()).collect();
-            // Matched on the type too: without it the generic plan took the (tenant, type, id)
-            // index by its tenant prefix and walked the tenant's events once per row (seen with
-            // `plan_cache_mode = force_generic_plan` on a table never analysed).
+            let workspaces: Vec<&str> = chunk.iter().map(|(t, _)| t.workspace_id.as_str()).collect();
+            let modes: Vec<&str> = chunk.iter().map(|(t, _)| t.mode.as_str()).collect();
+            let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
             sqlx::query(
-                "UPDATE events e SET dispatched = true
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(workspace_id, mode, id, type)
-                 WHERE e.workspace_id = u.workspace_id AND e.mode = u.mode AND e.id = u.id COLLATE \"C\" AND e.type = u.type",
+                "DELETE FROM event_dispatch_queue q
+                 USING unnest($1::text[], $2::text[], $3::text[]) AS u(workspace_id, mode, id)
+                 WHERE q.workspace_id = u.workspace_id AND q.mode = u.mode AND q.id = u.id COLLATE \"C\"",
             )
             .bind(workspaces)
             .bind(modes)
             .bind(ids)
-            .bind(types)
             .execute(self.conn())
             .await
             .map_err(|e| self.failed(e))?;

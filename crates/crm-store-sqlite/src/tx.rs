@@ -663,6 +663,8 @@ impl RecordRepo for SqliteTx {
     }
 }
 
+/// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) in the
+/// transaction that inserts it.
 #[async_trait]
 impl EventRepo for SqliteTx {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
@@ -673,6 +675,15 @@ impl EventRepo for SqliteTx {
             .bind(event.event_type.as_str())
             .bind(event.created_at.millis())
             .bind(event.snapshot().to_string())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
+        sqlx::query("INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) VALUES ($1, $2, $3, $4, $5)")
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(event.id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.created_at.millis())
             .execute(self.conn())
             .await
             .map_err(backend)?;
@@ -692,6 +703,15 @@ impl EventRepo for SqliteTx {
                     .push_bind(e.event_type.as_str())
                     .push_bind(e.created_at.millis())
                     .push_bind(e.snapshot().to_string());
+            });
+            qb.build().execute(self.conn()).await.map_err(backend)?;
+            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) ");
+            qb.push_values(chunk, |mut b, e| {
+                b.push_bind(tenant.workspace_id.as_str())
+                    .push_bind(tenant.mode.as_str())
+                    .push_bind(e.id.as_str())
+                    .push_bind(e.event_type.as_str())
+                    .push_bind(e.created_at.millis());
             });
             qb.build().execute(self.conn()).await.map_err(backend)?;
         }

@@ -266,7 +266,7 @@ impl WebhookRepo for SqliteTx {
     async fn take_events_to_dispatch(&mut self, limit: u32) -> Result<Vec<FanOutRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT b.workspace_id, b.mode, b.id, b.type, w.id AS webhook_id, w.events AS webhook_events
-             FROM (SELECT workspace_id, mode, id, type, created_at FROM events WHERE dispatched = 0 ORDER BY created_at, id LIMIT $1) b
+             FROM (SELECT workspace_id, mode, id, type, created_at FROM event_dispatch_queue ORDER BY created_at, id LIMIT $1) b
              LEFT JOIN webhooks w ON w.workspace_id = b.workspace_id AND w.mode = b.mode AND w.enabled = 1 AND w.created_at <= b.created_at
              ORDER BY b.created_at, b.id, b.workspace_id, b.mode",
         )
@@ -315,13 +315,12 @@ impl WebhookRepo for SqliteTx {
         Ok(inserted)
     }
 
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId, EventType)]) -> Result<(), StoreError> {
+    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
-            // By primary key alone: SQLite's planner takes it for a list of row values (the type
-            // would make it search the type index, then the table).
-            let mut qb = QueryBuilder::<Sqlite>::new("UPDATE events SET dispatched = 1 WHERE (workspace_id, mode, id) IN (");
+            // By primary key: SQLite's planner takes it for a list of row values.
+            let mut qb = QueryBuilder::<Sqlite>::new("DELETE FROM event_dispatch_queue WHERE (workspace_id, mode, id) IN (");
             let mut sep = qb.separated(", ");
-            for (t, id, _) in chunk {
+            for (t, id) in chunk {
                 sep.push("(")
                     .push_bind_unseparated(t.workspace_id.as_str())
                     .push_unseparated(", ")

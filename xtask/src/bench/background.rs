@@ -434,8 +434,8 @@ impl BenchDb {
     /// Events not yet turned into deliveries (both stores keep the flag as 0/false).
     pub async fn undispatched_events(&self) -> Result<i64> {
         let sql = match self {
-            BenchDb::Sqlite(_) => "SELECT COUNT(*) FROM events WHERE dispatched = 0",
-            BenchDb::Postgres(_) => "SELECT COUNT(*) FROM events WHERE NOT dispatched",
+            BenchDb::Sqlite(_) => "SELECT COUNT(*) FROM event_dispatch_queue",
+            BenchDb::Postgres(_) => "SELECT COUNT(*) FROM event_dispatch_queue",
         };
         self.count(sql, None).await
     }
