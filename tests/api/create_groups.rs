@@ -149,24 +149,19 @@ async fn grouped_creates_answer_as_each_would_alone(s: Server) {
 }
 
 /// A group whose transaction fails before its commit is rolled back, and each of its creates runs
-/// again alone: all are created, once. The failure is a trigger that refuses any multi-row insert
-/// of events carrying one marked contact (so only a group fails, never the create alone).
-async fn a_group_that_fails_before_its_commit_runs_each_create_again_alone(s: Server) {
-    use sqlx::Connection;
-    let mut db = sqlx::PgConnection::connect(&s.database_url).await.unwrap();
-    for sql in [
-        "CREATE FUNCTION refuse_grouped_boom() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF (SELECT count(*) FROM new_events) > 1 AND EXISTS (SELECT 1 FROM new_events WHERE body::text LIKE '%Boom%') THEN
-             RAISE EXCEPTION 'refused for the test';
-           END IF;
-           RETURN NULL;
-         END $$",
-        "CREATE TRIGGER refuse_grouped_boom AFTER INSERT ON events REFERENCING NEW TABLE AS new_events
-         FOR EACH STATEMENT EXECUTE FUNCTION refuse_grouped_boom()",
-    ] {
-        sqlx::query(sql).execute(&mut db).await.unwrap();
-    }
+/// again alone: all are created, once. The failure is a trigger that refuses a marked contact's
+/// event inside a group and never alone ([`refuse_marked_events_in_groups`]).
+async fn a_group_that_fails_before_its_commit_runs_each_create_again_alone(backend: Backend) {
+    let database_url = fresh_database(backend).await;
+    let keys = create_workspace(&database_url, &["--plan", "pro", "--rate-limit-per-minute", "100000"]);
+    // No webhook worker: every committed event keeps its dispatch-queue row (the SQLite trigger).
+    let s = start(
+        backend,
+        database_url.clone(),
+        keys,
+        &[("CRM_CREATE_SLOTS", "1"), ("CRM_CREATE_GROUP_MAX", "16"), ("CRM_WEBHOOK_WORKER", "false")],
+    );
+    refuse_marked_events_in_groups(backend, &database_url).await;
     let bodies: Vec<Value> = (0..40)
         .map(|i| json!({"first_name": if i % 8 == 5 { "Boom".to_owned() } else { format!("P{i}") }, "email": format!("b{i}@x.example")}))
         .collect();
@@ -186,9 +181,58 @@ async fn a_group_that_fails_before_its_commit_runs_each_create_again_alone(s: Se
     assert_eq!((events.len(), evented.len()), (40, 40), "one event per contact");
 }
 
+/// Makes the insert of an event of a contact named Boom fail when it is one of a group's.
+/// - Postgres: a statement trigger that sees more than one new event.
+/// - SQLite (row triggers only): the event fails when another event has no dispatch-queue row
+///   yet. A group inserts all its events before their queue rows, so any marked event but the
+///   group's first fails. Alone, every other event is either committed with its queue row (the
+///   worker that deletes those rows is off) or invisible (one writer at a time).
+async fn refuse_marked_events_in_groups(backend: Backend, database_url: &str) {
+    use sqlx::Connection;
+    match backend {
+        Backend::Postgres => {
+            let mut db = sqlx::PgConnection::connect(database_url).await.unwrap();
+            for sql in [
+                "CREATE FUNCTION refuse_grouped_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                   IF (SELECT count(*) FROM new_events) > 1 AND EXISTS (SELECT 1 FROM new_events WHERE body::text LIKE '%Boom%') THEN
+                     RAISE EXCEPTION 'refused for the test';
+                   END IF;
+                   RETURN NULL;
+                 END $$",
+                "CREATE TRIGGER refuse_grouped_boom AFTER INSERT ON events REFERENCING NEW TABLE AS new_events
+                 FOR EACH STATEMENT EXECUTE FUNCTION refuse_grouped_boom()",
+            ] {
+                sqlx::query(sql).execute(&mut db).await.unwrap();
+            }
+        }
+        Backend::Sqlite => {
+            use std::str::FromStr;
+            let options =
+                sqlx::sqlite::SqliteConnectOptions::from_str(database_url).unwrap().busy_timeout(std::time::Duration::from_secs(10));
+            let mut db = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+            sqlx::query(
+                "CREATE TRIGGER refuse_grouped_boom AFTER INSERT ON events
+                 WHEN NEW.body LIKE '%Boom%' AND EXISTS (
+                   SELECT 1 FROM events e WHERE e.id <> NEW.id AND NOT EXISTS (
+                     SELECT 1 FROM event_dispatch_queue q WHERE q.workspace_id = e.workspace_id AND q.mode = e.mode AND q.id = e.id))
+                 BEGIN SELECT RAISE(ABORT, 'refused for the test'); END",
+            )
+            .execute(&mut db)
+            .await
+            .unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_group_that_fails_before_its_commit_runs_each_create_again_alone() {
-    a_group_that_fails_before_its_commit_runs_each_create_again_alone(serve(Backend::Postgres).await).await;
+    a_group_that_fails_before_its_commit_runs_each_create_again_alone(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_group_that_fails_before_its_commit_runs_each_create_again_alone() {
+    a_group_that_fails_before_its_commit_runs_each_create_again_alone(Backend::Sqlite).await;
 }
 
 macro_rules! on_both_stores {
