@@ -293,8 +293,8 @@ pub async fn due_enrollments_are_locked_earliest_first_advanced_once_and_held_ba
     expected.sort();
     assert_eq!(got, expected, "the hold is over, and the later enrollment is due");
     // Writing the state ends a hold.
-    tx.hold_back_enrollments(&t, &[not_due.id.clone()], "b", Timestamp::from_millis(after.millis() + 60_000)).await.unwrap();
-    tx.update_enrollments(&t, &[not_due.clone()]).await.unwrap();
+    tx.hold_back_enrollments(&t, std::slice::from_ref(&not_due.id), "b", Timestamp::from_millis(after.millis() + 60_000)).await.unwrap();
+    tx.update_enrollments(&t, std::slice::from_ref(&not_due)).await.unwrap();
     assert!(ids(&tx.lock_due_enrollments(after, 100).await.unwrap()).contains(&not_due.id));
     tx.commit().await.unwrap();
 }
