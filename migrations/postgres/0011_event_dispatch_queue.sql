@@ -6,6 +6,10 @@
 -- and 3.7 ms deleted (docs/performance.md). Each write queues its events in the statement that
 -- inserts them (crm-store-postgres, `EventRepo`); the dispatcher locks a batch of queue rows
 -- (FOR UPDATE SKIP LOCKED) and deletes them in the transaction that inserts their deliveries.
+-- Writers wait until this commits (readers do not): an event committed after the copy below but
+-- before the flag is dropped would otherwise never be queued.
+LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE TABLE event_dispatch_queue (
     workspace_id TEXT NOT NULL,
     mode         TEXT NOT NULL,

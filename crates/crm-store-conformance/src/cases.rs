@@ -603,14 +603,17 @@ pub async fn events_are_listed_newest_first_by_type(store: Arc<dyn Store>) {
     assert_eq!(created, vec![events[2].clone(), events[0].clone()]);
 }
 
-/// `insert_events` (grouped creates) writes what `insert_event` one by one would.
+/// `insert_events` (grouped creates) writes what `insert_event` one by one would, and queues each
+/// event for dispatch with its type and time.
 pub async fn events_inserted_together_read_back_as_one_by_one(store: Arc<dyn Store>) {
     let (ws, t) = setup(&store).await;
-    let events: Vec<_> = [EventType::ContactCreated, EventType::ContactUpdated, EventType::ContactCreated]
+    // Inserted newest first, so that the queue's order (oldest first) is not the insert's.
+    let events: Vec<_> = [EventType::ContactCreated, EventType::ContactUpdated, EventType::DealCreated]
         .into_iter()
-        .map(|ty| sample_event(ty, Mode::Test))
+        .enumerate()
+        .map(|(i, ty)| Event { created_at: Timestamp::from_millis(1_700_000_000_010 - i as i64), ..sample_event(ty, Mode::Test) })
         .collect();
-    let live = sample_event(EventType::ContactCreated, Mode::Live);
+    let live = Event { created_at: Timestamp::from_millis(1_700_000_000_020), ..sample_event(EventType::ContactCreated, Mode::Live) };
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_events(&t, &events).await.unwrap();
     tx.insert_events(&t, &[]).await.unwrap();
@@ -621,21 +624,23 @@ pub async fn events_inserted_together_read_back_as_one_by_one(store: Arc<dyn Sto
     assert_eq!(tx.list_events(&t, Some("contact.updated"), &all()).await.unwrap(), vec![events[1].clone()]);
     assert_eq!(tx.list_events(&tenant(&ws, Mode::Live), None, &all()).await.unwrap(), vec![live.clone()]);
     drop(tx);
-    // And each is queued for dispatch, once.
+    // Each is queued for dispatch once, with its type, oldest first.
     let mut tx = store.begin_write().await.unwrap();
-    let mut queued: Vec<(&str, String)> = tx
+    let queued: Vec<(&str, String, EventType)> = tx
         .take_events_to_dispatch(1000)
         .await
         .unwrap()
         .into_iter()
         .filter(|r| r.tenant.workspace_id == t.workspace_id)
-        .map(|r| (r.tenant.mode.as_str(), r.event_id.to_string()))
+        .map(|r| (r.tenant.mode.as_str(), r.event_id.to_string(), r.event_type))
         .collect();
     tx.commit().await.unwrap();
-    queued.sort();
-    let mut expected: Vec<(&str, String)> = events.iter().map(|e| ("test", e.id.to_string())).collect();
-    expected.push(("live", live.id.to_string()));
-    expected.sort();
+    let expected: Vec<(&str, String, EventType)> = events
+        .iter()
+        .rev()
+        .map(|e| ("test", e.id.to_string(), e.event_type))
+        .chain([("live", live.id.to_string(), live.event_type)])
+        .collect();
     assert_eq!(queued, expected);
 }
 

@@ -431,13 +431,9 @@ impl BenchDb {
         self.count("SELECT COUNT(*) FROM emails WHERE workspace_id = $1", Some(workspace)).await
     }
 
-    /// Events not yet turned into deliveries (both stores keep the flag as 0/false).
+    /// Events not yet turned into deliveries: the rows of the dispatch queue (migration 0011).
     pub async fn undispatched_events(&self) -> Result<i64> {
-        let sql = match self {
-            BenchDb::Sqlite(_) => "SELECT COUNT(*) FROM event_dispatch_queue",
-            BenchDb::Postgres(_) => "SELECT COUNT(*) FROM event_dispatch_queue",
-        };
-        self.count(sql, None).await
+        self.count("SELECT COUNT(*) FROM event_dispatch_queue", None).await
     }
 }
 
