@@ -642,6 +642,25 @@ pub async fn events_inserted_together_read_back_as_one_by_one(store: Arc<dyn Sto
         .chain([("live", live.id.to_string(), live.event_type)])
         .collect();
     assert_eq!(queued, expected);
+
+    // More than a store's chunk of rows per statement (SQLite: 1,000), all queued.
+    let many: Vec<Event> = (0..1_201).map(|_| sample_event(EventType::ContactCreated, Mode::Test)).collect();
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_events(&t, &many).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    let queued: std::collections::HashSet<String> = tx
+        .take_events_to_dispatch(5_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.tenant.workspace_id == t.workspace_id)
+        .map(|r| r.event_id.to_string())
+        .collect();
+    tx.commit().await.unwrap();
+    // The first four were taken but not marked dispatched: taken again.
+    let first_four = expected.iter().map(|(_, id, _)| id.clone());
+    assert_eq!(queued, many.iter().map(|e| e.id.to_string()).chain(first_four).collect());
 }
 
 fn idem(key: &str) -> IdemRecord {
