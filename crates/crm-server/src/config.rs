@@ -32,6 +32,13 @@ pub struct ServeArgs {
     /// How often the email worker looks for due emails, in milliseconds.
     #[arg(long, env = "CRM_EMAIL_POLL_MS", default_value_t = 1000)]
     pub email_poll_ms: u64,
+    /// Contact create transactions in flight before further creates queue to be committed
+    /// together (0 turns grouping off; docs/operations.md).
+    #[arg(long, env = "CRM_CREATE_SLOTS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(0..=256))]
+    pub create_slots: u16,
+    /// Contact creates per grouped transaction, at most (0 counts as 1).
+    #[arg(long, env = "CRM_CREATE_GROUP_MAX", default_value_t = 64, value_parser = clap::value_parser!(u16).range(0..=1000))]
+    pub create_group_max: u16,
     #[command(flatten)]
     pub db: DatabaseArgs,
     #[command(flatten)]

@@ -184,9 +184,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         crm_outbound::HttpOutbound::new(worker_cfg.timeout, worker_cfg.concurrency).map_err(|e| anyhow::anyhow!(e))?,
     );
     app = app.with_outbound(outbound.clone());
-    let (slots, max_group) = create_grouping()?;
-    if slots > 0 {
-        app.group_contact_creates(slots, max_group);
+    if args.create_slots > 0 {
+        app.group_contact_creates(usize::from(args.create_slots), usize::from(args.create_group_max.max(1)));
     }
     // Keys, plans, registries and rules are cached from here on, kept true by the store's feed.
     let config_feed = tokio::spawn({
@@ -225,22 +224,6 @@ async fn serve(args: ServeArgs) -> Result<()> {
     // Counts of the last second, and reservations given back for the other processes.
     app.flush_usage(true).await;
     served
-}
-
-/// `CRM_CREATE_SLOTS` (contact create transactions in flight before further creates queue to be
-/// committed together; 0 turns grouping off) and `CRM_CREATE_GROUP_MAX` (creates per grouped
-/// transaction at most): see docs/operations.md.
-fn create_grouping() -> Result<(usize, usize)> {
-    let read = |name: &str, default: usize, max: usize| -> Result<usize> {
-        match std::env::var(name) {
-            Err(_) => Ok(default),
-            Ok(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n <= max => Ok(n),
-                _ => anyhow::bail!("{name} must be a whole number from 0 to {max}, not {v:?}"),
-            },
-        }
-    };
-    Ok((read("CRM_CREATE_SLOTS", 8, 256)?, read("CRM_CREATE_GROUP_MAX", 64, 1000)?.max(1)))
 }
 
 /// Writes usage counts and keys' `last_used_at` once a second (decisions §8: counting adds no
