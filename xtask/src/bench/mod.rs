@@ -59,6 +59,9 @@ impl Store {
     }
 }
 
+const USAGE: &str = "usage: cargo xtask bench [--quick | --long] [--store sqlite|postgres] [--only a,b,…] \
+                     [--contacts N] [--seconds S] [--keep] (docs/performance.md)";
+
 struct Opts {
     stores: Vec<Store>,
     contacts: u64,
@@ -75,6 +78,18 @@ struct Opts {
 
 impl Opts {
     fn parse(args: &[String]) -> Result<Opts> {
+        // A mistyped flag must not start the full half-hour run it would otherwise fall back to.
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            match arg.as_str() {
+                "--quick" | "--long" | "--keep" => {}
+                "--store" | "--contacts" | "--seconds" | "--only" => {
+                    rest.next().with_context(|| format!("{arg} takes a value\n{USAGE}"))?;
+                }
+                "--help" | "-h" => bail!("{USAGE}"),
+                other => bail!("unknown argument {other}\n{USAGE}"),
+            }
+        }
         let quick = args.iter().any(|a| a == "--quick");
         let long = args.iter().any(|a| a == "--long");
         let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
@@ -347,10 +362,10 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
                     // A shared server allows 100 connections in all (and other users hold some):
                     // pgbench's clients stop at PG_MAX_CLIENTS, past Postgres' own peak on 2 cores.
                     let clients = c.min(PG_MAX_CLIENTS);
-                    let s = raw::pgbench(&raw_url, run_dir, "insert", &raw::pg_insert_script(), clients, secs)?;
+                    let s = raw::pgbench(&raw_url, run_dir, "insert", &raw::pg_insert_script(), clients, secs, None)?;
                     raw_insert.insert(c, s.rps());
                     push_raw(rows, sname, "raw_insert_contact_event", c, s, clients);
-                    let s = raw::pgbench(&raw_url, run_dir, "get", &raw::pg_get_script(raw_rows), clients, secs)?;
+                    let s = raw::pgbench(&raw_url, run_dir, "get", &raw::pg_get_script(raw_rows), clients, secs, None)?;
                     raw_get.insert(c, s.rps());
                     push_raw(rows, sname, "raw_get_by_pk", c, s, clients);
                 }
@@ -411,7 +426,8 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
             }
         };
         for sc in scenarios::SCENARIOS.iter().filter(|s| opts.wants(s.name)) {
-            run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello, &raw_insert, &raw_get, rows)?;
+            let raw_pg = (store == Store::Postgres && wants_raw).then(|| RawPg { url: &raw_url, dir: run_dir, rows: raw_rows });
+            run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello, &raw_insert, &raw_get, raw_pg.as_ref(), rows)?;
             outbox(sc.name);
         }
         if opts.wants("mixed") {
@@ -435,6 +451,13 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
     result
 }
 
+/// The raw Postgres database of the run, for the open-loop baselines measured beside a scenario.
+struct RawPg<'a> {
+    url: &'a str,
+    dir: &'a Path,
+    rows: u64,
+}
+
 fn push_raw(rows: &mut Vec<Row>, store: &'static str, name: &str, c: usize, s: load::Stats, clients: usize) {
     eprintln!("xtask bench: {store} {name} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms", s.rps(), s.p50_ms, s.p99_ms);
     let mode = if clients == c { "closed".to_owned() } else { format!("closed, {clients} conns") };
@@ -455,6 +478,7 @@ fn run_scenario(
     hello: &Ceiling,
     raw_insert: &BTreeMap<usize, f64>,
     raw_get: &BTreeMap<usize, f64>,
+    raw_pg: Option<&RawPg>,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
     let sname = store.name();
@@ -520,6 +544,22 @@ fn run_scenario(
         row.rss_peak_mib = Some(server.memory().1);
         let (p50, p99) = (stats.p50_ms, stats.p99_ms);
         row.stats = Some(stats);
+        // The database's own tail at the same offered load, with the server idle: whether a
+        // tail figure is the API's or the machine's (docs/performance.md).
+        let raw_script = match (sc.baseline, raw_pg) {
+            (Baseline::RawInsert, Some(pg)) => Some(("raw_insert_contact_event", raw::pg_insert_script(), pg)),
+            (Baseline::RawGet, Some(pg)) => Some(("raw_get_by_pk", raw::pg_get_script(pg.rows), pg)),
+            _ => None,
+        };
+        if let Some((name, script, pg)) = raw_script {
+            let secs = opts.duration.as_secs().max(1);
+            let raw = raw::pgbench(pg.url, pg.dir, &format!("{name}-open"), &script, OPEN_LOOP_CONNECTIONS.min(PG_MAX_CLIENTS), secs, Some(rate))?;
+            eprintln!("xtask bench: {sname} {name} open-loop {rate:.0}/s: p50 {:.2} ms p99 {:.2} ms", raw.p50_ms, raw.p99_ms);
+            row.note = Some(format!("raw at the same rate: p50 {:.2} ms, p99 {:.2} ms", raw.p50_ms, raw.p99_ms));
+            let mut raw_row = Row::new(sname, name, OPEN_LOOP_CONNECTIONS, &format!("open@{rate:.0}/s"));
+            raw_row.stats = Some(raw);
+            rows.push(raw_row);
+        }
         for t in sc.targets {
             match *t {
                 Target::PostgresOpenP99 { max_ms } if store == Store::Postgres => row.check(format!("p99 ≤ {max_ms} ms"), p99 <= max_ms),

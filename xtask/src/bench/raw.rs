@@ -62,7 +62,10 @@ pub fn psql_out(url: &str, sql: &str) -> Result<String> {
 }
 
 /// One pgbench run of `script` at `clients`; latency percentiles from its per-transaction log.
-pub fn pgbench(url: &str, dir: &Path, name: &str, script: &str, clients: usize, secs: u64) -> Result<Stats> {
+/// With `rate` (transactions per second, all clients together) the run is open-loop: pgbench
+/// schedules the transactions and logs each one's latency from its scheduled start, lag
+/// included, as the server's open-loop runs count theirs.
+pub fn pgbench(url: &str, dir: &Path, name: &str, script: &str, clients: usize, secs: u64, rate: Option<f64>) -> Result<Stats> {
     let run_dir = dir.join(format!("pgbench-{name}-{clients}"));
     let _ = std::fs::remove_dir_all(&run_dir);
     std::fs::create_dir_all(&run_dir)?;
@@ -73,6 +76,7 @@ pub fn pgbench(url: &str, dir: &Path, name: &str, script: &str, clients: usize, 
         .args(["-n", "-M", "prepared", "-j", "2", "-l", "--log-prefix=tx"])
         .arg(format!("-c{clients}"))
         .arg(format!("-T{secs}"))
+        .args(rate.map(|r| format!("--rate={r:.0}")))
         .arg("-f")
         .arg(&script_path)
         .arg(url)
