@@ -108,10 +108,11 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::check(&root()),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
+        Some("lint") => run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         Some("bench") => bench::main(&root(), &args[1..]),
         Some("bench-hello") => bench::hello_main(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | bench [--quick] [--long] [--store sqlite|postgres]>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres]>");
             std::process::exit(2);
         }
     }

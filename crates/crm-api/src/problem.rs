@@ -66,14 +66,16 @@ pub struct Problem {
     pub code: ErrorCode,
     pub detail: String,
     /// Extra members: `field`, `valid_options`, `suggestion`, `existing`, ...
-    pub extra: Map<String, Value>,
+    /// Boxed: every fallible operation returns a `Problem` by value, and an inline map made it
+    /// larger than the results it travels in are worth copying (clippy's `result_large_err`).
+    pub extra: Box<Map<String, Value>>,
     /// Per-item problems (an atomic batch): rendered as `errors: [{index, error}]`.
     pub errors: Vec<(usize, Problem)>,
 }
 
 impl Problem {
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Problem {
-        Problem { code, detail: detail.into(), extra: Map::new(), errors: Vec::new() }
+        Problem { code, detail: detail.into(), extra: Box::default(), errors: Vec::new() }
     }
 
     pub fn with(mut self, member: &str, value: impl Into<Value>) -> Problem {
@@ -103,7 +105,7 @@ impl Problem {
             "code": self.code.as_str(),
         });
         if let Value::Object(map) = &mut doc {
-            map.extend(self.extra.clone());
+            map.extend(self.extra.as_ref().clone());
             if !self.errors.is_empty() {
                 let errors = self.errors.iter().map(|(i, p)| json!({"index": i, "error": p.to_json(errors_base_url)})).collect();
                 map.insert("errors".into(), Value::Array(errors));
