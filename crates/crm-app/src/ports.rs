@@ -70,6 +70,18 @@ pub trait Store: Send + Sync {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError>;
     /// Opens a read-only unit of work. Writes through it are a programming error.
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError>;
+    /// Inserts `contact` (as [`ContactRepo::insert_contact`] does, with the same errors) and its
+    /// `event` (queued for fan-out, as [`EventRepo::insert_events`] does) as one atomic write
+    /// with nothing else in it: the create of a contact that no automation, sequence or
+    /// idempotency record reacts to. Either both are written or, on any error, neither. The
+    /// default is a transaction of its own; a store overrides it where one statement can do
+    /// both (Postgres: no `BEGIN` and `COMMIT` round trips around it).
+    async fn insert_contact_alone(&self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        tx.insert_contact(tenant, contact, refs).await?;
+        tx.insert_events(tenant, std::slice::from_ref(event)).await?;
+        tx.commit().await
+    }
     /// Whether the database answers a trivial query.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Runs for the life of the process, telling `events` of every committed transaction that

@@ -52,6 +52,22 @@ pub struct PendingEvent {
     pub previous_stage: Option<Option<String>>,
 }
 
+impl PendingEvent {
+    /// The event as it goes to the outbox: its `data` is `at_commit`, the record as automations
+    /// left it, when they changed it.
+    pub(crate) fn into_event(self, tenant: &Tenant, at_commit: Option<Value>) -> Event {
+        Event {
+            id: self.id,
+            event_type: self.event_type,
+            mode: tenant.mode,
+            created_at: self.created_at,
+            data: at_commit.unwrap_or(self.data),
+            changed_fields: self.changed_fields,
+            previous_stage: self.previous_stage,
+        }
+    }
+}
+
 /// A record this write changed (created, updated, deleted or restored), whatever wrote it: an API
 /// write, a batch operation or an automation action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +114,11 @@ impl Effects {
 
     pub fn events(&self) -> &[PendingEvent] {
         &self.events
+    }
+
+    /// The events, taken out (the write settles them itself).
+    pub(crate) fn take_events(&mut self) -> Vec<PendingEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// Takes the changes of `other` (an automation action's silent writes).
@@ -223,27 +244,20 @@ impl App {
     /// Returns the records automations changed, so the use case can answer with the record as
     /// committed.
     pub(crate) async fn finish_write(&self, tx: &mut dyn Tx, tenant: &Tenant, mut fx: Effects) -> Result<Touched, AppError> {
-        let events = std::mem::take(&mut fx.events);
+        let events = fx.take_events();
         let mut finals: HashMap<RecordRef, Value> = HashMap::new();
         if !events.is_empty() {
             let outcome = self.run_automations(tx, tenant, &events).await?;
             finals = outcome.finals;
             fx.absorb_changes(outcome.effects);
         }
-        let mut written = Vec::with_capacity(events.len());
-        for pending in events {
-            let data = finals.get(&pending.record).cloned().unwrap_or(pending.data);
-            let event = Event {
-                id: pending.id,
-                event_type: pending.event_type,
-                mode: tenant.mode,
-                created_at: pending.created_at,
-                data,
-                changed_fields: pending.changed_fields,
-                previous_stage: pending.previous_stage,
-            };
-            written.push(event);
-        }
+        let written: Vec<Event> = events
+            .into_iter()
+            .map(|pending| {
+                let data = finals.get(&pending.record).cloned();
+                pending.into_event(tenant, data)
+            })
+            .collect();
         tx.insert_events(tenant, &written).await?;
         if !written.is_empty() {
             self.sequences_on_events(tx, tenant, &written).await?;

@@ -118,6 +118,59 @@ pub async fn insert_checks_references_first_and_leaves_the_transaction_usable(st
     assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap().len(), 3);
 }
 
+/// `Store::insert_contact_alone` (a create nothing reacts to): the contact, its event and the
+/// event's queue row, all or nothing, with `insert_contact`'s errors in its order.
+pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(store: Arc<dyn Store>) {
+    let (ws, t) = setup(&store).await;
+    let co = company("Acme", None);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_company(&t, &co).await.unwrap();
+    tx.commit().await.unwrap();
+    let missing = CompanyId::from_uuid(uuid());
+    let (co_id, missing) = (co.id.as_str(), missing.as_str());
+    fn refs<'a>(ids: &[&'a str]) -> Vec<Reference<'a>> {
+        ids.iter().map(|id| Reference { object: ObjectKind::Company, id }).collect()
+    }
+    let created = |c: &crm_domain::Contact| Event { data: c.snapshot(), ..sample_event(EventType::ContactCreated, Mode::Test) };
+
+    let a = contact(Some("a@b.co"));
+    let a_event = created(&a);
+    store.insert_contact_alone(&t, &a, &refs(&[co_id]), &a_event).await.unwrap();
+    // Refused: the second reference missing (reported before the taken email), then the email.
+    let taken = contact(Some("a@b.co"));
+    let refused = created(&taken);
+    let err = store.insert_contact_alone(&t, &taken, &refs(&[co_id, missing]), &refused).await;
+    assert!(matches!(err, Err(StoreError::MissingReference(1))), "{err:?}");
+    let err = store.insert_contact_alone(&t, &taken, &refs(&[co_id]), &refused).await;
+    assert!(matches!(err, Err(StoreError::Duplicate)), "{err:?}");
+    // The same email in another tenant is free.
+    let live = tenant(&ws, Mode::Live);
+    let elsewhere = Event { mode: Mode::Live, ..created(&taken) };
+    store.insert_contact_alone(&live, &taken, &[], &elsewhere).await.unwrap();
+
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_contact(&t, &a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(tx.list_contacts(&t, &ContactFilter::default(), &all()).await.unwrap(), vec![a.clone()]);
+    assert_eq!(tx.list_events(&t, None, &all()).await.unwrap(), vec![a_event.clone()]);
+    assert_eq!(tx.list_events(&live, None, &all()).await.unwrap(), vec![elsewhere.clone()]);
+    drop(tx);
+    // Each written event is queued for fan-out once; the refused one is not.
+    let mut tx = store.begin_write().await.unwrap();
+    let mut queued: Vec<(String, &str)> = tx
+        .take_events_to_dispatch(1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.tenant.workspace_id == t.workspace_id)
+        .map(|r| (r.event_id.to_string(), r.event_type.as_str()))
+        .collect();
+    tx.commit().await.unwrap();
+    queued.sort();
+    let mut expected = vec![(a_event.id.to_string(), "contact.created"), (elsewhere.id.to_string(), "contact.created")];
+    expected.sort();
+    assert_eq!(queued, expected);
+}
+
 /// `insert_contacts` (grouped creates): in one call, each contact is inserted or skipped as
 /// `insert_contact` would decide with its company as its only reference; the ids of those
 /// inserted come back, and the transaction stays usable.

@@ -36,6 +36,7 @@ macro_rules! conformance_suite {
             contact_round_trips_every_field,
             duplicate_email_is_reported_and_the_transaction_stays_usable,
             insert_checks_references_first_and_leaves_the_transaction_usable,
+            a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all,
             contacts_inserted_together_skip_taken_emails_and_missing_companies,
             email_is_unique_per_tenant_only,
             update_checks_the_version,

@@ -31,10 +31,10 @@ use std::{
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ConfigEvents, ConfigMarks},
+    ports::{ConfigEvents, ConfigMarks, Reference},
     Store, StoreError, Tx,
 };
-use crm_domain::WorkspaceId;
+use crm_domain::{Contact, Event, Tenant, WorkspaceId};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
 use crate::pool::{Connector, Lease, Pool};
@@ -47,8 +47,20 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/post
 /// all by default, and several processes may share it.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 
-/// How many pooled connections a write tries when each turns out to be dead at its `BEGIN`.
+/// How many pooled connections a write tries when each turns out to be dead at its `BEGIN`
+/// (or its ping).
 const BEGIN_ATTEMPTS: u32 = 3;
+
+/// A write of one statement outside a transaction pings a connection idle this long first.
+const ALONE_PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
+/// How a write checks its connection before its first statement ([`PostgresStore::write_lease`]).
+enum WriteStart {
+    /// A transaction: its `BEGIN` is the check.
+    Begin,
+    /// One statement outside a transaction.
+    Alone,
+}
 
 pub(crate) fn backend(e: sqlx::Error) -> StoreError {
     StoreError::Backend(Box::new(e))
@@ -91,6 +103,28 @@ impl PostgresStore {
     }
 
     /// A connection for one unit of work.
+    /// A pooled connection for a write. A connection the server dropped while it sat in the
+    /// pool fails the write's first message; when that is its `BEGIN` nothing has happened yet,
+    /// so another connection may try (the broken one is not handed out again). A write of one
+    /// statement has no such harmless first message: a connection idle for
+    /// [`ALONE_PING_IF_IDLE_FOR`] is pinged first instead (a busy one is in use every few ms).
+    async fn write_lease(&self, start: WriteStart) -> Result<Lease, StoreError> {
+        let mut attempts = 0;
+        loop {
+            let mut lease = self.lease().await?;
+            let checked = match start {
+                WriteStart::Begin => lease.begin().await,
+                WriteStart::Alone if lease.idle_before() >= ALONE_PING_IF_IDLE_FOR => lease.ping().await,
+                WriteStart::Alone => Ok(()),
+            };
+            match checked {
+                Ok(()) => return Ok(lease),
+                Err(_) if lease.is_broken() && attempts < BEGIN_ATTEMPTS => attempts += 1,
+                Err(e) => return Err(backend(e)),
+            }
+        }
+    }
+
     async fn lease(&self) -> Result<Lease, StoreError> {
         match self.pool.get().await {
             Ok(conn) => Ok(Lease::new(conn)),
@@ -119,18 +153,14 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
-        // A connection the server dropped while it sat in the pool fails its BEGIN: nothing has
-        // happened yet, so another connection may try (the broken one is not handed out again).
-        let mut attempts = 0;
-        let lease = loop {
-            let mut lease = self.lease().await?;
-            match lease.begin().await {
-                Ok(()) => break lease,
-                Err(_) if lease.is_broken() && attempts < BEGIN_ATTEMPTS => attempts += 1,
-                Err(e) => return Err(backend(e)),
-            }
-        };
+        let lease = self.write_lease(WriteStart::Begin).await?;
         Ok(Box::new(PostgresTx::write(lease, ConfigMarks::new(self.local.get().cloned()))))
+    }
+
+    async fn insert_contact_alone(&self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+        // No transaction: the one statement is atomic on its own.
+        let lease = self.write_lease(WriteStart::Alone).await?;
+        PostgresTx::read(lease).insert_contact_alone(tenant, contact, refs, event).await
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {

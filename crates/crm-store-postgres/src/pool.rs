@@ -47,6 +47,8 @@ pub(crate) struct Connector {
 pub(crate) struct PooledConnection {
     raw: PgConnection,
     broken: bool,
+    /// How long it sat unused before this lease took it (zero when new).
+    idle_before: Duration,
 }
 
 impl managed::Manager for Connector {
@@ -55,7 +57,7 @@ impl managed::Manager for Connector {
 
     async fn create(&self) -> Result<PooledConnection, sqlx::Error> {
         let raw = PgConnection::connect_with(&self.options).await?;
-        Ok(PooledConnection { raw, broken: false })
+        Ok(PooledConnection { raw, broken: false, idle_before: Duration::ZERO })
     }
 
     async fn recycle(&self, conn: &mut PooledConnection, metrics: &Metrics) -> RecycleResult<sqlx::Error> {
@@ -68,6 +70,7 @@ impl managed::Manager for Connector {
         if metrics.last_used() >= PING_IF_IDLE_FOR {
             conn.raw.ping().await.map_err(RecycleError::Backend)?;
         }
+        conn.idle_before = metrics.last_used();
         Ok(())
     }
 }
@@ -89,6 +92,18 @@ impl Lease {
 
     pub(crate) fn raw(&mut self) -> &mut PgConnection {
         &mut self.pooled().raw
+    }
+
+    /// How long the connection sat in the pool before this lease (about: since it was last
+    /// handed out).
+    pub(crate) fn idle_before(&self) -> Duration {
+        self.0.as_ref().map_or(Duration::ZERO, |c| c.idle_before)
+    }
+
+    /// A round trip that does nothing: whether the connection still works.
+    pub(crate) async fn ping(&mut self) -> Result<(), sqlx::Error> {
+        let result = self.raw().ping().await;
+        result.map_err(|e| self.failed(e))
     }
 
     /// `BEGIN`, or a savepoint inside a transaction.

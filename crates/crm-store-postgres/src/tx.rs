@@ -168,6 +168,37 @@ fn push_reference_guard(sql: &mut String, refs: &[Reference<'_>], first: usize) 
 }
 
 impl PostgresTx {
+    /// `Store::insert_contact_alone`, on a connection outside any transaction: the contact's
+    /// INSERT (guarded by its references, as in `insert_contact`), its event's and the event's
+    /// queue row as one statement, which Postgres runs atomically on its own. The event is
+    /// written only when the contact was (`EXISTS (SELECT 1 FROM c)`), so a contact skipped by
+    /// its guard or its email writes nothing at all.
+    pub(crate) async fn insert_contact_alone(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+        let mut sql = String::from(
+            "WITH c AS (INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
+                                              company_id, type, custom_fields, updated_at, version, deleted_at)
+                        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15",
+        );
+        push_reference_guard(&mut sql, refs, 20);
+        sql.push_str(
+            " ON CONFLICT DO NOTHING RETURNING 1),
+              e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body)
+                    SELECT $1, $2, $16, $17, $18, $19::json WHERE EXISTS (SELECT 1 FROM c)
+                    RETURNING workspace_id, mode, id, type, created_at)
+             INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
+        );
+        let q = bind_contact(tenant_query(&sql, tenant).bind(c.id.as_str()).bind(c.created_at.millis()), c)
+            .bind(event.id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.created_at.millis())
+            .bind(event.snapshot().to_string());
+        let q = refs.iter().fold(q, |q, r| q.bind(r.id));
+        match self.execute(q).await? {
+            0 => Err(self.why_not_inserted(tenant, refs).await?),
+            _ => Ok(()),
+        }
+    }
+
     /// Why an insert guarded by `refs` wrote nothing: the first missing reference, else the
     /// uniqueness rule its `ON CONFLICT DO NOTHING` hit. Only failed inserts pay these reads.
     async fn why_not_inserted(&mut self, tenant: &Tenant, refs: &[Reference<'_>]) -> Result<StoreError, StoreError> {
