@@ -1,8 +1,9 @@
 //! Contact creates grouped into shared transactions: the write coalescing of issue 8.
 //!
 //! Alone, every create is its own transaction: BEGIN, the contact's INSERT, its event's INSERT,
-//! COMMIT. Those four round trips and a commit per contact are exactly the database's own
-//! ceiling the bench measures, so creates served alone can only come close to it. When the
+//! COMMIT (or, when nothing reacts to it, one statement on Postgres: `App::create_contact_alone`).
+//! A commit per contact is exactly the database's own ceiling the bench measures, so creates
+//! served alone can only come near it. When the
 //! server turns grouping on ([`App::group_contact_creates`]) with `slots` transactions:
 //! - a create that finds a slot free takes it and runs alone, exactly as without grouping (no
 //!   queue, no other task: at low load nothing changes);
