@@ -46,6 +46,18 @@ async fn client_errors_are_stored_and_replayed(s: Server) {
     replay.problem(422, "identifier_required");
 }
 
+/// A replayed 4xx says so in the header too, as a replayed success does (decisions §9).
+async fn a_replayed_client_error_carries_the_replayed_header(s: Server) {
+    let send = || s.req(Method::POST, "/companies").header("Idempotency-Key", "abc2").json(&json!({"name": ""})).send();
+    let first = send().await;
+    let original = first.problem(422, "validation_failed").clone();
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let replay = send().await;
+    let body = replay.problem(422, "validation_failed");
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!((&body["idempotent_replayed"], &body["detail"], &body["field"]), (&json!(true), &original["detail"], &original["field"]));
+}
+
 async fn keys_are_scoped_per_mode(s: Server) {
     let body = json!({"first_name": "A"});
     let test = s.req(Method::POST, "/contacts").header("Idempotency-Key", "shared").json(&body).send().await.ok(201).clone();
@@ -71,6 +83,7 @@ crate::on_both_stores!(
     a_replay_returns_the_first_result,
     the_same_key_with_another_body_is_refused,
     client_errors_are_stored_and_replayed,
+    a_replayed_client_error_carries_the_replayed_header,
     keys_are_scoped_per_mode,
     overlong_keys_are_refused,
     updates_ignore_the_header,

@@ -24,6 +24,7 @@ mod plans;
 mod registry;
 mod schema;
 mod search;
+mod stage_aliases;
 mod webhooks;
 mod webhook_kill;
 mod sequences;

@@ -86,12 +86,81 @@ async fn changing_a_stage_type_updates_its_deals(s: Server) {
     assert_eq!(got["stage_type"], "won");
 }
 
+/// docs/decisions.md: a PATCH that changes nothing keeps the version. A stage update is a PATCH of
+/// its pipeline, over either route.
+async fn a_stage_update_that_changes_nothing_keeps_the_version(s: Server) {
+    let created = s.post("/pipelines", json!({"key": "sales", "stages": ["a", {"key": "b", "label": "Bee"}]})).await.ok(201).clone();
+    let unchanged = |p: &serde_json::Value, what: &str| {
+        assert_eq!((&p["version"], &p["updated_at"]), (&created["version"], &created["updated_at"]), "{what}");
+    };
+    for same in [json!({}), json!({"label": "a"}), json!({"label": " a "}), json!({"type": "open", "position": 0}), json!({"label": ""})] {
+        unchanged(s.patch("/pipelines/sales/stages/a", same.clone()).await.ok(200), &same.to_string());
+    }
+    unchanged(s.req(Method::PATCH, "/pipelines/sales/stages/b").send().await.ok(200), "no body");
+    let same = json!({"action": "update", "key": "b", "label": "Bee", "position": 1});
+    unchanged(s.post("/pipelines/sales/stages", same).await.ok(200), "POST action update");
+    unchanged(s.get("/pipelines/sales").await.ok(200), "as stored");
+    // A change bumps the version once.
+    let renamed = s.patch("/pipelines/sales/stages/a", json!({"label": "Ay"})).await.ok(200).clone();
+    assert_eq!(renamed["version"], created["version"].as_i64().unwrap() + 1);
+    assert_eq!(s.get("/pipelines/sales").await.ok(200)["version"], renamed["version"]);
+}
+
+/// decisions §5: no error body leaks internals, such as the name of a Rust type.
+async fn a_malformed_stage_says_what_a_stage_may_be(s: Server) {
+    let res = s.post("/pipelines", json!({"key": "zz1", "stages": ["a", 5]})).await;
+    let p = res.problem(422, "validation_failed");
+    assert_eq!(p["field"], "stages[1]");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("a stage key (string) or an object {key, label?, type?}"), "{detail}");
+    assert!(!detail.contains("StageIn") && !detail.contains("untagged"), "{detail}");
+    let res = s.post("/pipelines", json!({"key": "zz1", "stages": [{"label": "No key"}]})).await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "stages[0].key");
+    let res = s.post("/pipelines", json!({"key": "zz1", "stages": [{"key": "a", "colour": "red"}]})).await;
+    let detail = res.problem(422, "validation_failed")["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("colour") && !detail.contains("StageIn"), "{detail}");
+    let res = s.post("/pipelines", json!({"key": "zz1", "stages": [{"key": "a", "label": 5}]})).await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "stages[0].label");
+    s.get("/pipelines/zz1").await.problem(404, "not_found");
+}
+
+/// A stage's errors name the member of the body that carries the bad value: `key` and `type` of
+/// an added stage, `stages[i].key` of a pipeline's.
+async fn stage_errors_name_the_field_of_the_body(s: Server) {
+    let res = s.post("/pipelines/default/stages", json!({"action": "add", "key": "Bad Key"})).await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "key");
+    let res = s.post("/pipelines/default/stages", json!({"key": "demo", "type": "closed"})).await;
+    assert_eq!(res.problem(422, "unknown_value")["field"], "type");
+    let res = s.post("/pipelines", json!({"key": "sales", "stages": ["a", "Bad Key"]})).await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "stages[1].key");
+    let res = s.post("/pipelines", json!({"key": "sales", "stages": ["a", {"key": "b", "type": "closed"}]})).await;
+    assert_eq!(res.problem(422, "unknown_value")["field"], "stages[1].type");
+}
+
+/// A stage key taken in the pipeline is a uniqueness conflict (spec, Errors: `conflict`), with the
+/// existing stage; the same key twice in one new pipeline is invalid input.
+async fn adding_a_taken_stage_key_is_a_conflict(s: Server) {
+    let before = s.get("/pipelines/default").await.ok(200).clone();
+    let res = s.post("/pipelines/default/stages", json!({"action": "add", "key": "lead"})).await;
+    let p = res.problem(409, "conflict");
+    assert_eq!(p["existing"], before["stages"][0]);
+    assert!(p["detail"].as_str().unwrap().contains("`lead`"));
+    let after = s.get("/pipelines/default").await.ok(200).clone();
+    assert_eq!(after, before);
+    let res = s.post("/pipelines", json!({"key": "sales", "stages": ["a", "a"]})).await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "stages[1].key");
+}
+
 crate::on_both_stores!(
     a_new_workspace_has_the_default_pipeline,
     pipelines_take_string_or_object_stages_and_keys_are_unique,
     a_new_default_unsets_the_old_one,
     stages_are_managed_through_the_three_routes,
     changing_a_stage_type_updates_its_deals,
+    a_stage_update_that_changes_nothing_keeps_the_version,
+    a_malformed_stage_says_what_a_stage_may_be,
+    stage_errors_name_the_field_of_the_body,
+    adding_a_taken_stage_key_is_a_conflict,
 );
 
 /// Tests that run concurrent requests, on a workspace whose rate limit does not get in the way.

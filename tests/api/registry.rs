@@ -335,6 +335,48 @@ async fn the_registry_is_per_mode(s: Server) {
     assert_eq!(set.body["fields"][0]["data_type"], "number");
 }
 
+/// A custom field may not take the name of a built-in field or a reserved name of its object:
+/// `GET /schema` would list the name twice, and conditions, merge tags and `set_field` read a bare
+/// name as the built-in one.
+async fn custom_field_keys_may_not_shadow_built_in_fields(s: Server) {
+    let shadowing = [
+        ("deal", "stage"),
+        ("deal", "pipeline"),
+        ("deal", "version"),
+        ("deal", "created_at"),
+        ("deal", "primary_contact_id"),
+        ("deal", "previous_stage"),
+        ("deal", "company"),
+        ("contact", "first_name"),
+        ("contact", "custom_fields"),
+        ("contact", "company"),
+        ("company", "id"),
+        ("company", "domain"),
+        ("activity", "object"),
+        ("activity", "body"),
+    ];
+    for (object, key) in shadowing {
+        let res = s.post("/fields", json!({"object": object, "key": key})).await;
+        let p = res.problem(422, "validation_failed");
+        assert_eq!(p["field"], "key", "{object} {key}");
+        assert!(p["detail"].as_str().unwrap().contains(&format!("`{key}`")), "{object} {key}: {p}");
+    }
+    // Nothing was registered: every object lists each field once, all built in.
+    let schema = s.get("/schema").await.ok(200).clone();
+    for object in schema["objects"].as_array().unwrap() {
+        let fields = object["fields"].as_array().unwrap();
+        let mut keys: Vec<&str> = fields.iter().map(|f| f["key"].as_str().unwrap()).collect();
+        assert!(fields.iter().all(|f| f["custom"] == false), "{}", object["name"]);
+        keys.sort_unstable();
+        let count = keys.len();
+        keys.dedup();
+        assert_eq!(keys.len(), count, "{}", object["name"]);
+    }
+    // A name is reserved only on the objects it belongs to.
+    let set = register(&s, json!({"object": "company", "key": "stage"})).await;
+    assert_eq!(keys(&set), ["stage"]);
+}
+
 crate::on_both_stores!(
     fields_register_idempotently_keeping_the_original_type,
     field_registration_refuses_unknown_objects_types_and_malformed_keys,
@@ -352,4 +394,5 @@ crate::on_both_stores!(
     patch_merges_custom_fields_and_null_removes_a_key,
     reference_fields_must_name_an_existing_record,
     the_registry_is_per_mode,
+    custom_field_keys_may_not_shadow_built_in_fields,
 );

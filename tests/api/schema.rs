@@ -1,6 +1,7 @@
 //! `GET /schema` and `GET /automations-capabilities` (decisions §14): the schema is built from
 //! the operation catalog and the live registry, so every filter and field it lists is accepted.
 
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::support::Server;
@@ -136,7 +137,35 @@ async fn automation_capabilities_are_the_spec_catalog(s: Server) {
     assert_eq!(caps["action_types"][2]["params"][0]["required"], true);
 }
 
+/// The served OpenAPI document states what the server enforces: the fields a create requires
+/// (an absent one is 422), closed bodies (an unknown field is 422 `unknown_field`), every
+/// success status, the stage aliases' own parameters and body, and the headers sent.
+async fn the_openapi_document_states_what_the_server_enforces(s: Server) {
+    let doc = s.anon(Method::GET, "/openapi.json").send().await.ok(200).clone();
+    let body = |path: &str, method: &str| doc["paths"][path][method]["requestBody"].clone();
+    let automation = body("/automations", "post");
+    let schema = &automation["content"]["application/json"]["schema"];
+    assert_eq!((&automation["required"], &schema["required"], &schema["additionalProperties"]), (&json!(true), &json!(["name", "trigger_event", "actions"]), &json!(false)));
+    assert_eq!(s.post("/automations", json!({})).await.problem(422, "validation_failed")["field"], "name");
+    assert_eq!(s.post("/automations", json!({"nmae": "x"})).await.problem(422, "unknown_field")["field"], "nmae");
+    assert_eq!(body("/contacts/{id}", "patch")["required"], false, "an absent body is read as {{}}");
+
+    let stage = &doc["paths"]["/pipelines/{pipeline}/stages"]["post"]["responses"];
+    assert!(stage.get("200").is_some() && stage.get("201").is_some(), "add answers 201, update and remove 200");
+    let alias = &doc["paths"]["/pipelines/{pipeline}/stages/{key}"];
+    assert!(alias["delete"]["parameters"].as_array().unwrap().iter().any(|p| p["in"] == "query" && p["name"] == "move_to"));
+    let patch = &alias["patch"]["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(patch["properties"].as_object().unwrap().keys().collect::<Vec<_>>(), ["label", "type", "position"]);
+
+    let got = &doc["paths"]["/contacts/{id}"]["get"]["responses"]["200"]["headers"];
+    for header in ["Request-Id", "ETag", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"] {
+        assert!(got.get(header).is_some(), "GET /contacts/{{id}} documents {header}");
+    }
+    assert!(doc["components"]["headers"]["Idempotent-Replayed"].is_object());
+}
+
 crate::on_both_stores!(
+    the_openapi_document_states_what_the_server_enforces,
     schema_lists_objects_fields_enums_types_and_controls,
     every_listed_filter_and_writable_field_is_accepted,
     automation_capabilities_are_the_spec_catalog,

@@ -37,12 +37,25 @@ pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(body: Option<&Value>, u
         return Err(p);
     }
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let field = e.path().to_string();
+        let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         // serde's "invalid type: string \"x\", expected i64 at line 1 column 2" → keep the useful part.
         let detail = inner.split(" at line").next().unwrap_or(&inner).to_owned();
-        Problem::validation(&field, format!("{field}: {detail}"))
+        match missing_field(&detail) {
+            // The path is the object that lacks the member (`.` for the body itself): name the
+            // member, as the other "is required" errors do.
+            Some(name) => {
+                let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
+                Problem::validation(&field, format!("{field} is required"))
+            }
+            None => Problem::validation(&path, format!("{path}: {detail}")),
+        }
     })
+}
+
+/// The member named by serde's "missing field `x`".
+fn missing_field(detail: &str) -> Option<&str> {
+    detail.strip_prefix("missing field `")?.strip_suffix('`')
 }
 
 /// Integer fields accept any JSON number without a fractional part (decisions §17): A2A clients
@@ -119,6 +132,25 @@ mod tests {
         }
         let nested = parse::<Nested>(Some(&json!({"a": [1.0, {"b": 2.0, "c": 2.5}]})), None).unwrap();
         assert_eq!(nested.a, json!([1, {"b": 2, "c": 2.5}]));
+    }
+
+    #[test]
+    fn a_missing_required_member_is_named_as_the_field() {
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Inner {
+            key: String,
+        }
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Required {
+            operations: Vec<Value>,
+            inner: Option<Inner>,
+        }
+        let err = parse::<Required>(Some(&json!({})), None).unwrap_err();
+        assert_eq!((err.code, err.extra["field"].clone(), err.detail.as_str()), (ErrorCode::ValidationFailed, json!("operations"), "operations is required"));
+        let err = parse::<Required>(Some(&json!({"operations": [], "inner": {}})), None).unwrap_err();
+        assert_eq!((err.extra["field"].clone(), err.detail.as_str()), (json!("inner.key"), "inner.key is required"));
     }
 
     #[test]

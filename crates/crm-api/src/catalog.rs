@@ -127,6 +127,11 @@ pub const INCLUDE_DELETED: QueryParam = QueryParam {
     description: "List soft-deleted records too.",
 };
 
+/// The `{name}` parameters of a catalog path, in order.
+fn path_params(path: &'static str) -> Vec<&'static str> {
+    path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()
+}
+
 pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, Problem>> + Send + 'a>>;
 pub type Handler = for<'a> fn(&'a Api, &'a Caller, Input) -> HandlerFuture<'a>;
 
@@ -155,7 +160,12 @@ pub struct Operation {
 impl Operation {
     /// Names of the path parameters, in order.
     pub fn path_params(&self) -> Vec<&'static str> {
-        self.path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()
+        path_params(self.path)
+    }
+
+    /// The statuses it may answer on success besides [`Operation::success_status`].
+    pub fn also_success(&self) -> &'static [u16] {
+        ALSO_SUCCESS.iter().find(|(name, _)| *name == self.name).map_or(&[], |(_, statuses)| statuses)
     }
 
     /// The schema of the flat arguments object of agent tools: path parameters, query parameters
@@ -201,18 +211,53 @@ impl Operation {
 /// A second route of an operation (e.g. `PATCH /pipelines/{pipeline}/stages/{key}` of
 /// `svc_manage_stage`): the REST transport maps its path parameters and query into the body and
 /// sets `action`, so the operation and its tool stay one.
+///
+/// The route names the record (its path) and the action (its method), so its query and body
+/// may carry only what is listed here: anything else, a `key` or `action` above all, is refused
+/// rather than folded in where it could name another record than the path does.
 #[derive(Debug, Clone, Copy)]
 pub struct Alias {
     pub operation: &'static str,
     pub method: Method,
     pub path: &'static str,
     pub action: &'static str,
+    /// The query parameters the route takes (each becomes the body field of its name).
+    pub query: &'static [QueryParam],
+    /// The body fields the route takes, a subset of the operation's.
+    pub fields: &'static [&'static str],
 }
 
 pub const ALIASES: &[Alias] = &[
-    Alias { operation: "svc_manage_stage", method: Method::Patch, path: "/pipelines/{pipeline}/stages/{key}", action: "update" },
-    Alias { operation: "svc_manage_stage", method: Method::Delete, path: "/pipelines/{pipeline}/stages/{key}", action: "remove" },
+    Alias {
+        operation: "svc_manage_stage",
+        method: Method::Patch,
+        path: "/pipelines/{pipeline}/stages/{key}",
+        action: "update",
+        query: &[],
+        fields: &["label", "type", "position"],
+    },
+    Alias {
+        operation: "svc_manage_stage",
+        method: Method::Delete,
+        path: "/pipelines/{pipeline}/stages/{key}",
+        action: "remove",
+        query: &[QueryParam::string("move_to", "The stage to move the removed stage's deals to; needed while deals sit in it (else 409 conflict).")],
+        fields: &[],
+    },
 ];
+
+impl Alias {
+    /// Names of the path parameters, in order.
+    pub fn path_params(&self) -> Vec<&'static str> {
+        path_params(self.path)
+    }
+}
+
+/// Operations that answer another 2xx besides their `success_status`, by name: stage `update`
+/// and `remove` answer 200 where `add` answers 201, and enrolling a contact that is already
+/// enrolled answers 200 with the existing enrollment. A table here rather than a field of
+/// [`Operation`], which every operation of `ops` would then have to spell out.
+const ALSO_SUCCESS: &[(&str, &[u16])] = &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
 
 /// What a transport hands to an operation.
 #[derive(Debug, Default)]
@@ -372,6 +417,27 @@ mod tests {
             assert!(seen.insert(op.name), "duplicate {}", op.name);
             assert!(seen.insert(Box::leak(format!("{} {}", op.method.as_str(), op.path).into_boxed_str())), "duplicate route {}", op.path);
             assert!(!op.description.is_empty() && !op.summary.is_empty());
+        }
+    }
+
+    #[test]
+    fn extra_success_statuses_name_operations() {
+        for (name, _) in ALSO_SUCCESS {
+            assert!(find(name).is_some(), "{name}");
+        }
+    }
+
+    /// An alias's query and body never carry what its route sets: the path parameters and `action`.
+    #[test]
+    fn aliases_take_their_own_fields_only() {
+        for alias in ALIASES {
+            let op = find(alias.operation).unwrap();
+            let op_fields = crate::schema::property_names(&op.body.map(|b| b()).unwrap_or_default());
+            let taken = alias.query.iter().map(|q| q.name).chain(alias.fields.iter().copied());
+            for name in taken {
+                assert!(name != "action" && !alias.path_params().contains(&name), "{} {}: {name}", alias.method.as_str(), alias.path);
+                assert!(op_fields.iter().any(|f| f == name), "{} {}: {name} is not a field of {}", alias.method.as_str(), alias.path, op.name);
+            }
         }
     }
 

@@ -142,7 +142,7 @@ impl Api {
                             }
                         }
                     }
-                    return Err(p.with("idempotent_replayed", true));
+                    return Err(p.replayed());
                 }
                 let mut reply = Reply::record(stored.status, body);
                 reply.replayed = true;
@@ -164,17 +164,23 @@ impl Api {
     }
 }
 
-/// Unknown or repeated query parameters are refused, naming the accepted ones. A custom-field
-/// filter's two spellings (`custom_fields.k`, `custom_fields[k]`) count as the same parameter.
+/// The query of a call of `op` (see [`check_query_params`]).
 fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
+    check_query_params(op.query, &input.query)
+}
+
+/// Unknown or repeated query parameters are refused, naming the accepted ones (`params`), and
+/// required ones must be given. A custom-field filter's two spellings (`custom_fields.k`,
+/// `custom_fields[k]`) count as the same parameter. Public for the REST aliases, whose query is
+/// their own.
+pub fn check_query_params(params: &[catalog::QueryParam], query: &[(String, String)]) -> Result<(), Problem> {
     let canonical = |name: &str| {
-        op.query.iter().find_map(|q| q.key_of(name).map(|key| if key.is_empty() { q.name.to_owned() } else { format!("{}.{key}", q.name) }))
+        params.iter().find_map(|q| q.key_of(name).map(|key| if key.is_empty() { q.name.to_owned() } else { format!("{}.{key}", q.name) }))
     };
-    let mut seen: Vec<String> = Vec::with_capacity(input.query.len());
-    for (name, _) in &input.query {
+    let mut seen: Vec<String> = Vec::with_capacity(query.len());
+    for (name, _) in query {
         let Some(param) = canonical(name) else {
-            let valid: Vec<String> = op
-                .query
+            let valid: Vec<String> = params
                 .iter()
                 .map(|q| if q.kind == catalog::ParamKind::FieldMap { format!("{}.<key>", q.name) } else { q.name.to_owned() })
                 .collect();
@@ -189,8 +195,8 @@ fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
         }
         seen.push(param);
     }
-    for q in op.query.iter().filter(|q| q.required) {
-        if input.query_str(q.name).is_none_or(str::is_empty) {
+    for q in params.iter().filter(|q| q.required) {
+        if query.iter().find(|(k, _)| k == q.name).is_none_or(|(_, v)| v.is_empty()) {
             return Err(Problem::validation(q.name, format!("{} is required", q.name)));
         }
     }

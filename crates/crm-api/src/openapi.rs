@@ -3,8 +3,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::{
-    catalog::{catalog, Method},
-    ErrorCode, SPEC_VERSION,
+    catalog::{catalog, Alias, Method, ParamKind, QueryParam},
+    ErrorCode, Operation, SPEC_VERSION,
 };
 
 fn problem_schema() -> Value {
@@ -26,6 +26,105 @@ fn problem_schema() -> Value {
     })
 }
 
+/// The response headers the REST transport sends, described once under `components.headers`.
+/// Only `Request-Id` is on every answer; the rate-limit headers are missing on a 401 (the limiter
+/// has not run), `Retry-After` on a 429 other than `rate_limited`.
+fn headers() -> Value {
+    let integer = |description: &str| json!({"description": description, "schema": {"type": "integer", "minimum": 0}});
+    json!({
+        "Request-Id": {"description": "This request's id (`req_…`, or the caller's own `Request-Id`); 500 problems carry it as `request_id`.",
+            "required": true, "schema": {"type": "string"}},
+        "RateLimit-Limit": integer("Requests per minute this workspace and mode may make."),
+        "RateLimit-Remaining": integer("Requests left in the current budget."),
+        "RateLimit-Reset": integer("Seconds until the budget is whole again."),
+        "Retry-After": integer("Seconds to wait before retrying (429 rate_limited)."),
+        "ETag": {"description": "The record's version, quoted (`\"3\"`); send it back as If-Match.", "schema": {"type": "string"}},
+        "Idempotent-Replayed": {"description": "`true` on a stored answer replayed for a repeated Idempotency-Key.", "schema": {"type": "string", "enum": ["true"]}},
+        "WWW-Authenticate": {"description": "The bearer challenge.", "required": true, "schema": {"type": "string", "const": "Bearer"}},
+    })
+}
+
+/// `{name: {"$ref": …}}` for each of `names` (of [`headers`]).
+fn header_refs(names: &[&str]) -> Value {
+    names.iter().map(|name| ((*name).to_owned(), json!({"$ref": format!("#/components/headers/{name}")}))).collect::<Map<_, _>>().into()
+}
+
+const RATE: [&str; 3] = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
+
+/// The responses of `op`, or of an alias of it answering `success`: each success status with
+/// the output schema, 401 and 429 (the two every operation may answer with headers of their
+/// own), and every other problem as `default`.
+fn responses(op: &Operation, success: &[u16]) -> Value {
+    let output = (op.output)();
+    let mut ok = vec!["Request-Id"];
+    ok.extend(RATE);
+    // A single record (it has a version) is answered with its version as ETag.
+    if output.pointer("/properties/version").is_some() {
+        ok.push("ETag");
+    }
+    let mut problem = vec!["Request-Id"];
+    problem.extend(RATE);
+    if op.idempotency_key {
+        ok.push("Idempotent-Replayed");
+        problem.push("Idempotent-Replayed");
+    }
+    let problem_content = json!({"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}});
+    let mut responses = Map::new();
+    for status in success {
+        responses.insert(
+            status.to_string(),
+            json!({"description": "Success", "headers": header_refs(&ok), "content": {"application/json": {"schema": output.clone()}}}),
+        );
+    }
+    responses.insert(
+        "401".into(),
+        json!({"description": "Missing, malformed, unknown, expired or revoked key", "headers": header_refs(&["Request-Id", "WWW-Authenticate"]), "content": problem_content}),
+    );
+    let mut limited = vec!["Request-Id", "Retry-After"];
+    limited.extend(RATE);
+    responses.insert(
+        "429".into(),
+        json!({"description": "Rate limit, quota or spend cap reached", "headers": header_refs(&limited), "content": problem_content}),
+    );
+    responses.insert("default".into(), json!({"description": "Problem", "headers": header_refs(&problem), "content": problem_content}));
+    responses.into()
+}
+
+/// A request body for `schema`, stated as the parser reads it: an absent body is `{}`, so the
+/// body is required only when some field is; an unknown top-level field is 422 `unknown_field`
+/// (`crate::body::parse`), so the object is closed unless the type says otherwise.
+fn request_body(mut schema: Value) -> Value {
+    if let Value::Object(map) = &mut schema {
+        map.entry("additionalProperties").or_insert(Value::Bool(false));
+    }
+    let required = schema.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+    json!({"required": required, "content": {"application/json": {"schema": schema}}})
+}
+
+/// The body of `alias`: the operation's body cut down to the fields the route takes.
+fn alias_body(op: &Operation, alias: &Alias) -> Value {
+    let full = op.body.map(|b| b()).unwrap_or_default();
+    let properties: Map<String, Value> = full
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| alias.fields.contains(&name.as_str()))
+        .map(|(name, schema)| (name.clone(), schema.clone()))
+        .collect();
+    json!({"type": "object", "properties": properties})
+}
+
+fn query_parameter(q: &QueryParam) -> Value {
+    let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
+    if q.kind == ParamKind::FieldMap {
+        // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.
+        param["style"] = json!("deepObject");
+        param["explode"] = json!(true);
+    }
+    param
+}
+
 /// The document for a server reachable at `public_url`.
 pub fn document(public_url: &str) -> Value {
     let mut paths: Map<String, Value> = Map::new();
@@ -35,15 +134,7 @@ pub fn document(public_url: &str) -> Value {
             .into_iter()
             .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
-        for q in op.query {
-            let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
-            if q.kind == crate::catalog::ParamKind::FieldMap {
-                // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.
-                param["style"] = json!("deepObject");
-                param["explode"] = json!(true);
-            }
-            parameters.push(param);
-        }
+        parameters.extend(op.query.iter().map(query_parameter));
         if op.idempotency_key {
             parameters.push(json!({"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255},
                 "description": "Replaying the same key with the same body returns the original result (kept 24 hours)."}));
@@ -59,19 +150,10 @@ pub fn document(public_url: &str) -> Value {
             "parameters": parameters,
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
-            "responses": {
-                op.success_status.to_string(): {
-                    "description": "Success",
-                    "content": {"application/json": {"schema": (op.output)()}},
-                },
-                "default": {
-                    "description": "Problem",
-                    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
-                },
-            },
+            "responses": responses(op, &[&[op.success_status], op.also_success()].concat()),
         });
         if let Some(body) = op.body {
-            operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": body()}}});
+            operation["requestBody"] = request_body(body());
         }
         let method = match op.method {
             Method::Get => "get",
@@ -85,12 +167,9 @@ pub fn document(public_url: &str) -> Value {
     for alias in crate::catalog::ALIASES {
         let Some(op) = crate::catalog::find(alias.operation) else { continue };
         let method = alias.method.as_str().to_lowercase();
-        let params: Vec<Value> = alias
-            .path
-            .split('/')
-            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
-            .collect();
+        let mut params: Vec<Value> =
+            alias.path_params().into_iter().map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}})).collect();
+        params.extend(alias.query.iter().map(query_parameter));
         let mut operation = json!({
             "operationId": format!("{}__{}", op.name, alias.action),
             "x-alias-of": op.name,
@@ -99,13 +178,11 @@ pub fn document(public_url: &str) -> Value {
             "parameters": params,
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
-            "responses": {
-                "200": {"description": "Success", "content": {"application/json": {"schema": (op.output)()}}},
-                "default": {"description": "Problem", "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}},
-            },
+            // The aliases change or remove: 200, never the 201 of an add.
+            "responses": responses(op, &[200]),
         });
-        if alias.method == Method::Patch {
-            operation["requestBody"] = json!({"required": false, "content": {"application/json": {"schema": op.body.map(|b| b()).unwrap_or(json!({}))}}});
+        if !alias.fields.is_empty() {
+            operation["requestBody"] = request_body(alias_body(op, alias));
         }
         let entry = paths.entry(alias.path.to_owned()).or_insert_with(|| json!({}));
         entry[method] = operation;
@@ -122,6 +199,7 @@ pub fn document(public_url: &str) -> Value {
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "svc_test_… or svc_live_… API key"}},
             "schemas": {"Problem": problem_schema()},
+            "headers": headers(),
         },
     })
 }
@@ -137,6 +215,69 @@ mod tests {
         for op in catalog() {
             let method = op.method.as_str().to_lowercase();
             assert_eq!(doc["paths"][op.path][&method]["operationId"], op.name);
+        }
+    }
+
+    fn status_codes(op: &Value) -> Vec<&str> {
+        op["responses"].as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn operations_list_every_success_status() {
+        let doc = document("http://localhost:8080");
+        assert_eq!(status_codes(&doc["paths"]["/pipelines/{pipeline}/stages"]["post"]), ["201", "200", "401", "429", "default"]);
+        assert_eq!(status_codes(&doc["paths"]["/sequences/{id}/enroll"]["post"]), ["201", "200", "401", "429", "default"]);
+        assert_eq!(status_codes(&doc["paths"]["/contacts"]["post"]), ["201", "401", "429", "default"]);
+    }
+
+    #[test]
+    fn stage_aliases_take_what_their_routes_take() {
+        let doc = document("http://localhost:8080");
+        let item = &doc["paths"]["/pipelines/{pipeline}/stages/{key}"];
+        let names = |op: &Value| op["parameters"].as_array().unwrap().iter().map(|p| format!("{} {}", p["in"].as_str().unwrap(), p["name"].as_str().unwrap())).collect::<Vec<_>>();
+        assert_eq!(names(&item["delete"]), ["path pipeline", "path key", "query move_to"]);
+        assert!(item["delete"].get("requestBody").is_none());
+        assert_eq!(names(&item["patch"]), ["path pipeline", "path key"]);
+        let body = &item["patch"]["requestBody"];
+        assert_eq!(body["required"], false);
+        let schema = &body["content"]["application/json"]["schema"];
+        assert_eq!(crate::schema::property_names(schema), ["label", "type", "position"]);
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(status_codes(&item["patch"]), ["200", "401", "429", "default"]);
+    }
+
+    #[test]
+    fn request_bodies_are_closed_and_required_only_with_a_required_field() {
+        let doc = document("http://localhost:8080");
+        let body = |path: &str, method: &str| doc["paths"][path][method]["requestBody"].clone();
+        let automation = body("/automations", "post");
+        assert_eq!(automation["required"], true);
+        let schema = &automation["content"]["application/json"]["schema"];
+        assert_eq!((&schema["required"], &schema["additionalProperties"]), (&json!(["name", "trigger_event", "actions"]), &json!(false)));
+        // An absent body is `{}`, which a PATCH takes (a no-op) and so does a contact create's schema.
+        for (path, method) in [("/contacts/{id}", "patch"), ("/contacts", "post"), ("/pipelines/{id}", "patch")] {
+            assert_eq!(body(path, method)["required"], false, "{method} {path}");
+        }
+        for op in catalog().iter().filter(|op| op.body.is_some()) {
+            let b = body(op.path, &op.method.as_str().to_lowercase());
+            assert!(b["content"]["application/json"]["schema"]["additionalProperties"] == false, "{}", op.name);
+        }
+    }
+
+    #[test]
+    fn responses_document_the_headers_sent() {
+        let doc = document("http://localhost:8080");
+        let headers = |path: &str, method: &str, status: &str| {
+            doc["paths"][path][method]["responses"][status]["headers"].as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(headers("/contacts/{id}", "get", "200"), ["Request-Id", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "ETag"]);
+        assert_eq!(headers("/contacts", "get", "200"), ["Request-Id", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]);
+        assert!(headers("/contacts", "post", "default").contains(&"Idempotent-Replayed".to_owned()));
+        assert!(headers("/contacts", "post", "201").contains(&"Idempotent-Replayed".to_owned()));
+        assert!(headers("/contacts", "get", "401").contains(&"WWW-Authenticate".to_owned()));
+        assert!(headers("/contacts", "get", "429").contains(&"Retry-After".to_owned()));
+        for name in doc["components"]["headers"].as_object().unwrap().keys() {
+            assert!(doc.to_string().contains(&format!("#/components/headers/{name}")), "{name} is used");
         }
     }
 }

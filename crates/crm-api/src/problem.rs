@@ -60,6 +60,9 @@ error_codes! {
     InternalError = ("internal_error", 500, "Internal error", "An unexpected server error. It is safe to retry; quote the request id when reporting it."),
 }
 
+/// The member that marks a replayed problem (no other problem carries it).
+const REPLAYED: &str = "idempotent_replayed";
+
 /// A problem document before it is rendered with the service's `errors_base_url`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
@@ -93,6 +96,31 @@ impl Problem {
 
     pub fn validation(field: &str, detail: impl Into<String>) -> Problem {
         Problem::new(ErrorCode::ValidationFailed, detail).with("field", field)
+    }
+
+    /// 422 `unknown_field` for the body field `name`, listing `valid` and suggesting the closest
+    /// of them, else `hint` (decisions §5).
+    pub fn unknown_field(name: &str, valid: &[&str], hint: Option<&str>) -> Problem {
+        let suggestion = match crm_domain::suggest::closest(name, valid.iter().copied()) {
+            Some(s) => Some(format!("did you mean `{s}`?")),
+            None => hint.map(str::to_owned),
+        };
+        let p = Problem::new(ErrorCode::UnknownField, format!("unknown field `{name}`")).with("field", name).with("valid_options", valid.to_vec());
+        match suggestion {
+            Some(s) => p.with("suggestion", s),
+            None => p,
+        }
+    }
+
+    /// A stored 4xx answered again for a repeated `Idempotency-Key`: the body says so, and
+    /// [`Problem::is_replayed`] tells the transport to send `Idempotent-Replayed: true` as a
+    /// replayed success does (decisions §9).
+    pub fn replayed(self) -> Problem {
+        self.with(REPLAYED, true)
+    }
+
+    pub fn is_replayed(&self) -> bool {
+        self.extra.get(REPLAYED) == Some(&Value::Bool(true))
     }
 
     /// The `application/problem+json` body.

@@ -1,6 +1,8 @@
 //! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
 
-use crm_domain::{Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant, ValidationError};
+use crm_domain::{
+    pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant, ValidationError,
+};
 
 use crate::{
     auth::Caller,
@@ -87,6 +89,18 @@ pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<
 /// The pipeline a request addresses, locked for the change the request makes.
 async fn find(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Pipeline, AppError> {
     lookup(tx, tenant, id_or_key, RowLock::Update).await?.ok_or_else(|| AppError::not_found("pipeline", id_or_key))
+}
+
+/// A stage key taken in the pipeline is a uniqueness conflict (409, with the stage), as a taken
+/// pipeline key is.
+fn stage_add_error(e: AddStageError) -> AppError {
+    match e {
+        AddStageError::Invalid(e) => e.into(),
+        AddStageError::KeyTaken(existing) => AppError::Conflict {
+            detail: format!("a stage with key `{}` already exists in this pipeline", existing.key),
+            existing: Some(existing.snapshot()),
+        },
+    }
 }
 
 async fn save(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), AppError> {
@@ -192,15 +206,19 @@ impl App {
         let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
         match action {
             StageAction::Add { draft, position } => {
-                pipeline.add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid()))?;
+                pipeline.add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid())).map_err(stage_add_error)?;
                 pipeline.touch(now);
                 save(&mut *tx, tenant, &pipeline).await?;
             }
             StageAction::Update { key, label, stage_type, position } => {
-                let type_changed = pipeline.update_stage(&key, label, stage_type, position)?;
+                let update = pipeline.update_stage(&key, label, stage_type, position)?;
+                if !update.changed {
+                    // Like a PATCH of the pipeline that changes nothing: same version, no write.
+                    return Ok(pipeline);
+                }
                 pipeline.touch(now);
                 save(&mut *tx, tenant, &pipeline).await?;
-                if type_changed {
+                if update.type_changed {
                     let stage_type = pipeline.check_stage("key", &key)?.stage_type;
                     tx.set_deals_stage_type(tenant, &pipeline.id, &key, stage_type).await?;
                 }

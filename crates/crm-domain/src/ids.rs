@@ -29,11 +29,34 @@ fn is_valid_body(body: &str) -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{value}` is not a valid {kind} id (expected `{prefix}` followed by 26 characters)")]
+#[error("`{value}` is not a valid {kind} id: {}", self.fault())]
 pub struct IdError {
     pub kind: &'static str,
     pub prefix: &'static str,
     pub value: String,
+}
+
+impl IdError {
+    /// What is wrong with the value, so that a client sees which part to fix (an id of the right
+    /// length can still hold a character outside the alphabet, or one too high to be the first).
+    fn fault(&self) -> String {
+        let prefix = self.prefix;
+        let Some(body) = self.value.strip_prefix(prefix) else {
+            return format!("it must start with `{prefix}`");
+        };
+        if let Some((at, c)) = body.char_indices().find(|(_, c)| !c.is_ascii() || !ALPHABET.contains(&(*c as u8))) {
+            let at = body[..at].chars().count() + 1;
+            return format!(
+                "character {at} after `{prefix}` is `{c}`, which is not one of the lowercase Crockford base32 characters `0-9a-z` without `i`, `l`, `o` and `u`"
+            );
+        }
+        let len = body.chars().count();
+        if len != BODY_LEN {
+            return format!("expected `{prefix}` followed by {BODY_LEN} characters, found {len}");
+        }
+        // 26 characters of 5 bits are 130 bits: the first may only carry the top 3 of the 128.
+        format!("the first character after `{prefix}` must be `0` to `7` (the id encodes 128 bits), found `{}`", &body[..1])
+    }
 }
 
 macro_rules! typed_id {
@@ -126,6 +149,20 @@ mod tests {
         assert!(CompanyId::parse(&good.as_str().to_uppercase()).is_err());
         assert!(CompanyId::parse("cmp_0000000000000000000000000u").is_err(), "u is not in the alphabet");
         assert!(CompanyId::parse("cmp_80000000000000000000000000").is_err(), "overflows 128 bits");
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong_with_the_id() {
+        let detail = |v: &str| CompanyId::parse(v).unwrap_err().to_string();
+        assert_eq!(detail("con_0000000000000000000000000a"), "`con_0000000000000000000000000a` is not a valid company id: it must start with `cmp_`");
+        assert_eq!(detail("cmp_abc"), "`cmp_abc` is not a valid company id: expected `cmp_` followed by 26 characters, found 3");
+        assert!(detail("cmp_0000000000000000000000000u").contains("character 26 after `cmp_` is `u`, which is not one of"));
+        assert!(detail("cmp_00A").contains("character 3 after `cmp_` is `A`"));
+        assert!(detail("cmp_é0").contains("character 1 after `cmp_` is `é`"));
+        assert_eq!(
+            detail("cmp_zkccp76qbapy3hwwvgt8btbhmt"),
+            "`cmp_zkccp76qbapy3hwwvgt8btbhmt` is not a valid company id: the first character after `cmp_` must be `0` to `7` (the id encodes 128 bits), found `z`"
+        );
     }
 
     proptest! {

@@ -66,6 +66,30 @@ pub struct StageDraft {
     pub stage_type: Option<String>,
 }
 
+/// What `Pipeline::update_stage` changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StageUpdate {
+    /// Anything: label, type or position.
+    pub changed: bool,
+    /// The type, which the stage's deals carry too.
+    pub type_changed: bool,
+}
+
+/// Why `Pipeline::add_stage` refused a stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddStageError {
+    Invalid(ValidationError),
+    /// The pipeline already has a stage with this key: a uniqueness conflict with what is stored
+    /// (like a taken pipeline key), not a malformed request; carries the existing stage.
+    KeyTaken(Stage),
+}
+
+impl From<ValidationError> for AddStageError {
+    fn from(e: ValidationError) -> Self {
+        AddStageError::Invalid(e)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct PipelineDraft {
     pub key: Option<String>,
@@ -111,11 +135,22 @@ fn parse_stage_type(field: &str, raw: Option<&str>) -> Result<StageType, Validat
     }
 }
 
+/// The name of a member of a stage in errors: `stages[1].key` inside a pipeline's `stages`, plain
+/// `key` when the stage's members are the body's own (a stage added by `svc_manage_stage`).
+fn member(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
 impl Stage {
-    fn from_draft(field: &str, draft: StageDraft, id: StageId) -> Result<Stage, ValidationError> {
+    /// `prefix` is where the stage sits in the request body (`""` when it is the body).
+    fn from_draft(prefix: &str, draft: StageDraft, id: StageId) -> Result<Stage, ValidationError> {
         let key = draft.key.trim().to_owned();
-        check_key(&format!("{field}.key"), &key)?;
-        let stage_type = parse_stage_type(&format!("{field}.type"), draft.stage_type.as_deref())?;
+        check_key(&member(prefix, "key"), &key)?;
+        let stage_type = parse_stage_type(&member(prefix, "type"), draft.stage_type.as_deref())?;
         let label = draft.label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).unwrap_or_else(|| key.clone());
         Ok(Stage { id, key, label, stage_type, ordinal: 0 })
     }
@@ -214,11 +249,12 @@ impl Pipeline {
         }
     }
 
-    /// Inserts a stage at `position` (default: last).
-    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId) -> Result<(), ValidationError> {
-        let stage = Stage::from_draft("stage", draft, id)?;
-        if self.stage(&stage.key).is_some() {
-            return Err(ValidationError::invalid("key", format!("stage `{}` already exists in this pipeline", stage.key)));
+    /// Inserts a stage at `position` (default: last). The stage's members are the request body's
+    /// own, so errors name `key`, `type` and `position`.
+    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId) -> Result<(), AddStageError> {
+        let stage = Stage::from_draft("", draft, id)?;
+        if let Some(existing) = self.stage(&stage.key) {
+            return Err(AddStageError::KeyTaken(existing.clone()));
         }
         let at = self.position("position", position, self.stages.len())?;
         self.stages.insert(at, stage);
@@ -226,8 +262,10 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Changes a stage's label, type or position; returns whether its type changed.
-    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>) -> Result<bool, ValidationError> {
+    /// Changes a stage's label, type or position. A label, type or position equal to the current
+    /// one is no change: when nothing changed the caller keeps the version (decisions: a PATCH
+    /// that changes nothing keeps the version).
+    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>) -> Result<StageUpdate, ValidationError> {
         let from = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
             field: "key".into(),
             value: key.to_owned(),
@@ -239,7 +277,9 @@ impl Pipeline {
             None => from,
         };
         let mut stage = self.stages.remove(from);
+        let mut changed = to != from;
         if let Some(label) = label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()) {
+            changed |= label != stage.label;
             stage.label = label;
         }
         let type_changed = new_type.is_some_and(|t| t != stage.stage_type);
@@ -248,7 +288,7 @@ impl Pipeline {
         }
         self.stages.insert(to, stage);
         self.renumber();
-        Ok(type_changed)
+        Ok(StageUpdate { changed: changed || type_changed, type_changed })
     }
 
     /// Removes a stage; the last stage of a pipeline cannot be removed.
@@ -376,6 +416,51 @@ mod tests {
         assert_eq!(p.stages.iter().map(|s| (s.key.as_str(), s.ordinal)).collect::<Vec<_>>(), [("x", 0), ("c", 1), ("a", 2)]);
         assert!(p.add_stage(StageDraft { key: "c".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil())).is_err());
         assert!(p.update_stage("x", None, None, Some(9)).is_err());
+    }
+
+    #[test]
+    fn a_stage_update_that_changes_nothing_says_so() {
+        let mut p = pipeline(&["a", "b"]);
+        let before = p.clone();
+        let none = StageUpdate { changed: false, type_changed: false };
+        assert_eq!(p.update_stage("a", None, None, None).unwrap(), none);
+        assert_eq!(p.update_stage("a", Some(" a ".into()), None, None).unwrap(), none, "the same label, trimmed");
+        assert_eq!(p.update_stage("a", Some("  ".into()), Some("open".into()), Some(0)).unwrap(), none, "a blank label is none");
+        assert_eq!(p, before);
+        assert_eq!(p.update_stage("a", Some("A".into()), None, None).unwrap(), StageUpdate { changed: true, type_changed: false });
+        assert_eq!(p.update_stage("a", None, None, Some(1)).unwrap(), StageUpdate { changed: true, type_changed: false });
+        assert_eq!(p.update_stage("a", None, Some("won".into()), None).unwrap(), StageUpdate { changed: true, type_changed: true });
+    }
+
+    #[test]
+    fn stage_errors_name_the_member_of_the_body() {
+        let field = |e: AddStageError| match e {
+            AddStageError::Invalid(ValidationError::Invalid { field, .. } | ValidationError::UnknownValue { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let mut p = pipeline(&["a"]);
+        let add = |p: &mut Pipeline, key: &str, t: Option<&str>| {
+            let draft = StageDraft { key: key.into(), label: None, stage_type: t.map(String::from) };
+            p.add_stage(draft, None, StageId::from_uuid(Uuid::nil()))
+        };
+        assert_eq!(field(add(&mut p, "Bad Key", None).unwrap_err()), "key");
+        assert_eq!(field(add(&mut p, "b", Some("closed")).unwrap_err()), "type");
+        let far = p.add_stage(StageDraft { key: "b".into(), ..Default::default() }, Some(9), StageId::from_uuid(Uuid::nil()));
+        assert_eq!(field(far.unwrap_err()), "position");
+        let mut bad = draft(&["a", "Bad Key"]);
+        let err = Pipeline::create(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), bad.clone(), ids()).unwrap_err();
+        assert!(matches!(err, ValidationError::Invalid { ref field, .. } if field == "stages[1].key"), "{err:?}");
+        bad.stages[1] = StageDraft { key: "b".into(), label: None, stage_type: Some("closed".into()) };
+        let err = Pipeline::create(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), bad, ids()).unwrap_err();
+        assert!(matches!(err, ValidationError::UnknownValue { ref field, .. } if field == "stages[1].type"), "{err:?}");
+    }
+
+    #[test]
+    fn adding_a_taken_stage_key_is_a_conflict_with_the_existing_stage() {
+        let mut p = pipeline(&["a", "b"]);
+        let err = p.add_stage(StageDraft { key: " b ".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil())).unwrap_err();
+        assert_eq!(err, AddStageError::KeyTaken(p.stages[1].clone()));
+        assert_eq!(p.stage_keys(), ["a", "b"]);
     }
 
     #[test]

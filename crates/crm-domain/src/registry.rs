@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::{
-    contact::CONTACT_TYPE_GROUP,
+    activity, company,
+    contact::{self, CONTACT_TYPE_GROUP},
+    deal,
     email::Email,
     error::ValidationError,
     ids::{ActivityId, CompanyId, ContactId, DealId},
-    suggest,
+    merge, suggest,
     time::Date,
     JsonMap,
 };
@@ -72,6 +74,23 @@ impl ObjectKind {
         }
     }
 
+    /// The names a custom field of this object may not take: the object's built-in fields (those a
+    /// client writes, from the record, and those its snapshot adds, from the merge-tag lists), the
+    /// fields every record carries, and the names conditions and merge tags give a meaning of their
+    /// own on this object (`previous_stage` on `deal.stage_changed`, `company` for
+    /// `{{company.<field>}}`). A bare name in a condition, a tag or a `set_field` means the
+    /// built-in first, so a custom field by the same name could never be read that way, and
+    /// `GET /schema` would list the name twice.
+    pub fn reserved_field_names(self) -> impl Iterator<Item = &'static str> {
+        let (writable, snapshot, special): (&[&str], &[&str], &[&str]) = match self {
+            ObjectKind::Contact => (&contact::WRITABLE_FIELDS, merge::CONTACT_FIELDS, &["company"]),
+            ObjectKind::Company => (&company::WRITABLE_FIELDS, merge::COMPANY_FIELDS, &[]),
+            ObjectKind::Deal => (&deal::WRITABLE_FIELDS, merge::DEAL_FIELDS, &["company", "previous_stage"]),
+            ObjectKind::Activity => (&activity::WRITABLE_FIELDS, &[], &[]),
+        };
+        RECORD_FIELDS.iter().chain(writable).chain(snapshot).chain(special).copied()
+    }
+
     /// Built-in fields whose value must be in an enum group: (field, group).
     pub fn enum_fields(self) -> &'static [(&'static str, &'static str)] {
         match self {
@@ -81,6 +100,10 @@ impl ObjectKind {
         }
     }
 }
+
+/// Fields of every record's snapshot that the service sets (`deleted_at` on the objects that are
+/// soft-deleted).
+const RECORD_FIELDS: [&str; 6] = ["id", "object", "created_at", "updated_at", "version", "deleted_at"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DataType {
@@ -188,8 +211,23 @@ impl FieldDef {
             None => DataType::Text,
         };
         let label = clean_label(request.label)?;
-        FieldDef::new(object, &request.key, label, data_type, request.enum_group, request.required)
+        let def = FieldDef::new(object, &request.key, label, data_type, request.enum_group, request.required)?;
+        check_not_reserved(object, &def.key)?;
+        Ok(def)
     }
+}
+
+/// A new custom field may not shadow a built-in field or a reserved name of its object (see
+/// `ObjectKind::reserved_field_names`). Checked on registration only: the rule is for new keys,
+/// not for reading definitions back.
+fn check_not_reserved(object: ObjectKind, key: &str) -> Result<(), ValidationError> {
+    if object.reserved_field_names().any(|name| name == key) {
+        return Err(ValidationError::invalid(
+            "key",
+            format!("`{key}` is a built-in or reserved field name of {}; choose another key for the custom field", object.as_str()),
+        ));
+    }
+    Ok(())
 }
 
 /// A `POST /fields` request as the client sent it, before validation.
@@ -648,6 +686,38 @@ mod tests {
         assert_eq!(FieldDef::register(r.clone()).unwrap().label.as_deref(), Some("Tier"));
         r.label = Some("x".repeat(MAX_LABEL_LEN + 1));
         assert!(matches!(FieldDef::register(r), Err(ValidationError::Invalid { field, .. }) if field == "label"));
+    }
+
+    #[test]
+    fn registration_refuses_keys_that_shadow_built_in_or_reserved_names() {
+        let refused = |object: &str, key: &str| match FieldDef::register(registration(object, key, None)) {
+            Err(ValidationError::Invalid { field, detail }) => field == "key" && detail.contains(&format!("`{key}`")),
+            _ => false,
+        };
+        for key in ["stage", "pipeline", "pipeline_id", "stage_type", "title", "primary_contact_id", "previous_stage", "company"] {
+            assert!(refused("deal", key), "deal {key}");
+        }
+        for key in ["first_name", "email", "type", "company_id", "company"] {
+            assert!(refused("contact", key), "contact {key}");
+        }
+        for key in ["name", "domain"] {
+            assert!(refused("company", key), "company {key}");
+        }
+        for key in ["body", "occurred_at", "deal_id"] {
+            assert!(refused("activity", key), "activity {key}");
+        }
+        for object in ["contact", "company", "deal", "activity"] {
+            for key in ["id", "object", "created_at", "updated_at", "version", "deleted_at", "custom_fields"] {
+                assert!(refused(object, key), "{object} {key}");
+            }
+        }
+        // A name is reserved only where it means something.
+        assert!(FieldDef::register(registration("deal", "first_name", None)).is_ok());
+        assert!(FieldDef::register(registration("company", "stage", None)).is_ok());
+        assert!(FieldDef::register(registration("contact", "previous_stage", None)).is_ok());
+        assert!(FieldDef::register(registration("company", "company", None)).is_ok());
+        // Definitions read back are not re-checked.
+        assert!(FieldDef::new(ObjectKind::Deal, "stage", None, DataType::Text, None, false).is_ok());
     }
 
     #[test]

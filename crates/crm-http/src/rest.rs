@@ -30,6 +30,8 @@ const JSON: &str = "application/json";
 const PROBLEM_JSON: &str = "application/problem+json";
 
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// On a stored answer (success or 4xx) replayed for a repeated `Idempotency-Key` (decisions §9).
+static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
@@ -57,6 +59,9 @@ pub(crate) fn problem_response(api: &Api, problem: &Problem, rate: Option<&RateS
     if problem.code == ErrorCode::Unauthorized {
         res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
+    if problem.is_replayed() {
+        res.headers_mut().insert(IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
+    }
     res
 }
 
@@ -71,7 +76,7 @@ fn reply_response(reply: &Reply, rate: Option<&RateStatus>) -> Response {
         }
     }
     if reply.replayed {
-        res.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        res.headers_mut().insert(IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
     }
     res
 }
@@ -236,6 +241,8 @@ async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: B
     let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY).transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
     let mut input = Input { path, query, body, if_match, idem: None };
     if let Some(alias) = alias {
+        // The scope first, as on the operation's own route, where it precedes every check of the input.
+        caller.require(op.scope)?;
         fold_alias(op, alias, &mut input)?;
     }
     api.dispatch(op, &caller, input, idempotency_key.as_deref()).await
@@ -243,13 +250,23 @@ async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: B
 
 /// An alias route's extra path parameters and its query become body fields of the operation,
 /// with the alias's `action`, so the operation sees the same input a tool call would send.
+///
+/// The path names the record and the method the action: the query may hold only the alias's
+/// own parameters (400 `bad_request`, as an unknown parameter on any route) and the body only
+/// its own fields (422 `unknown_field`, as an unknown field in any body). Folded in unchecked,
+/// `DELETE …/stages/one?key=two` removed stage `two`.
 fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Problem> {
-    let own: Vec<&str> = op.path_params();
+    crm_api::check_query_params(alias.query, &input.query)?;
     let mut body = match input.body.take() {
         None => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
         Some(_) => return Err(Problem::bad_request("the request body must be a JSON object")),
     };
+    if let Some(unknown) = body.keys().find(|k| !alias.fields.contains(&k.as_str())) {
+        let hint = format!("this route's path and method name the record and the action; other fields go to {} /v1{}", op.method.as_str(), op.path);
+        return Err(Problem::unknown_field(unknown, alias.fields, Some(&hint)));
+    }
+    let own: Vec<&str> = op.path_params();
     let extra: Vec<(String, String)> = input.path.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
     for (k, v) in extra.into_iter().chain(std::mem::take(&mut input.query)) {
         input.path.remove(&k);

@@ -20,6 +20,7 @@ const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register th
 pub struct ActivityCreate {
     /// A registered `activity.type` value: note, call, email, task, or one added with POST /enums.
     #[serde(rename = "type")]
+    #[schemars(required)]
     pub activity_type: Option<String>,
     pub contact_id: Option<String>,
     pub deal_id: Option<String>,

@@ -58,14 +58,16 @@ pub struct ActionIn {
 /// A rule to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AutomationCreate {
+    #[schemars(required)]
     pub name: Option<String>,
     /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
+    #[schemars(required, extend("enum" = ["contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]))]
     pub trigger_event: Option<String>,
     /// Conditions combined with AND (default: none, the rule fires on every such event).
     #[schemars(with = "Option<Vec<ConditionIn>>")]
     pub conditions: Option<Value>,
     /// One or more actions, run in order.
-    #[schemars(with = "Option<Vec<ActionIn>>")]
+    #[schemars(with = "Option<Vec<ActionIn>>", required)]
     pub actions: Option<Value>,
     /// Default true. An enabled rule counts against the plan's active-automation cap.
     pub enabled: Option<bool>,

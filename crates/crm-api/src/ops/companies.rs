@@ -17,6 +17,7 @@ const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register th
 /// A company to create; `name` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyCreate {
+    #[schemars(required)]
     pub name: Option<String>,
     /// A bare domain such as `example.com`; not unique.
     pub domain: Option<String>,

@@ -18,6 +18,7 @@ const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register th
 /// A deal to create; `title` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealCreate {
+    #[schemars(required)]
     pub title: Option<String>,
     /// Pipeline key or `pl_` id; the default pipeline when omitted.
     pub pipeline: Option<String>,

@@ -22,12 +22,16 @@ use crate::{
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ConnectionCreate {
     /// `email` (the default and only channel).
+    #[schemars(extend("enum" = ["email", null]))]
     pub channel: Option<String>,
     /// resend, postmark, sendgrid or smtp.
+    #[schemars(required, extend("enum" = ["resend", "postmark", "sendgrid", "smtp"]))]
     pub provider: Option<String>,
     /// The provider's sending key (SMTP: the password). Write-only: responses show `api_key_last4`.
+    #[schemars(required)]
     pub api_key: Option<String>,
     /// The sender, `addr@example.com` or `Name <addr@example.com>`; the provider must allow it.
+    #[schemars(required)]
     pub from: Option<String>,
     /// Overrides the provider's API host (e.g. a regional endpoint). For smtp, required:
     /// `smtp://[user@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://[user@]host[:port]`.
@@ -51,10 +55,13 @@ pub struct ConnectionOut {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateCreate {
+    #[schemars(required)]
     pub name: Option<String>,
     /// `{{field}}` placeholders allowed.
+    #[schemars(required)]
     pub subject: Option<String>,
     /// The HTML part; placeholders are filled HTML-escaped.
+    #[schemars(required)]
     pub body: Option<String>,
     /// A plain-text part; derived from `body` when absent.
     pub text: Option<String>,

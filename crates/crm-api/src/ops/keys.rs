@@ -18,11 +18,13 @@ use crate::{
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct KeyCreate {
     /// What the key is for, e.g. `ci` or `billing agent`.
+    #[schemars(required)]
     pub name: Option<String>,
     /// `*`, or any of `<resource>:read` / `<resource>:write` (write implies read) for resources
     /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
     /// webhooks, connections, templates, settings, usage, events, emails, keys. Only scopes the
     /// calling key holds itself can be granted.
+    #[schemars(required)]
     pub scopes: Option<Vec<String>>,
 }
 

@@ -19,11 +19,40 @@ use crate::{
 };
 
 /// A stage: a plain key (its label defaults to the key), or an object.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[derive(Debug, JsonSchema)]
+#[schemars(untagged)]
 pub enum StageIn {
     Key(String),
     Object(StageObject),
+}
+
+/// By hand rather than `#[serde(untagged)]`, whose error ("data did not match any variant of
+/// untagged enum StageIn") names a Rust type and not what a stage may be. An object's own errors
+/// (a missing `key`, an unknown member) keep their place in the body's path.
+impl<'de> Deserialize<'de> for StageIn {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{value::MapAccessDeserializer, Error, MapAccess, Visitor};
+
+        struct StageVisitor;
+
+        impl<'de> Visitor<'de> for StageVisitor {
+            type Value = StageIn;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a stage key (string) or an object {key, label?, type?}")
+            }
+
+            fn visit_str<E: Error>(self, key: &str) -> Result<StageIn, E> {
+                Ok(StageIn::Key(key.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<StageIn, A::Error> {
+                StageObject::deserialize(MapAccessDeserializer::new(map)).map(StageIn::Object)
+            }
+        }
+
+        deserializer.deserialize_any(StageVisitor)
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -48,12 +77,14 @@ impl From<StageIn> for StageDraft {
 /// A pipeline to create. `key` is unique per workspace and mode; the first stage is the entry stage.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineCreate {
+    #[schemars(required)]
     pub key: Option<String>,
     /// Defaults to the key.
     pub name: Option<String>,
     /// Making it the default unsets the old default.
     pub is_default: Option<bool>,
     /// Ordered; at least one.
+    #[schemars(required)]
     pub stages: Option<Vec<StageIn>>,
 }
 
@@ -67,11 +98,14 @@ pub struct PipelineChange {
 /// One stage change. `action` is `add` (default for POST), `update` or `remove`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StageChange {
+    #[schemars(extend("enum" = ["add", "update", "remove", null]))]
     pub action: Option<String>,
     /// The stage key: of the new stage (add) or of the stage to change or remove.
+    #[schemars(required)]
     pub key: Option<String>,
     pub label: Option<String>,
     #[serde(rename = "type")]
+    #[schemars(extend("enum" = ["open", "won", "lost", null]))]
     pub stage_type: Option<String>,
     /// 0-based position; default: last (add) or unchanged (update).
     pub position: Option<WholeNumber>,
@@ -270,7 +304,8 @@ pub fn operations() -> Vec<Operation> {
                 position?), `update` (key, label?, type?, position?) or `remove` (key, move_to?). Over REST, update is also \
                 PATCH /pipelines/{pipeline}/stages/{key} and remove DELETE /pipelines/{pipeline}/stages/{key}?move_to=<key>. \
                 Removing a stage that holds deals needs `move_to` (else conflict, 409); the last stage cannot be removed. Returns \
-                the pipeline. Errors: not_found, unknown_value for an unknown stage key (lists the valid ones), validation_failed.",
+                the pipeline (201 for add, 200 for update and remove). Errors: not_found, unknown_value for an unknown stage key \
+                (lists the valid ones), conflict (409, with `existing`) when an added stage's key is taken, validation_failed.",
             scope: write,
             idempotency_key: false,
             if_match: false,

@@ -235,7 +235,8 @@ pub fn operations() -> Vec<Operation> {
                 svc_create_enum_value). Idempotent: registering an existing key changes nothing (the field keeps its original \
                 data type) and answers `created: false`. Answers 201 with every custom field of the object. Errors: \
                 unknown_value for an unknown `object` or `data_type` (see `valid_options`), validation_failed for a malformed \
-                key or enum_group.",
+                key or enum_group, or for a key that is a built-in field of the object (e.g. deal `stage`) or a reserved name \
+                (`id`, `object`, timestamps, `version`, `custom_fields`, `previous_stage`, `company`).",
             scope: write,
             idempotency_key: false,
             if_match: false,

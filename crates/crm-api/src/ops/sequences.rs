@@ -46,6 +46,7 @@ pub struct StepIn {
 /// A sequence to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceCreate {
+    #[schemars(required)]
     pub name: Option<String>,
     /// `email` (the default and only channel).
     pub channel: Option<String>,
@@ -57,7 +58,7 @@ pub struct SequenceCreate {
     #[schemars(with = "Option<Vec<ConditionIn>>")]
     pub exit_when: Option<Value>,
     /// One or more steps.
-    #[schemars(with = "Option<Vec<StepIn>>")]
+    #[schemars(with = "Option<Vec<StepIn>>", required)]
     pub steps: Option<Value>,
     /// Default true.
     pub enabled: Option<bool>,
@@ -85,6 +86,7 @@ pub struct SequenceUpdate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnrollIn {
     /// The `con_` id of a contact with an email address.
+    #[schemars(required)]
     pub contact_id: Option<String>,
 }
 
