@@ -13,7 +13,7 @@ use crm_app::{
     ports::{ContactFilter, DealFilter, Slice},
     Store, StoreError, Tx,
 };
-use crm_domain::{Email, Mode, PipelineId, Tenant, Timestamp};
+use crm_domain::{Email, Event, EventId, EventType, Mode, PipelineId, Tenant, Timestamp};
 use crm_store_conformance::{activity, contact, deal, pipeline, tenant, workspace};
 use crm_store_postgres::PostgresStore;
 use sqlx::{Connection, PgConnection, Row};
@@ -403,6 +403,33 @@ async fn a_connection_killed_under_the_pool_fails_one_unit_of_work_and_is_replac
     }
     assert_eq!(after.len(), 1, "still one pooled connection: {after:?}");
     assert_ne!(after, before);
+}
+
+/// A create written alone has no `BEGIN` to fail harmlessly on a connection the server dropped
+/// while it sat in the pool: one idle for a second or more is pinged first, found dead, replaced,
+/// and the write goes through on the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_alone_pings_an_idle_connection_and_replaces_a_dead_one() {
+    let (url, store) = store_with_pool(1).await;
+    let (_, t) = setup(&store).await;
+    let before = backends(&url).await;
+    assert_eq!(before.len(), 1, "one pooled connection");
+    terminate(&url, before[0]).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let c = contact(Some("a@b.co"));
+    let event = Event {
+        id: EventId::from_uuid(uuid::Uuid::now_v7()),
+        event_type: EventType::ContactCreated,
+        mode: Mode::Test,
+        created_at: c.created_at,
+        data: c.snapshot(),
+        changed_fields: None,
+        previous_stage: None,
+    };
+    store.insert_contact_alone(&t, &c, &[], &event).await.expect("the dead connection is replaced before the write");
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_contact(&t, &c.id).await.unwrap(), Some(c));
+    assert_eq!(tx.list_events(&t, None, &Slice { before: None, limit: 10 }).await.unwrap(), vec![event]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
