@@ -60,6 +60,10 @@ async fn batch_writes_emit_no_events(s: Server) {
 async fn batch_size_is_bounded(s: Server) {
     let res = s.post("/batch", json!({"operations": []})).await;
     assert_eq!(res.problem(422, "validation_failed")["field"], "operations");
+    // A missing member is named as the field, not as the body's root (`.`).
+    let res = s.post("/batch", json!({})).await;
+    let p = res.problem(422, "validation_failed");
+    assert_eq!((&p["field"], &p["detail"]), (&json!("operations"), &json!("operations is required")), "{p:#}");
     let ops: Vec<Value> = (0..101).map(|i| json!({"op": "create", "object": "contact", "data": {"first_name": format!("c{i}")}})).collect();
     s.post("/batch", json!({"operations": ops})).await.problem(422, "validation_failed");
     let ops: Vec<Value> = (0..100).map(|i| json!({"op": "create", "object": "contact", "data": {"first_name": format!("c{i}")}})).collect();

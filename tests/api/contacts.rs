@@ -85,6 +85,10 @@ async fn filters_narrow_the_list(s: Server) {
     assert_eq!(ids(s.get("/contacts?q=LINKEDIN.com/in/al").await.ok(200)), vec![alan["id"].clone()]);
     assert_eq!(ids(s.get("/contacts?email=GRACE@navy.mil").await.ok(200)), vec![grace["id"].clone()]);
     assert_eq!(ids(s.get(&format!("/contacts?company_id={acme}")).await.ok(200)), vec![grace["id"].clone()]);
+    // A malformed id filter says what is wrong with it.
+    let res = s.get("/contacts?company_id=cmp_zkccp76qbapy3hwwvgt8btbhmt").await;
+    let detail = res.problem(422, "validation_failed")["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("must be `0` to `7`"), "{detail}");
     // `type` is validated against the registered contact.type values (none yet).
     let res = s.get("/contacts?type=customer").await;
     assert_eq!(res.problem(422, "unknown_value")["valid_options"], json!([]));
