@@ -264,6 +264,21 @@ mod tests {
         }
     }
 
+    /// The closed value sets written out in the DTOs' schema attributes are the domain's own.
+    #[test]
+    fn enums_in_request_bodies_are_the_domains_value_sets() {
+        use crm_domain::{mail::Provider, EventType, StageType};
+        let doc = document("http://localhost:8080");
+        let values = |path: &str, property: &str| -> Vec<String> {
+            let schema = &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+            let values = schema["properties"][property]["enum"].as_array().unwrap_or_else(|| panic!("{path} {property}: {schema:#}"));
+            values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+        };
+        assert_eq!(values("/automations", "trigger_event"), EventType::ALL.map(|t| t.as_str()));
+        assert_eq!(values("/connections", "provider"), Provider::ALL.map(|p| p.as_str()));
+        assert_eq!(values("/pipelines/{pipeline}/stages", "type"), StageType::ALL.map(|t| t.as_str()));
+    }
+
     #[test]
     fn responses_document_the_headers_sent() {
         let doc = document("http://localhost:8080");
