@@ -277,6 +277,8 @@ mod tests {
         assert_eq!(values("/automations", "trigger_event"), EventType::ALL.map(|t| t.as_str()));
         assert_eq!(values("/connections", "provider"), Provider::ALL.map(|p| p.as_str()));
         assert_eq!(values("/pipelines/{pipeline}/stages", "type"), StageType::ALL.map(|t| t.as_str()));
+        let events = &doc["paths"]["/webhooks"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]["events"];
+        assert_eq!(events["items"]["enum"], json!(crm_domain::Subscription::valid_options()), "{events:#}");
     }
 
     #[test]

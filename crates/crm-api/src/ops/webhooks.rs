@@ -6,7 +6,7 @@ use crm_app::{
     webhooks::WebhookPatch,
     Scope,
 };
-use crm_domain::{Patch, Webhook};
+use crm_domain::{Patch, Subscription, Webhook};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -18,6 +18,13 @@ use crate::{
     schema::{schema_of, PatchField},
 };
 
+/// The names `events` takes, from the domain's list: `*` or an event type.
+fn event_names(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(Value::as_object_mut) {
+        items.insert("enum".into(), Subscription::valid_options().into());
+    }
+}
+
 /// A webhook to register.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WebhookCreate {
@@ -28,7 +35,7 @@ pub struct WebhookCreate {
     pub url: Option<String>,
     /// Event types to receive: any of `contact.created`, `contact.updated`, `deal.created`,
     /// `deal.updated`, `deal.stage_changed`; or `["*"]` for all.
-    #[schemars(required)]
+    #[schemars(required, transform = event_names)]
     pub events: Option<Vec<String>>,
     /// What the webhook is for (at most 500 characters).
     pub description: Option<String>,
@@ -38,6 +45,7 @@ pub struct WebhookCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WebhookUpdate {
     pub url: Option<String>,
+    #[schemars(transform = event_names)]
     pub events: Option<Vec<String>>,
     /// `null` clears it.
     #[serde(default)]
