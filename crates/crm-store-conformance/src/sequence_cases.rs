@@ -249,7 +249,9 @@ pub async fn due_enrollments_are_locked_earliest_first_advanced_once_and_held_ba
     assert_eq!(ids(&first), earliest_first[..3], "at most the limit, earliest due first");
     assert!(first.iter().all(|c| c.tenant == t));
     assert_eq!(first[0].enrollment, due[4], "the whole enrollment");
-    drop(tx);
+    // Ended by a commit, not a drop: a dropped Postgres transaction rolls back from a spawned task,
+    // and until it has, `SKIP LOCKED` would pass over the rows it still holds.
+    tx.commit().await.unwrap();
 
     // Only from the step it was locked at, and once.
     let mut tx = store.begin_write().await.unwrap();
@@ -278,7 +280,7 @@ pub async fn due_enrollments_are_locked_earliest_first_advanced_once_and_held_ba
     earliest_first.retain(|id| *id != exited.id && *id != due[2].id && *id != moved.id);
     let mut tx = store.begin_write().await.unwrap();
     let mut got = ids(&tx.lock_due_enrollments(now, 100).await.unwrap());
-    drop(tx);
+    tx.commit().await.unwrap();
     let mut expected = earliest_first.clone();
     expected.push(moved.id.clone());
     got.sort();
