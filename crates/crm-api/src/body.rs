@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::{
-    problem::{ErrorCode, Problem},
+    problem::Problem,
     schema::field_names,
 };
 
@@ -24,17 +24,8 @@ pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(body: Option<&Value>, u
     }
     let valid = field_names::<T>();
     if let Some(unknown) = map.keys().find(|k| !valid.contains(k)) {
-        let suggestion = match crm_domain::suggest::closest(unknown, valid.iter().map(String::as_str)) {
-            Some(s) => Some(format!("did you mean `{s}`?")),
-            None => unknown_hint.map(str::to_owned),
-        };
-        let mut p = Problem::new(ErrorCode::UnknownField, format!("unknown field `{unknown}`"))
-            .with("field", unknown.as_str())
-            .with("valid_options", valid.to_vec());
-        if let Some(s) = suggestion {
-            p = p.with("suggestion", s);
-        }
-        return Err(p);
+        let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
+        return Err(Problem::unknown_field(unknown, &valid, unknown_hint));
     }
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
@@ -88,6 +79,7 @@ fn nul_path(value: &Value, path: String) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::problem::ErrorCode;
     use serde::Deserialize;
     use serde_json::json;
 
