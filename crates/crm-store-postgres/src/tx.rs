@@ -174,11 +174,7 @@ impl PostgresTx {
     /// written only when the contact was (`EXISTS (SELECT 1 FROM c)`), so a contact skipped by
     /// its guard or its email writes nothing at all.
     pub(crate) async fn insert_contact_alone(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
-        let mut sql = String::from(
-            "WITH c AS (INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
-                                              company_id, type, custom_fields, updated_at, version, deleted_at)
-                        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15",
-        );
+        let mut sql = format!("WITH c AS ({INSERT_CONTACT}");
         push_reference_guard(&mut sql, refs, 20);
         sql.push_str(
             " ON CONFLICT DO NOTHING RETURNING 1),
@@ -494,6 +490,12 @@ fn enum_value(row: &PgRow) -> Result<(String, EnumValue), StoreError> {
     Ok((get(row, "grp")?, EnumValue { value: get(row, "value")?, label: get(row, "label")? }))
 }
 
+/// One contact's INSERT, its values bound by `tenant_query`, the id and `created_at`, then
+/// [`bind_contact`]; a reference guard (`push_reference_guard`) may follow.
+const INSERT_CONTACT: &str = "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
+                                   company_id, type, custom_fields, updated_at, version, deleted_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15";
+
 /// Binds a contact's writable fields as `$5` to `$15` (after the tenant, the id and one more).
 fn bind_contact<'q>(q: PgQuery<'q>, c: &'q Contact) -> PgQuery<'q> {
     q.bind(c.first_name.as_deref())
@@ -514,11 +516,7 @@ impl ContactRepo for PostgresTx {
     async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
         // The references are checked by the INSERT itself (one round trip for both); ON
         // CONFLICT, unlike a failed INSERT, leaves the transaction usable.
-        let mut sql = String::from(
-            "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
-                                   company_id, type, custom_fields, updated_at, version, deleted_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15",
-        );
+        let mut sql = String::from(INSERT_CONTACT);
         push_reference_guard(&mut sql, refs, 16);
         sql.push_str(" ON CONFLICT DO NOTHING");
         let q = tenant_query(&sql, tenant).bind(c.id.as_str()).bind(c.created_at.millis());
