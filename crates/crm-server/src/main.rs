@@ -95,8 +95,13 @@ fn parse_plan(s: &str) -> Result<Plan, String> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Before anything opens a SQLite connection (which initialises SQLite).
+    let sqlite_on_mimalloc = allocator::route_sqlite_allocations();
     let cli = Cli::parse();
     let _flush_logs_at_exit = config::init_tracing();
+    if !sqlite_on_mimalloc {
+        tracing::warn!("SQLite refused the process's allocator; it keeps the C library's");
+    }
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Openapi { public_url } => {
