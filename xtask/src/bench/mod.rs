@@ -86,7 +86,10 @@ impl Opts {
                 "--store" | "--contacts" | "--seconds" | "--only" => {
                     rest.next().with_context(|| format!("{arg} takes a value\n{USAGE}"))?;
                 }
-                "--help" | "-h" => bail!("{USAGE}"),
+                "--help" | "-h" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
                 other => bail!("unknown argument {other}\n{USAGE}"),
             }
         }
