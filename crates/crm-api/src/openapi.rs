@@ -279,6 +279,16 @@ mod tests {
         assert_eq!(values("/pipelines/{pipeline}/stages", "type"), StageType::ALL.map(|t| t.as_str()));
         let events = &doc["paths"]["/webhooks"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]["events"];
         assert_eq!(events["items"]["enum"], json!(crm_domain::Subscription::valid_options()), "{events:#}");
+        let properties = |path: &str| &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"];
+        assert_eq!(properties("/keys")["scopes"]["items"]["enum"], json!(crm_app::Scopes::options()));
+        let automation = properties("/automations");
+        let ops = crm_domain::automation::ConditionOp::ALL.map(|o| o.as_str());
+        assert_eq!(automation["conditions"]["items"]["properties"]["op"]["enum"], json!(ops), "{automation:#}");
+        assert_eq!(properties("/sequences")["exit_when"]["items"]["properties"]["op"]["enum"], json!(ops));
+        assert_eq!(automation["actions"]["items"]["properties"]["type"]["enum"], json!(crm_domain::automation::ActionType::ALL.map(|t| t.as_str())));
+        // The batch parser's own lists (its unknown_value problems name the same ones).
+        let batch = &properties("/batch")["operations"]["items"]["properties"];
+        assert_eq!((&batch["op"]["enum"], &batch["object"]["enum"]), (&json!(["create", "update", "delete"]), &json!(["contact", "deal"])));
     }
 
     #[test]

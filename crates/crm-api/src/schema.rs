@@ -27,6 +27,20 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     schema
 }
 
+/// Narrows a string field's schema to the names `values` (an optional field may still be left
+/// out: that is the object's `required` list, not this schema).
+pub(crate) fn string_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
+    schema.insert("type".into(), "string".into());
+    schema.insert("enum".into(), values.iter().map(|v| Value::from(v.as_ref())).collect::<Vec<_>>().into());
+}
+
+/// [`string_enum`] for the items of an array field.
+pub(crate) fn items_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
+    if let Some(items) = schema.get_mut("items").and_then(Value::as_object_mut) {
+        items.insert("enum".into(), values.iter().map(|v| Value::from(v.as_ref())).collect::<Vec<_>>().into());
+    }
+}
+
 /// The fields a body of type `T` may carry, generated from its schema once per process: a
 /// schema generation per request was 5 % of a create's CPU.
 pub fn field_names<T: JsonSchema + 'static>() -> Arc<[String]> {

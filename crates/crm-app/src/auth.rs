@@ -155,6 +155,11 @@ impl Scopes {
         })
     }
 
+    /// Every scope a key may be given: `*`, then each resource's `read` and `write`.
+    pub fn options() -> Vec<String> {
+        std::iter::once("*".to_owned()).chain(SCOPE_RESOURCES.iter().flat_map(|r| [format!("{r}:read"), format!("{r}:write")])).collect()
+    }
+
     /// Checks a list of requested scopes: each `*` or `<resource>:read|write`.
     pub fn parse(requested: Vec<String>) -> Result<Scopes, String> {
         for s in &requested {
@@ -361,5 +366,14 @@ mod tests {
         assert!(Scopes::parse(vec!["contacts:read".into(), "*".into()]).is_ok());
         assert_eq!(Scopes::parse(vec!["contact:read".into()]), Err("contact:read".into()));
         assert!(Scopes::parse(vec!["contacts:admin".into()]).is_err());
+    }
+
+    /// The scopes the API documents as grantable are the ones a key can be given.
+    #[test]
+    fn every_listed_scope_parses() {
+        let options = Scopes::options();
+        assert_eq!(options.len(), 1 + 2 * SCOPE_RESOURCES.len());
+        assert!(options.iter().all(|o| Scopes::parse(vec![o.clone()]).is_ok()), "{options:?}");
+        assert!(options.contains(&"*".to_owned()) && options.contains(&"keys:write".to_owned()));
     }
 }

@@ -1,7 +1,10 @@
 //! Automations: `/automations` and `/automations/{id}/runs` (spec, "Automation"; decisions §12).
 
 use crm_app::{automations::AutomationPatch, Scope};
-use crm_domain::rule::{Automation, AutomationDraft, AutomationRun};
+use crm_domain::{
+    automation::{ActionType, ConditionOp},
+    rule::{Automation, AutomationDraft, AutomationRun},
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -10,8 +13,16 @@ use super::{deleted_body, deleted_schema, handler, list_body, list_schema};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
-    schema::schema_of,
+    schema::{schema_of, string_enum},
 };
+
+fn condition_ops(schema: &mut schemars::Schema) {
+    string_enum(schema, &ConditionOp::ALL.map(|o| o.as_str()));
+}
+
+fn action_types(schema: &mut schemars::Schema) {
+    string_enum(schema, &ActionType::ALL.map(|t| t.as_str()));
+}
 
 /// A condition: `{field, op, value?}`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -21,6 +32,7 @@ pub struct ConditionIn {
     /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
     field: String,
     /// One of eq, neq, in, nin, exists, empty, contains, gt, lt, gte, lte.
+    #[schemars(transform = condition_ops)]
     op: String,
     /// Omitted for `exists` and `empty`; an array for `in` and `nin`; a number or date for the
     /// orderings.
@@ -34,6 +46,7 @@ pub struct ConditionIn {
 pub struct ActionIn {
     /// create_activity, set_field, move_deal_stage or send_email.
     #[serde(rename = "type")]
+    #[schemars(transform = action_types)]
     action_type: String,
     /// create_activity: a registered `activity.type` value.
     activity_type: Option<String>,

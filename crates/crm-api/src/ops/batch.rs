@@ -13,16 +13,30 @@ use super::{contacts::{ContactCreate, ContactUpdate}, deals, handler};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, Reply},
-    schema::schema_of,
+    schema::{schema_of, string_enum},
     Api, ErrorCode, Problem,
 };
+
+/// What a batch operation may do, and to which records.
+const BATCH_OPS: [&str; 3] = ["create", "update", "delete"];
+const BATCH_OBJECTS: [&str; 2] = ["contact", "deal"];
+
+fn batch_ops(schema: &mut schemars::Schema) {
+    string_enum(schema, &BATCH_OPS);
+}
+
+fn batch_objects(schema: &mut schemars::Schema) {
+    string_enum(schema, &BATCH_OBJECTS);
+}
 
 /// One write.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct BatchOperation {
     /// `create`, `update` or `delete`.
+    #[schemars(transform = batch_ops)]
     pub op: String,
     /// `contact` or `deal`.
+    #[schemars(transform = batch_objects)]
     pub object: String,
     /// The record's id, for update and delete.
     pub id: Option<String>,
@@ -58,12 +72,12 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
         (_, "contact" | "deal") => {
             return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` is not a batch op", o.op))
                 .with("field", "op")
-                .with("valid_options", vec!["create", "update", "delete"]))
+                .with("valid_options", BATCH_OPS.to_vec()))
         }
         _ => {
             return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` cannot be written in a batch", o.object))
                 .with("field", "object")
-                .with("valid_options", vec!["contact", "deal"]))
+                .with("valid_options", BATCH_OBJECTS.to_vec()))
         }
     })
 }

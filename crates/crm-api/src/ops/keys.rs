@@ -10,9 +10,14 @@ use super::{handler, list_body, list_schema};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
-    schema::schema_of,
+    schema::{items_enum, schema_of},
     Problem,
 };
+
+/// `*` and every `<resource>:read` and `<resource>:write`.
+fn scope_names(schema: &mut schemars::Schema) {
+    items_enum(schema, &crm_app::Scopes::options());
+}
 
 /// A key to create, in the mode of the calling key.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,7 +29,7 @@ pub struct KeyCreate {
     /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
     /// webhooks, connections, templates, settings, usage, events, emails, keys. Only scopes the
     /// calling key holds itself can be granted.
-    #[schemars(required)]
+    #[schemars(required, transform = scope_names)]
     pub scopes: Option<Vec<String>>,
 }
 

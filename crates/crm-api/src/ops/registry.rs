@@ -15,26 +15,19 @@ use super::handler;
 use crate::{
     body,
     catalog::{Hints, Method, Operation, Reply},
-    schema::schema_of,
+    schema::{schema_of, string_enum},
     Problem,
 };
 
 /// Registry creates are idempotent: repeating one changes nothing (decisions §17).
 const REGISTER: Hints = Hints { read_only: false, destructive: false, idempotent: true };
 
-/// Narrows a string field's schema to the names `values` (absent stays allowed where the field
-/// is optional).
-fn names(schema: &mut Schema, values: Vec<&'static str>) {
-    schema.insert("type".into(), "string".into());
-    schema.insert("enum".into(), values.into());
-}
-
 fn object_names(schema: &mut Schema) {
-    names(schema, ObjectKind::ALL.iter().map(|o| o.as_str()).collect());
+    string_enum(schema, &ObjectKind::ALL.map(|o| o.as_str()));
 }
 
 fn data_type_names(schema: &mut Schema) {
-    names(schema, DataType::ALL.iter().map(|t| t.as_str()).collect());
+    string_enum(schema, &DataType::ALL.map(|t| t.as_str()));
 }
 
 /// A custom field to register.

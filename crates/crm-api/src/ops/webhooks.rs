@@ -15,14 +15,12 @@ use super::{deleted_body, deleted_schema, handler, if_match, list_body, list_sch
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
-    schema::{schema_of, PatchField},
+    schema::{items_enum, schema_of, PatchField},
 };
 
 /// The names `events` takes, from the domain's list: `*` or an event type.
 fn event_names(schema: &mut schemars::Schema) {
-    if let Some(items) = schema.get_mut("items").and_then(Value::as_object_mut) {
-        items.insert("enum".into(), Subscription::valid_options().into());
-    }
+    items_enum(schema, &Subscription::valid_options());
 }
 
 /// A webhook to register.
