@@ -281,7 +281,8 @@ impl App {
             return Ok(0);
         }
         let connection = tx.email_connection(tenant).await?;
-        let registry = tx.load_registry(tenant, ObjectKind::Activity).await?;
+        // Cached, as for any activity create: a statement less per tenant in every round.
+        let registry = self.registry(tx, tenant, ObjectKind::Activity).await?;
         let now = self.clock.now();
         let mut emails = Vec::with_capacity(drafts.len());
         let mut activities = Vec::with_capacity(drafts.len());
