@@ -31,14 +31,18 @@ pub fn schema_of<T: JsonSchema>() -> Value {
 /// out: that is the object's `required` list, not this schema).
 pub(crate) fn string_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
     schema.insert("type".into(), "string".into());
-    schema.insert("enum".into(), values.iter().map(|v| Value::from(v.as_ref())).collect::<Vec<_>>().into());
+    schema.insert("enum".into(), enum_of(values));
 }
 
 /// [`string_enum`] for the items of an array field.
 pub(crate) fn items_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
     if let Some(items) = schema.get_mut("items").and_then(Value::as_object_mut) {
-        items.insert("enum".into(), values.iter().map(|v| Value::from(v.as_ref())).collect::<Vec<_>>().into());
+        items.insert("enum".into(), enum_of(values));
     }
+}
+
+fn enum_of<S: AsRef<str>>(values: &[S]) -> Value {
+    values.iter().map(|v| Value::from(v.as_ref())).collect()
 }
 
 /// The fields a body of type `T` may carry, generated from its schema once per process: a
