@@ -10,12 +10,11 @@ use crm_domain::{
     sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
     Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
 };
-use serde_json::Value;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
 use crate::{
     rows::{self, corrupt, get, json_value},
-    tx::{slice_clause, tenant_query, tenant_where},
+    tx::{json_text, slice_clause, tenant_query, tenant_where},
     PostgresTx,
 };
 
@@ -340,56 +339,57 @@ impl SequenceRepo for PostgresTx {
     }
 
     async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
-        // Chunks keep each statement under the backend's limit of bound parameters.
-        for chunk in emails.chunks(1000) {
-            let mut qb = QueryBuilder::<Postgres>::new(
-                "INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id,
-                 attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at) ",
-            );
-            qb.push_values(chunk, |mut b, e| {
-                b.push_bind(tenant.workspace_id.as_str())
-                    .push_bind(tenant.mode.as_str())
-                    .push_bind(e.id.as_str())
-                    .push_bind(e.to.as_str())
-                    .push_bind(e.from.as_str())
-                    .push_bind(e.subject.as_str())
-                    .push_bind(e.html.as_str())
-                    .push_bind(e.text.as_str())
-                    .push_bind(e.status.as_str())
-                    .push_bind(e.error.as_deref())
-                    .push_bind(e.source.snapshot().to_string())
-                    .push_bind(e.contact_id.as_ref().map(ContactId::as_str))
-                    .push_bind(e.deal_id.as_ref().map(DealId::as_str))
-                    .push_bind(e.attempts as i32)
-                    .push_bind(e.next_attempt_at.map(Timestamp::millis))
-                    .push_bind(None::<i64>)
-                    .push_bind(e.provider_message_id.as_deref())
-                    .push_bind(e.created_at.millis())
-                    .push_bind(e.sent_at.map(Timestamp::millis));
-            });
-            self.execute(qb.build()).await?;
-        }
-        for chunk in activities.chunks(1000) {
-            let mut qb = QueryBuilder::<Postgres>::new(
-                "INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at, version, created_at) ",
-            );
-            qb.push_values(chunk, |mut b, a| {
-                b.push_bind(tenant.workspace_id.as_str())
-                    .push_bind(tenant.mode.as_str())
-                    .push_bind(a.id.as_str())
-                    .push_bind(a.activity_type.as_str())
-                    .push_bind(a.contact_id.as_ref().map(ContactId::as_str))
-                    .push_bind(a.deal_id.as_ref().map(DealId::as_str))
-                    .push_bind(a.body.as_deref())
-                    .push_bind(a.occurred_at.millis())
-                    .push_bind(Value::Object(a.custom_fields.clone()).to_string())
-                    .push_unseparated("::jsonb")
-                    .push_bind(a.updated_at.millis())
-                    .push_bind(a.version)
-                    .push_bind(a.created_at.millis());
-            });
-            self.execute(qb.build()).await?;
-        }
+        // One statement for both tables, over arrays: its text and plan are the same for any
+        // number of rows (see `set_states`), and the activities ride in the emails' round trip.
+        let email_col = |f: fn(&EmailMessage) -> Option<&str>| emails.iter().map(f).collect::<Vec<_>>();
+        let activity_col = |f: fn(&Activity) -> Option<&str>| activities.iter().map(f).collect::<Vec<_>>();
+        let q = tenant_query(
+            "WITH sent AS (
+                 INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id,
+                                     deal_id, attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at)
+                 SELECT $1, $2, v.id, v.to_addr, v.from_addr, v.subject, v.html, v.text, v.status, v.error, v.source, v.contact_id,
+                        v.deal_id, v.attempts, v.next_attempt_at, NULL, v.provider_message_id, v.created_at, v.sent_at
+                 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                             $11::text[], $12::text[], $13::text[], $14::int4[], $15::int8[], $16::text[], $17::int8[], $18::int8[])
+                      AS v(id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id, attempts,
+                           next_attempt_at, provider_message_id, created_at, sent_at)
+             )
+             INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at,
+                                     version, created_at)
+             SELECT $1, $2, a.id, a.type, a.contact_id, a.deal_id, a.body, a.occurred_at, a.custom_fields::jsonb, a.updated_at,
+                    a.version, a.created_at
+             FROM unnest($19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::int8[], $25::text[], $26::int8[],
+                         $27::int8[], $28::int8[])
+                  AS a(id, type, contact_id, deal_id, body, occurred_at, custom_fields, updated_at, version, created_at)",
+            tenant,
+        )
+        .bind(emails.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.to.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.from.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.subject.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.html.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.text.as_str()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.status.as_str()).collect::<Vec<_>>())
+        .bind(email_col(|e| e.error.as_deref()))
+        .bind(emails.iter().map(|e| e.source.snapshot().to_string()).collect::<Vec<_>>())
+        .bind(email_col(|e| e.contact_id.as_ref().map(ContactId::as_str)))
+        .bind(email_col(|e| e.deal_id.as_ref().map(DealId::as_str)))
+        .bind(emails.iter().map(|e| e.attempts as i32).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.next_attempt_at.map(Timestamp::millis)).collect::<Vec<_>>())
+        .bind(email_col(|e| e.provider_message_id.as_deref()))
+        .bind(emails.iter().map(|e| e.created_at.millis()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| e.sent_at.map(Timestamp::millis)).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| a.id.as_str()).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| a.activity_type.as_str()).collect::<Vec<_>>())
+        .bind(activity_col(|a| a.contact_id.as_ref().map(ContactId::as_str)))
+        .bind(activity_col(|a| a.deal_id.as_ref().map(DealId::as_str)))
+        .bind(activity_col(|a| a.body.as_deref()))
+        .bind(activities.iter().map(|a| a.occurred_at.millis()).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| json_text(&a.custom_fields)).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| a.updated_at.millis()).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| a.version).collect::<Vec<_>>())
+        .bind(activities.iter().map(|a| a.created_at.millis()).collect::<Vec<_>>());
+        self.execute(q).await?;
         Ok(())
     }
 
