@@ -8,7 +8,7 @@ use crm_app::{
     Store, StoreError,
 };
 use crm_domain::{
-    CompanyId, DataType, Email, Event, EventId, EventType, FieldDef, Mode, ObjectKind, ObjectType, Plan, Timestamp,
+    CompanyId, Contact, ContactId, DataType, Email, Event, EventId, EventType, FieldDef, Mode, ObjectKind, ObjectType, Plan, Timestamp,
 };
 use serde_json::json;
 
@@ -954,6 +954,47 @@ pub async fn substring_search_matches_short_and_long_needles(store: Arc<dyn Stor
     assert_eq!(tx.list_contacts(&t, &ContactFilter { q: Some("brewster".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
     assert_eq!(tx.list_companies(&t, &CompanyFilter { q: Some("rocket".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
     assert_eq!(tx.list_companies(&t, &CompanyFilter { q: Some("io".into()), ..Default::default() }, &all()).await.unwrap().len(), 1);
+}
+
+/// A search whose matches lie beyond the tenant's newest thousand rows, where the Postgres store
+/// turns from walking the newest rows to the trigram index: every match comes back once, newest
+/// first, across pages.
+pub async fn a_search_finds_matches_among_old_rows_newest_first_across_pages(store: Arc<dyn Store>) {
+    let (_, t) = setup(&store).await;
+    let rows: Vec<Contact> = (0..1_100)
+        .map(|i| {
+            let mut c = contact(None);
+            c.first_name = Some(format!("Filler {i}"));
+            c.last_name = Some(if [10, 20, 50, 99, 100, 1_090].contains(&i) { "Needleman".into() } else { "Row".into() });
+            if i == 20 {
+                c.deleted_at = Some(c.updated_at);
+            }
+            c
+        })
+        .collect();
+    let mut tx = store.begin_write().await.unwrap();
+    let refs: Vec<&Contact> = rows.iter().collect();
+    assert_eq!(tx.insert_contacts(&t, &refs).await.unwrap().len(), rows.len());
+    tx.commit().await.unwrap();
+    let id = |i: usize| rows[i].id.clone();
+    let needle = ContactFilter { q: Some("needle".into()), ..Default::default() };
+    let mut tx = store.begin_read().await.unwrap();
+    let mut find = async |filter: &ContactFilter, before: Option<usize>, limit: u32| -> Vec<ContactId> {
+        let slice = Slice { before: before.map(|i| id(i).to_string()), limit };
+        tx.list_contacts(&t, filter, &slice).await.unwrap().into_iter().map(|c| c.id).collect()
+    };
+    // The newest thousand rows are 100 to 1,099; 99 is the newest row older than them.
+    assert_eq!(find(&needle, None, 10).await, vec![id(1_090), id(100), id(99), id(50), id(10)]);
+    assert_eq!(find(&needle, None, 2).await, vec![id(1_090), id(100)]);
+    assert_eq!(find(&needle, None, 3).await, vec![id(1_090), id(100), id(99)]);
+    assert_eq!(find(&needle, Some(1_090), 10).await, vec![id(100), id(99), id(50), id(10)]);
+    assert_eq!(find(&needle, Some(100), 1).await, vec![id(99)]);
+    assert_eq!(find(&needle, Some(50), 10).await, vec![id(10)]);
+    assert_eq!(find(&needle, Some(10), 10).await, vec![]);
+    let with_deleted = ContactFilter { include_deleted: true, ..needle.clone() };
+    assert_eq!(find(&with_deleted, None, 10).await, vec![id(1_090), id(100), id(99), id(50), id(20), id(10)]);
+    let common = ContactFilter { q: Some("row".into()), ..Default::default() };
+    assert_eq!(find(&common, None, 3).await, vec![id(1_099), id(1_098), id(1_097)]);
 }
 
 pub async fn savepoints_undo_part_of_a_transaction(store: Arc<dyn Store>) {

@@ -60,6 +60,7 @@ macro_rules! conformance_suite {
             deal_updates_check_the_version_and_stage_moves_keep_types,
             activities_list_newest_first_by_occurrence,
             substring_search_matches_short_and_long_needles,
+            a_search_finds_matches_among_old_rows_newest_first_across_pages,
             savepoints_undo_part_of_a_transaction,
             custom_fields_register_once_in_order_per_object,
             object_types_register_once_in_order,

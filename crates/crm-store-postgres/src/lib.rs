@@ -11,7 +11,7 @@
 //! any failed statement, while the port promises that `Duplicate` leaves it usable; so
 //! uniqueness is checked with `ON CONFLICT DO NOTHING`, or inside a savepoint where that cannot
 //! work, and the port's savepoints are real ones. Reads take a plain pooled connection with no
-//! `BEGIN`. Text search goes through trigram indexes (`search_filter`). This crate knows SQL and
+//! `BEGIN`. Text search reads the newest rows, then trigram indexes (`search_page`). This crate knows SQL and
 //! sqlx, and no HTTP and no business rule beyond what the port's contracts say.
 
 mod automations;

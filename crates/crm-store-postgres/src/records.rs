@@ -12,7 +12,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use crate::{
     rows::{self, get},
-    tx::{json_text, planned_per_needle, search_filter, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{json_text, search_filter, search_page, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
 };
 
 /// How often a statement is repeated when a concurrent transaction changed the default
@@ -264,28 +264,37 @@ impl DealRepo for PostgresTx {
     }
 
     async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError> {
+        if filter.q.is_some() {
+            let table = ("deals", rows::DEAL_COLUMNS);
+            return search_page(self, tenant, table, slice, &|qb| deal_conditions(qb, filter), rows::deal, |d| d.id.as_str()).await;
+        }
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
         tenant_where(&mut qb, tenant);
-        if !filter.include_deleted {
-            qb.push(" AND deleted_at IS NULL");
-        }
-        if let Some(p) = &filter.pipeline_id {
-            qb.push(" AND pipeline_id = ").push_bind(p.as_str());
-        }
-        if let Some(s) = &filter.stage {
-            qb.push(" AND stage = ").push_bind(s.as_str());
-        }
-        if let Some(c) = &filter.company_id {
-            qb.push(" AND company_id = ").push_bind(c.as_str());
-        }
-        if let Some(c) = &filter.primary_contact_id {
-            qb.push(" AND primary_contact_id = ").push_bind(c.as_str());
-        }
-        if let Some(q) = &filter.q {
-            search_filter(&mut qb, q);
-        }
+        deal_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::deal).await
+        self.all(qb.build(), rows::deal).await
+    }
+}
+
+/// A deal list's conditions, as ` AND ...` clauses.
+fn deal_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a DealFilter) {
+    if !filter.include_deleted {
+        qb.push(" AND deleted_at IS NULL");
+    }
+    if let Some(p) = &filter.pipeline_id {
+        qb.push(" AND pipeline_id = ").push_bind(p.as_str());
+    }
+    if let Some(s) = &filter.stage {
+        qb.push(" AND stage = ").push_bind(s.as_str());
+    }
+    if let Some(c) = &filter.company_id {
+        qb.push(" AND company_id = ").push_bind(c.as_str());
+    }
+    if let Some(c) = &filter.primary_contact_id {
+        qb.push(" AND primary_contact_id = ").push_bind(c.as_str());
+    }
+    if let Some(q) = &filter.q {
+        search_filter(qb, q);
     }
 }
 

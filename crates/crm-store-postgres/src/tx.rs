@@ -254,6 +254,68 @@ pub(crate) fn planned_per_needle<'q>(qb: &'q mut QueryBuilder<'_, Postgres>, sea
     qb.build().persistent(!searches_text)
 }
 
+/// How many of a tenant's newest rows a text search reads per row of its page before it asks
+/// the trigram index for the rest: a needle in one row of 40 or more fills its page there.
+const SEARCH_WINDOW_PER_ROW: u32 = 40;
+
+/// A text search's page, in a plan that does not rest on the planner's guess of how common the
+/// needle is. Left to the planner, one statement walks the primary key newest first when it
+/// takes the needle for a common one, and reads the needle's trigram matches and sorts them when
+/// it takes it for a rare one; statistics from a sample misjudge some needles either way, and at
+/// 1,000,000 contacts either mistake cost a search over a second (docs/performance.md). Here:
+/// 1. the tenant's newest `window` rows (from the cursor on), walked by primary key, are
+///    filtered: a page of a common needle ends there;
+/// 2. if the page is not full, the rows older than that window are searched through the trigram
+///    index in a materialized CTE (no order or limit inside, so no walk to prefer), sorted, and
+///    cut to the rest of the page. Only a needle rare among the newest rows gets here, and then
+///    its matches are few in all but unusual data.
+///
+/// `filters` pushes the list's conditions, the text search among them, as ` AND ...` clauses
+/// over `table`'s unqualified columns.
+pub(crate) async fn search_page<'a, T>(
+    tx: &mut PostgresTx,
+    tenant: &'a Tenant,
+    (table, columns): (&str, &str),
+    slice: &'a Slice,
+    filters: &(dyn Fn(&mut QueryBuilder<'a, Postgres>) + Sync),
+    map: fn(&PgRow) -> Result<T, StoreError>,
+    id_of: fn(&T) -> &str,
+) -> Result<Vec<T>, StoreError> {
+    let window = slice.limit.max(25) * SEARCH_WINDOW_PER_ROW;
+    let newest = |qb: &mut QueryBuilder<'a, Postgres>| {
+        tenant_where(qb, tenant);
+        if let Some(before) = &slice.before {
+            qb.push(" AND id < ").push_bind(before.as_str());
+        }
+    };
+    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {columns} FROM (SELECT * FROM {table}"));
+    newest(&mut qb);
+    qb.push(format!(" ORDER BY id DESC LIMIT {window}) r WHERE TRUE"));
+    filters(&mut qb);
+    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+    let mut page = tx.all(planned_per_needle(&mut qb, true), map).await?;
+    if page.len() >= slice.limit as usize {
+        return Ok(page);
+    }
+    let mut qb = QueryBuilder::<Postgres>::new(format!("WITH hits AS MATERIALIZED (SELECT {columns} FROM {table}"));
+    tenant_where(&mut qb, tenant);
+    filters(&mut qb);
+    // Older than the window: the window's last row, read again (a tenant with fewer rows has
+    // none, and then nothing is older) ...
+    qb.push(format!(" AND id < (SELECT id FROM {table}"));
+    newest(&mut qb);
+    qb.push(format!(" ORDER BY id DESC OFFSET {} LIMIT 1)", window - 1));
+    // ... and than the page so far: rows created since the first statement move the window,
+    // and a row it returned must not come again.
+    let oldest = page.last().map(|row| id_of(row).to_owned());
+    if let Some(oldest) = oldest {
+        qb.push(" AND id < ").push_bind(oldest);
+    }
+    qb.push(") SELECT * FROM hits ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit) - page.len() as i64);
+    page.extend(tx.all(planned_per_needle(&mut qb, true), map).await?);
+    Ok(page)
+}
+
 pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Postgres>, slice: &'a Slice) {
     slice_clause_on(qb, "id", slice);
 }
@@ -595,6 +657,10 @@ impl ContactRepo for PostgresTx {
     }
 
     async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
+        if filter.custom_fields.is_empty() && filter.q.is_some() {
+            let table = ("contacts", rows::CONTACT_COLUMNS);
+            return search_page(self, tenant, table, slice, &|qb| contact_conditions(qb, filter), rows::contact, |c| c.id.as_str()).await;
+        }
         let (mut qb, id_column) = match filter.custom_fields.split_first() {
             None => {
                 let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
@@ -628,23 +694,28 @@ impl ContactRepo for PostgresTx {
                 (qb, "v.contact_id")
             }
         };
-        if !filter.include_deleted {
-            qb.push(" AND deleted_at IS NULL");
-        }
-        if let Some(email) = &filter.email {
-            qb.push(" AND email = ").push_bind(email.as_str());
-        }
-        if let Some(company) = &filter.company_id {
-            qb.push(" AND company_id = ").push_bind(company.as_str());
-        }
-        if let Some(t) = &filter.contact_type {
-            qb.push(" AND type = ").push_bind(t.as_str());
-        }
-        if let Some(q) = &filter.q {
-            search_filter(&mut qb, q);
-        }
+        contact_conditions(&mut qb, filter);
         slice_clause_on(&mut qb, id_column, slice);
         self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::contact).await
+    }
+}
+
+/// A contact list's conditions but the custom fields', as ` AND ...` clauses.
+fn contact_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a ContactFilter) {
+    if !filter.include_deleted {
+        qb.push(" AND deleted_at IS NULL");
+    }
+    if let Some(email) = &filter.email {
+        qb.push(" AND email = ").push_bind(email.as_str());
+    }
+    if let Some(company) = &filter.company_id {
+        qb.push(" AND company_id = ").push_bind(company.as_str());
+    }
+    if let Some(t) = &filter.contact_type {
+        qb.push(" AND type = ").push_bind(t.as_str());
+    }
+    if let Some(q) = &filter.q {
+        search_filter(qb, q);
     }
 }
 
@@ -713,19 +784,28 @@ impl CompanyRepo for PostgresTx {
     }
 
     async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
+        if filter.q.is_some() {
+            let table = ("companies", rows::COMPANY_COLUMNS);
+            return search_page(self, tenant, table, slice, &|qb| company_conditions(qb, filter), rows::company, |c| c.id.as_str()).await;
+        }
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
         tenant_where(&mut qb, tenant);
-        if !filter.include_deleted {
-            qb.push(" AND deleted_at IS NULL");
-        }
-        if let Some(domain) = &filter.domain {
-            qb.push(" AND domain = ").push_bind(domain.to_lowercase());
-        }
-        if let Some(q) = &filter.q {
-            search_filter(&mut qb, q);
-        }
+        company_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::company).await
+        self.all(qb.build(), rows::company).await
+    }
+}
+
+/// A company list's conditions, as ` AND ...` clauses.
+fn company_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a CompanyFilter) {
+    if !filter.include_deleted {
+        qb.push(" AND deleted_at IS NULL");
+    }
+    if let Some(domain) = &filter.domain {
+        qb.push(" AND domain = ").push_bind(domain.to_lowercase());
+    }
+    if let Some(q) = &filter.q {
+        search_filter(qb, q);
     }
 }
 
