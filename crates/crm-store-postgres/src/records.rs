@@ -12,7 +12,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use crate::{
     rows::{self, get},
-    tx::{json_text, search_filter, search_page, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{json_text, planned_per_needle, search_filter, search_page, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
 };
 
 /// How often a statement is repeated when a concurrent transaction changed the default
@@ -264,7 +264,8 @@ impl DealRepo for PostgresTx {
     }
 
     async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError> {
-        if filter.q.is_some() {
+        let indexed_filter = filter.pipeline_id.is_some() || filter.stage.is_some() || filter.company_id.is_some() || filter.primary_contact_id.is_some();
+        if filter.q.is_some() && !indexed_filter {
             let table = ("deals", rows::DEAL_COLUMNS);
             return search_page(self, tenant, table, slice, &|qb| deal_conditions(qb, filter), rows::deal, |d| d.id.as_str()).await;
         }
@@ -272,7 +273,7 @@ impl DealRepo for PostgresTx {
         tenant_where(&mut qb, tenant);
         deal_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(qb.build(), rows::deal).await
+        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::deal).await
     }
 }
 

@@ -258,20 +258,27 @@ pub(crate) fn planned_per_needle<'q>(qb: &'q mut QueryBuilder<'_, Postgres>, sea
 /// the trigram index for the rest: a needle in one row of 40 or more fills its page there.
 const SEARCH_WINDOW_PER_ROW: u32 = 40;
 
-/// A text search's page, in a plan that does not rest on the planner's guess of how common the
-/// needle is. Left to the planner, one statement walks the primary key newest first when it
-/// takes the needle for a common one, and reads the needle's trigram matches and sorts them when
-/// it takes it for a rare one; statistics from a sample misjudge some needles either way, and at
-/// 1,000,000 contacts either mistake cost a search over a second (docs/performance.md). Here:
+/// How many of the older rows' trigram matches a text search reads, per row of its window,
+/// before it takes the needle for a common one after all.
+const SEARCH_MATCHES_PER_WINDOW_ROW: u32 = 5;
+
+/// A text search's page, in plans that rest as little as they can on the planner's guess of how
+/// common the needle is. Left to the planner, one statement walks the primary key newest first
+/// when it takes the needle for a common one, and reads the needle's trigram matches and sorts
+/// them when it takes it for a rare one; that guess comes from a sample, and at 1,000,000
+/// contacts a rare needle taken for a common one cost a search over a second
+/// (docs/performance.md). Here:
 /// 1. the tenant's newest `window` rows (from the cursor on), walked by primary key, are
-///    filtered: a page of a common needle ends there;
-/// 2. if the page is not full, the rows older than that window are searched through the trigram
-///    index in a materialized CTE (no order or limit inside, so no walk to prefer), sorted, and
-///    cut to the rest of the page. Only a needle rare among the newest rows gets here, and then
-///    its matches are few in all but unusual data.
+///    filtered: a page of a needle common among them ends there, whatever the statistics say;
+/// 2. if the page is not full, up to `5 × window` matches among the older rows are read into a
+///    materialized CTE (no order inside: the trigram index, unless the planner takes the needle
+///    for one in about 30 rows or more), sorted and cut to the rest of the page;
+/// 3. only if that cap was reached (a needle common among the older rows but rare among the
+///    newest, such as an old import's domain) does the planner's own statement read the rest.
 ///
 /// `filters` pushes the list's conditions, the text search among them, as ` AND ...` clauses
-/// over `table`'s unqualified columns.
+/// over `table`'s unqualified columns. Lists filtered by an indexed column as well keep one
+/// statement: that column's index serves them better than the newest rows.
 pub(crate) async fn search_page<'a, T>(
     tx: &mut PostgresTx,
     tenant: &'a Tenant,
@@ -282,6 +289,7 @@ pub(crate) async fn search_page<'a, T>(
     id_of: fn(&T) -> &str,
 ) -> Result<Vec<T>, StoreError> {
     let window = slice.limit.max(25) * SEARCH_WINDOW_PER_ROW;
+    let cap = window * SEARCH_MATCHES_PER_WINDOW_ROW;
     let newest = |qb: &mut QueryBuilder<'a, Postgres>| {
         tenant_where(qb, tenant);
         if let Some(before) = &slice.before {
@@ -297,21 +305,33 @@ pub(crate) async fn search_page<'a, T>(
     if page.len() >= slice.limit as usize {
         return Ok(page);
     }
-    let mut qb = QueryBuilder::<Postgres>::new(format!("WITH hits AS MATERIALIZED (SELECT {columns} FROM {table}"));
-    tenant_where(&mut qb, tenant);
-    filters(&mut qb);
-    // Older than the window: the window's last row, read again (a tenant with fewer rows has
-    // none, and then nothing is older) ...
-    qb.push(format!(" AND id < (SELECT id FROM {table}"));
-    newest(&mut qb);
-    qb.push(format!(" ORDER BY id DESC OFFSET {} LIMIT 1)", window - 1));
-    // ... and than the page so far: rows created since the first statement move the window,
-    // and a row it returned must not come again.
+    // The rows older than the window: older than its last row, read again (a tenant with fewer
+    // rows has none, and then nothing is older), and than the page so far (rows created since
+    // the first statement move the window, and a row it returned must not come again).
     let oldest = page.last().map(|row| id_of(row).to_owned());
-    if let Some(oldest) = oldest {
-        qb.push(" AND id < ").push_bind(oldest);
+    let older = |qb: &mut QueryBuilder<'a, Postgres>| {
+        tenant_where(qb, tenant);
+        filters(qb);
+        qb.push(format!(" AND id < (SELECT id FROM {table}"));
+        newest(qb);
+        qb.push(format!(" ORDER BY id DESC OFFSET {} LIMIT 1)", window - 1));
+        if let Some(oldest) = oldest.clone() {
+            qb.push(" AND id < ").push_bind(oldest);
+        }
+    };
+    let rest = i64::from(slice.limit) - page.len() as i64;
+    let mut qb = QueryBuilder::<Postgres>::new(format!("WITH hits AS MATERIALIZED (SELECT {columns} FROM {table}"));
+    older(&mut qb);
+    qb.push(format!(" LIMIT {cap}) SELECT *, (SELECT count(*) FROM hits) AS found FROM hits ORDER BY id DESC LIMIT "));
+    qb.push_bind(rest);
+    let hits = tx.all(planned_per_needle(&mut qb, true), |row| Ok((map(row)?, rows::get::<i64>(row, "found")?))).await?;
+    if hits.first().is_none_or(|(_, found)| *found < i64::from(cap)) {
+        page.extend(hits.into_iter().map(|(row, _)| row));
+        return Ok(page);
     }
-    qb.push(") SELECT * FROM hits ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit) - page.len() as i64);
+    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {columns} FROM {table}"));
+    older(&mut qb);
+    qb.push(" ORDER BY id DESC LIMIT ").push_bind(rest);
     page.extend(tx.all(planned_per_needle(&mut qb, true), map).await?);
     Ok(page)
 }
@@ -657,7 +677,8 @@ impl ContactRepo for PostgresTx {
     }
 
     async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
-        if filter.custom_fields.is_empty() && filter.q.is_some() {
+        let indexed_filter = filter.email.is_some() || filter.company_id.is_some() || filter.contact_type.is_some();
+        if filter.custom_fields.is_empty() && !indexed_filter && filter.q.is_some() {
             let table = ("contacts", rows::CONTACT_COLUMNS);
             return search_page(self, tenant, table, slice, &|qb| contact_conditions(qb, filter), rows::contact, |c| c.id.as_str()).await;
         }
@@ -784,7 +805,7 @@ impl CompanyRepo for PostgresTx {
     }
 
     async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
-        if filter.q.is_some() {
+        if filter.q.is_some() && filter.domain.is_none() {
             let table = ("companies", rows::COMPANY_COLUMNS);
             return search_page(self, tenant, table, slice, &|qb| company_conditions(qb, filter), rows::company, |c| c.id.as_str()).await;
         }
@@ -792,7 +813,7 @@ impl CompanyRepo for PostgresTx {
         tenant_where(&mut qb, tenant);
         company_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(qb.build(), rows::company).await
+        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::company).await
     }
 }
 
