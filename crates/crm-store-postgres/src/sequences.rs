@@ -340,7 +340,7 @@ impl SequenceRepo for PostgresTx {
 
     async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
         // One statement for both tables, over arrays: its text and plan are the same for any
-        // number of rows (see `set_states`), and the activities ride in the emails' round trip.
+        // number of rows, and the activities ride in the emails' round trip.
         let email_col = |f: fn(&EmailMessage) -> Option<&str>| emails.iter().map(f).collect::<Vec<_>>();
         let activity_col = |f: fn(&Activity) -> Option<&str>| activities.iter().map(f).collect::<Vec<_>>();
         let q = tenant_query(
