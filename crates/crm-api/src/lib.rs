@@ -117,7 +117,7 @@ impl Api {
         }
         match idempotency_key {
             // Boxed: inline, the claim, replay and store steps made every call's future a
-            // kilobyte larger, to be set up and moved on each request (docs/performance.md).
+            // kilobyte larger, to be set up and moved on each request (docs/performance-history.md).
             Some(key) if op.idempotency_key => Box::pin(self.dispatch_idempotent(op, caller, input, key)).await,
             _ => (op.handler)(self, caller, input).await,
         }

@@ -101,7 +101,7 @@ struct ThreadKey {
 thread_local! {
     /// Per thread, by (cache, digest): the shared map's mutex, and the reference count of a
     /// caller both worker threads clone, moved their cache lines between the cores on every
-    /// request (3 % of a cached request's CPU, `perf`, docs/performance.md). Each thread's copy
+    /// request (3 % of a cached request's CPU, `perf`, docs/performance-history.md). Each thread's copy
     /// has its own [`crate::Caller`] allocation.
     static THREAD_KEYS: RefCell<HashMap<(u64, KeyDigest), ThreadKey>> = RefCell::new(HashMap::default());
 }

@@ -117,7 +117,7 @@ thread_local! {
     /// Per thread, by tenant: the entry this thread last counted in, with its meter's id and
     /// period start. Finding it in the shared map took a mutex both worker threads contend for
     /// and a reference count they share, whose cache lines then moved between the cores on every
-    /// request (docs/performance.md); [`Meter::count_here`] needs neither.
+    /// request (docs/performance-history.md); [`Meter::count_here`] needs neither.
     static THREAD_ENTRIES: RefCell<HashMap<Tenant, (u64, Timestamp, SharedEntry)>> = RefCell::new(HashMap::default());
 }
 

@@ -6,7 +6,7 @@
 //! service, boxes its future twice, inserts `MatchedPath` and the path parameters into the
 //! request's extensions (a hash map allocated for them), and sets `Content-Length` itself. That
 //! was 2,800 of the 27,000 instructions of a cached `GET /v1/automations-capabilities`
-//! (callgrind, docs/performance.md); the lookup here is the same `matchit` tree axum uses.
+//! (callgrind, docs/performance-history.md); the lookup here is the same `matchit` tree axum uses.
 
 use std::{
     collections::BTreeMap,

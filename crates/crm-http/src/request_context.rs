@@ -5,7 +5,7 @@
 //!
 //! One hand-written service instead of tower-http's `SetRequestId`, `PropagateRequestId` and
 //! `Trace` layers plus the outer `Router` they needed: those cost 8,500 of the 26,400 instructions
-//! of a `GET /healthz` (callgrind; a bare axum hello-world is 12,200), docs/performance.md. The id
+//! of a `GET /healthz` (callgrind; a bare axum hello-world is 12,200), docs/performance-history.md. The id
 //! is not a `tracing` span field either: opening, entering, leaving and closing a span in the log
 //! subscriber cost about 2,000 instructions per request, for lines that are rarely written.
 

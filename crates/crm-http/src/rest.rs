@@ -97,7 +97,7 @@ pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: 
 ///
 /// The four usual headers are a per-thread template, cloned and then filled by position: each
 /// `HeaderMap::insert` hashes the name and probes the table, 240 instructions apiece, a tenth
-/// of what the stack itself costs on a cached request (callgrind, docs/performance.md); the
+/// of what the stack itself costs on a cached request (callgrind, docs/performance-history.md); the
 /// clone copies the map's two small arrays without hashing. The template also holds an empty
 /// `Request-Id` for [`crate::RequestContext`] to fill in place: a clone has room for exactly its
 /// own entries, and adding one more reallocated them on every response.
@@ -173,7 +173,7 @@ static RATE_HEADERS: [HeaderName; 4] = [
 /// most 60; the free and pro plans' `RateLimit-Remaining` at most 1,200): `HeaderValue::from(u64)`
 /// allocated twice per header, a fifth of the stack's own cost on a cached request, and a value
 /// made once and cloned shares its reference count between the worker threads, whose cores then
-/// pass its cache line back and forth on every request (docs/performance.md). A value of static
+/// pass its cache line back and forth on every request (docs/performance-history.md). A value of static
 /// text has no count at all.
 const SMALL_INTEGERS: u64 = 1_201;
 

@@ -301,7 +301,7 @@ impl SequenceRepo for PostgresTx {
     async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError> {
         // Through `sequence_enrollments_due` in its order, skipping rows another round holds.
         // Locking writes no row version and no index entry: a claim that leased each row cost a
-        // round 500 updates of five indexes and a commit of its own (docs/performance.md).
+        // round 500 updates of five indexes and a commit of its own (docs/performance-history.md).
         let sql = format!(
             "SELECT workspace_id, mode, {ENROLLMENT_COLUMNS} FROM sequence_enrollments
              WHERE state = 'active' AND next_send_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
