@@ -1010,6 +1010,28 @@ pub async fn a_search_finds_matches_among_old_rows_newest_first_across_pages(sto
     let old_import = ContactFilter { q: Some("legacy".into()), ..Default::default() };
     let newest_legacy: Vec<ContactId> = legacy.iter().rev().take(3).map(|c| c.id.clone()).collect();
     assert_eq!(find(&old_import, None, 3).await, newest_legacy);
+    drop(tx);
+
+    // A tenant with fewer rows than a search's window, beside this large one: its search sees
+    // only its own rows, and the large tenant's none of them.
+    let (_, small) = setup(&store).await;
+    let own: Vec<Contact> = ["Needleman", "Row", "Needleman"]
+        .into_iter()
+        .map(|last| {
+            let mut c = contact(None);
+            c.last_name = Some(last.into());
+            c
+        })
+        .collect();
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(tx.insert_contacts(&small, &own.iter().collect::<Vec<_>>()).await.unwrap().len(), 3);
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let found = |contacts: Vec<Contact>| contacts.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    let page = |limit| Slice { before: None, limit };
+    assert_eq!(found(tx.list_contacts(&small, &needle, &page(10)).await.unwrap()), vec![own[2].id.clone(), own[0].id.clone()]);
+    assert_eq!(found(tx.list_contacts(&small, &old_import, &page(10)).await.unwrap()), vec![]);
+    assert_eq!(found(tx.list_contacts(&t, &needle, &page(10)).await.unwrap()), vec![id(1_090), id(100), id(99), id(50), id(10)]);
 }
 
 pub async fn savepoints_undo_part_of_a_transaction(store: Arc<dyn Store>) {
