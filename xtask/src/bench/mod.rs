@@ -396,7 +396,8 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         // On Postgres the server gets as many connections as pgbench's clients at most, so
         // that both sides of a ratio use the database at the same concurrency (the default, 16,
         // is sized for several processes sharing one database: docs/operations.md).
-        let pg_connections = PG_MAX_CLIENTS.to_string();
+        // `CRM_BENCH_PG_CONNECTIONS` overrides it, to measure another pool size.
+        let pg_connections = std::env::var("CRM_BENCH_PG_CONNECTIONS").unwrap_or_else(|_| PG_MAX_CLIENTS.to_string());
         let server_env: &[(&str, &str)] = if sname == "postgres" { &[("CRM_DATABASE_MAX_CONNECTIONS", &pg_connections)] } else { &[] };
         let server = procs::start_server_env(bin, &api_url, &run_dir.join(format!("server-{sname}.log")), server_env)?;
         std::thread::sleep(Duration::from_secs(2));
