@@ -2,7 +2,7 @@
 //! it for free there: concurrent write transactions must not trip over each other, and a
 //! uniqueness failure must not abort the transaction it happened in; and where Postgres itself
 //! behaves differently (a failed statement aborts the transaction until a savepoint is rolled
-//! back; `lower()` is not Rust's `to_lowercase`).
+//! back; `lower()` is not Rust's `to_lowercase`; a plan follows the table's statistics).
 
 mod support;
 
@@ -477,4 +477,45 @@ async fn a_write_that_finds_its_pooled_connection_dead_at_begin_takes_another() 
     let mut tx = store.begin_write().await.expect("a write begins on a fresh connection");
     tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await.unwrap();
     tx.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_whose_capped_read_fills_up_reads_the_newest_matches_after_all() {
+    // Statistics taken before an old import say its needle is rare, so the capped read of older
+    // matches takes the trigram index and reads them in the heap's order, oldest first: its 5,000
+    // (for a page under 25) miss the newest. The search must then read the rest newest first.
+    let (url, store) = store_with_pool(2).await;
+    let (_, t) = setup(&store).await;
+    let newer: Vec<crm_domain::Contact> = (0..1_500)
+        .map(|i| {
+            let mut c = contact(None);
+            c.last_name = Some(format!("Row {i}"));
+            c
+        })
+        .collect();
+    // Ids below every generated one, in ascending order: the heap holds them oldest first.
+    let legacy: Vec<crm_domain::Contact> = (1..=5_001u128)
+        .map(|i| {
+            let mut c = contact(None);
+            c.id = crm_domain::ContactId::from_uuid(uuid::Uuid::from_u128(i));
+            c.last_name = Some("Legacy".into());
+            c
+        })
+        .collect();
+    let insert = async |rows: &[crm_domain::Contact]| {
+        let mut tx = store.begin_write().await.unwrap();
+        for chunk in rows.chunks(500) {
+            tx.insert_contacts(&t, &chunk.iter().collect::<Vec<_>>()).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+    };
+    insert(&newer).await;
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("ANALYZE contacts").execute(&mut admin).await.unwrap();
+    insert(&legacy).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let needle = ContactFilter { q: Some("legacy".into()), ..Default::default() };
+    let found = tx.list_contacts(&t, &needle, &Slice { before: None, limit: 3 }).await.unwrap();
+    let newest: Vec<_> = legacy.iter().rev().take(3).map(|c| c.id.clone()).collect();
+    assert_eq!(found.into_iter().map(|c| c.id).collect::<Vec<_>>(), newest);
 }
