@@ -90,7 +90,7 @@ crate::on_both_stores!(
 );
 
 /// A clock the test moves by hand.
-struct ManualClock(AtomicI64);
+pub(crate) struct ManualClock(AtomicI64);
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
@@ -98,7 +98,8 @@ impl Clock for ManualClock {
     }
 }
 
-async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
+/// An application on a fresh database of `backend`, with a clock the test moves.
+pub(crate) async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
     let url = crate::support::fresh_database(backend).await;
     let store: Arc<dyn crm_app::Store> = match backend {
         Backend::Sqlite => {

@@ -461,3 +461,33 @@ mod delivery {
     use super::*;
     crate::on_both_backends!(deliveries_are_signed_and_retried, dead_letter_after_six_failures_then_manual_retry);
 }
+
+/// Writing events tells the fan-out loop at once (`App::events_written`), whether the write is
+/// a create alone (one statement) or a transaction; a read does not.
+async fn writing_events_wakes_the_fan_out(backend: Backend) {
+    use crm_app::workspaces::Overrides;
+    use crm_domain::{ContactDraft, ContactPatch, Patch, Plan};
+    let (app, _) = crate::idempotency::app_on(backend).await;
+    let ws = app.create_workspace("w", Plan::Free, Overrides::default()).await.unwrap();
+    let caller = app.authenticate(Some(&format!("Bearer {}", ws.test_key))).await.unwrap();
+    let woken = || tokio::time::timeout(std::time::Duration::from_millis(50), app.events_written().notified());
+    let _ = woken().await; // whatever creating the workspace did
+    let draft = ContactDraft { first_name: Some("Ada".into()), ..Default::default() };
+    let contact = app.create_contact(&caller, draft, None).await.unwrap();
+    assert!(woken().await.is_ok(), "a create alone wakes it");
+    app.get_contact(&caller, contact.id.as_str()).await.unwrap();
+    assert!(woken().await.is_err(), "a read does not");
+    let patch = ContactPatch { first_name: Patch::Value("Grace".into()), ..Default::default() };
+    app.update_contact(&caller, contact.id.as_str(), patch, None).await.unwrap();
+    assert!(woken().await.is_ok(), "an update in a transaction wakes it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_events_wakes_the_fan_out_on_sqlite() {
+    writing_events_wakes_the_fan_out(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_events_wakes_the_fan_out_on_postgres() {
+    writing_events_wakes_the_fan_out(Backend::Postgres).await;
+}

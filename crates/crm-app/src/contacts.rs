@@ -128,7 +128,10 @@ impl App {
         };
         let event = event.into_event(tenant, None);
         match self.store.insert_contact_alone(tenant, &contact, &store_references(refs)?, &event).await {
-            Ok(()) => Ok(contact),
+            Ok(()) => {
+                self.events_written().notify_one();
+                Ok(contact)
+            }
             Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
             Err(StoreError::Duplicate) => {
                 let mut tx = self.store.begin_read().await?;

@@ -90,13 +90,32 @@ pub struct App {
     pub config: Arc<config_cache::ConfigCache>,
     /// Where contact creates are queued once the server groups them (`create_groups`).
     create_groups: Arc<create_groups::CreateGroups>,
+    /// Notified when this process writes events, so that an idle fan-out loop looks again at
+    /// once instead of after its idle wait ([`App::events_written`]).
+    events_written: Arc<tokio::sync::Notify>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
-        App { store, clock, ids, meter, outbound: None, config: Arc::new(config_cache::ConfigCache::new()), create_groups: Arc::default() }
+        App {
+            store,
+            clock,
+            ids,
+            meter,
+            outbound: None,
+            config: Arc::new(config_cache::ConfigCache::new()),
+            create_groups: Arc::default(),
+            events_written: Arc::default(),
+        }
+    }
+
+    /// Notified (one stored permit) whenever this process writes events to the outbox, possibly
+    /// before they commit: a fan-out loop that wakes on it looks again soon, not necessarily at
+    /// once. Events other processes write are found by polling.
+    pub fn events_written(&self) -> &Arc<tokio::sync::Notify> {
+        &self.events_written
     }
 
     /// The same application with rate budgets kept by `limiter` (shared by several processes)

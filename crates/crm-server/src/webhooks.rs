@@ -4,11 +4,14 @@
 //! with each other through the store (events are taken and deliveries claimed with
 //! `FOR UPDATE SKIP LOCKED` on Postgres):
 //! - the **dispatcher** turns new events into deliveries, a batch per transaction, as long as
-//!   there are more, then polls;
+//!   there are more, then polls; events this process writes wake it ([`App::events_written`]);
 //! - the **sender** claims due deliveries under a lease (as many as it has free send slots),
 //!   sends each on its own task (signed, through `crm-outbound`, connections kept alive), and
-//!   polls when nothing is due;
+//!   polls when nothing is due; deliveries the dispatcher makes wake it;
 //! - the **recorder** writes finished attempts in batches, one transaction each.
+//!
+//! An idle loop's poll grows from `CRM_WEBHOOK_POLL` to 8 times that while it finds nothing
+//! ([`Idle`]), so an idle process does not ask the database twenty times a second.
 //!
 //! A process killed mid-delivery records nothing; its claims come due again when their lease
 //! ends and another process (or this one, restarted) sends them: delivery is at least once.
@@ -21,7 +24,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use crm_app::{ports::AttemptOutcome, webhooks::Outbound, App};
 use crm_domain::{webhook::parse_duration_ms, Backoff};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 /// Webhook delivery settings.
 #[derive(Args, Debug, Clone)]
@@ -40,7 +43,8 @@ pub struct WebhookArgs {
     /// exceed the timeout; a killed process's deliveries are retried after it).
     #[arg(long, env = "CRM_WEBHOOK_LEASE", default_value = "60s")]
     pub webhook_lease: String,
-    /// How often the worker looks for new events and due deliveries when idle.
+    /// How soon the worker looks again for new events and due deliveries when it found none;
+    /// doubled with each further empty look, up to 8 times this.
     #[arg(long, env = "CRM_WEBHOOK_POLL", default_value = "100ms")]
     pub webhook_poll: String,
     /// Run the worker in this process (`false`: this process only serves the API).
@@ -112,17 +116,79 @@ async fn pause(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     }
 }
 
-async fn dispatch_loop(app: App, poll: Duration, mut stop: watch::Receiver<bool>) {
+/// How many times an idle loop's wait doubles: up to 8 × `poll`, so an idle process looks about
+/// once every 0.8 s by default instead of ten times a second, while work this process makes
+/// wakes it at once (see [`Idle`]).
+const IDLE_DOUBLINGS: u32 = 3;
+
+/// How long a loop waits before it looks again: `poll` after a look that found work and after the
+/// first empty one, then twice as long after each further empty one, up to
+/// 2^[`IDLE_DOUBLINGS`] × `poll`.
+#[derive(Debug, Default)]
+struct Idle {
+    empty_looks: u32,
+}
+
+impl Idle {
+    fn found(&mut self, work: bool) {
+        self.empty_looks = if work { 0 } else { self.empty_looks.saturating_add(1) };
+    }
+
+    fn wait(&self, poll: Duration) -> Duration {
+        let factor = 1u32 << self.empty_looks.saturating_sub(1).min(IDLE_DOUBLINGS);
+        poll.saturating_mul(factor)
+    }
+
+    /// Sleeps this loop's wait, or until `wake` is notified (which makes the next wait `poll`
+    /// again: the work it announces may not have committed yet), or shutdown; returns whether
+    /// to stop.
+    async fn pause(&mut self, poll: Duration, wake: &Notify, stop: &mut watch::Receiver<bool>) -> bool {
+        if *stop.borrow() {
+            return true;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(self.wait(poll)) => *stop.borrow(),
+            _ = wake.notified() => {
+                self.empty_looks = 0;
+                *stop.borrow()
+            }
+            _ = stop.changed() => true,
+        }
+    }
+}
+
+/// Turns new events into deliveries: again at once after a full batch, else after the idle wait
+/// or when `wake` (this process wrote events) says so. `sender` is told when deliveries may have
+/// been made.
+async fn dispatch_loop<F, Fut>(mut dispatch: F, poll: Duration, wake: Arc<Notify>, sender: Arc<Notify>, mut stop: watch::Receiver<bool>)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<usize, crm_app::AppError>>,
+{
+    let mut idle = Idle::default();
     loop {
-        let wait = match app.dispatch_events(DISPATCH_BATCH).await {
-            Ok(n) if n as u32 >= DISPATCH_BATCH => Duration::ZERO,
-            Ok(_) => poll,
+        match dispatch().await {
+            Ok(n) => {
+                idle.found(n > 0);
+                if n > 0 {
+                    sender.notify_one();
+                }
+                if n as u32 >= DISPATCH_BATCH {
+                    if *stop.borrow() {
+                        return;
+                    }
+                    continue;
+                }
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "webhook fan-out failed; retrying");
-                poll.max(Duration::from_secs(1))
+                if pause(&mut stop, poll.max(Duration::from_secs(1))).await {
+                    return;
+                }
+                continue;
             }
-        };
-        if (wait.is_zero() && *stop.borrow()) || (!wait.is_zero() && pause(&mut stop, wait).await) {
+        }
+        if idle.pause(poll, &wake, &mut stop).await {
             return;
         }
     }
@@ -133,10 +199,12 @@ async fn send_loop(
     outbound: Arc<dyn Outbound>,
     cfg: WorkerConfig,
     record: mpsc::Sender<AttemptOutcome>,
+    wake: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.concurrency));
     let backoff = Arc::new(cfg.backoff.clone());
+    let mut idle = Idle::default();
     loop {
         if *stop.borrow() {
             break;
@@ -186,7 +254,8 @@ async fn send_loop(
             });
         }
         drop(permits);
-        if got < want && pause(&mut stop, cfg.poll).await {
+        idle.found(got > 0);
+        if got < want && idle.pause(cfg.poll, &wake, &mut stop).await {
             break;
         }
     }
@@ -217,11 +286,85 @@ pub fn start(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, stop: wat
     tokio::spawn(async move {
         let (tx, rx) = mpsc::channel(RECORD_BATCH * 4);
         let recorder = tokio::spawn(record_loop(app.clone(), rx));
-        let dispatcher = tokio::spawn(dispatch_loop(app.clone(), cfg.poll, stop.clone()));
-        let sender = tokio::spawn(send_loop(app, outbound, cfg, tx, stop));
+        let deliveries_made = Arc::new(Notify::new());
+        let dispatch = {
+            let app = app.clone();
+            move || {
+                let app = app.clone();
+                async move { app.dispatch_events(DISPATCH_BATCH).await }
+            }
+        };
+        let dispatcher = tokio::spawn(dispatch_loop(dispatch, cfg.poll, app.events_written().clone(), deliveries_made.clone(), stop.clone()));
+        let sender = tokio::spawn(send_loop(app, outbound, cfg, tx, deliveries_made, stop));
         let _ = dispatcher.await;
         let _ = sender.await;
         // Every sender task has dropped its channel handle once the slots are back (or timed out).
         let _ = tokio::time::timeout(Duration::from_secs(5), recorder).await;
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    };
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Milliseconds between consecutive looks.
+    fn gaps(looks: &[Instant]) -> Vec<u128> {
+        looks.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_dispatcher_looks_ever_less_often_and_again_at_once_when_events_are_written() {
+        let looks = Arc::new(Mutex::new(Vec::new()));
+        let pending = Arc::new(AtomicUsize::new(0));
+        let dispatch = {
+            let (looks, pending) = (looks.clone(), pending.clone());
+            move || {
+                looks.lock().unwrap().push(Instant::now());
+                let n = pending.swap(0, Ordering::SeqCst);
+                async move { Ok(n) }
+            }
+        };
+        let (wake, sender) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(dispatch_loop(dispatch, Duration::from_millis(100), wake.clone(), sender.clone(), stop_rx));
+
+        // Idle: the waits double from `poll` up to 8 × `poll`.
+        tokio::time::sleep(Duration::from_millis(4_000)).await;
+        let idle: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
+        assert_eq!(gaps(&idle), [100, 200, 400, 800, 800, 800, 800]);
+
+        // Events written: a look at once, the sender told, and `poll` again from there on.
+        pending.store(3, Ordering::SeqCst);
+        let woken_at = Instant::now();
+        wake.notify_one();
+        tokio::time::timeout(Duration::from_millis(1), sender.notified()).await.expect("the sender is told at once");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let after: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
+        assert_eq!(after[0], woken_at, "looked when woken");
+        assert_eq!(gaps(&after), [100, 100, 200]);
+
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn idle_waits_double_up_to_eight_polls_and_work_resets_them() {
+        let poll = Duration::from_millis(50);
+        let mut idle = Idle::default();
+        let mut waits = vec![idle.wait(poll).as_millis()];
+        for _ in 0..6 {
+            idle.found(false);
+            waits.push(idle.wait(poll).as_millis());
+        }
+        assert_eq!(waits, [50, 50, 100, 200, 400, 400, 400]);
+        idle.found(true);
+        assert_eq!(idle.wait(poll), poll);
+    }
 }
