@@ -470,16 +470,24 @@ async fn writing_events_wakes_the_fan_out(backend: Backend) {
     let (app, _) = crate::idempotency::app_on(backend).await;
     let ws = app.create_workspace("w", Plan::Free, Overrides::default()).await.unwrap();
     let caller = app.authenticate(Some(&format!("Bearer {}", ws.test_key))).await.unwrap();
-    let woken = || tokio::time::timeout(std::time::Duration::from_millis(50), app.events_written().notified());
-    let _ = woken().await; // whatever creating the workspace did
+    // A waiter armed before each step: `notify_waiters` stores nothing for one that is not.
+    let armed = || {
+        let mut woken = Box::pin(app.events_written().notified());
+        woken.as_mut().enable();
+        woken
+    };
+    let woken = |w| tokio::time::timeout(std::time::Duration::from_millis(50), w);
+    let w = armed();
     let draft = ContactDraft { first_name: Some("Ada".into()), ..Default::default() };
     let contact = app.create_contact(&caller, draft, None).await.unwrap();
-    assert!(woken().await.is_ok(), "a create alone wakes it");
+    assert!(woken(w).await.is_ok(), "a create alone wakes it");
+    let w = armed();
     app.get_contact(&caller, contact.id.as_str()).await.unwrap();
-    assert!(woken().await.is_err(), "a read does not");
+    assert!(woken(w).await.is_err(), "a read does not");
+    let w = armed();
     let patch = ContactPatch { first_name: Patch::Value("Grace".into()), ..Default::default() };
     app.update_contact(&caller, contact.id.as_str(), patch, None).await.unwrap();
-    assert!(woken().await.is_ok(), "an update in a transaction wakes it");
+    assert!(woken(w).await.is_ok(), "an update in a transaction wakes it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,7 +129,7 @@ impl App {
         let event = event.into_event(tenant, None);
         match self.store.insert_contact_alone(tenant, &contact, &store_references(refs)?, &event).await {
             Ok(()) => {
-                self.events_written().notify_one();
+                self.events_written().notify_waiters();
                 Ok(contact)
             }
             Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),

@@ -111,9 +111,10 @@ impl App {
         }
     }
 
-    /// Notified (one stored permit) whenever this process writes events to the outbox, possibly
-    /// before they commit: a fan-out loop that wakes on it looks again soon, not necessarily at
-    /// once. Events other processes write are found by polling.
+    /// Notified (`notify_waiters`: nothing is stored for a loop that is not waiting) whenever
+    /// this process writes events to the outbox, possibly before they commit: a fan-out loop
+    /// that waits on it looks again soon, not necessarily at once. Events other processes write
+    /// are found by polling.
     pub fn events_written(&self) -> &Arc<tokio::sync::Notify> {
         &self.events_written
     }

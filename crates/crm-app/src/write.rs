@@ -260,7 +260,7 @@ impl App {
             .collect();
         tx.insert_events(tenant, &written).await?;
         if !written.is_empty() {
-            self.events_written.notify_one();
+            self.events_written.notify_waiters();
             self.sequences_on_events(tx, tenant, &written).await?;
         }
         let changed = fx.changed_records();

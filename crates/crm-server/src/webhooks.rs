@@ -18,13 +18,13 @@
 //! On shutdown the loops stop claiming, in-flight attempts finish (bounded by the timeout) and
 //! their outcomes are recorded.
 
-use std::{sync::Arc, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::{bail, Result};
 use clap::Args;
 use crm_app::{ports::AttemptOutcome, webhooks::Outbound, App};
 use crm_domain::{webhook::parse_duration_ms, Backoff};
-use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, futures::Notified, watch, Notify, Semaphore};
 
 /// Webhook delivery settings.
 #[derive(Args, Debug, Clone)]
@@ -139,22 +139,35 @@ impl Idle {
         poll.saturating_mul(factor)
     }
 
-    /// Sleeps this loop's wait, or until `wake` is notified (which makes the next wait `poll`
-    /// again: the work it announces may not have committed yet), or shutdown; returns whether
-    /// to stop.
-    async fn pause(&mut self, poll: Duration, wake: &Notify, stop: &mut watch::Receiver<bool>) -> bool {
+    /// Sleeps this loop's wait, or shutdown comes first; returns whether to stop. After a look
+    /// that found work the wait is `poll` whatever else is announced meanwhile: each look is a
+    /// transaction, and under load a look per write would multiply them. After an empty look,
+    /// `woken` (armed before that look, so that a write during it counts) ends the wait at once
+    /// and makes the next one `poll` again: the work it announces may not have committed yet.
+    async fn pause(&mut self, poll: Duration, woken: Pin<&mut Notified<'_>>, stop: &mut watch::Receiver<bool>) -> bool {
+        if self.empty_looks == 0 {
+            return pause(stop, poll).await;
+        }
         if *stop.borrow() {
             return true;
         }
         tokio::select! {
             _ = tokio::time::sleep(self.wait(poll)) => *stop.borrow(),
-            _ = wake.notified() => {
+            _ = woken => {
                 self.empty_looks = 0;
                 *stop.borrow()
             }
             _ = stop.changed() => true,
         }
     }
+}
+
+/// A wake-up for a loop's next pause, armed now: a `notify_waiters` from here on ends it, and
+/// none before (nothing is stored for a loop that is busy).
+fn armed(notify: &Notify) -> Pin<Box<Notified<'_>>> {
+    let mut woken = Box::pin(notify.notified());
+    woken.as_mut().enable();
+    woken
 }
 
 /// Turns new events into deliveries: again at once after a full batch, else after the idle wait
@@ -167,11 +180,12 @@ where
 {
     let mut idle = Idle::default();
     loop {
+        let mut woken = armed(&wake);
         match dispatch().await {
             Ok(n) => {
                 idle.found(n > 0);
                 if n > 0 {
-                    sender.notify_one();
+                    sender.notify_waiters();
                 }
                 if n as u32 >= DISPATCH_BATCH {
                     if *stop.borrow() {
@@ -188,7 +202,7 @@ where
                 continue;
             }
         }
-        if idle.pause(poll, &wake, &mut stop).await {
+        if idle.pause(poll, woken.as_mut(), &mut stop).await {
             return;
         }
     }
@@ -232,6 +246,7 @@ async fn send_loop(
             }
         }
         let want = permits.len();
+        let mut woken = armed(&wake);
         let claimed = match app.claim_deliveries(want as u32, cfg.lease_ms).await {
             Ok(c) => c,
             Err(e) => {
@@ -255,7 +270,7 @@ async fn send_loop(
         }
         drop(permits);
         idle.found(got > 0);
-        if got < want && idle.pause(cfg.poll, &wake, &mut stop).await {
+        if got < want && idle.pause(cfg.poll, woken.as_mut(), &mut stop).await {
             break;
         }
     }
@@ -340,12 +355,16 @@ mod tests {
         let idle: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
         assert_eq!(gaps(&idle), [100, 200, 400, 800, 800, 800, 800]);
 
-        // Events written: a look at once, the sender told, and `poll` again from there on.
+        // Events written: a look at once, the sender told, and `poll` again from there on, even
+        // if more writes are announced while the loop waits after finding work.
         pending.store(3, Ordering::SeqCst);
+        let told = armed(&sender);
         let woken_at = Instant::now();
-        wake.notify_one();
-        tokio::time::timeout(Duration::from_millis(1), sender.notified()).await.expect("the sender is told at once");
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        wake.notify_waiters();
+        tokio::time::timeout(Duration::from_millis(1), told).await.expect("the sender is told at once");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(650)).await;
         let after: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
         assert_eq!(after[0], woken_at, "looked when woken");
         assert_eq!(gaps(&after), [100, 100, 200]);
