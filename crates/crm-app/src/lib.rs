@@ -111,10 +111,11 @@ impl App {
         }
     }
 
-    /// Notified (`notify_waiters`: nothing is stored for a loop that is not waiting) whenever
-    /// this process writes events to the outbox, possibly before they commit: a fan-out loop
-    /// that waits on it looks again soon, not necessarily at once. Events other processes write
-    /// are found by polling.
+    /// Notified (`notify_waiters`: nothing is stored for a loop that has not armed a waiter)
+    /// whenever this process writes events to the outbox, possibly before they commit (inside a
+    /// transaction) or for a transaction that then rolls back: a fan-out loop that waits on it
+    /// looks again soon, and keeps looking every poll for a few looks. Events other processes
+    /// write are found by polling.
     pub fn events_written(&self) -> &Arc<tokio::sync::Notify> {
         &self.events_written
     }

@@ -277,12 +277,12 @@ impl App {
     // ---- the worker's steps ----
 
     /// Turns up to `limit` undispatched events into deliveries, in one transaction; returns how
-    /// many events it took (0: nothing to do).
-    pub async fn dispatch_events(&self, limit: u32) -> Result<usize, AppError> {
+    /// many events it took (0: nothing to do) and how many deliveries it made of them.
+    pub async fn dispatch_events(&self, limit: u32) -> Result<Dispatched, AppError> {
         let mut tx = self.store.begin_write().await?;
         let rows = tx.take_events_to_dispatch(limit).await?;
         if rows.is_empty() {
-            return Ok(0);
+            return Ok(Dispatched::default());
         }
         let now = self.clock.now();
         let mut events: Vec<(Tenant, crm_domain::EventId)> = Vec::new();
@@ -309,7 +309,7 @@ impl App {
         }
         tx.mark_events_dispatched(&events).await?;
         tx.commit().await?;
-        Ok(events.len())
+        Ok(Dispatched { events: events.len(), deliveries: deliveries.len() })
     }
 
     /// Claims up to `limit` due deliveries for `lease_ms`.
@@ -372,4 +372,13 @@ impl App {
         tx.commit().await?;
         Ok(n)
     }
+}
+
+/// What one fan-out transaction did ([`App::dispatch_events`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Events taken from the queue.
+    pub events: usize,
+    /// Deliveries made of them (none when no webhook matched).
+    pub deliveries: usize,
 }

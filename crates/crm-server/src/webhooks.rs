@@ -4,10 +4,11 @@
 //! with each other through the store (events are taken and deliveries claimed with
 //! `FOR UPDATE SKIP LOCKED` on Postgres):
 //! - the **dispatcher** turns new events into deliveries, a batch per transaction, as long as
-//!   there are more, then polls; events this process writes wake it ([`App::events_written`]);
+//!   there are more, then polls; while idle, events this process writes wake it
+//!   ([`App::events_written`]);
 //! - the **sender** claims due deliveries under a lease (as many as it has free send slots),
 //!   sends each on its own task (signed, through `crm-outbound`, connections kept alive), and
-//!   polls when nothing is due; deliveries the dispatcher makes wake it;
+//!   polls when nothing is due; while idle, deliveries the dispatcher makes wake it;
 //! - the **recorder** writes finished attempts in batches, one transaction each.
 //!
 //! An idle loop's poll grows from `CRM_WEBHOOK_POLL` to 8 times that while it finds nothing
@@ -22,7 +23,11 @@ use std::{pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use crm_app::{ports::AttemptOutcome, webhooks::Outbound, App};
+use crm_app::{
+    ports::AttemptOutcome,
+    webhooks::{Dispatched, Outbound},
+    App,
+};
 use crm_domain::{webhook::parse_duration_ms, Backoff};
 use tokio::sync::{mpsc, futures::Notified, watch, Notify, Semaphore};
 
@@ -117,21 +122,39 @@ async fn pause(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
 }
 
 /// How many times an idle loop's wait doubles: up to 8 × `poll`, so an idle process looks about
-/// once every 0.8 s by default instead of ten times a second, while work this process makes
-/// wakes it at once (see [`Idle`]).
+/// once every 0.8 s by default instead of ten times a second (see [`Idle`]).
 const IDLE_DOUBLINGS: u32 = 3;
 
-/// How long a loop waits before it looks again: `poll` after a look that found work and after the
-/// first empty one, then twice as long after each further empty one, up to
-/// 2^[`IDLE_DOUBLINGS`] × `poll`.
+/// How many empty looks after a wake-up still wait only `poll`: a write inside a transaction
+/// announces its events before it commits, so the looks right after it may find nothing yet.
+const LOOKS_HELD_AFTER_WAKE: u32 = 3;
+
+/// How long a loop waits before it looks again: `poll` after a look that found work, after the
+/// first empty one and for [`LOOKS_HELD_AFTER_WAKE`] empty looks after a wake-up; else twice as
+/// long after each further empty look, up to 2^[`IDLE_DOUBLINGS`] × `poll`.
 #[derive(Debug, Default)]
 struct Idle {
     empty_looks: u32,
+    /// Empty looks still to wait only `poll` after a wake-up.
+    held: u32,
 }
 
 impl Idle {
     fn found(&mut self, work: bool) {
-        self.empty_looks = if work { 0 } else { self.empty_looks.saturating_add(1) };
+        if work {
+            self.empty_looks = 0;
+            self.held = 0;
+        } else if self.held > 0 {
+            self.held -= 1;
+            self.empty_looks = 1;
+        } else {
+            self.empty_looks = self.empty_looks.saturating_add(1);
+        }
+    }
+
+    fn woken(&mut self) {
+        self.empty_looks = 0;
+        self.held = LOOKS_HELD_AFTER_WAKE;
     }
 
     fn wait(&self, poll: Duration) -> Duration {
@@ -142,8 +165,7 @@ impl Idle {
     /// Sleeps this loop's wait, or shutdown comes first; returns whether to stop. After a look
     /// that found work the wait is `poll` whatever else is announced meanwhile: each look is a
     /// transaction, and under load a look per write would multiply them. After an empty look,
-    /// `woken` (armed before that look, so that a write during it counts) ends the wait at once
-    /// and makes the next one `poll` again: the work it announces may not have committed yet.
+    /// `woken` (armed before that look, so that a write during it counts) ends the wait at once.
     async fn pause(&mut self, poll: Duration, woken: Pin<&mut Notified<'_>>, stop: &mut watch::Receiver<bool>) -> bool {
         if self.empty_looks == 0 {
             return pause(stop, poll).await;
@@ -154,7 +176,7 @@ impl Idle {
         tokio::select! {
             _ = tokio::time::sleep(self.wait(poll)) => *stop.borrow(),
             _ = woken => {
-                self.empty_looks = 0;
+                self.woken();
                 *stop.borrow()
             }
             _ = stop.changed() => true,
@@ -162,32 +184,27 @@ impl Idle {
     }
 }
 
-/// A wake-up for a loop's next pause, armed now: a `notify_waiters` from here on ends it, and
-/// none before (nothing is stored for a loop that is busy).
-fn armed(notify: &Notify) -> Pin<Box<Notified<'_>>> {
-    let mut woken = Box::pin(notify.notified());
-    woken.as_mut().enable();
-    woken
-}
-
-/// Turns new events into deliveries: again at once after a full batch, else after the idle wait
-/// or when `wake` (this process wrote events) says so. `sender` is told when deliveries may have
-/// been made.
+/// Turns new events into deliveries: again at once after a full batch, else after the loop's
+/// wait ([`Idle`]), which `wake` (this process wrote events) ends early only after an empty
+/// look. `sender` is told when deliveries were made.
 async fn dispatch_loop<F, Fut>(mut dispatch: F, poll: Duration, wake: Arc<Notify>, sender: Arc<Notify>, mut stop: watch::Receiver<bool>)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<usize, crm_app::AppError>>,
+    Fut: std::future::Future<Output = Result<Dispatched, crm_app::AppError>>,
 {
     let mut idle = Idle::default();
     loop {
-        let mut woken = armed(&wake);
+        // Armed before the look, so that events written during it end the pause after it;
+        // `notify_waiters` stores nothing for a loop that has not armed one.
+        let mut woken = std::pin::pin!(wake.notified());
+        woken.as_mut().enable();
         match dispatch().await {
-            Ok(n) => {
-                idle.found(n > 0);
-                if n > 0 {
+            Ok(done) => {
+                idle.found(done.events > 0);
+                if done.deliveries > 0 {
                     sender.notify_waiters();
                 }
-                if n as u32 >= DISPATCH_BATCH {
+                if done.events as u32 >= DISPATCH_BATCH {
                     if *stop.borrow() {
                         return;
                     }
@@ -246,7 +263,8 @@ async fn send_loop(
             }
         }
         let want = permits.len();
-        let mut woken = armed(&wake);
+        let mut woken = std::pin::pin!(wake.notified());
+        woken.as_mut().enable();
         let claimed = match app.claim_deliveries(want as u32, cfg.lease_ms).await {
             Ok(c) => c,
             Err(e) => {
@@ -343,7 +361,7 @@ mod tests {
             move || {
                 looks.lock().unwrap().push(Instant::now());
                 let n = pending.swap(0, Ordering::SeqCst);
-                async move { Ok(n) }
+                async move { Ok(Dispatched { events: n, deliveries: n }) }
             }
         };
         let (wake, sender) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -358,7 +376,8 @@ mod tests {
         // Events written: a look at once, the sender told, and `poll` again from there on, even
         // if more writes are announced while the loop waits after finding work.
         pending.store(3, Ordering::SeqCst);
-        let told = armed(&sender);
+        let mut told = Box::pin(sender.notified());
+        told.as_mut().enable();
         let woken_at = Instant::now();
         wake.notify_waiters();
         tokio::time::timeout(Duration::from_millis(1), told).await.expect("the sender is told at once");
@@ -368,6 +387,18 @@ mod tests {
         let after: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
         assert_eq!(after[0], woken_at, "looked when woken");
         assert_eq!(gaps(&after), [100, 100, 200]);
+
+        // Events announced before their commit (inside a transaction): the woken look finds
+        // nothing, and the next looks keep to `poll` for a while, so a commit 150 ms later is
+        // found at the second of them, not after a doubled wait.
+        let woken_at = Instant::now();
+        wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        pending.store(2, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let held: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
+        assert_eq!(held.iter().map(|t| (*t - woken_at).as_millis()).collect::<Vec<_>>(), [0, 100, 200]);
+        assert_eq!(pending.load(Ordering::SeqCst), 0, "the committed events were taken at the third look");
 
         stop_tx.send(true).unwrap();
         task.await.unwrap();
