@@ -29,14 +29,24 @@ async fn mcp(s: &Server, key: Option<&str>, version: &str, method: &str, params:
 
 /// `tools/call` with the test key: the tool result.
 async fn call_tool(s: &Server, name: &str, arguments: Value) -> Value {
-    let res = mcp(s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": name, "arguments": arguments})).await;
+    let res = mcp(
+        s,
+        Some(&s.keys.test),
+        "2025-11-25",
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
     res.ok(200)["result"].clone()
 }
 
 /// One A2A JSON-RPC request with `key`.
 async fn a2a(s: &Server, key: Option<&str>, method: &str, params: Value) -> Res {
     let body = json!({"jsonrpc": "2.0", "id": "r1", "method": method, "params": params});
-    let mut req = s.anon(Method::POST, "!/a2a").header("a2a-version", "1.0").json(&body);
+    let mut req = s
+        .anon(Method::POST, "!/a2a")
+        .header("a2a-version", "1.0")
+        .json(&body);
     if let Some(key) = key {
         req = req.header("authorization", &format!("Bearer {key}"));
     }
@@ -52,7 +62,10 @@ fn object(v: &Value) -> &Map<String, Value> {
 }
 
 fn names<'a>(items: impl IntoIterator<Item = &'a Value>, key: &str) -> BTreeSet<String> {
-    items.into_iter().map(|i| i[key].as_str().unwrap_or_default().to_owned()).collect()
+    items
+        .into_iter()
+        .map(|i| i[key].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// The flat arguments an operation of the OpenAPI document takes, by name: its path and query
@@ -82,7 +95,14 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
         names.insert(name.clone());
         schemas.insert(name.clone(), schema.clone());
     }
-    required.extend(body["required"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned));
+    required.extend(
+        body["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned),
+    );
     (names, schemas, required)
 }
 
@@ -90,45 +110,116 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
 /// skill with the same name, and the tool's and the skill's input schemas are the same schema,
 /// made of exactly the REST operation's parameters and body.
 async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Server) {
-    let openapi = s.anon(Method::GET, "/openapi.json").send().await.ok(200).clone();
-    let tools = mcp(&s, Some(&s.keys.test), "2025-06-18", "tools/list", json!({})).await.ok(200)["result"]["tools"].clone();
-    let card = s.anon(Method::GET, "!/.well-known/agent-card.json").send().await.ok(200).clone();
+    let openapi = s
+        .anon(Method::GET, "/openapi.json")
+        .send()
+        .await
+        .ok(200)
+        .clone();
+    let tools = mcp(
+        &s,
+        Some(&s.keys.test),
+        "2025-06-18",
+        "tools/list",
+        json!({}),
+    )
+    .await
+    .ok(200)["result"]["tools"]
+        .clone();
+    let card = s
+        .anon(Method::GET, "!/.well-known/agent-card.json")
+        .send()
+        .await
+        .ok(200)
+        .clone();
     let skill_schemas = &card["capabilities"]["extensions"][0]["params"]["inputSchemas"];
-    assert_eq!(card["capabilities"]["extensions"][0]["uri"], crm_a2a::TOOL_CALL_EXTENSION);
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["uri"],
+        crm_a2a::TOOL_CALL_EXTENSION
+    );
 
     let mut operations: Vec<(String, &Value)> = Vec::new();
     for item in object(&openapi["paths"]).values() {
         // Alias routes (`x-alias-of`) are extra REST paths of an operation, not operations.
-        for op in object(item).values().filter(|op| op.get("x-alias-of").is_none()) {
-            operations.push((op["operationId"].as_str().unwrap_or_default().to_owned(), op));
+        for op in object(item)
+            .values()
+            .filter(|op| op.get("x-alias-of").is_none())
+        {
+            operations.push((
+                op["operationId"].as_str().unwrap_or_default().to_owned(),
+                op,
+            ));
         }
     }
-    let catalog: BTreeSet<String> = crm_api::catalog().iter().map(|op| op.name.to_owned()).collect();
+    let catalog: BTreeSet<String> = crm_api::catalog()
+        .iter()
+        .map(|op| op.name.to_owned())
+        .collect();
     let routes: BTreeSet<String> = operations.iter().map(|(name, _)| name.clone()).collect();
     assert_eq!(routes, catalog, "every catalog operation is a REST route");
-    assert_eq!(names(tools.as_array().unwrap(), "name"), catalog, "every catalog operation is an MCP tool");
-    assert_eq!(names(card["skills"].as_array().unwrap(), "id"), catalog, "every catalog operation is an A2A skill");
+    assert_eq!(
+        names(tools.as_array().unwrap(), "name"),
+        catalog,
+        "every catalog operation is an MCP tool"
+    );
+    assert_eq!(
+        names(card["skills"].as_array().unwrap(), "id"),
+        catalog,
+        "every catalog operation is an A2A skill"
+    );
 
     for (name, op) in operations {
-        let tool = tools.as_array().unwrap().iter().find(|t| t["name"] == name.as_str()).unwrap();
+        let tool = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name.as_str())
+            .unwrap();
         let input = &tool["inputSchema"];
-        assert_eq!(input, &skill_schemas[&name], "{name}: the tool and the skill take the same input");
+        assert_eq!(
+            input, &skill_schemas[&name],
+            "{name}: the tool and the skill take the same input"
+        );
         let (rest_names, rest_schemas, rest_required) = arguments_from_openapi(op);
         let properties = object(&input["properties"]);
-        assert_eq!(properties.keys().cloned().collect::<BTreeSet<_>>(), rest_names, "{name}: the same arguments as REST");
+        assert_eq!(
+            properties.keys().cloned().collect::<BTreeSet<_>>(),
+            rest_names,
+            "{name}: the same arguments as REST"
+        );
         for (arg, schema) in &rest_schemas {
-            assert_eq!(&properties[arg], schema, "{name}.{arg}: the same schema as REST");
+            assert_eq!(
+                &properties[arg], schema,
+                "{name}.{arg}: the same schema as REST"
+            );
         }
-        assert_eq!(names_of(&input["required"]), rest_required, "{name}: the same required arguments as REST");
+        assert_eq!(
+            names_of(&input["required"]),
+            rest_required,
+            "{name}: the same required arguments as REST"
+        );
         assert_eq!(input["additionalProperties"], false);
-        assert_eq!(tool["description"], op["description"], "{name}: one description everywhere");
-        let skill = card["skills"].as_array().unwrap().iter().find(|k| k["id"] == name.as_str()).unwrap();
+        assert_eq!(
+            tool["description"], op["description"],
+            "{name}: one description everywhere"
+        );
+        let skill = card["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == name.as_str())
+            .unwrap();
         assert_eq!(skill["description"], op["description"]);
     }
 }
 
 fn names_of(v: &Value) -> BTreeSet<String> {
-    v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }
 
 async fn agent_endpoints_answer_401_with_a_bearer_challenge_to_a_missing_or_bad_key(s: Server) {
@@ -137,13 +228,25 @@ async fn agent_endpoints_answer_401_with_a_bearer_challenge_to_a_missing_or_bad_
         let res = mcp(&s, key, "2025-06-18", "tools/list", json!({})).await;
         res.problem(401, "unauthorized");
         assert_eq!(res.header("www-authenticate"), Some("Bearer"));
-        let res = a2a(&s, key, "SendMessage", tool_message("svc_list_contacts", json!({}))).await;
+        let res = a2a(
+            &s,
+            key,
+            "SendMessage",
+            tool_message("svc_list_contacts", json!({})),
+        )
+        .await;
         res.problem(401, "unauthorized");
         assert_eq!(res.header("www-authenticate"), Some("Bearer"));
     }
     // The agent card is public.
-    let card = s.anon(Method::GET, "!/.well-known/agent-card.json").send().await;
-    assert_eq!(card.ok(200)["supportedInterfaces"][0]["url"], format!("{}/a2a", s.base));
+    let card = s
+        .anon(Method::GET, "!/.well-known/agent-card.json")
+        .send()
+        .await;
+    assert_eq!(
+        card.ok(200)["supportedInterfaces"][0]["url"],
+        format!("{}/a2a", s.base)
+    );
 }
 
 async fn mcp_negotiates_each_supported_revision(s: Server) {
@@ -152,13 +255,29 @@ async fn mcp_negotiates_each_supported_revision(s: Server) {
         let res = mcp(&s, Some(&s.keys.test), version, "initialize", params).await;
         assert_eq!(res.ok(200)["result"]["protocolVersion"], version);
         assert!(res.body["result"]["capabilities"]["tools"].is_object());
-        assert!(res.header("mcp-session-id").is_none(), "the endpoint is stateless");
+        assert!(
+            res.header("mcp-session-id").is_none(),
+            "the endpoint is stateless"
+        );
     }
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
-    let res = mcp(&s, Some(&s.keys.test), "2026-07-28", "server/discover", json!({"_meta": meta})).await;
+    let res = mcp(
+        &s,
+        Some(&s.keys.test),
+        "2026-07-28",
+        "server/discover",
+        json!({"_meta": meta}),
+    )
+    .await;
     let versions = names_of(&res.ok(200)["result"]["supportedVersions"]);
-    assert_eq!(versions, ["2025-06-18", "2025-11-25", "2026-07-28"].map(str::to_owned).into_iter().collect());
+    assert_eq!(
+        versions,
+        ["2025-06-18", "2025-11-25", "2026-07-28"]
+            .map(str::to_owned)
+            .into_iter()
+            .collect()
+    );
 }
 
 async fn a_tool_call_is_the_rest_operation_with_its_idempotency_and_if_match(s: Server) {
@@ -166,80 +285,211 @@ async fn a_tool_call_is_the_rest_operation_with_its_idempotency_and_if_match(s: 
     let first = call_tool(&s, "svc_create_contact", args.clone()).await;
     assert_eq!(first["isError"], false);
     let contact = first["structuredContent"].clone();
-    assert_eq!(serde_json::from_str::<Value>(first["content"][0]["text"].as_str().unwrap()).unwrap(), contact);
+    assert_eq!(
+        serde_json::from_str::<Value>(first["content"][0]["text"].as_str().unwrap()).unwrap(),
+        contact
+    );
     let again = call_tool(&s, "svc_create_contact", args).await;
-    assert_eq!(again["structuredContent"]["id"], contact["id"], "the same key replays the first result");
+    assert_eq!(
+        again["structuredContent"]["id"], contact["id"],
+        "the same key replays the first result"
+    );
     // The key is the REST Idempotency-Key: the same request over REST replays it too.
-    let rest = s.req(Method::POST, "/contacts").header("idempotency-key", "agents-1").json(&json!({"email": "idem@example.com"})).send().await;
+    let rest = s
+        .req(Method::POST, "/contacts")
+        .header("idempotency-key", "agents-1")
+        .json(&json!({"email": "idem@example.com"}))
+        .send()
+        .await;
     assert_eq!(rest.ok(201)["id"], contact["id"]);
     assert_eq!(rest.header("idempotent-replayed"), Some("true"));
 
     let id = contact["id"].as_str().unwrap();
-    let stale = call_tool(&s, "svc_update_contact", json!({"id": id, "phone": "+1 555 0100", "if_match": 7})).await;
+    let stale = call_tool(
+        &s,
+        "svc_update_contact",
+        json!({"id": id, "phone": "+1 555 0100", "if_match": 7}),
+    )
+    .await;
     assert_eq!(stale["isError"], true);
     assert_eq!(stale["structuredContent"]["code"], "version_conflict");
-    let fresh = call_tool(&s, "svc_update_contact", json!({"id": id, "phone": "+1 555 0100", "if_match": "\"1\""})).await;
+    let fresh = call_tool(
+        &s,
+        "svc_update_contact",
+        json!({"id": id, "phone": "+1 555 0100", "if_match": "\"1\""}),
+    )
+    .await;
     assert_eq!(fresh["structuredContent"]["version"], 2);
     let rest = s.get(&format!("/contacts/{id}")).await;
-    assert_eq!(rest.ok(200), &fresh["structuredContent"], "structuredContent is exactly the REST body");
+    assert_eq!(
+        rest.ok(200),
+        &fresh["structuredContent"],
+        "structuredContent is exactly the REST body"
+    );
 }
 
 async fn a_tool_call_keeps_the_scopes_of_the_key(s: Server) {
     let unknown = call_tool(&s, "svc_list_contacts", json!({"emial": "x@example.com"})).await;
     assert_eq!(unknown["isError"], true);
     assert_eq!(unknown["structuredContent"]["code"], "unknown_field");
-    assert_eq!(unknown["structuredContent"]["suggestion"], "did you mean `email`?");
+    assert_eq!(
+        unknown["structuredContent"]["suggestion"],
+        "did you mean `email`?"
+    );
     // The live key sees live data only, like REST.
     let created = call_tool(&s, "svc_create_company", json!({"name": "Test Co"})).await;
-    let id = created["structuredContent"]["id"].as_str().unwrap().to_owned();
-    let live = mcp(&s, Some(&s.keys.live), "2025-11-25", "tools/call", json!({"name": "svc_get_company", "arguments": {"id": id}})).await;
-    assert_eq!(live.ok(200)["result"]["structuredContent"]["code"], "not_found");
+    let id = created["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let live = mcp(
+        &s,
+        Some(&s.keys.live),
+        "2025-11-25",
+        "tools/call",
+        json!({"name": "svc_get_company", "arguments": {"id": id}}),
+    )
+    .await;
+    assert_eq!(
+        live.ok(200)["result"]["structuredContent"]["code"],
+        "not_found"
+    );
 }
 
 async fn a_tool_filters_contacts_by_custom_field_with_one_object_argument(s: Server) {
-    s.post("/fields", json!({"object": "contact", "key": "score", "data_type": "number"})).await.ok(201);
-    let hit = s.post("/contacts", json!({"first_name": "Ada", "custom_fields": {"score": 5}})).await.ok(201)["id"].clone();
-    s.post("/contacts", json!({"first_name": "Bo", "custom_fields": {"score": 6}})).await.ok(201);
-    let listed = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"score": 5.0}})).await;
-    let ids: Vec<_> = listed["structuredContent"]["data"].as_array().unwrap().iter().map(|c| c["id"].clone()).collect();
+    s.post(
+        "/fields",
+        json!({"object": "contact", "key": "score", "data_type": "number"}),
+    )
+    .await
+    .ok(201);
+    let hit = s
+        .post(
+            "/contacts",
+            json!({"first_name": "Ada", "custom_fields": {"score": 5}}),
+        )
+        .await
+        .ok(201)["id"]
+        .clone();
+    s.post(
+        "/contacts",
+        json!({"first_name": "Bo", "custom_fields": {"score": 6}}),
+    )
+    .await
+    .ok(201);
+    let listed = call_tool(
+        &s,
+        "svc_list_contacts",
+        json!({"custom_fields": {"score": 5.0}}),
+    )
+    .await;
+    let ids: Vec<_> = listed["structuredContent"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
     assert_eq!(ids, vec![hit]);
-    let unknown = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"scor": 5}})).await;
+    let unknown = call_tool(
+        &s,
+        "svc_list_contacts",
+        json!({"custom_fields": {"scor": 5}}),
+    )
+    .await;
     assert_eq!(unknown["isError"], true);
-    assert_eq!((unknown["structuredContent"]["code"].clone(), unknown["structuredContent"]["field"].clone()), (json!("unknown_field"), json!("custom_fields.scor")));
-    let wrong = call_tool(&s, "svc_list_contacts", json!({"custom_fields": {"score": "five"}})).await;
+    assert_eq!(
+        (
+            unknown["structuredContent"]["code"].clone(),
+            unknown["structuredContent"]["field"].clone()
+        ),
+        (json!("unknown_field"), json!("custom_fields.scor"))
+    );
+    let wrong = call_tool(
+        &s,
+        "svc_list_contacts",
+        json!({"custom_fields": {"score": "five"}}),
+    )
+    .await;
     assert_eq!(wrong["structuredContent"]["code"], "validation_failed");
 }
 
 async fn an_unknown_tool_is_a_protocol_error_naming_the_valid_ones(s: Server) {
-    let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_create_contcat", "arguments": {}})).await;
+    let res = mcp(
+        &s,
+        Some(&s.keys.test),
+        "2025-11-25",
+        "tools/call",
+        json!({"name": "svc_create_contcat", "arguments": {}}),
+    )
+    .await;
     let error = &res.ok(200)["error"];
     assert_eq!(error["code"], -32602);
-    assert_eq!(error["data"]["suggestion"], "did you mean `svc_create_contact`?");
+    assert_eq!(
+        error["data"]["suggestion"],
+        "did you mean `svc_create_contact`?"
+    );
 }
 
 async fn a2a_answers_completed_failed_and_rejected_tasks(s: Server) {
     let key = Some(s.keys.test.as_str());
-    let done = a2a(&s, key, "SendMessage", tool_message("svc_create_company", json!({"name": "Acme"}))).await;
+    let done = a2a(
+        &s,
+        key,
+        "SendMessage",
+        tool_message("svc_create_company", json!({"name": "Acme"})),
+    )
+    .await;
     let task = done.ok(200)["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     let company = task["artifacts"][0]["parts"][0]["data"].clone();
-    let rest = s.get(&format!("/companies/{}", company["id"].as_str().unwrap())).await;
-    assert_eq!(rest.ok(200), &company, "the artifact is exactly the REST body");
+    let rest = s
+        .get(&format!("/companies/{}", company["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        rest.ok(200),
+        &company,
+        "the artifact is exactly the REST body"
+    );
 
     let got = a2a(&s, key, "GetTask", json!({"id": task["id"]})).await;
     assert_eq!(got.ok(200)["result"], task);
 
-    let failed = a2a(&s, key, "SendMessage", tool_message("svc_get_company", json!({"id": "cmp_00000000000000000000000000"}))).await;
+    let failed = a2a(
+        &s,
+        key,
+        "SendMessage",
+        tool_message(
+            "svc_get_company",
+            json!({"id": "cmp_00000000000000000000000000"}),
+        ),
+    )
+    .await;
     let failed = &failed.ok(200)["result"]["task"];
     assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
     let problem = &failed["status"]["message"]["parts"][1]["data"];
-    assert_eq!((problem["code"].as_str(), problem["status"].as_i64()), (Some("not_found"), Some(404)));
+    assert_eq!(
+        (problem["code"].as_str(), problem["status"].as_i64()),
+        (Some("not_found"), Some(404))
+    );
 
-    let rejected = a2a(&s, key, "SendMessage", tool_message("svc_no_such_tool", json!({}))).await;
-    assert_eq!(rejected.ok(200)["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
-    let no_call = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let rejected = a2a(
+        &s,
+        key,
+        "SendMessage",
+        tool_message("svc_no_such_tool", json!({})),
+    )
+    .await;
+    assert_eq!(
+        rejected.ok(200)["result"]["task"]["status"]["state"],
+        "TASK_STATE_REJECTED"
+    );
+    let no_call =
+        json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
     let rejected = a2a(&s, key, "SendMessage", no_call).await;
-    assert_eq!(rejected.ok(200)["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
+    assert_eq!(
+        rejected.ok(200)["result"]["task"]["status"]["state"],
+        "TASK_STATE_REJECTED"
+    );
 
     let malformed = a2a(&s, key, "SendMessage", json!({"message": "hi"})).await;
     assert_eq!(malformed.ok(200)["error"]["code"], -32602);
@@ -249,12 +499,22 @@ async fn a2a_answers_completed_failed_and_rejected_tasks(s: Server) {
 
 /// A task belongs to the workspace and mode that created it, as every record does.
 async fn a2a_tasks_are_visible_only_to_their_workspace_and_mode(s: Server) {
-    let task = a2a(&s, Some(&s.keys.test), "SendMessage", tool_message("svc_list_contacts", json!({}))).await;
+    let task = a2a(
+        &s,
+        Some(&s.keys.test),
+        "SendMessage",
+        tool_message("svc_list_contacts", json!({})),
+    )
+    .await;
     let id = task.ok(200)["result"]["task"]["id"].clone();
     let other = support::create_workspace(&s.database_url, &[]);
     for key in [&s.keys.live, &other.test] {
         let res = a2a(&s, Some(key), "GetTask", json!({"id": id})).await;
-        assert_eq!(res.ok(200)["error"]["code"], -32001, "another tenant's task is not found");
+        assert_eq!(
+            res.ok(200)["error"]["code"],
+            -32001,
+            "another tenant's task is not found"
+        );
     }
     let mine = a2a(&s, Some(&s.keys.test), "GetTask", json!({"id": id})).await;
     assert_eq!(mine.ok(200)["result"]["id"], id);
@@ -265,10 +525,19 @@ async fn a2a_answers_the_0_3_method_names_in_0_3_shapes(s: Server) {
         "parts": [{"kind": "data", "data": {"tool": "svc_list_contacts", "arguments": {"limit": 1.0}}}]}});
     let res = a2a(&s, Some(&s.keys.test), "message/send", params).await;
     let task = res.ok(200)["result"].clone();
-    assert_eq!((task["kind"].as_str(), task["status"]["state"].as_str()), (Some("task"), Some("completed")));
+    assert_eq!(
+        (task["kind"].as_str(), task["status"]["state"].as_str()),
+        (Some("task"), Some("completed"))
+    );
     assert_eq!(task["artifacts"][0]["parts"][0]["kind"], "data");
     assert_eq!(task["artifacts"][0]["parts"][0]["data"]["object"], "list");
-    let got = a2a(&s, Some(&s.keys.test), "tasks/get", json!({"id": task["id"]})).await;
+    let got = a2a(
+        &s,
+        Some(&s.keys.test),
+        "tasks/get",
+        json!({"id": task["id"]}),
+    )
+    .await;
     assert_eq!(got.ok(200)["result"], task);
 }
 
@@ -279,20 +548,58 @@ mod rate_limits {
     /// same `RateLimit-*` headers; a malformed call counts too (decisions §8, §17).
     async fn tool_calls_carry_rate_limit_headers_and_count_like_rest(backend: Backend) {
         let s = support::spawn_with(backend, &["--rate-limit-per-minute", "4"]).await;
-        let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {}})).await;
+        let res = mcp(
+            &s,
+            Some(&s.keys.test),
+            "2025-11-25",
+            "tools/call",
+            json!({"name": "svc_list_contacts", "arguments": {}}),
+        )
+        .await;
         assert_eq!(res.header("ratelimit-limit"), Some("4"));
         assert_eq!(res.header("ratelimit-remaining"), Some("3"));
         // A call with a bad argument is still one admitted request.
-        let res = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {"emial": "x"}})).await;
+        let res = mcp(
+            &s,
+            Some(&s.keys.test),
+            "2025-11-25",
+            "tools/call",
+            json!({"name": "svc_list_contacts", "arguments": {"emial": "x"}}),
+        )
+        .await;
         assert_eq!(res.ok(200)["result"]["isError"], true);
         assert_eq!(res.header("ratelimit-remaining"), Some("2"));
-        let res = a2a(&s, Some(&s.keys.test), "SendMessage", tool_message("svc_list_contacts", json!({}))).await;
+        let res = a2a(
+            &s,
+            Some(&s.keys.test),
+            "SendMessage",
+            tool_message("svc_list_contacts", json!({})),
+        )
+        .await;
         assert_eq!(res.header("ratelimit-remaining"), Some("1"));
         // Protocol traffic is neither limited nor counted.
-        mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/list", json!({})).await.ok(200);
+        mcp(
+            &s,
+            Some(&s.keys.test),
+            "2025-11-25",
+            "tools/list",
+            json!({}),
+        )
+        .await
+        .ok(200);
         s.get("/contacts").await.ok(200);
-        let refused = mcp(&s, Some(&s.keys.test), "2025-11-25", "tools/call", json!({"name": "svc_list_contacts", "arguments": {}})).await;
-        assert_eq!(refused.ok(200)["result"]["structuredContent"]["code"], "rate_limited");
+        let refused = mcp(
+            &s,
+            Some(&s.keys.test),
+            "2025-11-25",
+            "tools/call",
+            json!({"name": "svc_list_contacts", "arguments": {}}),
+        )
+        .await;
+        assert_eq!(
+            refused.ok(200)["result"]["structuredContent"]["code"],
+            "rate_limited"
+        );
         assert_eq!(refused.header("ratelimit-remaining"), Some("0"));
         assert!(refused.header("retry-after").is_some());
     }
@@ -319,13 +626,33 @@ crate::on_both_stores!(
 async fn mcp_accepts_the_host_of_the_public_url_and_refuses_others() {
     let database_url = support::fresh_database(Backend::Sqlite).await;
     let keys = support::create_workspace(&database_url, &[]);
-    let s = support::start(Backend::Sqlite, database_url, keys, &[("CRM_PUBLIC_URL", "https://crm.example.com")]);
+    let s = support::start(
+        Backend::Sqlite,
+        database_url,
+        keys,
+        &[("CRM_PUBLIC_URL", "https://crm.example.com")],
+    );
     let list = |host: &'static str| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
-        s.req(Method::POST, "!/mcp").header("host", host).header("accept", MCP_ACCEPT).header("mcp-protocol-version", "2025-06-18").json(&body)
+        s.req(Method::POST, "!/mcp")
+            .header("host", host)
+            .header("accept", MCP_ACCEPT)
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body)
     };
-    assert_eq!(list("crm.example.com").send().await.ok(200)["result"]["tools"].as_array().map(Vec::len), Some(crm_api::catalog().len()));
+    assert_eq!(
+        list("crm.example.com").send().await.ok(200)["result"]["tools"]
+            .as_array()
+            .map(Vec::len),
+        Some(crm_api::catalog().len())
+    );
     assert_eq!(list("evil.example.net").send().await.status, 403);
-    let card = s.anon(Method::GET, "!/.well-known/agent-card.json").send().await;
-    assert_eq!(card.ok(200)["supportedInterfaces"][0]["url"], "https://crm.example.com/a2a");
+    let card = s
+        .anon(Method::GET, "!/.well-known/agent-card.json")
+        .send()
+        .await;
+    assert_eq!(
+        card.ok(200)["supportedInterfaces"][0]["url"],
+        "https://crm.example.com/a2a"
+    );
 }

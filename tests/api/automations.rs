@@ -488,22 +488,55 @@ async fn batch_writes_fire_no_automations(s: Server) {
 /// (a rule, a sequence) must reach the very next create, and the one-statement create must answer
 /// as any other: its event, a missing company, a taken email.
 async fn creates_written_in_one_statement_still_see_new_rules_and_sequences(s: Server) {
-    let ada = s.post("/contacts", json!({"first_name": "Ada", "email": "ada@example.com"})).await.ok(201).clone();
-    let grace = s.post("/contacts", json!({"first_name": "Grace"})).await.ok(201).clone();
+    let ada = s
+        .post(
+            "/contacts",
+            json!({"first_name": "Ada", "email": "ada@example.com"}),
+        )
+        .await
+        .ok(201)
+        .clone();
+    let grace = s
+        .post("/contacts", json!({"first_name": "Grace"}))
+        .await
+        .ok(201)
+        .clone();
     let evs = events(&s).await;
     assert_eq!(evs.len(), 2);
-    assert_eq!((evs[0]["type"].as_str(), &evs[0]["data"]), (Some("contact.created"), &grace), "{evs:#?}");
-    let res = s.post("/contacts", json!({"first_name": "X", "company_id": "cmp_00000000000000000000000000"})).await;
+    assert_eq!(
+        (evs[0]["type"].as_str(), &evs[0]["data"]),
+        (Some("contact.created"), &grace),
+        "{evs:#?}"
+    );
+    let res = s
+        .post(
+            "/contacts",
+            json!({"first_name": "X", "company_id": "cmp_00000000000000000000000000"}),
+        )
+        .await;
     assert_eq!(res.problem(422, "invalid_reference")["field"], "company_id");
-    let res = s.post("/contacts", json!({"first_name": "Ada 2", "email": "ada@example.com"})).await;
+    let res = s
+        .post(
+            "/contacts",
+            json!({"first_name": "Ada 2", "email": "ada@example.com"}),
+        )
+        .await;
     assert_eq!(res.problem(409, "conflict")["existing"]["id"], ada["id"]);
-    assert_eq!(events(&s).await.len(), 2, "a refused create writes no event");
+    assert_eq!(
+        events(&s).await.len(),
+        2,
+        "a refused create writes no event"
+    );
 
     // A new rule empties the cache: the first create after it loads the rule, the second finds
     // it cached. Both fire it.
     let id = rule(&s, json!({"name": "welcome", "trigger_event": "contact.created", "actions": [note("hello {{first_name}}")]})).await;
-    s.post("/contacts", json!({"first_name": "Linus"})).await.ok(201);
-    s.post("/contacts", json!({"first_name": "Ken"})).await.ok(201);
+    s.post("/contacts", json!({"first_name": "Linus"}))
+        .await
+        .ok(201);
+    s.post("/contacts", json!({"first_name": "Ken"}))
+        .await
+        .ok(201);
     assert_eq!(bodies(&s, "").await, ["hello Ken", "hello Linus"]);
     assert_eq!(runs(&s, &id).await.len(), 2);
     s.delete(&format!("/automations/{id}")).await.ok(200);
@@ -517,9 +550,23 @@ async fn creates_written_in_one_statement_still_see_new_rules_and_sequences(s: S
         .to_owned();
     let mut joined: Vec<Value> = Vec::new();
     for name in ["barbara", "margaret"] {
-        joined.push(s.post("/contacts", json!({"first_name": name, "email": format!("{name}@example.com")})).await.ok(201)["id"].clone());
+        joined.push(
+            s.post(
+                "/contacts",
+                json!({"first_name": name, "email": format!("{name}@example.com")}),
+            )
+            .await
+            .ok(201)["id"]
+                .clone(),
+        );
     }
-    let enrolled = s.get(&format!("/sequences/{seq}/enrollments")).await.ok(200)["data"].as_array().unwrap().clone();
+    let enrolled = s
+        .get(&format!("/sequences/{seq}/enrollments"))
+        .await
+        .ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .clone();
     let mut enrolled: Vec<Value> = enrolled.iter().map(|e| e["contact_id"].clone()).collect();
     enrolled.reverse();
     assert_eq!(enrolled, joined, "newest first, both enrolled");

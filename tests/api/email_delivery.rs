@@ -27,7 +27,10 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -42,7 +45,9 @@ async fn fake_provider(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let log = seen.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let mut reader = BufReader::new(stream);
             let mut request_line = String::new();
             if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
@@ -60,14 +65,26 @@ async fn fake_provider(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
                     headers.push((k.trim().to_lowercase(), v.trim().to_owned()));
                 }
             }
-            let len = headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+            let len = headers
+                .iter()
+                .find(|(k, _)| k == "content-length")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
             let mut body = vec![0; len];
             reader.read_exact(&mut body).await.unwrap();
             let mut parts = request_line.split_whitespace();
-            let (method, path) = (parts.next().unwrap_or_default().to_owned(), parts.next().unwrap_or_default().to_owned());
+            let (method, path) = (
+                parts.next().unwrap_or_default().to_owned(),
+                parts.next().unwrap_or_default().to_owned(),
+            );
             let n = {
                 let mut log = log.lock().unwrap();
-                log.push(Seen { method, path, headers, body: serde_json::from_slice(&body).unwrap_or(Value::Null) });
+                log.push(Seen {
+                    method,
+                    path,
+                    headers,
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                });
                 log.len()
             };
             let (status, extra, reply) = replies[(n - 1).min(replies.len() - 1)].clone();
@@ -76,7 +93,9 @@ async fn fake_provider(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
                 head.push_str(&format!("{k}: {v}\r\n"));
             }
             let mut stream = reader.into_inner();
-            let _ = stream.write_all(format!("{head}\r\n{reply}").as_bytes()).await;
+            let _ = stream
+                .write_all(format!("{head}\r\n{reply}").as_bytes())
+                .await;
             let _ = stream.shutdown().await;
         }
     });
@@ -87,7 +106,15 @@ async fn fake_provider(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
 async fn live_server(backend: Backend) -> Server {
     let db = fresh_database(backend).await;
     let keys = create_workspace(&db, &["--plan", "pro"]);
-    start(backend, db, keys, &[("CRM_EMAIL_POLL_MS", "50"), ("CRM_EMAIL_BACKOFF", "200ms,200ms")])
+    start(
+        backend,
+        db,
+        keys,
+        &[
+            ("CRM_EMAIL_POLL_MS", "50"),
+            ("CRM_EMAIL_BACKOFF", "200ms,200ms"),
+        ],
+    )
 }
 
 async fn live(s: &Server, method: Method, path: &str, body: Option<Value>) -> Value {
@@ -107,7 +134,13 @@ async fn send_one(s: &Server, provider: &str, base_url: &str, api_key: &str) -> 
     let rule = json!({"name": "welcome", "trigger_event": "contact.created",
                       "actions": [{"type": "send_email", "subject": "Welcome {{first_name}}", "body": "<p>Hi {{first_name}}</p>"}]});
     live(s, Method::POST, "/automations", Some(rule)).await;
-    live(s, Method::POST, "/contacts", Some(json!({"first_name": "Ada", "email": "ada@example.com"}))).await;
+    live(
+        s,
+        Method::POST,
+        "/contacts",
+        Some(json!({"first_name": "Ada", "email": "ada@example.com"})),
+    )
+    .await;
     wait_for_final_status(s).await
 }
 
@@ -119,23 +152,37 @@ async fn wait_for_final_status(s: &Server) -> Value {
         if email["status"] != "queued" {
             return email;
         }
-        assert!(tokio::time::Instant::now() < deadline, "still queued: {email:#}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still queued: {email:#}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 async fn resend_gets_its_documented_request_and_errors_are_retried(backend: Backend) {
     let s = live_server(backend).await;
-    let (base, seen) = fake_provider(vec![(503, vec![], r#"{"message":"busy"}"#), (200, vec![], r#"{"id":"re_msg_1"}"#)]).await;
+    let (base, seen) = fake_provider(vec![
+        (503, vec![], r#"{"message":"busy"}"#),
+        (200, vec![], r#"{"id":"re_msg_1"}"#),
+    ])
+    .await;
     let email = send_one(&s, "resend", &base, "re_live_key").await;
-    assert_eq!((email["status"].as_str(), email["attempts"].as_u64()), (Some("sent"), Some(2)), "{email:#}");
+    assert_eq!(
+        (email["status"].as_str(), email["attempts"].as_u64()),
+        (Some("sent"), Some(2)),
+        "{email:#}"
+    );
     assert_eq!(email["provider_message_id"], "re_msg_1");
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "one failed attempt, one retry");
     let r = &seen[1];
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/emails"));
     assert_eq!(r.header("authorization"), Some("Bearer re_live_key"));
-    assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
     assert_eq!(
         r.body,
         json!({"from": "Acme <hello@acme.com>", "to": ["ada@example.com"], "subject": "Welcome Ada", "html": "<p>Hi Ada</p>", "text": "Hi Ada"})
@@ -144,9 +191,20 @@ async fn resend_gets_its_documented_request_and_errors_are_retried(backend: Back
 
 async fn postmark_gets_its_documented_request(backend: Backend) {
     let s = live_server(backend).await;
-    let (base, seen) = fake_provider(vec![(200, vec![], r#"{"ErrorCode":0,"Message":"OK","MessageID":"pm-1"}"#)]).await;
+    let (base, seen) = fake_provider(vec![(
+        200,
+        vec![],
+        r#"{"ErrorCode":0,"Message":"OK","MessageID":"pm-1"}"#,
+    )])
+    .await;
     let email = send_one(&s, "postmark", &base, "pm-server-token").await;
-    assert_eq!((email["status"].as_str(), email["provider_message_id"].as_str()), (Some("sent"), Some("pm-1")));
+    assert_eq!(
+        (
+            email["status"].as_str(),
+            email["provider_message_id"].as_str()
+        ),
+        (Some("sent"), Some("pm-1"))
+    );
     let r = seen.lock().unwrap()[0].clone();
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/email"));
     assert_eq!(r.header("x-postmark-server-token"), Some("pm-server-token"));
@@ -162,9 +220,18 @@ async fn sendgrid_gets_its_documented_request_and_a_refusal_fails_the_email(back
     let s = live_server(backend).await;
     let (base, seen) = fake_provider(vec![(202, vec![("x-message-id", "sg-1")], "")]).await;
     let email = send_one(&s, "sendgrid", &base, "SG.key").await;
-    assert_eq!((email["status"].as_str(), email["provider_message_id"].as_str()), (Some("sent"), Some("sg-1")));
+    assert_eq!(
+        (
+            email["status"].as_str(),
+            email["provider_message_id"].as_str()
+        ),
+        (Some("sent"), Some("sg-1"))
+    );
     let r = seen.lock().unwrap()[0].clone();
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v3/mail/send"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v3/mail/send")
+    );
     assert_eq!(r.header("authorization"), Some("Bearer SG.key"));
     assert_eq!(
         r.body,
@@ -173,11 +240,22 @@ async fn sendgrid_gets_its_documented_request_and_a_refusal_fails_the_email(back
     );
 
     // A provider that refuses for good (401): recorded and failed at once, no retries.
-    let (bad, _) = fake_provider(vec![(401, vec![], r#"{"errors":[{"message":"bad key"}]}"#)]).await;
+    let (bad, _) =
+        fake_provider(vec![(401, vec![], r#"{"errors":[{"message":"bad key"}]}"#)]).await;
     live(&s, Method::POST, "/connections", Some(json!({"provider": "sendgrid", "api_key": "SG.bad", "from": "hello@acme.com", "base_url": bad}))).await;
-    live(&s, Method::POST, "/contacts", Some(json!({"first_name": "Bob", "email": "bob@example.com"}))).await;
+    live(
+        &s,
+        Method::POST,
+        "/contacts",
+        Some(json!({"first_name": "Bob", "email": "bob@example.com"})),
+    )
+    .await;
     let failed = wait_for_final_status(&s).await;
-    assert_eq!((failed["status"].as_str(), failed["attempts"].as_u64()), (Some("failed"), Some(1)), "{failed:#}");
+    assert_eq!(
+        (failed["status"].as_str(), failed["attempts"].as_u64()),
+        (Some("failed"), Some(1)),
+        "{failed:#}"
+    );
     assert!(failed["error"].as_str().unwrap().contains("401"));
 }
 
@@ -189,7 +267,9 @@ async fn smtp_sink() -> (u16, Arc<Mutex<Vec<String>>>) {
     let seen = log.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let seen = seen.clone();
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
@@ -232,21 +312,39 @@ async fn smtp_sink() -> (u16, Arc<Mutex<Vec<String>>>) {
 async fn smtp_delivers_to_the_server_with_credentials(backend: Backend) {
     let s = live_server(backend).await;
     let (port, transcripts) = smtp_sink().await;
-    let email = send_one(&s, "smtp", &format!("smtp://mailer@127.0.0.1:{port}?tls=none"), "smtp-password").await;
+    let email = send_one(
+        &s,
+        "smtp",
+        &format!("smtp://mailer@127.0.0.1:{port}?tls=none"),
+        "smtp-password",
+    )
+    .await;
     assert_eq!(email["status"], "sent", "{email:#}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let t = loop {
         if let Some(t) = transcripts.lock().unwrap().first().cloned() {
             break t;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the sink saw no session");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sink saw no session"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     use base64::Engine;
     let plain = base64::engine::general_purpose::STANDARD.encode("\0mailer\0smtp-password");
-    assert!(t.contains(&format!("AUTH PLAIN {plain}")), "credentials are the URL's user and the api_key:\n{t}");
-    assert!(t.contains("MAIL FROM:<hello@acme.com>") && t.contains("RCPT TO:<ada@example.com>"), "{t}");
-    assert!(t.contains("Subject: Welcome Ada") && t.contains("multipart/alternative"), "{t}");
+    assert!(
+        t.contains(&format!("AUTH PLAIN {plain}")),
+        "credentials are the URL's user and the api_key:\n{t}"
+    );
+    assert!(
+        t.contains("MAIL FROM:<hello@acme.com>") && t.contains("RCPT TO:<ada@example.com>"),
+        "{t}"
+    );
+    assert!(
+        t.contains("Subject: Welcome Ada") && t.contains("multipart/alternative"),
+        "{t}"
+    );
     assert!(t.contains("Hi Ada") && t.contains("<p>Hi Ada</p>"), "{t}");
 }
 
@@ -255,13 +353,21 @@ async fn test_mode_never_delivers(backend: Backend) {
     let (base, seen) = fake_provider(vec![(200, vec![], r#"{"id":"x"}"#)]).await;
     s.post("/connections", json!({"provider": "resend", "api_key": "re_test", "from": "hello@acme.com", "base_url": base})).await.ok(201);
     s.post("/automations", json!({"name": "w", "trigger_event": "contact.created", "actions": [{"type": "send_email", "subject": "s", "body": "b"}]})).await.ok(201);
-    s.post("/contacts", json!({"email": "ada@example.com"})).await.ok(201);
+    s.post("/contacts", json!({"email": "ada@example.com"}))
+        .await
+        .ok(201);
     // A live send through the same fake proves the worker ran while the test email sat there.
     let live_email = send_one(&s, "resend", &base, "re_live").await;
     assert_eq!(live_email["status"], "sent");
     let test_emails = s.get("/emails").await.ok(200)["data"].clone();
     assert_eq!(test_emails.as_array().unwrap().len(), 1);
-    assert_eq!((test_emails[0]["status"].as_str(), test_emails[0]["attempts"].as_u64()), (Some("simulated"), Some(0)));
+    assert_eq!(
+        (
+            test_emails[0]["status"].as_str(),
+            test_emails[0]["attempts"].as_u64()
+        ),
+        (Some("simulated"), Some(0))
+    );
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "only the live email reached the provider");
     assert_eq!(seen[0].header("authorization"), Some("Bearer re_live"));

@@ -19,28 +19,71 @@ use crate::support::{Backend, Server};
 
 async fn a_replay_returns_the_first_result(s: Server) {
     let body = json!({"first_name": "Ada", "email": "ada@example.com"});
-    let first = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-1").json(&body).send().await;
+    let first = s
+        .req(Method::POST, "/contacts")
+        .header("Idempotency-Key", "k-1")
+        .json(&body)
+        .send()
+        .await;
     let created = first.ok(201).clone();
     assert_eq!(first.header("idempotent-replayed"), None);
     // Same body with keys in another order is the same request.
-    let again = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-1").json(&json!({"email": "ada@example.com", "first_name": "Ada"})).send().await;
+    let again = s
+        .req(Method::POST, "/contacts")
+        .header("Idempotency-Key", "k-1")
+        .json(&json!({"email": "ada@example.com", "first_name": "Ada"}))
+        .send()
+        .await;
     assert_eq!(again.ok(201), &created);
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    assert_eq!(s.get("/contacts").await.ok(200)["data"].as_array().unwrap().len(), 1);
-    assert_eq!(s.get("/events").await.ok(200)["data"].as_array().unwrap().len(), 1, "one event, not two");
+    assert_eq!(
+        s.get("/contacts").await.ok(200)["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        s.get("/events").await.ok(200)["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "one event, not two"
+    );
 }
 
 async fn the_same_key_with_another_body_is_refused(s: Server) {
-    s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-2").json(&json!({"first_name": "A"})).send().await.ok(201);
-    let res = s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-2").json(&json!({"first_name": "B"})).send().await;
+    s.req(Method::POST, "/contacts")
+        .header("Idempotency-Key", "k-2")
+        .json(&json!({"first_name": "A"}))
+        .send()
+        .await
+        .ok(201);
+    let res = s
+        .req(Method::POST, "/contacts")
+        .header("Idempotency-Key", "k-2")
+        .json(&json!({"first_name": "B"}))
+        .send()
+        .await;
     res.problem(409, "idempotency_key_reused");
     // The same key on another path is another request too.
-    let res = s.req(Method::POST, "/companies").header("Idempotency-Key", "k-2").json(&json!({"name": "A"})).send().await;
+    let res = s
+        .req(Method::POST, "/companies")
+        .header("Idempotency-Key", "k-2")
+        .json(&json!({"name": "A"}))
+        .send()
+        .await;
     res.problem(409, "idempotency_key_reused");
 }
 
 async fn client_errors_are_stored_and_replayed(s: Server) {
-    let send = || s.req(Method::POST, "/contacts").header("Idempotency-Key", "k-3").json(&json!({"first_name": "  "})).send();
+    let send = || {
+        s.req(Method::POST, "/contacts")
+            .header("Idempotency-Key", "k-3")
+            .json(&json!({"first_name": "  "}))
+            .send()
+    };
     send().await.problem(422, "identifier_required");
     let replay = send().await;
     replay.problem(422, "identifier_required");
@@ -48,34 +91,78 @@ async fn client_errors_are_stored_and_replayed(s: Server) {
 
 /// A replayed 4xx says so in the header too, as a replayed success does (decisions §9).
 async fn a_replayed_client_error_carries_the_replayed_header(s: Server) {
-    let send = || s.req(Method::POST, "/companies").header("Idempotency-Key", "abc2").json(&json!({"name": ""})).send();
+    let send = || {
+        s.req(Method::POST, "/companies")
+            .header("Idempotency-Key", "abc2")
+            .json(&json!({"name": ""}))
+            .send()
+    };
     let first = send().await;
     let original = first.problem(422, "validation_failed").clone();
     assert_eq!(first.header("idempotent-replayed"), None);
     let replay = send().await;
     let body = replay.problem(422, "validation_failed");
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-    assert_eq!((&body["idempotent_replayed"], &body["detail"], &body["field"]), (&json!(true), &original["detail"], &original["field"]));
+    assert_eq!(
+        (
+            &body["idempotent_replayed"],
+            &body["detail"],
+            &body["field"]
+        ),
+        (&json!(true), &original["detail"], &original["field"])
+    );
 }
 
 async fn keys_are_scoped_per_mode(s: Server) {
     let body = json!({"first_name": "A"});
-    let test = s.req(Method::POST, "/contacts").header("Idempotency-Key", "shared").json(&body).send().await.ok(201).clone();
-    let live = s.req(Method::POST, "/contacts").key(&s.keys.live).header("Idempotency-Key", "shared").json(&body).send().await;
+    let test = s
+        .req(Method::POST, "/contacts")
+        .header("Idempotency-Key", "shared")
+        .json(&body)
+        .send()
+        .await
+        .ok(201)
+        .clone();
+    let live = s
+        .req(Method::POST, "/contacts")
+        .key(&s.keys.live)
+        .header("Idempotency-Key", "shared")
+        .json(&body)
+        .send()
+        .await;
     assert_ne!(live.ok(201)["id"], test["id"]);
     assert_eq!(live.header("idempotent-replayed"), None);
 }
 
 async fn overlong_keys_are_refused(s: Server) {
     let key = "k".repeat(256);
-    s.req(Method::POST, "/contacts").header("Idempotency-Key", &key).json(&json!({"first_name": "A"})).send().await.problem(400, "bad_request");
+    s.req(Method::POST, "/contacts")
+        .header("Idempotency-Key", &key)
+        .json(&json!({"first_name": "A"}))
+        .send()
+        .await
+        .problem(400, "bad_request");
 }
 
 async fn updates_ignore_the_header(s: Server) {
-    let c = s.post("/contacts", json!({"first_name": "A"})).await.ok(201).clone();
+    let c = s
+        .post("/contacts", json!({"first_name": "A"}))
+        .await
+        .ok(201)
+        .clone();
     let path = format!("/contacts/{}", c["id"].as_str().unwrap());
-    s.req(Method::PATCH, &path).header("Idempotency-Key", "u").json(&json!({"first_name": "B"})).send().await.ok(200);
-    let res = s.req(Method::PATCH, &path).header("Idempotency-Key", "u").json(&json!({"first_name": "C"})).send().await;
+    s.req(Method::PATCH, &path)
+        .header("Idempotency-Key", "u")
+        .json(&json!({"first_name": "B"}))
+        .send()
+        .await
+        .ok(200);
+    let res = s
+        .req(Method::PATCH, &path)
+        .header("Idempotency-Key", "u")
+        .json(&json!({"first_name": "C"}))
+        .send()
+        .await;
     assert_eq!(res.ok(200)["first_name"], "C");
 }
 
@@ -108,7 +195,9 @@ pub(crate) async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
             Arc::new(s)
         }
         Backend::Postgres => {
-            let s = crm_store_postgres::PostgresStore::connect(&url).await.unwrap();
+            let s = crm_store_postgres::PostgresStore::connect(&url)
+                .await
+                .unwrap();
             s.migrate().await.unwrap();
             Arc::new(s)
         }
@@ -121,16 +210,37 @@ pub(crate) async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
 /// runs out (the process died), a retry takes it over; a finished one replays.
 async fn in_progress_then_abandoned_then_replayed(backend: Backend) {
     let (app, clock) = app_on(backend).await;
-    let ws = app.create_workspace("w", Plan::Free, Overrides::default()).await.unwrap();
-    let tenant = Tenant { workspace_id: ws.workspace.id, mode: Mode::Test };
-    let Claim::Fresh(claim) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else { panic!("fresh") };
-    assert!(matches!(app.claim_idempotency(&tenant, "k", "fp").await, Err(AppError::IdempotencyInProgress)));
-    assert!(matches!(app.claim_idempotency(&tenant, "k", "other").await, Err(AppError::IdempotencyKeyReused)));
+    let ws = app
+        .create_workspace("w", Plan::Free, Overrides::default())
+        .await
+        .unwrap();
+    let tenant = Tenant {
+        workspace_id: ws.workspace.id,
+        mode: Mode::Test,
+    };
+    let Claim::Fresh(claim) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else {
+        panic!("fresh")
+    };
+    assert!(matches!(
+        app.claim_idempotency(&tenant, "k", "fp").await,
+        Err(AppError::IdempotencyInProgress)
+    ));
+    assert!(matches!(
+        app.claim_idempotency(&tenant, "k", "other").await,
+        Err(AppError::IdempotencyKeyReused)
+    ));
     clock.0.fetch_add(LEASE_MS + 1, Ordering::SeqCst);
-    let Claim::Fresh(taken) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else { panic!("taken over") };
+    let Claim::Fresh(taken) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else {
+        panic!("taken over")
+    };
     assert_eq!(taken, claim);
-    let reply = StoredReply { status: 201, body: b"{}".to_vec() };
-    app.finish_idempotency(&tenant, &taken, &reply).await.unwrap();
+    let reply = StoredReply {
+        status: 201,
+        body: b"{}".to_vec(),
+    };
+    app.finish_idempotency(&tenant, &taken, &reply)
+        .await
+        .unwrap();
     match app.claim_idempotency(&tenant, "k", "fp").await.unwrap() {
         Claim::Replay(r) => assert_eq!(r, reply),
         Claim::Fresh(_) => panic!("should replay"),

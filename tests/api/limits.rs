@@ -16,7 +16,11 @@ fn redis_url() -> String {
 
 /// Fails (never skips) when Redis does not answer, saying how to provide one.
 fn require_redis(url: &str) {
-    let addr = url.trim_start_matches("redis://").split(['/', '?']).next().unwrap_or_default();
+    let addr = url
+        .trim_start_matches("redis://")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default();
     let addr = addr.rsplit_once('@').map_or(addr, |(_, host)| host);
     if std::net::TcpStream::connect(addr).is_err() {
         panic!("this test needs Redis: run one on 127.0.0.1:6379 (redis-server) or set CRM_TEST_REDIS_URL=redis://host:port (tried {url})");
@@ -29,13 +33,26 @@ async fn requests_past_the_rate_limit_get_429_with_retry_after(backend: Backend)
         let res = s.get("/contacts").await;
         res.ok(200);
         assert_eq!(res.header("ratelimit-limit"), Some("5"));
-        assert_eq!(res.header("ratelimit-remaining"), Some(remaining.to_string().as_str()));
-        assert!(res.header("ratelimit-reset").unwrap().parse::<u64>().unwrap() <= 60);
+        assert_eq!(
+            res.header("ratelimit-remaining"),
+            Some(remaining.to_string().as_str())
+        );
+        assert!(
+            res.header("ratelimit-reset")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                <= 60
+        );
         assert_eq!(res.header("retry-after"), None);
     }
     let refused = s.get("/contacts").await;
     refused.problem(429, "rate_limited");
-    assert_eq!(refused.header("retry-after"), Some("12"), "one request every 12 s at 5 per minute");
+    assert_eq!(
+        refused.header("retry-after"),
+        Some("12"),
+        "one request every 12 s at 5 per minute"
+    );
     assert_eq!(refused.header("ratelimit-remaining"), Some("0"));
     // The exempt routes are rate-limited too; the other mode has its own budget.
     s.get("/usage").await.problem(429, "rate_limited");
@@ -59,7 +76,10 @@ async fn two_servers_sharing_redis_admit_at_most_the_limit_plus_the_burst(backen
     let database_url = fresh_database(backend).await;
     let keys = create_workspace(&database_url, &["--rate-limit-per-minute", "30"]);
     let env = [("CRM_REDIS_URL", url.as_str())];
-    let servers = [start(backend, database_url.clone(), keys.clone(), &env), start(backend, database_url, keys, &env)];
+    let servers = [
+        start(backend, database_url.clone(), keys.clone(), &env),
+        start(backend, database_url, keys, &env),
+    ];
 
     let began = Instant::now();
     let mut admitted = 0;
@@ -79,7 +99,11 @@ async fn two_servers_sharing_redis_admit_at_most_the_limit_plus_the_burst(backen
     // burst, plus what refills at one request every 2 s while the test runs.
     let refilled = (began.elapsed().as_secs_f64() / 2.0).ceil() as usize;
     assert!(admitted >= LIMIT, "the burst is admitted: {admitted}");
-    assert!(admitted <= LIMIT + refilled, "{admitted} admitted in {:?}", began.elapsed());
+    assert!(
+        admitted <= LIMIT + refilled,
+        "{admitted} admitted in {:?}",
+        began.elapsed()
+    );
 }
 
 crate::on_both_backends!(

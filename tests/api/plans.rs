@@ -37,75 +37,182 @@ async fn burst(s: &Server, n: usize) -> Vec<Res> {
     join_all((0..n).map(|_| live(s, Method::GET, "/contacts"))).await
 }
 
-async fn the_free_plans_1001st_live_request_is_refused_while_test_mode_keeps_working(backend: Backend) {
+async fn the_free_plans_1001st_live_request_is_refused_while_test_mode_keeps_working(
+    backend: Backend,
+) {
     let s = spawn_with(backend, &[&["--plan", "free"], NO_RATE_LIMIT].concat()).await;
     let mut admitted = 0;
     for _ in 0..40 {
-        admitted += burst(&s, 25).await.iter().filter(|r| r.status == 200).count();
+        admitted += burst(&s, 25)
+            .await
+            .iter()
+            .filter(|r| r.status == 200)
+            .count();
     }
-    assert_eq!(admitted, 1_000, "the free plan's 1,000 live requests all pass");
+    assert_eq!(
+        admitted, 1_000,
+        "the free plan's 1,000 live requests all pass"
+    );
     let refused = live(&s, Method::GET, "/contacts").await;
     assert_eq!(refused.problem(429, "quota_exceeded")["included"], 1_000);
-    assert!(refused.header("ratelimit-limit").is_some(), "a refused request still reports its rate budget");
-    live(&s, Method::POST, "/companies").await.problem(429, "quota_exceeded");
+    assert!(
+        refused.header("ratelimit-limit").is_some(),
+        "a refused request still reports its rate budget"
+    );
+    live(&s, Method::POST, "/companies")
+        .await
+        .problem(429, "quota_exceeded");
 
     s.get("/contacts").await.ok(200);
-    s.post("/companies", json!({"name": "Test mode is never capped"})).await.ok(201);
+    s.post("/companies", json!({"name": "Test mode is never capped"}))
+        .await
+        .ok(201);
 
     let usage = live_usage(&s).await;
     assert_eq!(usage["object"], "usage");
-    assert_eq!((usage["mode"].clone(), usage["plan"].clone()), (json!("live"), json!("free")));
-    assert_eq!(usage["requests"], json!({"used": 1_000, "included": 1_000, "overage": 0}), "refused requests are not counted");
-    assert_eq!((usage["overage_cost_usd"].clone(), usage["overage_cap_usd"].clone()), (json!(0.0), Value::Null));
+    assert_eq!(
+        (usage["mode"].clone(), usage["plan"].clone()),
+        (json!("live"), json!("free"))
+    );
+    assert_eq!(
+        usage["requests"],
+        json!({"used": 1_000, "included": 1_000, "overage": 0}),
+        "refused requests are not counted"
+    );
+    assert_eq!(
+        (
+            usage["overage_cost_usd"].clone(),
+            usage["overage_cap_usd"].clone()
+        ),
+        (json!(0.0), Value::Null)
+    );
     assert_eq!(usage["automations"], json!({"active": 0, "limit": 2}));
     assert_eq!(usage["sequences"], json!({"count": 0, "limit": 1}));
     assert_eq!(usage["rate_limit_per_minute"], 1_000_000);
-    assert!(usage["period"]["start"].as_str().unwrap().ends_with("-01T00:00:00.000Z"));
+    assert!(usage["period"]["start"]
+        .as_str()
+        .unwrap()
+        .ends_with("-01T00:00:00.000Z"));
     live(&s, Method::GET, "/settings").await.ok(200);
 
     let test_usage = s.get("/usage").await.ok(200).clone();
     assert_eq!(test_usage["mode"], "test");
-    assert_eq!(test_usage["requests"], json!({"used": 2, "included": null, "overage": 0}), "test mode is counted, never metered");
+    assert_eq!(
+        test_usage["requests"],
+        json!({"used": 2, "included": null, "overage": 0}),
+        "test mode is counted, never metered"
+    );
 }
 
-async fn a_paid_plan_with_a_zero_cap_stops_at_its_quota_and_bills_overage_once_lifted(backend: Backend) {
+async fn a_paid_plan_with_a_zero_cap_stops_at_its_quota_and_bills_overage_once_lifted(
+    backend: Backend,
+) {
     let s = spawn_with(backend, &["--plan", "pro", "--included-requests", "5"]).await;
-    let zero = s.req(Method::PATCH, "/settings").key(&s.keys.live).json(&json!({"overage_cap_usd": 0})).send().await;
-    assert_eq!(zero.ok(200), &json!({"object": "settings", "overage_cap_usd": 0.0}));
+    let zero = s
+        .req(Method::PATCH, "/settings")
+        .key(&s.keys.live)
+        .json(&json!({"overage_cap_usd": 0}))
+        .send()
+        .await;
+    assert_eq!(
+        zero.ok(200),
+        &json!({"object": "settings", "overage_cap_usd": 0.0})
+    );
     assert!(burst(&s, 5).await.iter().all(|r| r.status == 200));
-    live(&s, Method::GET, "/contacts").await.problem(429, "spend_cap_reached");
+    live(&s, Method::GET, "/contacts")
+        .await
+        .problem(429, "spend_cap_reached");
     let usage = live_usage(&s).await;
-    assert_eq!(usage["requests"], json!({"used": 5, "included": 5, "overage": 0}));
+    assert_eq!(
+        usage["requests"],
+        json!({"used": 5, "included": 5, "overage": 0})
+    );
 
-    let lifted = s.req(Method::PATCH, "/settings").key(&s.keys.live).json(&json!({"overage_cap_usd": null})).send().await;
+    let lifted = s
+        .req(Method::PATCH, "/settings")
+        .key(&s.keys.live)
+        .json(&json!({"overage_cap_usd": null}))
+        .send()
+        .await;
     assert_eq!(lifted.ok(200)["overage_cap_usd"], Value::Null);
     assert!(burst(&s, 3).await.iter().all(|r| r.status == 200));
     let usage = live_usage(&s).await;
-    assert_eq!(usage["requests"], json!({"used": 8, "included": 5, "overage": 3}));
-    assert!((usage["overage_cost_usd"].as_f64().unwrap() - 0.003).abs() < 1e-12, "{usage}");
+    assert_eq!(
+        usage["requests"],
+        json!({"used": 8, "included": 5, "overage": 3})
+    );
+    assert!(
+        (usage["overage_cost_usd"].as_f64().unwrap() - 0.003).abs() < 1e-12,
+        "{usage}"
+    );
     assert_eq!(usage["overage_cap_usd"], Value::Null);
 
     // $0.005 pays for five overage requests at $0.001: three are used, so two more pass.
-    s.req(Method::PATCH, "/settings").json(&json!({"overage_cap_usd": 0.005})).send().await.ok(200);
-    assert_eq!(burst(&s, 4).await.iter().filter(|r| r.status == 200).count(), 2);
-    live(&s, Method::GET, "/contacts").await.problem(429, "spend_cap_reached");
+    s.req(Method::PATCH, "/settings")
+        .json(&json!({"overage_cap_usd": 0.005}))
+        .send()
+        .await
+        .ok(200);
+    assert_eq!(
+        burst(&s, 4)
+            .await
+            .iter()
+            .filter(|r| r.status == 200)
+            .count(),
+        2
+    );
+    live(&s, Method::GET, "/contacts")
+        .await
+        .problem(429, "spend_cap_reached");
 }
 
-async fn settings_take_a_number_at_least_zero_or_null_and_belong_to_the_workspace(backend: Backend) {
+async fn settings_take_a_number_at_least_zero_or_null_and_belong_to_the_workspace(
+    backend: Backend,
+) {
     let s = spawn_with(backend, &[]).await;
-    assert_eq!(s.get("/settings").await.ok(200), &json!({"object": "settings", "overage_cap_usd": null}));
-    for bad in [json!({"overage_cap_usd": -1}), json!({"overage_cap_usd": "10"}), json!({"overage_cap_usd": [1]}), json!({})] {
+    assert_eq!(
+        s.get("/settings").await.ok(200),
+        &json!({"object": "settings", "overage_cap_usd": null})
+    );
+    for bad in [
+        json!({"overage_cap_usd": -1}),
+        json!({"overage_cap_usd": "10"}),
+        json!({"overage_cap_usd": [1]}),
+        json!({}),
+    ] {
         let res = s.patch("/settings", bad.clone()).await;
-        assert_eq!(res.problem(422, "validation_failed")["field"], "overage_cap_usd", "{bad}");
+        assert_eq!(
+            res.problem(422, "validation_failed")["field"],
+            "overage_cap_usd",
+            "{bad}"
+        );
     }
-    s.patch("/settings", json!({"overage_cap_usd": 1, "plan": "scale"})).await.problem(422, "unknown_field");
-    s.patch("/settings", json!({"overage_cap_usd": 12.5})).await.ok(200);
-    assert_eq!(live(&s, Method::GET, "/settings").await.ok(200)["overage_cap_usd"], 12.5, "one setting for both modes");
+    s.patch("/settings", json!({"overage_cap_usd": 1, "plan": "scale"}))
+        .await
+        .problem(422, "unknown_field");
+    s.patch("/settings", json!({"overage_cap_usd": 12.5}))
+        .await
+        .ok(200);
+    assert_eq!(
+        live(&s, Method::GET, "/settings").await.ok(200)["overage_cap_usd"],
+        12.5,
+        "one setting for both modes"
+    );
     assert_eq!(live_usage(&s).await["overage_cap_usd"], 12.5);
 }
 
-async fn fifty_concurrent_clients_racing_the_quota_boundary_get_exactly_the_quota(backend: Backend) {
-    let s = spawn_with(backend, &[&["--plan", "free", "--included-requests", "20"], NO_RATE_LIMIT].concat()).await;
+async fn fifty_concurrent_clients_racing_the_quota_boundary_get_exactly_the_quota(
+    backend: Backend,
+) {
+    let s = spawn_with(
+        backend,
+        &[
+            &["--plan", "free", "--included-requests", "20"],
+            NO_RATE_LIMIT,
+        ]
+        .concat(),
+    )
+    .await;
     let results = burst(&s, 50).await;
     let admitted = results.iter().filter(|r| r.status == 200).count();
     assert_eq!(admitted, 20);
@@ -118,21 +225,60 @@ async fn fifty_concurrent_clients_racing_the_quota_boundary_get_exactly_the_quot
 async fn set_plan_applies_to_a_running_server(backend: Backend) {
     let s = spawn_with(backend, &["--plan", "free", "--included-requests", "2"]).await;
     assert!(burst(&s, 2).await.iter().all(|r| r.status == 200));
-    live(&s, Method::GET, "/contacts").await.problem(429, "quota_exceeded");
+    live(&s, Method::GET, "/contacts")
+        .await
+        .problem(429, "quota_exceeded");
 
     let ws = s.keys.workspace_id.as_str();
-    let out = cli(&s.database_url, &["workspace", "set-plan", "--workspace", ws, "--plan", "pro"]);
+    let out = cli(
+        &s.database_url,
+        &["workspace", "set-plan", "--workspace", ws, "--plan", "pro"],
+    );
     assert!(out.contains("pro"), "{out}");
     assert_eq!(usage_once_plan_is(&s, "pro").await["plan"], "pro");
     live(&s, Method::GET, "/contacts").await.ok(200);
     let usage = live_usage(&s).await;
-    assert_eq!((usage["plan"].clone(), usage["requests"].clone()), (json!("pro"), json!({"used": 3, "included": 2, "overage": 1})));
-    assert_eq!((usage["rate_limit_per_minute"].clone(), usage["sequences"]["limit"].clone()), (json!(1_200), json!(10)));
+    assert_eq!(
+        (usage["plan"].clone(), usage["requests"].clone()),
+        (
+            json!("pro"),
+            json!({"used": 3, "included": 2, "overage": 1})
+        )
+    );
+    assert_eq!(
+        (
+            usage["rate_limit_per_minute"].clone(),
+            usage["sequences"]["limit"].clone()
+        ),
+        (json!(1_200), json!(10))
+    );
 
-    cli(&s.database_url, &["workspace", "set-plan", "--workspace", ws, "--plan", "scale", "--clear-overrides", "--rate-limit-per-minute", "7"]);
+    cli(
+        &s.database_url,
+        &[
+            "workspace",
+            "set-plan",
+            "--workspace",
+            ws,
+            "--plan",
+            "scale",
+            "--clear-overrides",
+            "--rate-limit-per-minute",
+            "7",
+        ],
+    );
     let usage = usage_once_plan_is(&s, "scale").await;
-    assert_eq!((usage["plan"].clone(), usage["requests"]["included"].clone()), (json!("scale"), json!(1_000_000)));
-    assert_eq!((usage["rate_limit_per_minute"].clone(), usage["sequences"]["limit"].clone()), (json!(7), Value::Null));
+    assert_eq!(
+        (usage["plan"].clone(), usage["requests"]["included"].clone()),
+        (json!("scale"), json!(1_000_000))
+    );
+    assert_eq!(
+        (
+            usage["rate_limit_per_minute"].clone(),
+            usage["sequences"]["limit"].clone()
+        ),
+        (json!(7), Value::Null)
+    );
     let res = live(&s, Method::GET, "/contacts").await;
     assert_eq!(res.header("ratelimit-limit"), Some("7"));
 }

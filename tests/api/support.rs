@@ -22,15 +22,24 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_crm-server");
 pub async fn fresh_database(backend: Backend) -> String {
     let name = format!("crm_e2e_{}", uuid::Uuid::now_v7().simple());
     match backend {
-        Backend::Sqlite => format!("sqlite://{}", std::env::temp_dir().join(format!("{name}.db")).display()),
+        Backend::Sqlite => format!(
+            "sqlite://{}",
+            std::env::temp_dir().join(format!("{name}.db")).display()
+        ),
         Backend::Postgres => {
             use sqlx::Connection;
             let admin = crm_store_conformance::postgres_admin_url();
             let mut conn = sqlx::PgConnection::connect(&admin)
                 .await
                 .unwrap_or_else(|e| panic!("{} ({e})", crm_store_conformance::POSTGRES_HELP));
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
-            let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await
+                .expect("create database");
+            let base = admin
+                .rsplit_once('/')
+                .map(|(b, _)| b.to_owned())
+                .unwrap_or(admin);
             format!("{base}/{name}")
         }
     }
@@ -47,12 +56,24 @@ pub struct Keys {
 
 pub fn create_workspace(database_url: &str, extra: &[&str]) -> Keys {
     let out = Command::new(BIN)
-        .args(["workspace", "create", "--name", "e2e", "--json", "--database-url", database_url])
+        .args([
+            "workspace",
+            "create",
+            "--name",
+            "e2e",
+            "--json",
+            "--database-url",
+            database_url,
+        ])
         .args(extra)
         .env("CRM_LOG", "warn")
         .output()
         .expect("run crm-server workspace create");
-    assert!(out.status.success(), "workspace create failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "workspace create failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     Keys {
         workspace_id: v["workspace_id"].as_str().unwrap().to_owned(),
@@ -63,8 +84,17 @@ pub fn create_workspace(database_url: &str, extra: &[&str]) -> Keys {
 
 /// Runs `crm-server <args> --database-url <database_url>` to completion; returns its stdout.
 pub fn cli(database_url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).args(["--database-url", database_url]).env("CRM_LOG", "warn").output().expect("run crm-server");
-    assert!(out.status.success(), "crm-server {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--database-url", database_url])
+        .env("CRM_LOG", "warn")
+        .output()
+        .expect("run crm-server");
+    assert!(
+        out.status.success(),
+        "crm-server {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -99,7 +129,13 @@ pub async fn spawn_with(backend: Backend, workspace_args: &[&str]) -> Server {
 
 pub fn start(backend: Backend, database_url: String, keys: Keys, env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &database_url])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &database_url,
+        ])
         .env("CRM_LOG", "warn")
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
@@ -120,8 +156,18 @@ pub fn start(backend: Backend, database_url: String, keys: Keys, env: &[(&str, &
     };
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-    Server { base, database_url, keys, backend, child, client }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    Server {
+        base,
+        database_url,
+        keys,
+        backend,
+        child,
+        client,
+    }
 }
 
 /// A response, read whole.
@@ -142,8 +188,14 @@ impl Res {
     pub fn problem(&self, status: u16, code: &str) -> &Value {
         assert_eq!(self.status.as_u16(), status, "status of {:#}", self.body);
         assert_eq!(self.body["code"], code, "code of {:#}", self.body);
-        assert_eq!(self.header("content-type"), Some("application/problem+json"));
-        assert!(self.body["type"].as_str().unwrap().ends_with(&format!("/errors/{code}")));
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        assert!(self.body["type"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/errors/{code}")));
         assert_eq!(self.body["status"], status);
         assert!(self.body["title"].is_string() && self.body["detail"].is_string());
         &self.body
@@ -181,7 +233,10 @@ impl<'a> Req<'a> {
     }
 
     pub fn raw(mut self, body: impl Into<reqwest::Body>) -> Self {
-        self.builder = self.builder.header("content-type", "application/json").body(body);
+        self.builder = self
+            .builder
+            .header("content-type", "application/json")
+            .body(body);
         self
     }
 
@@ -194,9 +249,21 @@ impl<'a> Req<'a> {
         let status = res.status();
         let headers = res.headers().clone();
         let bytes = res.bytes().await.expect("body");
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into())) };
-        assert!(headers.contains_key("request-id"), "every response carries Request-Id");
-        Res { status, headers, body }
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        assert!(
+            headers.contains_key("request-id"),
+            "every response carries Request-Id"
+        );
+        Res {
+            status,
+            headers,
+            body,
+        }
     }
 }
 
@@ -207,7 +274,11 @@ impl Server {
             Some(raw) => format!("{}{raw}", self.base),
             None => format!("{}/v1{path}", self.base),
         };
-        Req { _server: self, builder: self.client.request(method, url), key: Some(self.keys.test.clone()) }
+        Req {
+            _server: self,
+            builder: self.client.request(method, url),
+            key: Some(self.keys.test.clone()),
+        }
     }
 
     /// Like `req` but with no Authorization header.
@@ -216,7 +287,11 @@ impl Server {
             Some(raw) => format!("{}{raw}", self.base),
             None => format!("{}/v1{path}", self.base),
         };
-        Req { _server: self, builder: self.client.request(method, url), key: None }
+        Req {
+            _server: self,
+            builder: self.client.request(method, url),
+            key: None,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Res {

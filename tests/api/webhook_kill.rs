@@ -44,7 +44,13 @@ async fn all_event_ids(s: &Server) -> Vec<String> {
     let mut path = "/events?type=contact.created&limit=100".to_owned();
     loop {
         let page = s.get(&path).await.ok(200).clone();
-        ids.extend(page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()));
+        ids.extend(
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_owned()),
+        );
         match page["next_cursor"].as_str() {
             Some(c) => path = format!("/events?type=contact.created&limit=100&cursor={c}"),
             None => return ids,
@@ -82,7 +88,10 @@ impl Tally {
 async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
     let began = std::time::Instant::now();
     let db = support::fresh_database(backend).await;
-    let keys = support::create_workspace(&db, &["--plan", "scale", "--rate-limit-per-minute", "1000000"]);
+    let keys = support::create_workspace(
+        &db,
+        &["--plan", "scale", "--rate-limit-per-minute", "1000000"],
+    );
 
     // The webhooks, and the events, written while no worker runs (the outbox keeps them).
     let quiet = start(backend, &db, &keys, false);
@@ -90,14 +99,26 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
     let mut hook_ids = Vec::new();
     for _ in 0..HOOKS {
         let rx = Receiver::start_with(&[], 200, Duration::from_millis(2), 13).await;
-        let hook = quiet.post("/webhooks", json!({"url": rx.url, "events": ["contact.created"]})).await.ok(201).clone();
+        let hook = quiet
+            .post(
+                "/webhooks",
+                json!({"url": rx.url, "events": ["contact.created"]}),
+            )
+            .await
+            .ok(201)
+            .clone();
         hook_ids.push(hook["id"].as_str().unwrap().to_owned());
         receivers.push(rx);
     }
     let created = stream::iter(0..EVENTS)
         .map(|i| {
             let s = &quiet;
-            async move { s.post("/contacts", json!({"email": format!("k{i}@example.com")})).await.status.as_u16() }
+            async move {
+                s.post("/contacts", json!({"email": format!("k{i}@example.com")}))
+                    .await
+                    .status
+                    .as_u16()
+            }
         })
         .buffer_unordered(16)
         .collect::<Vec<u16>>()
@@ -106,12 +127,21 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
     let events = all_event_ids(&quiet).await;
     assert_eq!(events.len(), EVENTS);
     drop(quiet);
-    eprintln!("{backend:?}: {EVENTS} events written in {:?}", began.elapsed());
+    eprintln!(
+        "{backend:?}: {EVENTS} events written in {:?}",
+        began.elapsed()
+    );
 
     // Workers, killed (SIGKILL) and restarted while they fan out and deliver.
     let processes = if backend == Backend::Postgres { 2 } else { 1 };
-    let mut servers: Vec<Server> = (0..processes).map(|_| start(backend, &db, &keys, true)).collect();
-    let mut tally = Tally { seen: vec![0; HOOKS], ok: vec![HashSet::new(); HOOKS], requests: 0 };
+    let mut servers: Vec<Server> = (0..processes)
+        .map(|_| start(backend, &db, &keys, true))
+        .collect();
+    let mut tally = Tally {
+        seen: vec![0; HOOKS],
+        ok: vec![HashSet::new(); HOOKS],
+        requests: 0,
+    };
     let mut kills_mid_work = 0;
     for k in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -120,7 +150,10 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
             kills_mid_work += 1;
         }
         let victim = k % processes;
-        drop(std::mem::replace(&mut servers[victim], start(backend, &db, &keys, true)));
+        drop(std::mem::replace(
+            &mut servers[victim],
+            start(backend, &db, &keys, true),
+        ));
     }
 
     // The survivors finish the work, including what the killed processes held.
@@ -130,7 +163,11 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
         tally.update(&receivers);
         if std::env::var_os("CRM_KILL_TEST_PROGRESS").is_some() {
             let ok: usize = tally.ok.iter().map(HashSet::len).sum();
-            eprintln!("{:?}: {} requests, {ok} pairs done", began.elapsed(), tally.requests);
+            eprintln!(
+                "{:?}: {} requests, {ok} pairs done",
+                began.elapsed(),
+                tally.requests
+            );
         }
     }
     eprintln!(
@@ -143,7 +180,10 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
     // Any pair never answered 2xx must be dead-lettered after six recorded attempts.
     let s = &servers[0];
     for (i, hook_id) in hook_ids.iter().enumerate() {
-        let missing: Vec<&String> = events.iter().filter(|e| !tally.ok[i].contains(*e)).collect();
+        let missing: Vec<&String> = events
+            .iter()
+            .filter(|e| !tally.ok[i].contains(*e))
+            .collect();
         if missing.is_empty() {
             continue;
         }
@@ -153,7 +193,10 @@ async fn no_delivery_is_lost_when_servers_are_killed(backend: Backend) {
             let page = s.get(&path).await.ok(200).clone();
             for a in page["data"].as_array().unwrap() {
                 if a["status"] == "dead_lettered" {
-                    dead.insert(a["event_id"].as_str().unwrap().to_owned(), a["attempt"].as_u64().unwrap());
+                    dead.insert(
+                        a["event_id"].as_str().unwrap().to_owned(),
+                        a["attempt"].as_u64().unwrap(),
+                    );
                 }
             }
             match page["next_cursor"].as_str() {

@@ -17,11 +17,20 @@ const REQUIREMENTS: &str = "tests/agents/requirements.txt";
 
 pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
     let python = venv(root)?;
-    run(crate::cargo().args(["build", "--quiet", "-p", "crm-server", "--bin", "crm-server"]))?;
+    run(crate::cargo().args([
+        "build",
+        "--quiet",
+        "-p",
+        "crm-server",
+        "--bin",
+        "crm-server",
+    ]))?;
     let bin = target_dir(root).join("debug").join("crm-server");
     let mut failed = Vec::new();
     for backend in ["sqlite", "postgres"] {
-        eprintln!("xtask: agents: the official MCP and A2A clients against crm-server on {backend}");
+        eprintln!(
+            "xtask: agents: the official MCP and A2A clients against crm-server on {backend}"
+        );
         let database = Database::fresh(root, backend, pg)?;
         let passed = suite(root, &python, &bin, backend, &database.url)?;
         drop(database);
@@ -30,7 +39,10 @@ pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
         }
     }
     if !failed.is_empty() {
-        bail!("the agent suite (tests/agents) failed on {}", failed.join(" and "));
+        bail!(
+            "the agent suite (tests/agents) failed on {}",
+            failed.join(" and ")
+        );
     }
     Ok(())
 }
@@ -40,13 +52,23 @@ fn venv(root: &Path) -> Result<PathBuf> {
     let dir = target_dir(root).join("venv");
     let python = dir.join("bin").join("python");
     if !python.exists() {
-        run(Command::new("python3").args(["-m", "venv"]).arg(&dir)).context("creating the virtualenv (python3 -m venv; on Debian: apt-get install python3-venv)")?;
+        run(Command::new("python3").args(["-m", "venv"]).arg(&dir)).context(
+            "creating the virtualenv (python3 -m venv; on Debian: apt-get install python3-venv)",
+        )?;
     }
-    let wanted = std::fs::read_to_string(root.join(REQUIREMENTS)).with_context(|| format!("reading {REQUIREMENTS}"))?;
+    let wanted = std::fs::read_to_string(root.join(REQUIREMENTS))
+        .with_context(|| format!("reading {REQUIREMENTS}"))?;
     let marker = dir.join("crm-requirements.txt");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
         run(Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
             .arg(root.join(REQUIREMENTS)))
         .context("installing the Python test clients")?;
         std::fs::write(&marker, &wanted)?;
@@ -73,17 +95,36 @@ impl Database {
             for suffix in ["", "-shm", "-wal"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
-            return Ok(Database { url: format!("sqlite://{}?mode=rwc", path.display()), cleanup: Cleanup::File(path) });
+            return Ok(Database {
+                url: format!("sqlite://{}?mode=rwc", path.display()),
+                cleanup: Cleanup::File(path),
+            });
         }
         let admin_url = pg.url.clone();
-        let sql = |statement: String| Command::new("psql").args([admin_url.as_str(), "-qc", &statement]).output();
+        let sql = |statement: String| {
+            Command::new("psql")
+                .args([admin_url.as_str(), "-qc", &statement])
+                .output()
+        };
         let _ = sql(format!("DROP DATABASE IF EXISTS \"{name}\""));
-        let out = sql(format!("CREATE DATABASE \"{name}\"")).context("running psql (the agent suite creates its Postgres database with it)")?;
+        let out = sql(format!("CREATE DATABASE \"{name}\""))
+            .context("running psql (the agent suite creates its Postgres database with it)")?;
         if !out.status.success() {
-            bail!("creating database {name}: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "creating database {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
-        let base = admin_url.split('?').next().and_then(|u| u.rsplit_once('/')).map(|(b, _)| b.to_owned()).unwrap_or_default();
-        Ok(Database { url: format!("{base}/{name}"), cleanup: Cleanup::Drop { admin_url, name } })
+        let base = admin_url
+            .split('?')
+            .next()
+            .and_then(|u| u.rsplit_once('/'))
+            .map(|(b, _)| b.to_owned())
+            .unwrap_or_default();
+        Ok(Database {
+            url: format!("{base}/{name}"),
+            cleanup: Cleanup::Drop { admin_url, name },
+        })
     }
 }
 
@@ -96,7 +137,13 @@ impl Drop for Database {
                 }
             }
             Cleanup::Drop { admin_url, name } => {
-                let _ = Command::new("psql").args([admin_url.as_str(), "-qc", &format!("DROP DATABASE IF EXISTS \"{name}\"")]).output();
+                let _ = Command::new("psql")
+                    .args([
+                        admin_url.as_str(),
+                        "-qc",
+                        &format!("DROP DATABASE IF EXISTS \"{name}\""),
+                    ])
+                    .output();
             }
         }
     }
@@ -111,14 +158,22 @@ struct Server {
 impl Server {
     fn start(bin: &Path, database_url: &str) -> Result<Server> {
         let mut child = Command::new(bin)
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                database_url,
+            ])
             // rmcp logs every refused call at warn; the suite makes such calls on purpose.
             .env("CRM_LOG", "warn,rmcp=error")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let Some(stdout) = child.stdout.take() else { bail!("no stdout from crm-server") };
+        let Some(stdout) = child.stdout.take() else {
+            bail!("no stdout from crm-server")
+        };
         let mut lines = BufReader::new(stdout).lines();
         let base_url = loop {
             match lines.next() {
@@ -147,21 +202,51 @@ impl Drop for Server {
 }
 
 /// Creates a workspace, starts the server and runs pytest; whether every test passed.
-fn suite(root: &Path, python: &Path, bin: &Path, backend: &str, database_url: &str) -> Result<bool> {
+fn suite(
+    root: &Path,
+    python: &Path,
+    bin: &Path,
+    backend: &str,
+    database_url: &str,
+) -> Result<bool> {
     let out = Command::new(bin)
-        .args(["workspace", "create", "--name", "agents", "--json", "--database-url", database_url])
+        .args([
+            "workspace",
+            "create",
+            "--name",
+            "agents",
+            "--json",
+            "--database-url",
+            database_url,
+        ])
         .env("CRM_LOG", "warn")
         .output()
         .context("running crm-server workspace create")?;
     if !out.status.success() {
-        bail!("crm-server workspace create failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "crm-server workspace create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let created: serde_json::Value = serde_json::from_slice(&out.stdout).context("reading the JSON line of workspace create")?;
-    let key = |name: &str| created[name].as_str().map(str::to_owned).with_context(|| format!("no `{name}` in {created}"));
+    let created: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading the JSON line of workspace create")?;
+    let key = |name: &str| {
+        created[name]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("no `{name}` in {created}"))
+    };
     let (test_key, live_key) = (key("test_key")?, key("live_key")?);
     let server = Server::start(bin, database_url)?;
     let status = Command::new(python)
-        .args(["-m", "pytest", "tests/agents", "-p", "no:cacheprovider", "-rs"])
+        .args([
+            "-m",
+            "pytest",
+            "tests/agents",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+        ])
         .current_dir(root)
         .env("CRM_BASE_URL", &server.base_url)
         .env("CRM_TEST_KEY", test_key)

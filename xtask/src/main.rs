@@ -27,13 +27,19 @@ use anyhow::{bail, Context, Result};
 /// over the path compiled in: two checkouts sharing one `CARGO_TARGET_DIR` share one xtask
 /// binary, built from whichever checkout built it last.
 fn root() -> PathBuf {
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-    manifest_dir.parent().expect("xtask sits in the workspace").to_path_buf()
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest_dir
+        .parent()
+        .expect("xtask sits in the workspace")
+        .to_path_buf()
 }
 
 /// Where cargo puts what it builds: `CARGO_TARGET_DIR`, else the workspace's `target`.
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
 }
 
 pub(crate) fn run(cmd: &mut Command) -> Result<()> {
@@ -46,7 +52,10 @@ pub(crate) fn run(cmd: &mut Command) -> Result<()> {
 }
 
 pub(crate) fn has_command(name: &str, arg: &str) -> bool {
-    Command::new(name).arg(arg).output().is_ok_and(|o| o.status.success())
+    Command::new(name)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 pub(crate) fn cargo() -> Command {
@@ -85,7 +94,10 @@ fn openapi() -> Result<()> {
         .output()
         .context("running crm-server openapi")?;
     if !out.status.success() {
-        bail!("crm-server openapi failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "crm-server openapi failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let path = root().join("docs/openapi.json");
     std::fs::write(&path, out.stdout).with_context(|| format!("writing {}", path.display()))?;
@@ -108,7 +120,14 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::check(&root()),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
-        Some("lint") => run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
+        Some("lint") => run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])),
         Some("bench") => bench::main(&root(), &args[1..]),
         Some("bench-hello") => bench::hello_main(),
         _ => {

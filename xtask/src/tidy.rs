@@ -9,18 +9,119 @@ use anyhow::{bail, Context, Result};
 
 /// (crate, dependencies it must not have)
 const RULES: &[(&str, &[&str])] = &[
-    ("crm-domain", &["tokio", "sqlx", "axum", "reqwest", "crm-app", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
-    ("crm-app", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server", "crm-email"]),
-    ("crm-api", &["sqlx", "axum", "reqwest", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
-    ("crm-http", &["sqlx", "crm-store-sqlite", "crm-store-postgres"]),
-    ("crm-mcp", &["sqlx", "crm-http", "crm-a2a", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
-    ("crm-a2a", &["sqlx", "crm-http", "crm-mcp", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
-    ("crm-store-sqlite", &["axum", "reqwest", "crm-api", "crm-http"]),
-    ("crm-store-postgres", &["axum", "reqwest", "crm-api", "crm-http"]),
-    ("crm-outbound", &["sqlx", "axum", "crm-api", "crm-http", "crm-mcp", "crm-a2a", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
-    ("crm-redis", &["sqlx", "axum", "reqwest", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres"]),
+    (
+        "crm-domain",
+        &[
+            "tokio",
+            "sqlx",
+            "axum",
+            "reqwest",
+            "crm-app",
+            "crm-api",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+        ],
+    ),
+    (
+        "crm-app",
+        &[
+            "sqlx",
+            "axum",
+            "reqwest",
+            "crm-api",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+            "crm-email",
+        ],
+    ),
+    (
+        "crm-api",
+        &[
+            "sqlx",
+            "axum",
+            "reqwest",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
+    (
+        "crm-http",
+        &["sqlx", "crm-store-sqlite", "crm-store-postgres"],
+    ),
+    (
+        "crm-mcp",
+        &[
+            "sqlx",
+            "crm-http",
+            "crm-a2a",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
+    (
+        "crm-a2a",
+        &[
+            "sqlx",
+            "crm-http",
+            "crm-mcp",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
+    (
+        "crm-store-sqlite",
+        &["axum", "reqwest", "crm-api", "crm-http"],
+    ),
+    (
+        "crm-store-postgres",
+        &["axum", "reqwest", "crm-api", "crm-http"],
+    ),
+    (
+        "crm-outbound",
+        &[
+            "sqlx",
+            "axum",
+            "crm-api",
+            "crm-http",
+            "crm-mcp",
+            "crm-a2a",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
+    (
+        "crm-redis",
+        &[
+            "sqlx",
+            "axum",
+            "reqwest",
+            "crm-api",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+        ],
+    ),
     // Email providers: an adapter of crm-app's EmailSender port, beside the stores.
-    ("crm-email", &["sqlx", "axum", "crm-api", "crm-http", "crm-store-sqlite", "crm-store-postgres", "crm-server"]),
+    (
+        "crm-email",
+        &[
+            "sqlx",
+            "axum",
+            "crm-api",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
 ];
 
 /// Names under `[dependencies]` (not dev-dependencies: tests may use anything).
@@ -54,17 +155,27 @@ fn unsafe_allowed_outside(root: &Path, dir: &Path) -> Result<Vec<String>> {
     let mut found = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
             let path = entry?.path();
             if path.is_dir() {
                 if path.file_name().is_some_and(|n| n != "target") {
                     dirs.push(path);
                 }
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let relative = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-                let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-                if relative != UNSAFE_ALLOWED_IN && text.contains(concat!("allow(", "unsafe_code")) {
-                    found.push(format!("{relative} allows unsafe code (only {UNSAFE_ALLOWED_IN} may)"));
+                let relative = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                if relative != UNSAFE_ALLOWED_IN && text.contains(concat!("allow(", "unsafe_code"))
+                {
+                    found.push(format!(
+                        "{relative} allows unsafe code (only {UNSAFE_ALLOWED_IN} may)"
+                    ));
                 }
             }
         }
@@ -76,7 +187,8 @@ pub fn check(root: &Path) -> Result<()> {
     let mut broken = Vec::new();
     for (krate, banned) in RULES {
         let path = root.join("crates").join(krate).join("Cargo.toml");
-        let manifest = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let manifest = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         for dep in normal_dependencies(&manifest) {
             if banned.contains(&dep.as_str()) {
                 broken.push(format!("{krate} must not depend on {dep}"));

@@ -29,7 +29,10 @@ API key as a bearer token.";
 pub fn agent_card(public_url: &str) -> Value {
     let base = public_url.trim_end_matches('/');
     let rpc_url = format!("{base}{}", crate::PATH);
-    let input_schemas: Map<String, Value> = catalog().iter().map(|op| (op.name.to_owned(), op.arguments_schema())).collect();
+    let input_schemas: Map<String, Value> = catalog()
+        .iter()
+        .map(|op| (op.name.to_owned(), op.arguments_schema()))
+        .collect();
     json!({
         "name": "crm",
         "description": DESCRIPTION,
@@ -90,7 +93,12 @@ fn skill(op: &Operation) -> Value {
 fn example(op: &Operation) -> String {
     let schema = op.arguments_schema();
     let mut arguments = Map::new();
-    for name in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+    for name in schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
         arguments.insert(name.to_owned(), Value::from(format!("<{name}>")));
     }
     json!({"tool": op.name, "arguments": arguments}).to_string()
@@ -116,16 +124,27 @@ mod tests {
     #[test]
     fn the_card_points_at_the_json_rpc_endpoint_and_declares_bearer_auth() {
         let card = agent_card("https://crm.example.com/");
-        assert_eq!(card["supportedInterfaces"][0]["url"], "https://crm.example.com/a2a");
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            "https://crm.example.com/a2a"
+        );
         assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
         assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
-        assert_eq!(card["securitySchemes"][BEARER_SCHEME]["httpAuthSecurityScheme"]["scheme"], "Bearer");
-        assert!(card["securityRequirements"][0]["schemes"].get(BEARER_SCHEME).is_some());
+        assert_eq!(
+            card["securitySchemes"][BEARER_SCHEME]["httpAuthSecurityScheme"]["scheme"],
+            "Bearer"
+        );
+        assert!(card["securityRequirements"][0]["schemes"]
+            .get(BEARER_SCHEME)
+            .is_some());
     }
 
     #[test]
     fn examples_name_the_required_arguments() {
         let op = crm_api::catalog::find("svc_get_contact").unwrap();
-        assert_eq!(example(op), r#"{"tool":"svc_get_contact","arguments":{"id":"<id>"}}"#);
+        assert_eq!(
+            example(op),
+            r#"{"tool":"svc_get_contact","arguments":{"id":"<id>"}}"#
+        );
     }
 }

@@ -45,8 +45,15 @@ pub struct Agent {
 /// The agent card route (no authentication) and the JSON-RPC route (bearer key required).
 pub fn router(api: Arc<Api>) -> Router {
     let card = Bytes::from(serde_json::to_vec(&agent_card(api.public_url())).unwrap_or_default());
-    let agent = Arc::new(Agent { api, tasks: TaskStore::new(store::MAX_TASKS, store::MAX_BYTES), card });
-    Router::new().route(CARD_PATH, get(serve_card)).route(PATH, post(serve_rpc)).with_state(agent)
+    let agent = Arc::new(Agent {
+        api,
+        tasks: TaskStore::new(store::MAX_TASKS, store::MAX_BYTES),
+        card,
+    });
+    Router::new()
+        .route(CARD_PATH, get(serve_card))
+        .route(PATH, post(serve_rpc))
+        .with_state(agent)
 }
 
 async fn serve_card(State(agent): State<Arc<Agent>>) -> Response {
@@ -58,21 +65,39 @@ async fn serve_card(State(agent): State<Arc<Agent>>) -> Response {
 /// 200 with a JSON-RPC response.
 async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let request_id = parts.headers.get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let request_id = parts
+        .headers
+        .get("request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     // A header that is not text can never be a key; NUL makes it fail as malformed.
-    let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = match agent.api.app.authenticate(authorization).await {
         Ok(caller) => caller,
         Err(e) => return problem_response(&agent.api, &e.into(), &request_id),
     };
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        let p = Problem::new(ErrorCode::PayloadTooLarge, format!("the request body exceeds {MAX_BODY_BYTES} bytes"));
+        let p = Problem::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+        );
         return problem_response(&agent.api, &p, &request_id);
     };
-    let a2a_version = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    let a2a_version = parts
+        .headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok());
     let rate = RateSlot::default();
     let answer = rpc::handle(&agent, &caller, a2a_version, &bytes, &request_id, &rate).await;
-    let mut res = json_response(StatusCode::OK, "application/json", Bytes::from(serde_json::to_vec(&answer).unwrap_or_default()));
+    let mut res = json_response(
+        StatusCode::OK,
+        "application/json",
+        Bytes::from(serde_json::to_vec(&answer).unwrap_or_default()),
+    );
     if let Some(rate) = rate.get() {
         for (name, value) in crm_api::rate_limit_headers(&rate) {
             res.headers_mut().insert(name, HeaderValue::from(value));
@@ -83,10 +108,16 @@ async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
 
 fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response {
     let doc = crm_api::agent::problem_document(api, problem, request_id);
-    let status = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut res = json_response(status, "application/problem+json", Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()));
+    let status =
+        StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut res = json_response(
+        status,
+        "application/problem+json",
+        Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+    );
     if problem.code == ErrorCode::Unauthorized {
-        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        res.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     res
 }
@@ -94,6 +125,7 @@ fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response 
 fn json_response(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
     let mut res = Response::new(Body::from(body));
     *res.status_mut() = status;
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    res.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     res
 }

@@ -39,7 +39,11 @@ struct Inner {
 
 impl TaskStore {
     pub fn new(max_tasks: usize, max_bytes: usize) -> TaskStore {
-        TaskStore { max_tasks, max_bytes, inner: Mutex::new(Inner::default()) }
+        TaskStore {
+            max_tasks,
+            max_bytes,
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     pub fn insert(&self, tenant: &Tenant, task: Task) {
@@ -54,8 +58,12 @@ impl TaskStore {
         }
         inner.order.push_back(key);
         inner.bytes += size;
-        while inner.tasks.len() > self.max_tasks || (inner.bytes > self.max_bytes && inner.tasks.len() > 1) {
-            let Some(oldest) = inner.order.pop_front() else { break };
+        while inner.tasks.len() > self.max_tasks
+            || (inner.bytes > self.max_bytes && inner.tasks.len() > 1)
+        {
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
             if let Some((_, size)) = inner.tasks.remove(&oldest) {
                 inner.bytes -= size;
             }
@@ -65,11 +73,18 @@ impl TaskStore {
     /// The task `id` of `tenant`; another tenant's task is not found, as a record would not be.
     pub fn get(&self, tenant: &Tenant, id: &str) -> Option<Arc<Task>> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.tasks.get(&(tenant.clone(), id.to_owned())).map(|(task, _)| task.clone())
+        inner
+            .tasks
+            .get(&(tenant.clone(), id.to_owned()))
+            .map(|(task, _)| task.clone())
     }
 
     pub fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).tasks.len()
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tasks
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -81,7 +96,9 @@ fn approximate_size(task: &Task) -> usize {
     let json = |v: &serde_json::Value| serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
     let outcome = match &task.outcome {
         crate::task::Outcome::Completed { body, .. } => json(body),
-        crate::task::Outcome::Failed { problem } | crate::task::Outcome::Rejected { problem } => json(problem),
+        crate::task::Outcome::Failed { problem } | crate::task::Outcome::Rejected { problem } => {
+            json(problem)
+        }
     };
     outcome + json(&task.request) + 256
 }
@@ -103,7 +120,10 @@ mod tests {
             id: id.into(),
             context_id: "c".into(),
             tool: None,
-            outcome: Outcome::Completed { body: json!({"x": "y".repeat(body_len)}), status: 200 },
+            outcome: Outcome::Completed {
+                body: json!({"x": "y".repeat(body_len)}),
+                status: 200,
+            },
             request: json!({}),
             answer_id: "a".into(),
             timestamp: "t".into(),

@@ -95,7 +95,10 @@ impl Task {
                 task.insert("artifacts".into(), json!([artifact]));
             }
             Outcome::Failed { problem } | Outcome::Rejected { problem } => {
-                let detail = problem.get("detail").and_then(Value::as_str).unwrap_or("the call failed");
+                let detail = problem
+                    .get("detail")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the call failed");
                 let message = json!({
                     "messageId": self.answer_id,
                     "contextId": self.context_id,
@@ -121,7 +124,9 @@ impl Task {
 
 /// A message in `wire`'s shape, from either shape.
 pub fn message_to(wire: Wire, message: &Value) -> Value {
-    let Value::Object(m) = message else { return message.clone() };
+    let Value::Object(m) = message else {
+        return message.clone();
+    };
     let mut out = m.clone();
     match wire {
         Wire::V1 => {
@@ -142,7 +147,10 @@ pub fn message_to(wire: Wire, message: &Value) -> Value {
         out.insert("role".into(), role.into());
     }
     if let Some(parts) = m.get("parts").and_then(Value::as_array) {
-        out.insert("parts".into(), parts.iter().map(|p| part_to(wire, p)).collect());
+        out.insert(
+            "parts".into(),
+            parts.iter().map(|p| part_to(wire, p)).collect(),
+        );
     }
     Value::Object(out)
 }
@@ -150,13 +158,20 @@ pub fn message_to(wire: Wire, message: &Value) -> Value {
 /// A part in `wire`'s shape, from either shape. 1.0 parts hold one of `text`, `data`, `raw` or
 /// `url` (with `mediaType`, `filename`); 0.3 parts say their `kind` and keep files under `file`.
 pub fn part_to(wire: Wire, part: &Value) -> Value {
-    let Value::Object(p) = part else { return part.clone() };
+    let Value::Object(p) = part else {
+        return part.clone();
+    };
     let mut out = p.clone();
     match wire {
         Wire::V1 => {
             if out.remove("kind").as_ref().and_then(Value::as_str) == Some("file") {
                 if let Some(Value::Object(file)) = out.remove("file") {
-                    for (from, to) in [("bytes", "raw"), ("uri", "url"), ("mimeType", "mediaType"), ("name", "filename")] {
+                    for (from, to) in [
+                        ("bytes", "raw"),
+                        ("uri", "url"),
+                        ("mimeType", "mediaType"),
+                        ("name", "filename"),
+                    ] {
                         if let Some(v) = file.get(from) {
                             out.insert(to.into(), v.clone());
                         }
@@ -175,7 +190,12 @@ pub fn part_to(wire: Wire, part: &Value) -> Value {
                 };
                 if kind == "file" {
                     let mut file = Map::new();
-                    for (from, to) in [("raw", "bytes"), ("url", "uri"), ("mediaType", "mimeType"), ("filename", "name")] {
+                    for (from, to) in [
+                        ("raw", "bytes"),
+                        ("url", "uri"),
+                        ("mediaType", "mimeType"),
+                        ("filename", "name"),
+                    ] {
                         if let Some(v) = out.remove(from) {
                             file.insert(to.into(), v);
                         }
@@ -196,7 +216,11 @@ pub fn part_to(wire: Wire, part: &Value) -> Value {
 /// The tool call a message carries: the first data part holding an object with a `tool` member
 /// (`{"data": …}` in 1.0, `{"kind": "data", "data": …}` in 0.3).
 pub fn tool_call(message: &Value) -> Option<&Map<String, Value>> {
-    message.get("parts")?.as_array()?.iter().find_map(|part| part.get("data")?.as_object().filter(|d| d.contains_key("tool")))
+    message.get("parts")?.as_array()?.iter().find_map(|part| {
+        part.get("data")?
+            .as_object()
+            .filter(|d| d.contains_key("tool"))
+    })
 }
 
 #[cfg(test)]
@@ -219,34 +243,60 @@ mod tests {
     #[test]
     fn a_completed_task_carries_the_body_as_an_artifact_data_part() {
         let body = json!({"id": "con_1", "object": "contact"});
-        let t = task(Outcome::Completed { body: body.clone(), status: 200 }).render(Wire::V1, None);
+        let t = task(Outcome::Completed {
+            body: body.clone(),
+            status: 200,
+        })
+        .render(Wire::V1, None);
         assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED");
         assert_eq!(t["artifacts"][0]["parts"][0]["data"], body);
         assert_eq!(t["metadata"]["httpStatus"], 200);
-        assert_eq!(t["history"][0]["parts"][0]["data"]["tool"], "svc_get_contact");
+        assert_eq!(
+            t["history"][0]["parts"][0]["data"]["tool"],
+            "svc_get_contact"
+        );
         assert!(t.get("kind").is_none());
 
-        let t = task(Outcome::Completed { body: body.clone(), status: 200 }).render(Wire::V03, Some(0));
-        assert_eq!((t["kind"].as_str(), t["status"]["state"].as_str()), (Some("task"), Some("completed")));
-        assert_eq!(t["artifacts"][0]["parts"][0], json!({"kind": "data", "data": body}));
+        let t = task(Outcome::Completed {
+            body: body.clone(),
+            status: 200,
+        })
+        .render(Wire::V03, Some(0));
+        assert_eq!(
+            (t["kind"].as_str(), t["status"]["state"].as_str()),
+            (Some("task"), Some("completed"))
+        );
+        assert_eq!(
+            t["artifacts"][0]["parts"][0],
+            json!({"kind": "data", "data": body})
+        );
         assert!(t.get("history").is_none());
     }
 
     #[test]
     fn a_failed_task_carries_the_problem_document_as_a_data_part_of_its_status_message() {
         let problem = json!({"code": "not_found", "status": 404, "detail": "no contact"});
-        let t = task(Outcome::Failed { problem: problem.clone() }).render(Wire::V1, None);
+        let t = task(Outcome::Failed {
+            problem: problem.clone(),
+        })
+        .render(Wire::V1, None);
         assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
         assert_eq!(t["status"]["message"]["role"], "ROLE_AGENT");
         assert_eq!(t["status"]["message"]["parts"][0]["text"], "no contact");
         assert_eq!(t["status"]["message"]["parts"][1]["data"], problem);
         assert!(t.get("artifacts").is_none());
 
-        let t = task(Outcome::Rejected { problem: problem.clone() }).render(Wire::V03, None);
+        let t = task(Outcome::Rejected {
+            problem: problem.clone(),
+        })
+        .render(Wire::V03, None);
         assert_eq!(t["status"]["state"], "rejected");
         assert_eq!(t["status"]["message"]["kind"], "message");
         assert_eq!(t["status"]["message"]["role"], "agent");
-        assert_eq!(t["status"]["message"]["parts"][1], json!({"kind": "data", "data": problem}));
+        assert_eq!(
+            t["status"]["message"]["parts"][1],
+            json!({"kind": "data", "data": problem})
+        );
         assert_eq!(t["history"][0]["role"], "user");
     }
 
@@ -255,15 +305,21 @@ mod tests {
         let v03 = json!({"kind": "message", "messageId": "m", "role": "user",
             "parts": [{"kind": "text", "text": "hi"}, {"kind": "data", "data": {"tool": "x"}}, {"kind": "file", "file": {"uri": "https://f", "mimeType": "text/plain"}}]});
         let v1 = message_to(Wire::V1, &v03);
-        assert_eq!(v1, json!({"messageId": "m", "role": "ROLE_USER",
-            "parts": [{"text": "hi"}, {"data": {"tool": "x"}}, {"url": "https://f", "mediaType": "text/plain"}]}));
+        assert_eq!(
+            v1,
+            json!({"messageId": "m", "role": "ROLE_USER",
+            "parts": [{"text": "hi"}, {"data": {"tool": "x"}}, {"url": "https://f", "mediaType": "text/plain"}]})
+        );
         assert_eq!(message_to(Wire::V03, &v1), v03);
     }
 
     #[test]
     fn the_tool_call_is_the_first_data_part_naming_a_tool() {
         let m = json!({"parts": [{"text": "please"}, {"data": {"note": 1}}, {"kind": "data", "data": {"tool": "svc_list_contacts"}}]});
-        assert_eq!(tool_call(&m).and_then(|c| c["tool"].as_str()), Some("svc_list_contacts"));
+        assert_eq!(
+            tool_call(&m).and_then(|c| c["tool"].as_str()),
+            Some("svc_list_contacts")
+        );
         assert!(tool_call(&json!({"parts": [{"text": "hi"}]})).is_none());
         assert!(tool_call(&json!({})).is_none());
     }

@@ -30,14 +30,24 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
     let idempotency_key = match arguments.remove(IDEMPOTENCY_KEY) {
         Some(Value::String(key)) if op.idempotency_key => Some(key),
         Some(Value::Null) | None => None,
-        Some(_) if op.idempotency_key => return Err(Problem::validation(IDEMPOTENCY_KEY, "idempotency_key must be a string")),
+        Some(_) if op.idempotency_key => {
+            return Err(Problem::validation(
+                IDEMPOTENCY_KEY,
+                "idempotency_key must be a string",
+            ))
+        }
         Some(_) => None,
     };
     input.if_match = match arguments.remove(IF_MATCH) {
         Some(Value::String(v)) if op.if_match => Some(v),
         Some(Value::Number(n)) if op.if_match => Some(number_text(&n)),
         Some(Value::Null) | None => None,
-        Some(_) if op.if_match => return Err(Problem::validation(IF_MATCH, "if_match must be a record version such as 3, or \"*\"")),
+        Some(_) if op.if_match => {
+            return Err(Problem::validation(
+                IF_MATCH,
+                "if_match must be a record version such as 3, or \"*\"",
+            ))
+        }
         Some(_) => None,
     };
     for name in op.path_params() {
@@ -45,8 +55,15 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
             Some(Value::String(v)) if !v.is_empty() => {
                 input.path.insert(name.to_owned(), v);
             }
-            None | Some(Value::Null) => return Err(Problem::validation(name, format!("{name} is required"))),
-            Some(_) => return Err(Problem::validation(name, format!("{name} must be a non-empty string"))),
+            None | Some(Value::Null) => {
+                return Err(Problem::validation(name, format!("{name} is required")))
+            }
+            Some(_) => {
+                return Err(Problem::validation(
+                    name,
+                    format!("{name} must be a non-empty string"),
+                ))
+            }
         }
     }
     for q in op.query {
@@ -56,12 +73,21 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
                 Some(Value::Object(filters)) => {
                     for (key, value) in filters {
                         let field = format!("{}.{key}", q.name);
-                        let text = scalar_text(value)
-                            .ok_or_else(|| Problem::validation(field.as_str(), format!("{field} must be a string, a number or a boolean")))?;
+                        let text = scalar_text(value).ok_or_else(|| {
+                            Problem::validation(
+                                field.as_str(),
+                                format!("{field} must be a string, a number or a boolean"),
+                            )
+                        })?;
                         input.query.push((field, text));
                     }
                 }
-                Some(_) => return Err(Problem::validation(q.name, format!("{} must be an object of field keys to values", q.name))),
+                Some(_) => {
+                    return Err(Problem::validation(
+                        q.name,
+                        format!("{} must be an object of field keys to values", q.name),
+                    ))
+                }
             }
             continue;
         }
@@ -70,7 +96,12 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
             Some(Value::String(s)) => s,
             Some(Value::Bool(b)) => b.to_string(),
             Some(Value::Number(n)) => number_text(&n),
-            Some(_) => return Err(Problem::validation(q.name, format!("{} must be a string, a number or a boolean", q.name))),
+            Some(_) => {
+                return Err(Problem::validation(
+                    q.name,
+                    format!("{} must be a string, a number or a boolean", q.name),
+                ))
+            }
         };
         input.query.push((q.name.to_owned(), text));
     }
@@ -79,7 +110,10 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
     } else if let Some(unknown) = arguments.keys().next() {
         return Err(unknown_argument(op, unknown));
     }
-    Ok(ToolCall { input, idempotency_key })
+    Ok(ToolCall {
+        input,
+        idempotency_key,
+    })
 }
 
 /// Runs the tool `op` for `caller` with `arguments`: the same admission and dispatch a REST
@@ -87,14 +121,24 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
 /// REST, the call is admitted (and counted) before its arguments are read, so a malformed call
 /// counts too (decisions §17: each `tools/call` and `SendMessage` is one request). The rate
 /// budget goes to `rate` for the response headers.
-pub async fn call(api: &Api, op: &'static Operation, caller: &crm_app::Caller, arguments: Map<String, Value>, rate: &RateSlot) -> Result<Reply, Problem> {
+pub async fn call(
+    api: &Api,
+    op: &'static Operation,
+    caller: &crm_app::Caller,
+    arguments: Map<String, Value>,
+    rate: &RateSlot,
+) -> Result<Reply, Problem> {
     let admission = api.admit(op, caller).await.map_err(|refused| {
         rate.set(refused.rate);
         refused.problem
     })?;
     rate.set(Some(admission.rate));
-    let ToolCall { input, idempotency_key } = split(op, arguments)?;
-    api.dispatch(op, caller, input, idempotency_key.as_deref()).await
+    let ToolCall {
+        input,
+        idempotency_key,
+    } = split(op, arguments)?;
+    api.dispatch(op, caller, input, idempotency_key.as_deref())
+        .await
 }
 
 /// The tool named `name`, or the problem to answer a call of an unknown one: `bad_request` naming
@@ -102,7 +146,9 @@ pub async fn call(api: &Api, op: &'static Operation, caller: &crm_app::Caller, a
 pub fn find_tool(name: &str) -> Result<&'static Operation, Problem> {
     crate::catalog::find(name).ok_or_else(|| {
         let names: Vec<&str> = crate::catalog().iter().map(|op| op.name).collect();
-        let mut p = Problem::bad_request(format!("unknown tool `{name}`")).with("field", "tool").with("valid_options", names.clone());
+        let mut p = Problem::bad_request(format!("unknown tool `{name}`"))
+            .with("field", "tool")
+            .with("valid_options", names.clone());
         if let Some(s) = crm_domain::suggest::closest(name, names) {
             p = p.with("suggestion", format!("did you mean `{s}`?"));
         }
@@ -141,10 +187,16 @@ fn number_text(n: &serde_json::Number) -> String {
 
 fn unknown_argument(op: &Operation, unknown: &str) -> Problem {
     let schema = op.arguments_schema();
-    let valid: Vec<&str> = schema["properties"].as_object().map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
-    let mut p = Problem::new(ErrorCode::UnknownField, format!("unknown argument `{unknown}` for {}", op.name))
-        .with("field", unknown)
-        .with("valid_options", valid.clone());
+    let valid: Vec<&str> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut p = Problem::new(
+        ErrorCode::UnknownField,
+        format!("unknown argument `{unknown}` for {}", op.name),
+    )
+    .with("field", unknown)
+    .with("valid_options", valid.clone());
     if let Some(s) = crm_domain::suggest::closest(unknown, valid) {
         p = p.with("suggestion", format!("did you mean `{s}`?"));
     }
@@ -170,23 +222,39 @@ mod tests {
 
     #[test]
     fn path_query_and_body_arguments_go_where_rest_carries_them() {
-        let call = split(op("svc_update_contact"), args(json!({"id": "con_1", "first_name": "Ada", "if_match": 3}))).unwrap();
+        let call = split(
+            op("svc_update_contact"),
+            args(json!({"id": "con_1", "first_name": "Ada", "if_match": 3})),
+        )
+        .unwrap();
         assert_eq!(call.input.path.get("id").map(String::as_str), Some("con_1"));
         assert_eq!(call.input.body, Some(json!({"first_name": "Ada"})));
         assert_eq!(call.input.if_match.as_deref(), Some("3"));
         assert!(call.input.query.is_empty());
 
-        let call = split(op("svc_list_contacts"), args(json!({"q": "ada", "limit": 10.0, "include_deleted": true, "cursor": null}))).unwrap();
+        let call = split(
+            op("svc_list_contacts"),
+            args(json!({"q": "ada", "limit": 10.0, "include_deleted": true, "cursor": null})),
+        )
+        .unwrap();
         assert_eq!(
             call.input.query,
-            vec![("q".to_owned(), "ada".to_owned()), ("limit".to_owned(), "10".to_owned()), ("include_deleted".to_owned(), "true".to_owned())]
+            vec![
+                ("q".to_owned(), "ada".to_owned()),
+                ("limit".to_owned(), "10".to_owned()),
+                ("include_deleted".to_owned(), "true".to_owned())
+            ]
         );
         assert_eq!(call.input.body, None);
     }
 
     #[test]
     fn custom_field_filters_are_one_object_argument() {
-        let call = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tier": "gold", "score": 5.0, "vip": true}, "limit": 2}))).unwrap();
+        let call = split(
+            op("svc_list_contacts"),
+            args(json!({"custom_fields": {"tier": "gold", "score": 5.0, "vip": true}, "limit": 2})),
+        )
+        .unwrap();
         assert_eq!(
             call.input.query,
             vec![
@@ -196,9 +264,20 @@ mod tests {
                 ("limit".to_owned(), "2".to_owned()),
             ]
         );
-        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": "gold"}))).unwrap_err();
-        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("custom_fields")));
-        let err = split(op("svc_list_contacts"), args(json!({"custom_fields": {"tags": ["x"]}}))).unwrap_err();
+        let err = split(
+            op("svc_list_contacts"),
+            args(json!({"custom_fields": "gold"})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.code, err.extra["field"].clone()),
+            (ErrorCode::ValidationFailed, json!("custom_fields"))
+        );
+        let err = split(
+            op("svc_list_contacts"),
+            args(json!({"custom_fields": {"tags": ["x"]}})),
+        )
+        .unwrap_err();
         assert_eq!(err.extra["field"], "custom_fields.tags");
         let schema = op("svc_list_contacts").arguments_schema();
         assert_eq!(schema["properties"]["custom_fields"]["type"], "object");
@@ -206,11 +285,19 @@ mod tests {
 
     #[test]
     fn idempotency_key_is_taken_out_of_the_body_where_honoured() {
-        let call = split(op("svc_create_contact"), args(json!({"email": "a@example.com", "idempotency_key": "k1"}))).unwrap();
+        let call = split(
+            op("svc_create_contact"),
+            args(json!({"email": "a@example.com", "idempotency_key": "k1"})),
+        )
+        .unwrap();
         assert_eq!(call.idempotency_key.as_deref(), Some("k1"));
         assert_eq!(call.input.body, Some(json!({"email": "a@example.com"})));
         // Ignored where the operation does not honour it, as the REST header is.
-        let call = split(op("svc_get_contact"), args(json!({"id": "con_1", "idempotency_key": "k1", "if_match": "\"2\""}))).unwrap();
+        let call = split(
+            op("svc_get_contact"),
+            args(json!({"id": "con_1", "idempotency_key": "k1", "if_match": "\"2\""})),
+        )
+        .unwrap();
         assert_eq!(call.idempotency_key, None);
         assert_eq!(call.input.if_match, None);
     }
@@ -224,37 +311,68 @@ mod tests {
     #[test]
     fn missing_or_malformed_path_parameters_name_the_argument() {
         let err = split(op("svc_get_contact"), Map::new()).unwrap_err();
-        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("id")));
+        assert_eq!(
+            (err.code, err.extra["field"].clone()),
+            (ErrorCode::ValidationFailed, json!("id"))
+        );
         let err = split(op("svc_get_contact"), args(json!({"id": 5}))).unwrap_err();
         assert_eq!(err.extra["field"], "id");
         let err = split(op("svc_list_contacts"), args(json!({"q": ["a"]}))).unwrap_err();
         assert_eq!(err.extra["field"], "q");
-        let err = split(op("svc_update_contact"), args(json!({"id": "con_1", "if_match": true}))).unwrap_err();
+        let err = split(
+            op("svc_update_contact"),
+            args(json!({"id": "con_1", "if_match": true})),
+        )
+        .unwrap_err();
         assert_eq!(err.extra["field"], "if_match");
     }
 
     #[test]
     fn unknown_arguments_of_an_operation_without_body_get_valid_options_and_a_suggestion() {
-        let err = split(op("svc_list_contacts"), args(json!({"emial": "a@example.com"}))).unwrap_err();
+        let err = split(
+            op("svc_list_contacts"),
+            args(json!({"emial": "a@example.com"})),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::UnknownField);
         assert_eq!(err.extra["field"], "emial");
         assert_eq!(err.extra["suggestion"], "did you mean `email`?");
-        assert!(err.extra["valid_options"].as_array().unwrap().contains(&json!("cursor")));
+        assert!(err.extra["valid_options"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("cursor")));
     }
 
     #[test]
     fn an_unknown_tool_names_the_valid_ones_and_the_closest() {
-        let Err(err) = find_tool("svc_create_contcat") else { panic!("an unknown tool is refused") };
+        let Err(err) = find_tool("svc_create_contcat") else {
+            panic!("an unknown tool is refused")
+        };
         assert_eq!(err.code, ErrorCode::BadRequest);
-        assert_eq!(err.extra["suggestion"], "did you mean `svc_create_contact`?");
-        assert_eq!(err.extra["valid_options"].as_array().map(Vec::len), Some(catalog().len()));
-        assert_eq!(find_tool("svc_create_contact").ok().map(|op| op.name), Some("svc_create_contact"));
+        assert_eq!(
+            err.extra["suggestion"],
+            "did you mean `svc_create_contact`?"
+        );
+        assert_eq!(
+            err.extra["valid_options"].as_array().map(Vec::len),
+            Some(catalog().len())
+        );
+        assert_eq!(
+            find_tool("svc_create_contact").ok().map(|op| op.name),
+            Some("svc_create_contact")
+        );
     }
 
     #[test]
     fn integral_doubles_read_as_integers() {
-        assert_eq!(number_text(&serde_json::Number::from_f64(25.0).unwrap()), "25");
-        assert_eq!(number_text(&serde_json::Number::from_f64(2.5).unwrap()), "2.5");
+        assert_eq!(
+            number_text(&serde_json::Number::from_f64(25.0).unwrap()),
+            "25"
+        );
+        assert_eq!(
+            number_text(&serde_json::Number::from_f64(2.5).unwrap()),
+            "2.5"
+        );
         assert_eq!(number_text(&serde_json::Number::from(7)), "7");
     }
 

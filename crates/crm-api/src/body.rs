@@ -6,21 +6,28 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{
-    problem::Problem,
-    schema::field_names,
-};
+use crate::{problem::Problem, schema::field_names};
 
 /// Parses `body` (absent = `{}`) into `T`. `unknown_hint` is suggested when no valid field name
 /// is close to an unknown one (e.g. "register it with POST /fields and send it under custom_fields").
-pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(body: Option<&Value>, unknown_hint: Option<&str>) -> Result<T, Problem> {
-    let mut value = body.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(
+    body: Option<&Value>,
+    unknown_hint: Option<&str>,
+) -> Result<T, Problem> {
+    let mut value = body
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
     integral_floats_as_integers(&mut value);
     let Value::Object(map) = &value else {
-        return Err(Problem::bad_request("the request body must be a JSON object"));
+        return Err(Problem::bad_request(
+            "the request body must be a JSON object",
+        ));
     };
     if let Some(path) = nul_path(&value, String::new()) {
-        return Err(Problem::validation(&path, format!("{path}: text must not contain the NUL character (U+0000)")));
+        return Err(Problem::validation(
+            &path,
+            format!("{path}: text must not contain the NUL character (U+0000)"),
+        ));
     }
     let valid = field_names::<T>();
     if let Some(unknown) = map.keys().find(|k| !valid.contains(k)) {
@@ -36,7 +43,11 @@ pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(body: Option<&Value>, u
             // The path is the object that lacks the member (`.` for the body itself): name the
             // member, as the other "is required" errors do.
             Some(name) => {
-                let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
+                let field = if path == "." {
+                    name.to_owned()
+                } else {
+                    format!("{path}.{name}")
+                };
                 Problem::validation(&field, format!("{field} is required"))
             }
             None => Problem::validation(&path, format!("{path}: {detail}")),
@@ -67,11 +78,26 @@ fn integral_floats_as_integers(value: &mut Value) {
 
 /// The path of the first string (or key) holding U+0000, which no store can keep as text.
 fn nul_path(value: &Value, path: String) -> Option<String> {
-    let join = |k: &str| if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") };
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
     match value {
         Value::String(s) if s.contains('\0') => Some(path),
-        Value::Object(map) => map.iter().find_map(|(k, v)| if k.contains('\0') { Some(join(k)) } else { nul_path(v, join(k)) }),
-        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| nul_path(v, format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(join(k))
+            } else {
+                nul_path(v, join(k))
+            }
+        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_path(v, format!("{path}[{i}]"))),
         _ => None,
     }
 }
@@ -108,7 +134,11 @@ mod tests {
 
     #[test]
     fn nul_characters_are_refused_with_their_path() {
-        let err = parse::<serde_json::Map<String, Value>>(Some(&json!({"a": {"b": ["x", "y\u{0}"]}})), None).unwrap_err();
+        let err = parse::<serde_json::Map<String, Value>>(
+            Some(&json!({"a": {"b": ["x", "y\u{0}"]}})),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(err.extra["field"], "a.b[1]");
     }
 
@@ -117,12 +147,16 @@ mod tests {
         let parsed = parse::<In>(Some(&json!({"count": 3.0})), None).unwrap();
         assert_eq!(parsed.count, Some(3));
         let err = parse::<In>(Some(&json!({"count": 3.5})), None).unwrap_err();
-        assert_eq!((err.code, err.extra["field"].clone()), (ErrorCode::ValidationFailed, json!("count")));
+        assert_eq!(
+            (err.code, err.extra["field"].clone()),
+            (ErrorCode::ValidationFailed, json!("count"))
+        );
         #[derive(Debug, Deserialize, JsonSchema)]
         struct Nested {
             a: Value,
         }
-        let nested = parse::<Nested>(Some(&json!({"a": [1.0, {"b": 2.0, "c": 2.5}]})), None).unwrap();
+        let nested =
+            parse::<Nested>(Some(&json!({"a": [1.0, {"b": 2.0, "c": 2.5}]})), None).unwrap();
         assert_eq!(nested.a, json!([1, {"b": 2, "c": 2.5}]));
     }
 
@@ -140,13 +174,30 @@ mod tests {
             inner: Option<Inner>,
         }
         let err = parse::<Required>(Some(&json!({})), None).unwrap_err();
-        assert_eq!((err.code, err.extra["field"].clone(), err.detail.as_str()), (ErrorCode::ValidationFailed, json!("operations"), "operations is required"));
-        let err = parse::<Required>(Some(&json!({"operations": [], "inner": {}})), None).unwrap_err();
-        assert_eq!((err.extra["field"].clone(), err.detail.as_str()), (json!("inner.key"), "inner.key is required"));
+        assert_eq!(
+            (err.code, err.extra["field"].clone(), err.detail.as_str()),
+            (
+                ErrorCode::ValidationFailed,
+                json!("operations"),
+                "operations is required"
+            )
+        );
+        let err =
+            parse::<Required>(Some(&json!({"operations": [], "inner": {}})), None).unwrap_err();
+        assert_eq!(
+            (err.extra["field"].clone(), err.detail.as_str()),
+            (json!("inner.key"), "inner.key is required")
+        );
     }
 
     #[test]
     fn absent_body_is_empty() {
-        assert_eq!(parse::<In>(None, None).unwrap(), In { first_name: None, count: None });
+        assert_eq!(
+            parse::<In>(None, None).unwrap(),
+            In {
+                first_name: None,
+                count: None
+            }
+        );
     }
 }

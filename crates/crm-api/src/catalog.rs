@@ -36,17 +36,36 @@ pub struct Hints {
 }
 
 impl Hints {
-    pub const READ: Hints = Hints { read_only: true, destructive: false, idempotent: true };
-    pub const CREATE: Hints = Hints { read_only: false, destructive: false, idempotent: false };
-    pub const UPDATE: Hints = Hints { read_only: false, destructive: false, idempotent: true };
-    pub const DELETE: Hints = Hints { read_only: false, destructive: true, idempotent: true };
+    pub const READ: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+    };
+    pub const CREATE: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+    };
+    pub const UPDATE: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+    };
+    pub const DELETE: Hints = Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+    };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamKind {
     String,
     Boolean,
-    Integer { min: i64, max: i64 },
+    Integer {
+        min: i64,
+        max: i64,
+    },
     /// Equality filters on custom fields: `<name>.<key>=<value>` (or `<name>[<key>]=<value>`, the
     /// OpenAPI `deepObject` spelling) in a query string; one object `{<key>: value}` for agents.
     FieldMap,
@@ -75,7 +94,12 @@ impl ParamKind {
 
 impl QueryParam {
     pub const fn string(name: &'static str, description: &'static str) -> QueryParam {
-        QueryParam { name, kind: ParamKind::String, required: false, description }
+        QueryParam {
+            name,
+            kind: ParamKind::String,
+            required: false,
+            description,
+        }
     }
 
     /// The key a query parameter `name` gives this parameter, if it is one of its spellings:
@@ -89,7 +113,9 @@ impl QueryParam {
             return None;
         }
         let rest = name.strip_prefix(self.name)?;
-        let key = rest.strip_prefix('.').or_else(|| rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
+        let key = rest
+            .strip_prefix('.')
+            .or_else(|| rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
         (!key.is_empty()).then_some(key)
     }
 
@@ -97,7 +123,9 @@ impl QueryParam {
         let mut s = match self.kind {
             ParamKind::String => serde_json::json!({"type": "string"}),
             ParamKind::Boolean => serde_json::json!({"type": "boolean"}),
-            ParamKind::Integer { min, max } => serde_json::json!({"type": "integer", "minimum": min, "maximum": max}),
+            ParamKind::Integer { min, max } => {
+                serde_json::json!({"type": "integer", "minimum": min, "maximum": max})
+            }
             ParamKind::FieldMap => serde_json::json!({
                 "type": "object",
                 "additionalProperties": {"type": ["string", "number", "boolean"]},
@@ -119,7 +147,8 @@ pub const LIMIT: QueryParam = QueryParam {
     required: false,
     description: "Page size, 1 to 100 (default 25).",
 };
-pub const CURSOR: QueryParam = QueryParam::string("cursor", "The `next_cursor` of the previous page.");
+pub const CURSOR: QueryParam =
+    QueryParam::string("cursor", "The `next_cursor` of the previous page.");
 pub const INCLUDE_DELETED: QueryParam = QueryParam {
     name: "include_deleted",
     kind: ParamKind::Boolean,
@@ -129,7 +158,9 @@ pub const INCLUDE_DELETED: QueryParam = QueryParam {
 
 /// The `{name}` parameters of a catalog path, in order.
 fn path_params(path: &'static str) -> Vec<&'static str> {
-    path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .collect()
 }
 
 pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, Problem>> + Send + 'a>>;
@@ -165,7 +196,10 @@ impl Operation {
 
     /// The statuses it may answer on success besides [`Operation::success_status`].
     pub fn also_success(&self) -> &'static [u16] {
-        ALSO_SUCCESS.iter().find(|(name, _)| *name == self.name).map_or(&[], |(_, statuses)| statuses)
+        ALSO_SUCCESS
+            .iter()
+            .find(|(name, _)| *name == self.name)
+            .map_or(&[], |(_, statuses)| statuses)
     }
 
     /// The schema of the flat arguments object of agent tools: path parameters, query parameters
@@ -174,7 +208,10 @@ impl Operation {
         let mut properties = serde_json::Map::new();
         let mut required: Vec<Value> = Vec::new();
         for p in self.path_params() {
-            properties.insert(p.to_owned(), serde_json::json!({"type": "string", "description": "Id of the record."}));
+            properties.insert(
+                p.to_owned(),
+                serde_json::json!({"type": "string", "description": "Id of the record."}),
+            );
             required.push(p.into());
         }
         for q in self.query {
@@ -257,7 +294,8 @@ impl Alias {
 /// and `remove` answer 200 where `add` answers 201, and enrolling a contact that is already
 /// enrolled answers 200 with the existing enrollment. A table here rather than a field of
 /// [`Operation`], which every operation of `ops` would then have to spell out.
-const ALSO_SUCCESS: &[(&str, &[u16])] = &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
+const ALSO_SUCCESS: &[(&str, &[u16])] =
+    &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
 
 /// What a transport hands to an operation.
 #[derive(Debug, Default)]
@@ -318,18 +356,33 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16, body: Value) -> Reply {
-        Reply { status, body: ReplyBody::Owned(body), etag: None, replayed: false }
+        Reply {
+            status,
+            body: ReplyBody::Owned(body),
+            etag: None,
+            replayed: false,
+        }
     }
 
     /// A document that is the same for every caller, served without building or serializing it.
     pub fn fixed(status: u16, body: &'static StaticBody) -> Reply {
-        Reply { status, body: ReplyBody::Static(body), etag: None, replayed: false }
+        Reply {
+            status,
+            body: ReplyBody::Static(body),
+            etag: None,
+            replayed: false,
+        }
     }
 
     /// A single record: its version becomes the ETag.
     pub fn record(status: u16, body: Value) -> Reply {
         let etag = body.get("version").and_then(Value::as_i64);
-        Reply { status, body: ReplyBody::Owned(body), etag, replayed: false }
+        Reply {
+            status,
+            body: ReplyBody::Owned(body),
+            etag,
+            replayed: false,
+        }
     }
 }
 
@@ -339,7 +392,10 @@ impl Input {
     }
 
     pub fn query_str(&self, name: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The filters given for the [`ParamKind::FieldMap`] parameter `param` as `(key, value)`, in
@@ -348,7 +404,12 @@ impl Input {
         self.query
             .iter()
             .filter(|(_, v)| !v.is_empty())
-            .filter_map(|(k, v)| param.key_of(k).filter(|key| !key.is_empty()).map(|key| (key.to_owned(), v.clone())))
+            .filter_map(|(k, v)| {
+                param
+                    .key_of(k)
+                    .filter(|key| !key.is_empty())
+                    .map(|key| (key.to_owned(), v.clone()))
+            })
             .collect()
     }
 
@@ -357,7 +418,10 @@ impl Input {
             None => Ok(false),
             Some("true") => Ok(true),
             Some("false") => Ok(false),
-            Some(_) => Err(Problem::validation(name, format!("{name} must be true or false"))),
+            Some(_) => Err(Problem::validation(
+                name,
+                format!("{name} must be true or false"),
+            )),
         }
     }
 
@@ -365,11 +429,24 @@ impl Input {
         let limit = match self.query_str("limit") {
             None => crm_app::paging::DEFAULT_LIMIT,
             Some(raw) => match raw.parse::<f64>() {
-                Ok(n) if n.fract() == 0.0 && (1.0..=f64::from(crm_app::paging::MAX_LIMIT)).contains(&n) => n as u32,
-                _ => return Err(Problem::validation("limit", "limit must be an integer from 1 to 100")),
+                Ok(n)
+                    if n.fract() == 0.0
+                        && (1.0..=f64::from(crm_app::paging::MAX_LIMIT)).contains(&n) =>
+                {
+                    n as u32
+                }
+                _ => {
+                    return Err(Problem::validation(
+                        "limit",
+                        "limit must be an integer from 1 to 100",
+                    ))
+                }
             },
         };
-        Ok(PageParams { limit, cursor: self.query_str("cursor").map(str::to_owned) })
+        Ok(PageParams {
+            limit,
+            cursor: self.query_str("cursor").map(str::to_owned),
+        })
     }
 }
 
@@ -413,9 +490,19 @@ mod tests {
     fn names_follow_the_pattern_and_are_unique() {
         let mut seen = std::collections::HashSet::new();
         for op in catalog() {
-            assert!(op.name.starts_with("svc_") && op.name.split('_').count() >= 3, "{}", op.name);
+            assert!(
+                op.name.starts_with("svc_") && op.name.split('_').count() >= 3,
+                "{}",
+                op.name
+            );
             assert!(seen.insert(op.name), "duplicate {}", op.name);
-            assert!(seen.insert(Box::leak(format!("{} {}", op.method.as_str(), op.path).into_boxed_str())), "duplicate route {}", op.path);
+            assert!(
+                seen.insert(Box::leak(
+                    format!("{} {}", op.method.as_str(), op.path).into_boxed_str()
+                )),
+                "duplicate route {}",
+                op.path
+            );
             assert!(!op.description.is_empty() && !op.summary.is_empty());
         }
     }
@@ -432,11 +519,27 @@ mod tests {
     fn aliases_take_their_own_fields_only() {
         for alias in ALIASES {
             let op = find(alias.operation).unwrap();
-            let op_fields = crate::schema::property_names(&op.body.map(|b| b()).unwrap_or_default());
-            let taken = alias.query.iter().map(|q| q.name).chain(alias.fields.iter().copied());
+            let op_fields =
+                crate::schema::property_names(&op.body.map(|b| b()).unwrap_or_default());
+            let taken = alias
+                .query
+                .iter()
+                .map(|q| q.name)
+                .chain(alias.fields.iter().copied());
             for name in taken {
-                assert!(name != "action" && !alias.path_params().contains(&name), "{} {}: {name}", alias.method.as_str(), alias.path);
-                assert!(op_fields.iter().any(|f| f == name), "{} {}: {name} is not a field of {}", alias.method.as_str(), alias.path, op.name);
+                assert!(
+                    name != "action" && !alias.path_params().contains(&name),
+                    "{} {}: {name}",
+                    alias.method.as_str(),
+                    alias.path
+                );
+                assert!(
+                    op_fields.iter().any(|f| f == name),
+                    "{} {}: {name} is not a field of {}",
+                    alias.method.as_str(),
+                    alias.path,
+                    op.name
+                );
             }
         }
     }

@@ -40,12 +40,18 @@ pub struct RateSlot(std::sync::Mutex<Option<RateStatus>>);
 impl RateSlot {
     pub fn set(&self, rate: Option<RateStatus>) {
         if rate.is_some() {
-            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = rate;
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = rate;
         }
     }
 
     pub fn get(&self) -> Option<RateStatus> {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -71,12 +77,17 @@ pub struct Api {
 
 impl Api {
     pub fn new(app: App, public_url: &str) -> Api {
-        Api { app, errors_base_url: format!("{}/errors", public_url.trim_end_matches('/')) }
+        Api {
+            app,
+            errors_base_url: format!("{}/errors", public_url.trim_end_matches('/')),
+        }
     }
 
     /// The URL clients reach this server at (without a trailing slash).
     pub fn public_url(&self) -> &str {
-        self.errors_base_url.strip_suffix("/errors").unwrap_or(&self.errors_base_url)
+        self.errors_base_url
+            .strip_suffix("/errors")
+            .unwrap_or(&self.errors_base_url)
     }
 
     pub fn problem_json(&self, p: &Problem) -> Value {
@@ -85,8 +96,16 @@ impl Api {
 
     /// Runs `op` for `caller`: [`Api::admit`] then [`Api::dispatch`]. Every transport that has
     /// its input ready calls this, so limits and counting are the same on REST, MCP and A2A.
-    pub async fn call(&self, op: &'static Operation, caller: &Caller, input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
-        self.admit(op, caller).await.map_err(|refused| refused.problem)?;
+    pub async fn call(
+        &self,
+        op: &'static Operation,
+        caller: &Caller,
+        input: Input,
+        idempotency_key: Option<&str>,
+    ) -> Result<Reply, Problem> {
+        self.admit(op, caller)
+            .await
+            .map_err(|refused| refused.problem)?;
         self.dispatch(op, caller, input, idempotency_key).await
     }
 
@@ -98,7 +117,10 @@ impl Api {
         self.app
             .admit(caller, op.name)
             .await
-            .map_err(|refused| Refusal { problem: refused.error.into(), rate: refused.rate })
+            .map_err(|refused| Refusal {
+                problem: refused.error.into(),
+                rate: refused.rate,
+            })
     }
 
     /// Runs an admitted `op` for `caller`: checks the scope, the query parameters and the body
@@ -106,38 +128,73 @@ impl Api {
     ///
     /// No `#[tracing::instrument]` span: on every request even a disabled one cost 100
     /// instructions (callgrind); the operations' own spans name them.
-    pub async fn dispatch(&self, op: &'static Operation, caller: &Caller, input: Input, idempotency_key: Option<&str>) -> Result<Reply, Problem> {
+    pub async fn dispatch(
+        &self,
+        op: &'static Operation,
+        caller: &Caller,
+        input: Input,
+        idempotency_key: Option<&str>,
+    ) -> Result<Reply, Problem> {
         caller.require(op.scope)?;
         check_query(op, &input)?;
         if op.body.is_some() {
             match &input.body {
                 None | Some(Value::Object(_)) => {}
-                Some(_) => return Err(Problem::bad_request("the request body must be a JSON object")),
+                Some(_) => {
+                    return Err(Problem::bad_request(
+                        "the request body must be a JSON object",
+                    ))
+                }
             }
         }
         match idempotency_key {
             // Boxed: inline, the claim, replay and store steps made every call's future a
             // kilobyte larger, to be set up and moved on each request (docs/performance-history.md).
-            Some(key) if op.idempotency_key => Box::pin(self.dispatch_idempotent(op, caller, input, key)).await,
+            Some(key) if op.idempotency_key => {
+                Box::pin(self.dispatch_idempotent(op, caller, input, key)).await
+            }
             _ => (op.handler)(self, caller, input).await,
         }
     }
 
     /// [`Api::dispatch`] of an operation that takes an `Idempotency-Key`, with one.
-    async fn dispatch_idempotent(&self, op: &'static Operation, caller: &Caller, mut input: Input, key: &str) -> Result<Reply, Problem> {
+    async fn dispatch_idempotent(
+        &self,
+        op: &'static Operation,
+        caller: &Caller,
+        mut input: Input,
+        key: &str,
+    ) -> Result<Reply, Problem> {
         if key.is_empty() || key.len() > crm_app::idempotency::MAX_KEY_LEN {
-            return Err(Problem::bad_request("Idempotency-Key must be 1 to 255 characters").with("field", "Idempotency-Key"));
+            return Err(
+                Problem::bad_request("Idempotency-Key must be 1 to 255 characters")
+                    .with("field", "Idempotency-Key"),
+            );
         }
         let tenant = &caller.tenant;
-        let claim = match self.app.claim_idempotency(tenant, key, &fingerprint(op, &input)).await? {
+        let claim = match self
+            .app
+            .claim_idempotency(tenant, key, &fingerprint(op, &input))
+            .await?
+        {
             Claim::Replay(stored) => {
                 let body: Value = serde_json::from_slice(&stored.body).unwrap_or(Value::Null);
                 if stored.status >= 400 {
-                    let code = body.get("code").and_then(Value::as_str).and_then(ErrorCode::parse).unwrap_or(ErrorCode::InternalError);
-                    let mut p = Problem::new(code, body.get("detail").and_then(Value::as_str).unwrap_or_default());
+                    let code = body
+                        .get("code")
+                        .and_then(Value::as_str)
+                        .and_then(ErrorCode::parse)
+                        .unwrap_or(ErrorCode::InternalError);
+                    let mut p = Problem::new(
+                        code,
+                        body.get("detail")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    );
                     if let Value::Object(map) = body {
                         for (k, v) in map {
-                            if !["type", "title", "status", "detail", "code"].contains(&k.as_str()) {
+                            if !["type", "title", "status", "detail", "code"].contains(&k.as_str())
+                            {
                                 p.extra.insert(k, v);
                             }
                         }
@@ -156,7 +213,16 @@ impl Api {
             Ok(_) => {} // stored by the operation's own transaction
             Err(p) if p.status() < 500 => {
                 let body = serde_json::to_vec(&self.problem_json(p)).unwrap_or_default();
-                self.app.finish_idempotency(tenant, &claim, &StoredReply { status: p.status(), body }).await?;
+                self.app
+                    .finish_idempotency(
+                        tenant,
+                        &claim,
+                        &StoredReply {
+                            status: p.status(),
+                            body,
+                        },
+                    )
+                    .await?;
             }
             Err(_) => self.app.release_idempotency(tenant, &claim).await?,
         }
@@ -173,31 +239,60 @@ fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
 /// required ones must be given. A custom-field filter's two spellings (`custom_fields.k`,
 /// `custom_fields[k]`) count as the same parameter. Public for the REST aliases, whose query is
 /// their own.
-pub fn check_query_params(params: &[catalog::QueryParam], query: &[(String, String)]) -> Result<(), Problem> {
+pub fn check_query_params(
+    params: &[catalog::QueryParam],
+    query: &[(String, String)],
+) -> Result<(), Problem> {
     let canonical = |name: &str| {
-        params.iter().find_map(|q| q.key_of(name).map(|key| if key.is_empty() { q.name.to_owned() } else { format!("{}.{key}", q.name) }))
+        params.iter().find_map(|q| {
+            q.key_of(name).map(|key| {
+                if key.is_empty() {
+                    q.name.to_owned()
+                } else {
+                    format!("{}.{key}", q.name)
+                }
+            })
+        })
     };
     let mut seen: Vec<String> = Vec::with_capacity(query.len());
     for (name, _) in query {
         let Some(param) = canonical(name) else {
             let valid: Vec<String> = params
                 .iter()
-                .map(|q| if q.kind == catalog::ParamKind::FieldMap { format!("{}.<key>", q.name) } else { q.name.to_owned() })
+                .map(|q| {
+                    if q.kind == catalog::ParamKind::FieldMap {
+                        format!("{}.<key>", q.name)
+                    } else {
+                        q.name.to_owned()
+                    }
+                })
                 .collect();
-            let mut p = Problem::bad_request(format!("unknown query parameter `{name}`")).with("field", name.as_str()).with("valid_options", valid.clone());
+            let mut p = Problem::bad_request(format!("unknown query parameter `{name}`"))
+                .with("field", name.as_str())
+                .with("valid_options", valid.clone());
             if let Some(s) = crm_domain::suggest::closest(name, valid.iter().map(String::as_str)) {
                 p = p.with("suggestion", format!("did you mean `{s}`?"));
             }
             return Err(p);
         };
         if seen.contains(&param) {
-            return Err(Problem::bad_request(format!("query parameter `{param}` is given more than once")).with("field", param.as_str()));
+            return Err(Problem::bad_request(format!(
+                "query parameter `{param}` is given more than once"
+            ))
+            .with("field", param.as_str()));
         }
         seen.push(param);
     }
     for q in params.iter().filter(|q| q.required) {
-        if query.iter().find(|(k, _)| k == q.name).is_none_or(|(_, v)| v.is_empty()) {
-            return Err(Problem::validation(q.name, format!("{} is required", q.name)));
+        if query
+            .iter()
+            .find(|(k, _)| k == q.name)
+            .is_none_or(|(_, v)| v.is_empty())
+        {
+            return Err(Problem::validation(
+                q.name,
+                format!("{} is required", q.name),
+            ));
         }
     }
     Ok(())
@@ -223,10 +318,20 @@ pub fn canonical_json(v: &Value) -> String {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            let inner: Vec<String> = entries.into_iter().map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), canonical_json(v))).collect();
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), canonical_json(v)))
+                .collect();
             format!("{{{}}}", inner.join(","))
         }
-        Value::Array(items) => format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(canonical_json)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         other => other.to_string(),
     }
 }
@@ -237,9 +342,14 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"d":[1,{"z":0,"y":1}],"c":null}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"d":[1,{"z":0,"y":1}],"c":null}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#).unwrap();
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(canonical_json(&a), r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#);
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}"#
+        );
     }
 }

@@ -46,7 +46,16 @@ fn headers() -> Value {
 
 /// `{name: {"$ref": …}}` for each of `names` (of [`headers`]).
 fn header_refs(names: &[&str]) -> Value {
-    names.iter().map(|name| ((*name).to_owned(), json!({"$ref": format!("#/components/headers/{name}")}))).collect::<Map<_, _>>().into()
+    names
+        .iter()
+        .map(|name| {
+            (
+                (*name).to_owned(),
+                json!({"$ref": format!("#/components/headers/{name}")}),
+            )
+        })
+        .collect::<Map<_, _>>()
+        .into()
 }
 
 const RATE: [&str; 3] = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
@@ -68,7 +77,8 @@ fn responses(op: &Operation, success: &[u16]) -> Value {
         ok.push("Idempotent-Replayed");
         problem.push("Idempotent-Replayed");
     }
-    let problem_content = json!({"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}});
+    let problem_content =
+        json!({"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}});
     let mut responses = Map::new();
     for status in success {
         responses.insert(
@@ -95,9 +105,13 @@ fn responses(op: &Operation, success: &[u16]) -> Value {
 /// (`crate::body::parse`), so the object is closed unless the type says otherwise.
 fn request_body(mut schema: Value) -> Value {
     if let Value::Object(map) = &mut schema {
-        map.entry("additionalProperties").or_insert(Value::Bool(false));
+        map.entry("additionalProperties")
+            .or_insert(Value::Bool(false));
     }
-    let required = schema.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty());
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
     json!({"required": required, "content": {"application/json": {"schema": schema}}})
 }
 
@@ -165,7 +179,9 @@ pub fn document(public_url: &str) -> Value {
         entry[method] = operation;
     }
     for alias in crate::catalog::ALIASES {
-        let Some(op) = crate::catalog::find(alias.operation) else { continue };
+        let Some(op) = crate::catalog::find(alias.operation) else {
+            continue;
+        };
         let method = alias.method.as_str().to_lowercase();
         let mut params: Vec<Value> =
             alias.path_params().into_iter().map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}})).collect();
@@ -184,7 +200,9 @@ pub fn document(public_url: &str) -> Value {
         if !alias.fields.is_empty() {
             operation["requestBody"] = request_body(alias_body(op, alias));
         }
-        let entry = paths.entry(alias.path.to_owned()).or_insert_with(|| json!({}));
+        let entry = paths
+            .entry(alias.path.to_owned())
+            .or_insert_with(|| json!({}));
         entry[method] = operation;
     }
     json!({
@@ -219,31 +237,67 @@ mod tests {
     }
 
     fn status_codes(op: &Value) -> Vec<&str> {
-        op["responses"].as_object().unwrap().keys().map(String::as_str).collect()
+        op["responses"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect()
     }
 
     #[test]
     fn operations_list_every_success_status() {
         let doc = document("http://localhost:8080");
-        assert_eq!(status_codes(&doc["paths"]["/pipelines/{pipeline}/stages"]["post"]), ["201", "200", "401", "429", "default"]);
-        assert_eq!(status_codes(&doc["paths"]["/sequences/{id}/enroll"]["post"]), ["201", "200", "401", "429", "default"]);
-        assert_eq!(status_codes(&doc["paths"]["/contacts"]["post"]), ["201", "401", "429", "default"]);
+        assert_eq!(
+            status_codes(&doc["paths"]["/pipelines/{pipeline}/stages"]["post"]),
+            ["201", "200", "401", "429", "default"]
+        );
+        assert_eq!(
+            status_codes(&doc["paths"]["/sequences/{id}/enroll"]["post"]),
+            ["201", "200", "401", "429", "default"]
+        );
+        assert_eq!(
+            status_codes(&doc["paths"]["/contacts"]["post"]),
+            ["201", "401", "429", "default"]
+        );
     }
 
     #[test]
     fn stage_aliases_take_what_their_routes_take() {
         let doc = document("http://localhost:8080");
         let item = &doc["paths"]["/pipelines/{pipeline}/stages/{key}"];
-        let names = |op: &Value| op["parameters"].as_array().unwrap().iter().map(|p| format!("{} {}", p["in"].as_str().unwrap(), p["name"].as_str().unwrap())).collect::<Vec<_>>();
-        assert_eq!(names(&item["delete"]), ["path pipeline", "path key", "query move_to"]);
+        let names = |op: &Value| {
+            op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {}",
+                        p["in"].as_str().unwrap(),
+                        p["name"].as_str().unwrap()
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&item["delete"]),
+            ["path pipeline", "path key", "query move_to"]
+        );
         assert!(item["delete"].get("requestBody").is_none());
         assert_eq!(names(&item["patch"]), ["path pipeline", "path key"]);
         let body = &item["patch"]["requestBody"];
         assert_eq!(body["required"], false);
         let schema = &body["content"]["application/json"]["schema"];
-        assert_eq!(crate::schema::property_names(schema), ["label", "type", "position"]);
+        assert_eq!(
+            crate::schema::property_names(schema),
+            ["label", "type", "position"]
+        );
         assert_eq!(schema["additionalProperties"], false);
-        assert_eq!(status_codes(&item["patch"]), ["200", "401", "429", "default"]);
+        assert_eq!(
+            status_codes(&item["patch"]),
+            ["200", "401", "429", "default"]
+        );
     }
 
     #[test]
@@ -253,14 +307,25 @@ mod tests {
         let automation = body("/automations", "post");
         assert_eq!(automation["required"], true);
         let schema = &automation["content"]["application/json"]["schema"];
-        assert_eq!((&schema["required"], &schema["additionalProperties"]), (&json!(["name", "trigger_event", "actions"]), &json!(false)));
+        assert_eq!(
+            (&schema["required"], &schema["additionalProperties"]),
+            (&json!(["name", "trigger_event", "actions"]), &json!(false))
+        );
         // An absent body is `{}`, which a PATCH takes (a no-op) and so does a contact create's schema.
-        for (path, method) in [("/contacts/{id}", "patch"), ("/contacts", "post"), ("/pipelines/{id}", "patch")] {
+        for (path, method) in [
+            ("/contacts/{id}", "patch"),
+            ("/contacts", "post"),
+            ("/pipelines/{id}", "patch"),
+        ] {
             assert_eq!(body(path, method)["required"], false, "{method} {path}");
         }
         for op in catalog().iter().filter(|op| op.body.is_some()) {
             let b = body(op.path, &op.method.as_str().to_lowercase());
-            assert!(b["content"]["application/json"]["schema"]["additionalProperties"] == false, "{}", op.name);
+            assert!(
+                b["content"]["application/json"]["schema"]["additionalProperties"] == false,
+                "{}",
+                op.name
+            );
         }
     }
 
@@ -270,41 +335,109 @@ mod tests {
         use crm_domain::{mail::Provider, EventType, StageType};
         let doc = document("http://localhost:8080");
         let values = |path: &str, property: &str| -> Vec<String> {
-            let schema = &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
-            let values = schema["properties"][property]["enum"].as_array().unwrap_or_else(|| panic!("{path} {property}: {schema:#}"));
-            values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+            let schema =
+                &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+            let values = schema["properties"][property]["enum"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{path} {property}: {schema:#}"));
+            values
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
         };
-        assert_eq!(values("/automations", "trigger_event"), EventType::ALL.map(|t| t.as_str()));
-        assert_eq!(values("/connections", "provider"), Provider::ALL.map(|p| p.as_str()));
-        assert_eq!(values("/pipelines/{pipeline}/stages", "type"), StageType::ALL.map(|t| t.as_str()));
-        let events = &doc["paths"]["/webhooks"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]["events"];
-        assert_eq!(events["items"]["enum"], json!(crm_domain::Subscription::valid_options()), "{events:#}");
-        let properties = |path: &str| &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"];
-        assert_eq!(properties("/keys")["scopes"]["items"]["enum"], json!(crm_app::Scopes::options()));
+        assert_eq!(
+            values("/automations", "trigger_event"),
+            EventType::ALL.map(|t| t.as_str())
+        );
+        assert_eq!(
+            values("/connections", "provider"),
+            Provider::ALL.map(|p| p.as_str())
+        );
+        assert_eq!(
+            values("/pipelines/{pipeline}/stages", "type"),
+            StageType::ALL.map(|t| t.as_str())
+        );
+        let events = &doc["paths"]["/webhooks"]["post"]["requestBody"]["content"]
+            ["application/json"]["schema"]["properties"]["events"];
+        assert_eq!(
+            events["items"]["enum"],
+            json!(crm_domain::Subscription::valid_options()),
+            "{events:#}"
+        );
+        let properties = |path: &str| {
+            &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["properties"]
+        };
+        assert_eq!(
+            properties("/keys")["scopes"]["items"]["enum"],
+            json!(crm_app::Scopes::options())
+        );
         let automation = properties("/automations");
         let ops = crm_domain::automation::ConditionOp::ALL.map(|o| o.as_str());
-        assert_eq!(automation["conditions"]["items"]["properties"]["op"]["enum"], json!(ops), "{automation:#}");
-        assert_eq!(properties("/sequences")["exit_when"]["items"]["properties"]["op"]["enum"], json!(ops));
-        assert_eq!(automation["actions"]["items"]["properties"]["type"]["enum"], json!(crm_domain::automation::ActionType::ALL.map(|t| t.as_str())));
+        assert_eq!(
+            automation["conditions"]["items"]["properties"]["op"]["enum"],
+            json!(ops),
+            "{automation:#}"
+        );
+        assert_eq!(
+            properties("/sequences")["exit_when"]["items"]["properties"]["op"]["enum"],
+            json!(ops)
+        );
+        assert_eq!(
+            automation["actions"]["items"]["properties"]["type"]["enum"],
+            json!(crm_domain::automation::ActionType::ALL.map(|t| t.as_str()))
+        );
         // The batch parser's own lists (its unknown_value problems name the same ones).
         let batch = &properties("/batch")["operations"]["items"]["properties"];
-        assert_eq!((&batch["op"]["enum"], &batch["object"]["enum"]), (&json!(["create", "update", "delete"]), &json!(["contact", "deal"])));
+        assert_eq!(
+            (&batch["op"]["enum"], &batch["object"]["enum"]),
+            (
+                &json!(["create", "update", "delete"]),
+                &json!(["contact", "deal"])
+            )
+        );
     }
 
     #[test]
     fn responses_document_the_headers_sent() {
         let doc = document("http://localhost:8080");
         let headers = |path: &str, method: &str, status: &str| {
-            doc["paths"][path][method]["responses"][status]["headers"].as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+            doc["paths"][path][method]["responses"][status]["headers"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
         };
-        assert_eq!(headers("/contacts/{id}", "get", "200"), ["Request-Id", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "ETag"]);
-        assert_eq!(headers("/contacts", "get", "200"), ["Request-Id", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]);
+        assert_eq!(
+            headers("/contacts/{id}", "get", "200"),
+            [
+                "Request-Id",
+                "RateLimit-Limit",
+                "RateLimit-Remaining",
+                "RateLimit-Reset",
+                "ETag"
+            ]
+        );
+        assert_eq!(
+            headers("/contacts", "get", "200"),
+            [
+                "Request-Id",
+                "RateLimit-Limit",
+                "RateLimit-Remaining",
+                "RateLimit-Reset"
+            ]
+        );
         assert!(headers("/contacts", "post", "default").contains(&"Idempotent-Replayed".to_owned()));
         assert!(headers("/contacts", "post", "201").contains(&"Idempotent-Replayed".to_owned()));
         assert!(headers("/contacts", "get", "401").contains(&"WWW-Authenticate".to_owned()));
         assert!(headers("/contacts", "get", "429").contains(&"Retry-After".to_owned()));
         for name in doc["components"]["headers"].as_object().unwrap().keys() {
-            assert!(doc.to_string().contains(&format!("#/components/headers/{name}")), "{name} is used");
+            assert!(
+                doc.to_string()
+                    .contains(&format!("#/components/headers/{name}")),
+                "{name} is used"
+            );
         }
     }
 }

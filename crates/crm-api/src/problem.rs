@@ -78,7 +78,12 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Problem {
-        Problem { code, detail: detail.into(), extra: Box::default(), errors: Vec::new() }
+        Problem {
+            code,
+            detail: detail.into(),
+            extra: Box::default(),
+            errors: Vec::new(),
+        }
     }
 
     pub fn with(mut self, member: &str, value: impl Into<Value>) -> Problem {
@@ -105,7 +110,9 @@ impl Problem {
             Some(s) => Some(format!("did you mean `{s}`?")),
             None => hint.map(str::to_owned),
         };
-        let p = Problem::new(ErrorCode::UnknownField, format!("unknown field `{name}`")).with("field", name).with("valid_options", valid.to_vec());
+        let p = Problem::new(ErrorCode::UnknownField, format!("unknown field `{name}`"))
+            .with("field", name)
+            .with("valid_options", valid.to_vec());
         match suggestion {
             Some(s) => p.with("suggestion", s),
             None => p,
@@ -135,7 +142,11 @@ impl Problem {
         if let Value::Object(map) = &mut doc {
             map.extend(self.extra.as_ref().clone());
             if !self.errors.is_empty() {
-                let errors = self.errors.iter().map(|(i, p)| json!({"index": i, "error": p.to_json(errors_base_url)})).collect();
+                let errors = self
+                    .errors
+                    .iter()
+                    .map(|(i, p)| json!({"index": i, "error": p.to_json(errors_base_url)}))
+                    .collect();
                 map.insert("errors".into(), Value::Array(errors));
             }
         }
@@ -147,19 +158,35 @@ impl From<ValidationError> for Problem {
     fn from(e: ValidationError) -> Problem {
         let detail = e.to_string();
         match e {
-            ValidationError::IdentifierRequired => Problem::new(ErrorCode::IdentifierRequired, detail),
-            ValidationError::Invalid { field, .. } => Problem::new(ErrorCode::ValidationFailed, detail).with("field", field),
-            ValidationError::UnknownField { field, valid_options, suggestion } => {
-                let p = Problem::new(ErrorCode::UnknownField, detail).with("field", field).with("valid_options", valid_options);
+            ValidationError::IdentifierRequired => {
+                Problem::new(ErrorCode::IdentifierRequired, detail)
+            }
+            ValidationError::Invalid { field, .. } => {
+                Problem::new(ErrorCode::ValidationFailed, detail).with("field", field)
+            }
+            ValidationError::UnknownField {
+                field,
+                valid_options,
+                suggestion,
+            } => {
+                let p = Problem::new(ErrorCode::UnknownField, detail)
+                    .with("field", field)
+                    .with("valid_options", valid_options);
                 match suggestion {
                     Some(s) => p.with("suggestion", s),
                     None => p,
                 }
             }
-            ValidationError::UnknownValue { field, valid_options, .. } => {
-                Problem::new(ErrorCode::UnknownValue, detail).with("field", field).with("valid_options", valid_options)
+            ValidationError::UnknownValue {
+                field,
+                valid_options,
+                ..
+            } => Problem::new(ErrorCode::UnknownValue, detail)
+                .with("field", field)
+                .with("valid_options", valid_options),
+            ValidationError::InvalidReference { field, .. } => {
+                Problem::new(ErrorCode::InvalidReference, detail).with("field", field)
             }
-            ValidationError::InvalidReference { field, .. } => Problem::new(ErrorCode::InvalidReference, detail).with("field", field),
         }
     }
 }
@@ -177,11 +204,17 @@ impl From<AppError> for Problem {
                     None => p,
                 }
             }
-            AppError::VersionConflict { current } => Problem::new(ErrorCode::VersionConflict, detail).with("current_version", current),
+            AppError::VersionConflict { current } => {
+                Problem::new(ErrorCode::VersionConflict, detail).with("current_version", current)
+            }
             AppError::Unauthorized(_) => Problem::new(ErrorCode::Unauthorized, detail),
-            AppError::Forbidden { scope } => Problem::new(ErrorCode::Forbidden, detail).with("scope", scope),
+            AppError::Forbidden { scope } => {
+                Problem::new(ErrorCode::Forbidden, detail).with("scope", scope)
+            }
             AppError::IdempotencyKeyReused => Problem::new(ErrorCode::IdempotencyKeyReused, detail),
-            AppError::IdempotencyInProgress => Problem::new(ErrorCode::IdempotencyInProgress, detail),
+            AppError::IdempotencyInProgress => {
+                Problem::new(ErrorCode::IdempotencyInProgress, detail)
+            }
             AppError::BadRequest { valid_options, .. } => {
                 let p = Problem::new(ErrorCode::BadRequest, detail);
                 match valid_options {
@@ -191,20 +224,36 @@ impl From<AppError> for Problem {
             }
             AppError::InvalidCursor => Problem::new(ErrorCode::InvalidCursor, detail),
             AppError::BatchFailed { failures } => {
-                let mut p = Problem::new(ErrorCode::ValidationFailed, detail).with("field", "operations");
-                p.errors = failures.into_iter().map(|(i, e)| (i, Problem::from(e))).collect();
+                let mut p =
+                    Problem::new(ErrorCode::ValidationFailed, detail).with("field", "operations");
+                p.errors = failures
+                    .into_iter()
+                    .map(|(i, e)| (i, Problem::from(e)))
+                    .collect();
                 p
             }
-            AppError::RateLimited { retry_after_secs } => Problem::new(ErrorCode::RateLimited, detail).with("retry_after", retry_after_secs),
-            AppError::QuotaExceeded { included, .. } => Problem::new(ErrorCode::QuotaExceeded, detail).with("included", included),
-            AppError::SpendCapReached { cap_usd } => Problem::new(ErrorCode::SpendCapReached, detail).with("overage_cap_usd", cap_usd),
-            AppError::PlanLimit { cap, plan, limit, .. } => {
-                Problem::new(ErrorCode::PlanLimit, detail).with("cap", cap).with("plan", plan).with("limit", limit)
+            AppError::RateLimited { retry_after_secs } => {
+                Problem::new(ErrorCode::RateLimited, detail).with("retry_after", retry_after_secs)
             }
+            AppError::QuotaExceeded { included, .. } => {
+                Problem::new(ErrorCode::QuotaExceeded, detail).with("included", included)
+            }
+            AppError::SpendCapReached { cap_usd } => {
+                Problem::new(ErrorCode::SpendCapReached, detail).with("overage_cap_usd", cap_usd)
+            }
+            AppError::PlanLimit {
+                cap, plan, limit, ..
+            } => Problem::new(ErrorCode::PlanLimit, detail)
+                .with("cap", cap)
+                .with("plan", plan)
+                .with("limit", limit),
             AppError::Internal(msg) => {
                 // Logged here, once, inside the request's span; never sent.
                 tracing::error!(error = %msg, "internal error");
-                Problem::new(ErrorCode::InternalError, "an unexpected error occurred; it is safe to retry")
+                Problem::new(
+                    ErrorCode::InternalError,
+                    "an unexpected error occurred; it is safe to retry",
+                )
             }
         }
     }
@@ -217,15 +266,34 @@ mod tests {
     #[test]
     fn every_code_of_the_spec_table_is_here_with_its_status() {
         let spec = [
-            ("unauthorized", 401), ("forbidden", 403), ("plan_limit", 403), ("not_found", 404), ("validation_failed", 422),
-            ("unknown_value", 422), ("unknown_field", 422), ("invalid_reference", 422), ("identifier_required", 422),
-            ("conflict", 409), ("idempotency_key_reused", 409), ("idempotency_in_progress", 409), ("version_conflict", 412),
-            ("bad_request", 400), ("invalid_cursor", 400), ("rate_limited", 429), ("quota_exceeded", 429),
-            ("spend_cap_reached", 429), ("payload_too_large", 413), ("internal_error", 500),
+            ("unauthorized", 401),
+            ("forbidden", 403),
+            ("plan_limit", 403),
+            ("not_found", 404),
+            ("validation_failed", 422),
+            ("unknown_value", 422),
+            ("unknown_field", 422),
+            ("invalid_reference", 422),
+            ("identifier_required", 422),
+            ("conflict", 409),
+            ("idempotency_key_reused", 409),
+            ("idempotency_in_progress", 409),
+            ("version_conflict", 412),
+            ("bad_request", 400),
+            ("invalid_cursor", 400),
+            ("rate_limited", 429),
+            ("quota_exceeded", 429),
+            ("spend_cap_reached", 429),
+            ("payload_too_large", 413),
+            ("internal_error", 500),
         ];
         assert_eq!(ErrorCode::ALL.len(), spec.len());
         for (code, status) in spec {
-            assert_eq!(ErrorCode::parse(code).map(ErrorCode::status), Some(status), "{code}");
+            assert_eq!(
+                ErrorCode::parse(code).map(ErrorCode::status),
+                Some(status),
+                "{code}"
+            );
         }
     }
 
@@ -239,7 +307,8 @@ mod tests {
 
     #[test]
     fn internal_errors_do_not_leak() {
-        let p: Problem = AppError::Internal("SELECT * FROM secrets failed at /src/db.rs".into()).into();
+        let p: Problem =
+            AppError::Internal("SELECT * FROM secrets failed at /src/db.rs".into()).into();
         assert!(!p.detail.contains("SELECT"));
     }
 }

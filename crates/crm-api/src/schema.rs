@@ -20,7 +20,10 @@ pub fn schema_of<T: JsonSchema>() -> Value {
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    let mut schema = generator.into_generator().into_root_schema_for::<T>().to_value();
+    let mut schema = generator
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     if let Value::Object(map) = &mut schema {
         map.remove("title");
     }
@@ -50,17 +53,28 @@ fn enum_of<S: AsRef<str>>(values: &[S]) -> Value {
 pub fn field_names<T: JsonSchema + 'static>() -> Arc<[String]> {
     static NAMES: OnceLock<RwLock<HashMap<TypeId, Arc<[String]>>>> = OnceLock::new();
     let names = NAMES.get_or_init(RwLock::default);
-    let read = names.read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&TypeId::of::<T>()).cloned();
+    let read = names
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&TypeId::of::<T>())
+        .cloned();
     read.unwrap_or_else(|| {
         let fields: Arc<[String]> = property_names(&schema_of::<T>()).into();
-        names.write().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(TypeId::of::<T>(), fields.clone());
+        names
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(TypeId::of::<T>(), fields.clone());
         fields
     })
 }
 
 /// The property names of an object schema: the fields a body may carry.
 pub fn property_names(schema: &Value) -> Vec<String> {
-    schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// A field of a PATCH body: absent leaves it, `null` clears it, a value sets it.

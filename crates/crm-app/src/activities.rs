@@ -1,6 +1,9 @@
 //! Activity use cases. Activities are deleted for good and listed newest first by `occurred_at`.
 
-use crm_domain::{activity::ACTIVITY_TYPE_GROUP, Activity, ActivityDraft, ActivityId, ActivityPatch, ObjectKind, Tenant};
+use crm_domain::{
+    activity::ACTIVITY_TYPE_GROUP, Activity, ActivityDraft, ActivityId, ActivityPatch, ObjectKind,
+    Tenant,
+};
 
 use crate::{
     auth::Caller,
@@ -20,7 +23,12 @@ fn parse_id(id: &str) -> Result<ActivityId, AppError> {
 
 impl App {
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_activity(&self, caller: &Caller, draft: ActivityDraft, idem: Option<&IdemClaim>) -> Result<Activity, AppError> {
+    pub async fn create_activity(
+        &self,
+        caller: &Caller,
+        draft: ActivityDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Activity, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let activity = self.create_activity_in(&mut *tx, tenant, draft).await?;
@@ -30,9 +38,21 @@ impl App {
     }
 
     /// Records an activity inside a caller's transaction (automation actions, emails).
-    pub(crate) async fn create_activity_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ActivityDraft) -> Result<Activity, AppError> {
-        let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
-        let (activity, refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
+    pub(crate) async fn create_activity_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: ActivityDraft,
+    ) -> Result<Activity, AppError> {
+        let registry = self
+            .registry(&mut *tx, tenant, ObjectKind::Activity)
+            .await?;
+        let (activity, refs) = Activity::create(
+            ActivityId::from_uuid(self.ids.new_uuid()),
+            self.clock.now(),
+            draft,
+            &registry,
+        )?;
         check_references(tx, tenant, &refs).await?;
         tx.insert_activity(tenant, &activity).await?;
         Ok(activity)
@@ -41,25 +61,44 @@ impl App {
     pub async fn get_activity(&self, caller: &Caller, id: &str) -> Result<Activity, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_activity(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("activity", id.as_str()))
+        tx.get_activity(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("activity", id.as_str()))
     }
 
-    pub async fn update_activity(&self, caller: &Caller, id: &str, patch: ActivityPatch, expected_version: Option<i64>) -> Result<Activity, AppError> {
+    pub async fn update_activity(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: ActivityPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Activity, AppError> {
         let tenant = &caller.tenant;
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut activity = tx.get_activity(tenant, &id).await?.ok_or_else(|| AppError::not_found("activity", id.as_str()))?;
+        let mut activity = tx
+            .get_activity(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("activity", id.as_str()))?;
         if expected_version.is_some_and(|v| v != activity.version) {
-            return Err(AppError::VersionConflict { current: activity.version });
+            return Err(AppError::VersionConflict {
+                current: activity.version,
+            });
         }
-        let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
+        let registry = self
+            .registry(&mut *tx, tenant, ObjectKind::Activity)
+            .await?;
         let (changed, refs) = activity.apply(patch, self.clock.now(), &registry)?;
         if changed.is_empty() {
             return Ok(activity);
         }
         check_references(&mut *tx, tenant, &refs).await?;
         match tx.update_activity(tenant, &activity).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: activity.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: activity.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -71,23 +110,35 @@ impl App {
         let tenant = &caller.tenant;
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let activity = tx.get_activity(tenant, &id).await?.ok_or_else(|| AppError::not_found("activity", id.as_str()))?;
+        let activity = tx
+            .get_activity(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("activity", id.as_str()))?;
         tx.delete_activity(tenant, &id).await?;
         tx.commit().await?;
         Ok(activity)
     }
 
     /// Newest first by `occurred_at`; a `type` filter must be a registered `activity.type`.
-    pub async fn list_activities(&self, caller: &Caller, filter: ActivityFilter, page: PageParams) -> Result<Page<Activity>, AppError> {
+    pub async fn list_activities(
+        &self,
+        caller: &Caller,
+        filter: ActivityFilter,
+        page: PageParams,
+    ) -> Result<Page<Activity>, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
         if let Some(t) = &filter.activity_type {
-            let registry = self.registry(&mut *tx, tenant, ObjectKind::Activity).await?;
+            let registry = self
+                .registry(&mut *tx, tenant, ObjectKind::Activity)
+                .await?;
             registry.check_enum("type", ACTIVITY_TYPE_GROUP, t)?;
         }
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, LIST, &fingerprint)?;
         let rows = tx.list_activities(tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |a| format!("{}:{}", a.occurred_at.millis(), a.id)))
+        Ok(page_from(rows, &page, LIST, &fingerprint, |a| {
+            format!("{}:{}", a.occurred_at.millis(), a.id)
+        }))
     }
 }

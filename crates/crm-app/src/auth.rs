@@ -29,7 +29,8 @@ pub struct Workspace {
 impl Workspace {
     /// The limits in force: the plan's, with the operator's overrides.
     pub fn limits(&self) -> crm_domain::PlanLimits {
-        self.plan.limits_with(self.rate_limit_override, self.included_requests_override)
+        self.plan
+            .limits_with(self.rate_limit_override, self.included_requests_override)
     }
 }
 
@@ -52,7 +53,11 @@ pub struct ApiKeyRecord {
 impl std::fmt::Debug for ApiKeyRecord {
     // The hash is not the key, but it is still a credential lookup value: keep it out of logs.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKeyRecord").field("id", &self.id).field("mode", &self.mode).field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("ApiKeyRecord")
+            .field("id", &self.id)
+            .field("mode", &self.mode)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -61,7 +66,11 @@ const KEY_RANDOM_LEN: usize = 32;
 
 /// A new key secret for `mode`: the prefix plus 32 random base62 characters.
 pub fn generate_key(mode: Mode) -> String {
-    let random: String = rand::thread_rng().sample_iter(&Alphanumeric).take(KEY_RANDOM_LEN).map(char::from).collect();
+    let random: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(KEY_RANDOM_LEN)
+        .map(char::from)
+        .collect();
     format!("{}{}", mode.key_prefix(), random)
 }
 
@@ -84,7 +93,8 @@ pub fn key_mode(key: &str) -> Option<Mode> {
     } else {
         (Mode::Live, key.strip_prefix(Mode::Live.key_prefix())?)
     };
-    (random.len() == KEY_RANDOM_LEN && random.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(mode)
+    (random.len() == KEY_RANDOM_LEN && random.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then_some(mode)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,14 +113,23 @@ pub struct Scope {
 impl Scope {
     /// For operations that touch several kinds of record (search, batch): the operation checks
     /// the scope of each record kind itself, and the generic check lets it through.
-    pub const PER_RECORD: Scope = Scope { resource: "per-record", access: Access::Read };
+    pub const PER_RECORD: Scope = Scope {
+        resource: "per-record",
+        access: Access::Read,
+    };
 
     pub const fn read(resource: &'static str) -> Scope {
-        Scope { resource, access: Access::Read }
+        Scope {
+            resource,
+            access: Access::Read,
+        }
     }
 
     pub const fn write(resource: &'static str) -> Scope {
-        Scope { resource, access: Access::Write }
+        Scope {
+            resource,
+            access: Access::Write,
+        }
     }
 }
 
@@ -129,8 +148,22 @@ impl std::fmt::Display for Scope {
 
 /// Resources that scopes name (decisions §7).
 pub const SCOPE_RESOURCES: [&str; 16] = [
-    "contacts", "companies", "deals", "activities", "pipelines", "registry", "automations", "sequences", "webhooks",
-    "connections", "templates", "settings", "usage", "events", "emails", "keys",
+    "contacts",
+    "companies",
+    "deals",
+    "activities",
+    "pipelines",
+    "registry",
+    "automations",
+    "sequences",
+    "webhooks",
+    "connections",
+    "templates",
+    "settings",
+    "usage",
+    "events",
+    "emails",
+    "keys",
 ];
 
 /// The scopes granted to a key.
@@ -149,7 +182,9 @@ impl Scopes {
                 return true;
             }
             match s.split_once(':') {
-                Some((res, acc)) if res == needed.resource => acc == "write" || (acc == "read" && needed.access == Access::Read),
+                Some((res, acc)) if res == needed.resource => {
+                    acc == "write" || (acc == "read" && needed.access == Access::Read)
+                }
                 _ => false,
             }
         })
@@ -157,14 +192,22 @@ impl Scopes {
 
     /// Every scope a key may be given: `*`, then each resource's `read` and `write`.
     pub fn options() -> Vec<String> {
-        std::iter::once("*".to_owned()).chain(SCOPE_RESOURCES.iter().flat_map(|r| [format!("{r}:read"), format!("{r}:write")])).collect()
+        std::iter::once("*".to_owned())
+            .chain(
+                SCOPE_RESOURCES
+                    .iter()
+                    .flat_map(|r| [format!("{r}:read"), format!("{r}:write")]),
+            )
+            .collect()
     }
 
     /// Checks a list of requested scopes: each `*` or `<resource>:read|write`.
     pub fn parse(requested: Vec<String>) -> Result<Scopes, String> {
         for s in &requested {
             let ok = s == "*"
-                || s.split_once(':').is_some_and(|(r, a)| SCOPE_RESOURCES.contains(&r) && (a == "read" || a == "write"));
+                || s.split_once(':').is_some_and(|(r, a)| {
+                    SCOPE_RESOURCES.contains(&r) && (a == "read" || a == "write")
+                });
             if !ok {
                 return Err(s.clone());
             }
@@ -196,15 +239,32 @@ pub const TOUCH_EVERY_MS: i64 = 250;
 
 impl Caller {
     pub fn new(tenant: Tenant, key_id: ApiKeyId, scopes: Scopes, workspace: Workspace) -> Caller {
-        Caller(Arc::new(Identity { tenant, key_id, scopes, workspace, touched_ms: AtomicI64::new(0) }))
+        Caller(Arc::new(Identity {
+            tenant,
+            key_id,
+            scopes,
+            workspace,
+            touched_ms: AtomicI64::new(0),
+        }))
     }
 
     /// A copy with its own allocation, for one thread's key cache (config_cache.rs): a reference
     /// count shared by both worker threads moves its cache line between the cores on every
     /// request that clones and drops it.
     pub(crate) fn for_this_thread(&self) -> Caller {
-        let Identity { tenant, key_id, scopes, workspace, touched_ms: _ } = &*self.0;
-        Caller::new(tenant.clone(), key_id.clone(), scopes.clone(), workspace.clone())
+        let Identity {
+            tenant,
+            key_id,
+            scopes,
+            workspace,
+            touched_ms: _,
+        } = &*self.0;
+        Caller::new(
+            tenant.clone(),
+            key_id.clone(),
+            scopes.clone(),
+            workspace.clone(),
+        )
     }
 
     /// Whether a use at `now` should reach the meter: the first, and then one per
@@ -233,7 +293,9 @@ impl Identity {
         if scope == Scope::PER_RECORD || self.scopes.allows(scope) {
             Ok(())
         } else {
-            Err(AppError::Forbidden { scope: scope.to_string() })
+            Err(AppError::Forbidden {
+                scope: scope.to_string(),
+            })
         }
     }
 }
@@ -249,7 +311,10 @@ pub struct KeyAuth {
 
 impl KeyAuth {
     pub fn new(record: ApiKeyRecord, workspace: Workspace) -> KeyAuth {
-        let tenant = Tenant { workspace_id: record.workspace_id, mode: record.mode };
+        let tenant = Tenant {
+            workspace_id: record.workspace_id,
+            mode: record.mode,
+        };
         KeyAuth {
             caller: Caller::new(tenant, record.id, Scopes(record.scopes), workspace),
             revoked_at: record.revoked_at,
@@ -271,12 +336,16 @@ impl App {
     /// Not `#[tracing::instrument]`ed as the operations are: on every request even a disabled
     /// span cost 100 instructions (callgrind), and a refusal is in the response's log line.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
-        let header = authorization.ok_or(AppError::Unauthorized("missing Authorization header; send `Authorization: Bearer <API_KEY>`"))?;
+        let header = authorization.ok_or(AppError::Unauthorized(
+            "missing Authorization header; send `Authorization: Bearer <API_KEY>`",
+        ))?;
         let key = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
             .map(str::trim)
-            .ok_or(AppError::Unauthorized("the Authorization header must be `Bearer <API_KEY>`"))?;
+            .ok_or(AppError::Unauthorized(
+                "the Authorization header must be `Bearer <API_KEY>`",
+            ))?;
         let digest = key_digest(key);
         let now = self.clock.now_coarse();
         let auth = match self.config.key(&digest, now) {
@@ -290,7 +359,9 @@ impl App {
         }
         // The coarse clock is never ahead: past `at` by it is past; just short of it, ask the
         // precise one (a key rolled without a grace period stops at once).
-        let expired = |at: Timestamp| at <= now || (at.millis() - now.millis() <= COARSE_SLACK_MS && at <= self.clock.now());
+        let expired = |at: Timestamp| {
+            at <= now || (at.millis() - now.millis() <= COARSE_SLACK_MS && at <= self.clock.now())
+        };
         if auth.expires_at.is_some_and(expired) {
             return Err(AppError::Unauthorized("this API key has expired"));
         }
@@ -305,10 +376,15 @@ impl App {
 
     /// A key this process has not cached: from the store, then kept.
     async fn look_up_key(&self, key: &str, digest: &KeyDigest) -> Result<KeyAuth, AppError> {
-        key_mode(key).ok_or(AppError::Unauthorized("malformed API key: expected svc_test_ or svc_live_ followed by 32 characters"))?;
+        key_mode(key).ok_or(AppError::Unauthorized(
+            "malformed API key: expected svc_test_ or svc_live_ followed by 32 characters",
+        ))?;
         let seen = self.config.generation();
         let mut tx = self.store.begin_read().await?;
-        let (record, workspace) = tx.find_api_key(&hex::encode(digest)).await?.ok_or(AppError::Unauthorized("unknown API key"))?;
+        let (record, workspace) = tx
+            .find_api_key(&hex::encode(digest))
+            .await?
+            .ok_or(AppError::Unauthorized("unknown API key"))?;
         drop(tx);
         let auth = KeyAuth::new(record, workspace);
         self.config.keep_key(seen, digest, &auth);
@@ -324,16 +400,30 @@ mod tests {
     fn a_callers_uses_reach_the_meter_at_most_once_per_interval() {
         let w = WorkspaceId::from_uuid(uuid::Uuid::now_v7());
         let caller = Caller::new(
-            Tenant { workspace_id: w.clone(), mode: Mode::Test },
+            Tenant {
+                workspace_id: w.clone(),
+                mode: Mode::Test,
+            },
             ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
             Scopes(vec!["*".into()]),
-            Workspace { id: w, name: "w".into(), plan: Plan::Free, created_at: Timestamp::from_millis(0), overage_cap_usd: None, rate_limit_override: None, included_requests_override: None },
+            Workspace {
+                id: w,
+                name: "w".into(),
+                plan: Plan::Free,
+                created_at: Timestamp::from_millis(0),
+                overage_cap_usd: None,
+                rate_limit_override: None,
+                included_requests_override: None,
+            },
         );
         let at = |ms| Timestamp::from_millis(1_800_000_000_000 + ms);
         assert!(caller.should_touch(at(0)), "the first use");
         assert!(!caller.should_touch(at(TOUCH_EVERY_MS - 1)));
         assert!(caller.should_touch(at(TOUCH_EVERY_MS)));
-        assert!(caller.should_touch(at(0)), "a clock that went back is passed on");
+        assert!(
+            caller.should_touch(at(0)),
+            "a clock that went back is passed on"
+        );
         // Each thread's copy counts for itself.
         let copy = caller.for_this_thread();
         assert!(copy.should_touch(at(1)) && !caller.should_touch(at(1)));
@@ -364,7 +454,10 @@ mod tests {
     #[test]
     fn scope_parsing_rejects_unknown_resources() {
         assert!(Scopes::parse(vec!["contacts:read".into(), "*".into()]).is_ok());
-        assert_eq!(Scopes::parse(vec!["contact:read".into()]), Err("contact:read".into()));
+        assert_eq!(
+            Scopes::parse(vec!["contact:read".into()]),
+            Err("contact:read".into())
+        );
         assert!(Scopes::parse(vec!["contacts:admin".into()]).is_err());
     }
 
@@ -373,7 +466,12 @@ mod tests {
     fn every_listed_scope_parses() {
         let options = Scopes::options();
         assert_eq!(options.len(), 1 + 2 * SCOPE_RESOURCES.len());
-        assert!(options.iter().all(|o| Scopes::parse(vec![o.clone()]).is_ok()), "{options:?}");
+        assert!(
+            options
+                .iter()
+                .all(|o| Scopes::parse(vec![o.clone()]).is_ok()),
+            "{options:?}"
+        );
         assert!(options.contains(&"*".to_owned()) && options.contains(&"keys:write".to_owned()));
     }
 }

@@ -127,7 +127,9 @@ impl ActionCache {
     ) -> Result<&Registry, AppError> {
         Ok(match self.registries.entry(object) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => v.insert(tx.load_registry(tenant, object).await?),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(tx.load_registry(tenant, object).await?)
+            }
         })
     }
 
@@ -299,10 +301,11 @@ impl App {
         } else {
             None
         };
-        let previous_stage = event
-            .previous_stage
-            .as_ref()
-            .map(|prev| prev.as_deref().map(|p| Value::String(p.to_owned())).unwrap_or(Value::Null));
+        let previous_stage = event.previous_stage.as_ref().map(|prev| {
+            prev.as_deref()
+                .map(|p| Value::String(p.to_owned()))
+                .unwrap_or(Value::Null)
+        });
         let data = MergeData {
             record: Some(&event.data),
             company: company.as_ref(),

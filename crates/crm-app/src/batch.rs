@@ -19,11 +19,25 @@ pub const MAX_OPERATIONS: usize = 100;
 #[derive(Debug, Clone)]
 pub enum BatchOp {
     CreateContact(ContactDraft),
-    UpdateContact { id: String, patch: ContactPatch },
-    DeleteContact { id: String },
-    CreateDeal { draft: DealDraft, pipeline: Option<String> },
-    UpdateDeal { id: String, patch: DealPatch, pipeline: Option<String> },
-    DeleteDeal { id: String },
+    UpdateContact {
+        id: String,
+        patch: ContactPatch,
+    },
+    DeleteContact {
+        id: String,
+    },
+    CreateDeal {
+        draft: DealDraft,
+        pipeline: Option<String>,
+    },
+    UpdateDeal {
+        id: String,
+        patch: DealPatch,
+        pipeline: Option<String>,
+    },
+    DeleteDeal {
+        id: String,
+    },
 }
 
 /// The outcome of one operation: the record (or deletion confirmation), or why it failed.
@@ -33,19 +47,41 @@ pub type OpResult = (usize, Result<Value, AppError>);
 pub type Render<'a> = &'a (dyn Fn(&[OpResult]) -> (u16, Value) + Send + Sync);
 
 impl App {
-    async fn run_op(&self, tx: &mut dyn Tx, caller: &Caller, op: BatchOp, fx: &mut Effects) -> Result<Value, AppError> {
+    async fn run_op(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        op: BatchOp,
+        fx: &mut Effects,
+    ) -> Result<Value, AppError> {
         let tenant = &caller.tenant;
         Ok(match op {
-            BatchOp::CreateContact(draft) => self.create_contact_in(tx, tenant, draft, fx).await?.snapshot(),
-            BatchOp::UpdateContact { id, patch } => self.update_contact_in(tx, tenant, &id, patch, None, fx).await?.snapshot(),
+            BatchOp::CreateContact(draft) => self
+                .create_contact_in(tx, tenant, draft, fx)
+                .await?
+                .snapshot(),
+            BatchOp::UpdateContact { id, patch } => self
+                .update_contact_in(tx, tenant, &id, patch, None, fx)
+                .await?
+                .snapshot(),
             BatchOp::DeleteContact { id } => {
-                let c = self.set_contact_deleted_in(tx, tenant, &id, true, fx).await?;
+                let c = self
+                    .set_contact_deleted_in(tx, tenant, &id, true, fx)
+                    .await?;
                 serde_json::json!({"id": c.id.as_str(), "object": "contact", "deleted": true})
             }
-            BatchOp::CreateDeal { draft, pipeline } => self.create_deal_in(tx, tenant, draft, pipeline.as_deref(), fx).await?.snapshot(),
-            BatchOp::UpdateDeal { id, patch, pipeline } => {
-                self.update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, fx).await?.snapshot()
-            }
+            BatchOp::CreateDeal { draft, pipeline } => self
+                .create_deal_in(tx, tenant, draft, pipeline.as_deref(), fx)
+                .await?
+                .snapshot(),
+            BatchOp::UpdateDeal {
+                id,
+                patch,
+                pipeline,
+            } => self
+                .update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, fx)
+                .await?
+                .snapshot(),
             BatchOp::DeleteDeal { id } => {
                 let d = self.set_deal_deleted_in(tx, tenant, &id, true, fx).await?;
                 serde_json::json!({"id": d.id.as_str(), "object": "deal", "deleted": true})
@@ -55,7 +91,14 @@ impl App {
 
     /// Runs the operations (each with its index in the request) and renders the response with
     /// `render`, storing it as the idempotent result inside the same transaction.
-    pub async fn batch(&self, caller: &Caller, ops: Vec<(usize, BatchOp)>, atomic: bool, idem: Option<&IdemClaim>, render: Render<'_>) -> Result<(u16, Value), AppError> {
+    pub async fn batch(
+        &self,
+        caller: &Caller,
+        ops: Vec<(usize, BatchOp)>,
+        atomic: bool,
+        idem: Option<&IdemClaim>,
+        render: Render<'_>,
+    ) -> Result<(u16, Value), AppError> {
         let mut results: Vec<OpResult> = Vec::with_capacity(ops.len());
         let mut tx = self.store.begin_write().await?;
         // Batch writes are event-silent: no events, no automations, no enrollments; the records
@@ -81,7 +124,10 @@ impl App {
         results.sort_by_key(|(i, _)| *i);
         if atomic && results.iter().any(|(_, r)| r.is_err()) {
             // Dropping the transaction rolls every operation back.
-            let failures = results.into_iter().filter_map(|(i, r)| r.err().map(|e| (i, e))).collect();
+            let failures = results
+                .into_iter()
+                .filter_map(|(i, r)| r.err().map(|e| (i, e)))
+                .collect();
             return Err(AppError::BatchFailed { failures });
         }
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;

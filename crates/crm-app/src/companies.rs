@@ -20,11 +20,21 @@ fn parse_id(id: &str) -> Result<CompanyId, AppError> {
 
 impl App {
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_company(&self, caller: &Caller, draft: CompanyDraft, idem: Option<&IdemClaim>) -> Result<Company, AppError> {
+    pub async fn create_company(
+        &self,
+        caller: &Caller,
+        draft: CompanyDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
-        let (company, refs) = Company::create(CompanyId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
+        let (company, refs) = Company::create(
+            CompanyId::from_uuid(self.ids.new_uuid()),
+            self.clock.now(),
+            draft,
+            &registry,
+        )?;
         check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &company.snapshot()).await?;
@@ -35,20 +45,36 @@ impl App {
     pub async fn get_company(&self, caller: &Caller, id: &str) -> Result<Company, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_company(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))
+        tx.get_company(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("company", id.as_str()))
     }
 
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn update_company(&self, caller: &Caller, id: &str, patch: CompanyPatch, expected_version: Option<i64>) -> Result<Company, AppError> {
+    pub async fn update_company(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut company = tx.get_company(tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        let mut company = tx
+            .get_company(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
         if expected_version.is_some_and(|v| v != company.version) {
-            return Err(AppError::VersionConflict { current: company.version });
+            return Err(AppError::VersionConflict {
+                current: company.version,
+            });
         }
         if company.deleted_at.is_some() {
-            return Err(AppError::Conflict { detail: "this company is deleted; restore it before updating".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "this company is deleted; restore it before updating".into(),
+                existing: None,
+            });
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let (changed, refs) = company.apply(patch, self.clock.now(), &registry)?;
@@ -57,7 +83,11 @@ impl App {
         }
         check_references(&mut *tx, tenant, &refs).await?;
         match tx.update_company(tenant, &company).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: company.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: company.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -72,11 +102,19 @@ impl App {
         self.set_company_deleted(caller, id, false).await
     }
 
-    async fn set_company_deleted(&self, caller: &Caller, id: &str, deleted: bool) -> Result<Company, AppError> {
+    async fn set_company_deleted(
+        &self,
+        caller: &Caller,
+        id: &str,
+        deleted: bool,
+    ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut company = tx.get_company(tenant, &id).await?.ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        let mut company = tx
+            .get_company(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
         if company.deleted_at.is_some() == deleted {
             return Ok(company);
         }
@@ -89,11 +127,18 @@ impl App {
         Ok(company)
     }
 
-    pub async fn list_companies(&self, caller: &Caller, filter: CompanyFilter, page: PageParams) -> Result<Page<Company>, AppError> {
+    pub async fn list_companies(
+        &self,
+        caller: &Caller,
+        filter: CompanyFilter,
+        page: PageParams,
+    ) -> Result<Page<Company>, AppError> {
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, LIST, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_companies(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.to_string()))
+        Ok(page_from(rows, &page, LIST, &fingerprint, |c| {
+            c.id.to_string()
+        }))
     }
 }

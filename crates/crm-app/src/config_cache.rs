@@ -29,7 +29,10 @@ use std::{
 
 use crate::FastMap as HashMap;
 
-use crm_domain::{rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, Timestamp, WorkspaceId};
+use crm_domain::{
+    rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, Timestamp,
+    WorkspaceId,
+};
 
 use crate::{
     auth::{KeyAuth, KeyDigest},
@@ -108,7 +111,12 @@ thread_local! {
 
 impl Default for ConfigCache {
     fn default() -> ConfigCache {
-        ConfigCache { id: crate::instance_id(), live: AtomicBool::new(false), generation: AtomicU64::new(0), state: Mutex::default() }
+        ConfigCache {
+            id: crate::instance_id(),
+            live: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            state: Mutex::default(),
+        }
     }
 }
 
@@ -156,7 +164,8 @@ impl ConfigCache {
             let keys = keys.try_borrow().ok()?;
             let key = keys.get(&(self.id, *digest))?;
             // A clock set back past the copy's making ends it too.
-            (key.generation == generation && key.made <= now && now < key.until).then(|| key.auth.clone())
+            (key.generation == generation && key.made <= now && now < key.until)
+                .then(|| key.auth.clone())
         });
         if mine.is_some() {
             return mine;
@@ -165,13 +174,32 @@ impl ConfigCache {
             let state = self.state();
             let timed = state.keys.get(digest)?;
             let auth = Timed::fresh(timed)?;
-            (auth, MAX_AGE.saturating_sub(timed.at.elapsed()), state.generation)
+            (
+                auth,
+                MAX_AGE.saturating_sub(timed.at.elapsed()),
+                state.generation,
+            )
         };
         THREAD_KEYS.with(|keys| {
-            let Ok(mut keys) = keys.try_borrow_mut() else { return };
-            let copy = KeyAuth { caller: auth.caller.for_this_thread(), ..auth.clone() };
+            let Ok(mut keys) = keys.try_borrow_mut() else {
+                return;
+            };
+            let copy = KeyAuth {
+                caller: auth.caller.for_this_thread(),
+                ..auth.clone()
+            };
             let until = now.plus_millis(i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
-            crate::insert_bounded(&mut keys, THREAD_KEYS_MAX, (self.id, *digest), ThreadKey { generation, auth: copy, made: now, until });
+            crate::insert_bounded(
+                &mut keys,
+                THREAD_KEYS_MAX,
+                (self.id, *digest),
+                ThreadKey {
+                    generation,
+                    auth: copy,
+                    made: now,
+                    until,
+                },
+            );
         });
         Some(auth)
     }
@@ -179,19 +207,38 @@ impl ConfigCache {
     pub fn keep_key(&self, seen: Generation, digest: &KeyDigest, auth: &KeyAuth) {
         self.keep(seen, |s| {
             if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(digest) {
-                s.keys.insert(*digest, Timed { value: auth.clone(), at: Instant::now() });
+                s.keys.insert(
+                    *digest,
+                    Timed {
+                        value: auth.clone(),
+                        at: Instant::now(),
+                    },
+                );
             }
         });
     }
 
-    fn tenant<T: Clone>(&self, tenant: &Tenant, get: impl FnOnce(&TenantConfig) -> Option<&Timed<T>>) -> Option<T> {
+    fn tenant<T: Clone>(
+        &self,
+        tenant: &Tenant,
+        get: impl FnOnce(&TenantConfig) -> Option<&Timed<T>>,
+    ) -> Option<T> {
         if !self.is_live() {
             return None;
         }
-        self.state().tenants.get(tenant).and_then(get).and_then(Timed::fresh)
+        self.state()
+            .tenants
+            .get(tenant)
+            .and_then(get)
+            .and_then(Timed::fresh)
     }
 
-    fn keep_tenant(&self, seen: Generation, tenant: &Tenant, put: impl FnOnce(&mut TenantConfig, Instant)) {
+    fn keep_tenant(
+        &self,
+        seen: Generation,
+        tenant: &Tenant,
+        put: impl FnOnce(&mut TenantConfig, Instant),
+    ) {
         self.keep(seen, |s| {
             if s.tenants.len() >= MAX_ENTRIES && !s.tenants.contains_key(tenant) {
                 return;
@@ -204,9 +251,21 @@ impl ConfigCache {
         self.tenant(tenant, |t| t.registries.get(&object))
     }
 
-    pub fn keep_registry(&self, seen: Generation, tenant: &Tenant, object: ObjectKind, registry: &Arc<Registry>) {
+    pub fn keep_registry(
+        &self,
+        seen: Generation,
+        tenant: &Tenant,
+        object: ObjectKind,
+        registry: &Arc<Registry>,
+    ) {
         self.keep_tenant(seen, tenant, |t, at| {
-            t.registries.insert(object, Timed { value: registry.clone(), at });
+            t.registries.insert(
+                object,
+                Timed {
+                    value: registry.clone(),
+                    at,
+                },
+            );
         });
     }
 
@@ -215,8 +274,18 @@ impl ConfigCache {
         self.tenant(tenant, |t| t.automations.as_ref())
     }
 
-    pub fn keep_automations(&self, seen: Generation, tenant: &Tenant, rules: &Arc<Vec<Automation>>) {
-        self.keep_tenant(seen, tenant, |t, at| t.automations = Some(Timed { value: rules.clone(), at }));
+    pub fn keep_automations(
+        &self,
+        seen: Generation,
+        tenant: &Tenant,
+        rules: &Arc<Vec<Automation>>,
+    ) {
+        self.keep_tenant(seen, tenant, |t, at| {
+            t.automations = Some(Timed {
+                value: rules.clone(),
+                at,
+            })
+        });
     }
 
     /// Every enabled sequence of the tenant that has a trigger, oldest first.
@@ -225,7 +294,12 @@ impl ConfigCache {
     }
 
     pub fn keep_sequences(&self, seen: Generation, tenant: &Tenant, seqs: &Arc<Vec<Sequence>>) {
-        self.keep_tenant(seen, tenant, |t, at| t.sequences = Some(Timed { value: seqs.clone(), at }));
+        self.keep_tenant(seen, tenant, |t, at| {
+            t.sequences = Some(Timed {
+                value: seqs.clone(),
+                at,
+            })
+        });
     }
 
     pub fn any_sequence(&self, tenant: &Tenant) -> Option<bool> {
@@ -233,7 +307,9 @@ impl ConfigCache {
     }
 
     pub fn keep_any_sequence(&self, seen: Generation, tenant: &Tenant, any: bool) {
-        self.keep_tenant(seen, tenant, |t, at| t.any_sequence = Some(Timed { value: any, at }));
+        self.keep_tenant(seen, tenant, |t, at| {
+            t.any_sequence = Some(Timed { value: any, at })
+        });
     }
 
     fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
@@ -242,7 +318,9 @@ impl ConfigCache {
         // Before the lock is let go: a thread that then reads the shared map under it also
         // sees this generation, so no thread's copy can outlive the change (see `key`).
         self.generation.store(state.generation, Ordering::Release);
-        state.keys.retain(|_, k| !which(&k.value.caller.workspace.id));
+        state
+            .keys
+            .retain(|_, k| !which(&k.value.caller.workspace.id));
         state.tenants.retain(|t, _| !which(&t.workspace_id));
     }
 }
@@ -294,16 +372,28 @@ impl ConfigCache {
 /// they read through the transaction, which sees its own uncommitted changes.
 impl App {
     /// `tenant`'s registry of `object`.
-    pub(crate) async fn registry(&self, tx: &mut dyn Tx, tenant: &Tenant, object: ObjectKind) -> Result<Arc<Registry>, StoreError> {
+    pub(crate) async fn registry(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<Arc<Registry>, StoreError> {
         let cacheable = !tx.config_changed();
         let load = async { Ok(Arc::new(tx.load_registry(tenant, object).await?)) };
-        let keep = |c: &ConfigCache, seen, v: &Arc<Registry>| c.keep_registry(seen, tenant, object, v);
-        self.config.read_through(cacheable, self.config.registry(tenant, object), load, keep).await
+        let keep =
+            |c: &ConfigCache, seen, v: &Arc<Registry>| c.keep_registry(seen, tenant, object, v);
+        self.config
+            .read_through(cacheable, self.config.registry(tenant, object), load, keep)
+            .await
     }
 
     /// `tenant`'s registry of `object` outside a transaction: a connection is taken only when this
     /// process does not have it.
-    pub(crate) async fn read_registry(&self, tenant: &Tenant, object: ObjectKind) -> Result<Arc<Registry>, StoreError> {
+    pub(crate) async fn read_registry(
+        &self,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<Arc<Registry>, StoreError> {
         if let Some(hit) = self.config.registry(tenant, object) {
             return Ok(hit);
         }
@@ -312,30 +402,75 @@ impl App {
     }
 
     /// The enabled automations triggered by any of `events`, oldest first.
-    pub(crate) async fn active_automations(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Automation>, StoreError> {
+    pub(crate) async fn active_automations(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Automation>, StoreError> {
         let cacheable = !tx.config_changed();
-        let load = async { Ok(Arc::new(tx.active_automations(tenant, &EventType::ALL).await?)) };
-        let keep = |c: &ConfigCache, seen, v: &Arc<Vec<Automation>>| c.keep_automations(seen, tenant, v);
-        let all = self.config.read_through(cacheable, self.config.automations(tenant), load, keep).await?;
-        Ok(all.iter().filter(|a| events.contains(&a.def.trigger_event)).cloned().collect())
+        let load = async {
+            Ok(Arc::new(
+                tx.active_automations(tenant, &EventType::ALL).await?,
+            ))
+        };
+        let keep =
+            |c: &ConfigCache, seen, v: &Arc<Vec<Automation>>| c.keep_automations(seen, tenant, v);
+        let all = self
+            .config
+            .read_through(cacheable, self.config.automations(tenant), load, keep)
+            .await?;
+        Ok(all
+            .iter()
+            .filter(|a| events.contains(&a.def.trigger_event))
+            .cloned()
+            .collect())
     }
 
     /// The enabled sequences triggered by any of `events`, oldest first.
-    pub(crate) async fn triggered_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
+    pub(crate) async fn triggered_sequences(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Sequence>, StoreError> {
         let cacheable = !tx.config_changed();
-        let load = async { Ok(Arc::new(tx.triggered_sequences(tenant, &EventType::ALL).await?)) };
-        let keep = |c: &ConfigCache, seen, v: &Arc<Vec<Sequence>>| c.keep_sequences(seen, tenant, v);
-        let all = self.config.read_through(cacheable, self.config.sequences(tenant), load, keep).await?;
-        Ok(all.iter().filter(|s| s.def.trigger.as_ref().is_some_and(|t| events.contains(&t.event))).cloned().collect())
+        let load = async {
+            Ok(Arc::new(
+                tx.triggered_sequences(tenant, &EventType::ALL).await?,
+            ))
+        };
+        let keep =
+            |c: &ConfigCache, seen, v: &Arc<Vec<Sequence>>| c.keep_sequences(seen, tenant, v);
+        let all = self
+            .config
+            .read_through(cacheable, self.config.sequences(tenant), load, keep)
+            .await?;
+        Ok(all
+            .iter()
+            .filter(|s| {
+                s.def
+                    .trigger
+                    .as_ref()
+                    .is_some_and(|t| events.contains(&t.event))
+            })
+            .cloned()
+            .collect())
     }
 
     /// Whether the tenant has any sequence. Without one it has no active enrollment either
     /// (deleting a sequence ends its enrollments), so the exit re-check of a write can be skipped.
-    pub(crate) async fn tenant_has_sequences(&self, tx: &mut dyn Tx, tenant: &Tenant) -> Result<bool, StoreError> {
+    pub(crate) async fn tenant_has_sequences(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<bool, StoreError> {
         let cacheable = !tx.config_changed();
         let load = async { Ok(tx.count_sequences(tenant).await? > 0) };
         let keep = |c: &ConfigCache, seen, v: &bool| c.keep_any_sequence(seen, tenant, *v);
-        self.config.read_through(cacheable, self.config.any_sequence(tenant), load, keep).await
+        self.config
+            .read_through(cacheable, self.config.any_sequence(tenant), load, keep)
+            .await
     }
 }
 
@@ -384,10 +519,18 @@ mod tests {
     fn nothing_is_kept_until_the_feed_connects() {
         let cache = ConfigCache::new();
         let w = ws();
-        cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        cache.keep_key(
+            cache.generation(),
+            &[1; 32],
+            &KeyAuth::new(key(&w), workspace(&w)),
+        );
         assert!(cache.key(&[1; 32], now()).is_none());
         cache.connected();
-        cache.keep_key(cache.generation(), &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        cache.keep_key(
+            cache.generation(),
+            &[1; 32],
+            &KeyAuth::new(key(&w), workspace(&w)),
+        );
         assert!(cache.key(&[1; 32], now()).is_some());
         cache.disconnected();
         assert!(cache.key(&[1; 32], now()).is_none());
@@ -409,15 +552,32 @@ mod tests {
         let cache = ConfigCache::new();
         cache.connected();
         let (a, b) = (ws(), ws());
-        let tenant = |w: &WorkspaceId| Tenant { workspace_id: w.clone(), mode: Mode::Live };
+        let tenant = |w: &WorkspaceId| Tenant {
+            workspace_id: w.clone(),
+            mode: Mode::Live,
+        };
         let reg = Arc::new(Registry::default());
-        cache.keep_key(cache.generation(), &[2; 32], &KeyAuth::new(key(&a), workspace(&a)));
-        cache.keep_key(cache.generation(), &[3; 32], &KeyAuth::new(key(&b), workspace(&b)));
+        cache.keep_key(
+            cache.generation(),
+            &[2; 32],
+            &KeyAuth::new(key(&a), workspace(&a)),
+        );
+        cache.keep_key(
+            cache.generation(),
+            &[3; 32],
+            &KeyAuth::new(key(&b), workspace(&b)),
+        );
         cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
         cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
         cache.changed(&a);
-        assert!(cache.key(&[2; 32], now()).is_none() && cache.registry(&tenant(&a), ObjectKind::Contact).is_none());
-        assert!(cache.key(&[3; 32], now()).is_some() && cache.registry(&tenant(&b), ObjectKind::Contact).is_some());
+        assert!(
+            cache.key(&[2; 32], now()).is_none()
+                && cache.registry(&tenant(&a), ObjectKind::Contact).is_none()
+        );
+        assert!(
+            cache.key(&[3; 32], now()).is_some()
+                && cache.registry(&tenant(&b), ObjectKind::Contact).is_some()
+        );
         cache.changed_unknown();
         assert!(cache.key(&[3; 32], now()).is_none());
     }
@@ -426,23 +586,43 @@ mod tests {
         let cache = ConfigCache::new();
         cache.connected();
         let w = ws();
-        cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        cache.keep_key(
+            cache.generation(),
+            &[4; 32],
+            &KeyAuth::new(key(&w), workspace(&w)),
+        );
         let shared = cache.key(&[4; 32], now()).unwrap();
         let copy = cache.key(&[4; 32], now()).unwrap();
-        assert_eq!((copy.caller.key_id.clone(), &copy.caller.scopes), (shared.caller.key_id.clone(), &shared.caller.scopes));
-        assert!(!std::ptr::eq(&*copy.caller, &*shared.caller), "the second lookup answers from this thread's own copy");
+        assert_eq!(
+            (copy.caller.key_id.clone(), &copy.caller.scopes),
+            (shared.caller.key_id.clone(), &shared.caller.scopes)
+        );
+        assert!(
+            !std::ptr::eq(&*copy.caller, &*shared.caller),
+            "the second lookup answers from this thread's own copy"
+        );
         // Another cache on this thread does not see it.
         let other = ConfigCache::new();
         other.connected();
         assert!(other.key(&[4; 32], now()).is_none());
         // Revoking (any change of the workspace) reaches this thread's copy and another thread's.
-        let on_other_thread = || std::thread::scope(|s| s.spawn(|| cache.key(&[4; 32], now()).is_some()).join().unwrap());
+        let on_other_thread = || {
+            std::thread::scope(|s| {
+                s.spawn(|| cache.key(&[4; 32], now()).is_some())
+                    .join()
+                    .unwrap()
+            })
+        };
         assert!(on_other_thread());
         cache.changed(&w);
         assert!(cache.key(&[4; 32], now()).is_none());
         assert!(!on_other_thread());
         // Kept again, it is found again, and a change of another workspace only costs a copy.
-        cache.keep_key(cache.generation(), &[4; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        cache.keep_key(
+            cache.generation(),
+            &[4; 32],
+            &KeyAuth::new(key(&w), workspace(&w)),
+        );
         assert!(cache.key(&[4; 32], now()).is_some() && cache.key(&[4; 32], now()).is_some());
         cache.changed(&ws());
         assert!(cache.key(&[4; 32], now()).is_some());
@@ -462,7 +642,11 @@ mod tests {
         };
         let n = THREAD_KEYS_MAX + 10;
         for i in 0..n {
-            cache.keep_key(cache.generation(), &digest(i), &KeyAuth::new(key(&w), workspace(&w)));
+            cache.keep_key(
+                cache.generation(),
+                &digest(i),
+                &KeyAuth::new(key(&w), workspace(&w)),
+            );
         }
         for _ in 0..2 {
             assert!((0..n).all(|i| cache.key(&digest(i), now()).is_some()));
@@ -475,16 +659,29 @@ mod tests {
         let cache = ConfigCache::new();
         cache.connected();
         let w = ws();
-        cache.keep_key(cache.generation(), &[5; 32], &KeyAuth::new(key(&w), workspace(&w)));
+        cache.keep_key(
+            cache.generation(),
+            &[5; 32],
+            &KeyAuth::new(key(&w), workspace(&w)),
+        );
         let shared = cache.key(&[5; 32], now()).unwrap().caller;
         let from = |at: Timestamp| cache.key(&[5; 32], at).unwrap().caller;
         let copy = from(now());
         assert!(!std::ptr::eq(&*copy, &*shared));
-        assert!(std::ptr::eq(&*from(now().plus_millis(1_000)), &*copy), "the copy, a second later");
+        assert!(
+            std::ptr::eq(&*from(now().plus_millis(1_000)), &*copy),
+            "the copy, a second later"
+        );
         let max_age = i64::try_from(MAX_AGE.as_millis()).unwrap();
-        assert!(std::ptr::eq(&*from(now().plus_millis(max_age)), &*shared), "past its age: the shared entry again");
+        assert!(
+            std::ptr::eq(&*from(now().plus_millis(max_age)), &*shared),
+            "past its age: the shared entry again"
+        );
         let renewed = from(now().plus_millis(max_age));
-        assert!(std::ptr::eq(&*from(now().plus_millis(max_age - 1)), &*shared), "a clock set back: the shared entry");
+        assert!(
+            std::ptr::eq(&*from(now().plus_millis(max_age - 1)), &*shared),
+            "a clock set back: the shared entry"
+        );
         assert!(!std::ptr::eq(&*renewed, &*shared));
     }
 }

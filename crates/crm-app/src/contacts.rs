@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use crm_domain::{registry::ReferenceCheck, Contact, ContactDraft, ContactId, ContactPatch, EventType, ObjectKind, Registry, Tenant};
+use crm_domain::{
+    registry::ReferenceCheck, Contact, ContactDraft, ContactId, ContactPatch, EventType,
+    ObjectKind, Registry, Tenant,
+};
 
 use crate::{
     auth::Caller,
@@ -11,7 +14,10 @@ use crate::{
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{ContactFilter, FieldFilter, StoreError, Tx},
-    write::{check_references, finish_in_tx, missing_reference, store_references, Effects, Emit, RecordRef, Touched},
+    write::{
+        check_references, finish_in_tx, missing_reference, store_references, Effects, Emit,
+        RecordRef, Touched,
+    },
     App,
 };
 
@@ -23,13 +29,22 @@ pub(crate) fn parse_id(id: &str) -> Result<ContactId, AppError> {
 
 fn conflict(existing: &Contact) -> AppError {
     let detail = match existing.deleted_at {
-        Some(_) => "a deleted contact holds this email; restore it with POST /contacts/{id}/restore",
+        Some(_) => {
+            "a deleted contact holds this email; restore it with POST /contacts/{id}/restore"
+        }
         None => "a contact with this email already exists",
     };
-    AppError::Conflict { detail: detail.into(), existing: Some(existing.snapshot()) }
+    AppError::Conflict {
+        detail: detail.into(),
+        existing: Some(existing.snapshot()),
+    }
 }
 
-pub(crate) async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact) -> AppError {
+pub(crate) async fn email_conflict(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    contact: &Contact,
+) -> AppError {
     let Some(email) = &contact.email else {
         return AppError::Internal("duplicate contact without an email".into());
     };
@@ -42,8 +57,16 @@ pub(crate) async fn email_conflict(tx: &mut dyn Tx, tenant: &Tenant, contact: &C
 
 /// Inserts `contact`, answering a missing reference with `invalid_reference` and a taken email
 /// with the conflict naming its holder. Nothing is written when it fails; `tx` stays usable.
-async fn insert_contact_checked(tx: &mut dyn Tx, tenant: &Tenant, contact: &Contact, refs: &[ReferenceCheck]) -> Result<(), AppError> {
-    match tx.insert_contact(tenant, contact, &store_references(refs)?).await {
+async fn insert_contact_checked(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    contact: &Contact,
+    refs: &[ReferenceCheck],
+) -> Result<(), AppError> {
+    match tx
+        .insert_contact(tenant, contact, &store_references(refs)?)
+        .await
+    {
         Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
         Err(StoreError::Duplicate) => Err(email_conflict(tx, tenant, contact).await),
         other => Ok(other?),
@@ -51,11 +74,19 @@ async fn insert_contact_checked(tx: &mut dyn Tx, tenant: &Tenant, contact: &Cont
 }
 
 /// The contact as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(tx: &mut dyn Tx, tenant: &Tenant, contact: Contact, touched: &Touched) -> Result<Contact, AppError> {
+async fn reload(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    contact: Contact,
+    touched: &Touched,
+) -> Result<Contact, AppError> {
     if !touched.contains(&RecordRef::Contact(contact.id.clone())) {
         return Ok(contact);
     }
-    Ok(tx.get_contact(tenant, &contact.id).await?.unwrap_or(contact))
+    Ok(tx
+        .get_contact(tenant, &contact.id)
+        .await?
+        .unwrap_or(contact))
 }
 
 impl App {
@@ -63,24 +94,43 @@ impl App {
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     /// When the server groups creates ([`App::group_contact_creates`]), this one joins a group
     /// sharing a transaction with others (see `create_groups`); its outcome is its own either way.
-    pub async fn create_contact(&self, caller: &Caller, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
+    pub async fn create_contact(
+        &self,
+        caller: &Caller,
+        draft: ContactDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Contact, AppError> {
         match self.create_groups.slots() {
-            Some(slots) => self.create_contact_in_slot(slots, &caller.tenant, draft, idem).await,
+            Some(slots) => {
+                self.create_contact_in_slot(slots, &caller.tenant, draft, idem)
+                    .await
+            }
             None => self.create_contact_alone(&caller.tenant, draft, idem).await,
         }
     }
 
     /// [`App::create_contact`] in a transaction of its own.
-    pub(crate) async fn create_contact_alone(&self, tenant: &Tenant, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
+    pub(crate) async fn create_contact_alone(
+        &self,
+        tenant: &Tenant,
+        draft: ContactDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Contact, AppError> {
         if idem.is_none() {
             if let Some(registry) = self.plain_contact_creates(tenant) {
-                let (contact, refs) = Contact::create(ContactId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?;
+                let (contact, refs) = Contact::create(
+                    ContactId::from_uuid(self.ids.new_uuid()),
+                    self.clock.now(),
+                    draft,
+                    &registry,
+                )?;
                 return self.insert_plain_contact(tenant, contact, &refs).await;
             }
         }
         let mut tx = self.store.begin_write().await?;
         let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
-        self.insert_built_contact(tx, tenant, contact, &refs, idem).await
+        self.insert_built_contact(tx, tenant, contact, &refs, idem)
+            .await
     }
 
     /// Inserts a contact built by [`App::build_contact`] in `tx` with its event, and commits.
@@ -110,7 +160,11 @@ impl App {
     /// [`App::finish_write`] reads it.
     fn plain_contact_creates(&self, tenant: &Tenant) -> Option<Arc<Registry>> {
         let automations = self.config.automations(tenant)?;
-        if automations.iter().any(|a| a.def.trigger_event == EventType::ContactCreated) || self.config.any_sequence(tenant)? {
+        if automations
+            .iter()
+            .any(|a| a.def.trigger_event == EventType::ContactCreated)
+            || self.config.any_sequence(tenant)?
+        {
             return None;
         }
         self.config.registry(tenant, ObjectKind::Contact)
@@ -120,14 +174,25 @@ impl App {
     /// one atomic write of its own ([`crate::ports::Store::insert_contact_alone`]): one statement
     /// and one round trip on Postgres, where a transaction takes four. The event's data is the
     /// contact as created, as [`App::finish_write`] leaves it when no automation acts.
-    async fn insert_plain_contact(&self, tenant: &Tenant, contact: Contact, refs: &[ReferenceCheck]) -> Result<Contact, AppError> {
+    async fn insert_plain_contact(
+        &self,
+        tenant: &Tenant,
+        contact: Contact,
+        refs: &[ReferenceCheck],
+    ) -> Result<Contact, AppError> {
         let mut fx = Effects::new(Emit::Events);
         self.contact_created(&mut fx, &contact);
         let Some(event) = fx.take_events().pop() else {
-            return Err(AppError::Internal("a created contact without its event".into()));
+            return Err(AppError::Internal(
+                "a created contact without its event".into(),
+            ));
         };
         let event = event.into_event(tenant, None);
-        match self.store.insert_contact_alone(tenant, &contact, &store_references(refs)?, &event).await {
+        match self
+            .store
+            .insert_contact_alone(tenant, &contact, &store_references(refs)?, &event)
+            .await
+        {
             Ok(()) => {
                 self.events_written().notify_waiters();
                 Ok(contact)
@@ -141,7 +206,13 @@ impl App {
         }
     }
 
-    pub(crate) async fn create_contact_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft, fx: &mut Effects) -> Result<Contact, AppError> {
+    pub(crate) async fn create_contact_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: ContactDraft,
+        fx: &mut Effects,
+    ) -> Result<Contact, AppError> {
         let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
         insert_contact_checked(tx, tenant, &contact, &refs).await?;
         self.contact_created(fx, &contact);
@@ -150,30 +221,65 @@ impl App {
 
     /// A new contact from `draft`, validated against the tenant's registry, with the references
     /// the store must find.
-    pub(crate) async fn build_contact(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: ContactDraft) -> Result<(Contact, Vec<ReferenceCheck>), AppError> {
+    pub(crate) async fn build_contact(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: ContactDraft,
+    ) -> Result<(Contact, Vec<ReferenceCheck>), AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
-        Ok(Contact::create(ContactId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft, &registry)?)
+        Ok(Contact::create(
+            ContactId::from_uuid(self.ids.new_uuid()),
+            self.clock.now(),
+            draft,
+            &registry,
+        )?)
     }
 
     /// Records that `contact` was created: a changed record, and its `contact.created` event.
     pub(crate) fn contact_created(&self, fx: &mut Effects, contact: &Contact) {
         let record = RecordRef::Contact(contact.id.clone());
         fx.changed(record.clone(), false);
-        self.emit(fx, EventType::ContactCreated, record, contact.created_at, contact.snapshot(), None, None);
+        self.emit(
+            fx,
+            EventType::ContactCreated,
+            record,
+            contact.created_at,
+            contact.snapshot(),
+            None,
+            None,
+        );
     }
 
     pub async fn get_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_contact(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("contact", id.as_str()))
+        tx.get_contact(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("contact", id.as_str()))
     }
 
     /// Applies a partial update; `expected_version` is the `If-Match` precondition.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn update_contact(&self, caller: &Caller, id: &str, patch: ContactPatch, expected_version: Option<i64>) -> Result<Contact, AppError> {
+    pub async fn update_contact(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: ContactPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let contact = self.update_contact_in(&mut *tx, &caller.tenant, id, patch, expected_version, &mut fx).await?;
+        let contact = self
+            .update_contact_in(
+                &mut *tx,
+                &caller.tenant,
+                id,
+                patch,
+                expected_version,
+                &mut fx,
+            )
+            .await?;
         let touched = self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         let contact = reload(&mut *tx, &caller.tenant, contact, &touched).await?;
         tx.commit().await?;
@@ -190,12 +296,20 @@ impl App {
         fx: &mut Effects,
     ) -> Result<Contact, AppError> {
         let id = parse_id(id)?;
-        let mut contact = tx.get_contact(tenant, &id).await?.ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        let mut contact = tx
+            .get_contact(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
         if expected_version.is_some_and(|v| v != contact.version) {
-            return Err(AppError::VersionConflict { current: contact.version });
+            return Err(AppError::VersionConflict {
+                current: contact.version,
+            });
         }
         if contact.deleted_at.is_some() {
-            return Err(AppError::Conflict { detail: "this contact is deleted; restore it before updating".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "this contact is deleted; restore it before updating".into(),
+                existing: None,
+            });
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
@@ -206,13 +320,25 @@ impl App {
         check_references(tx, tenant, &refs).await?;
         match tx.update_contact(tenant, &contact).await {
             Err(StoreError::Duplicate) => return Err(email_conflict(tx, tenant, &contact).await),
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: contact.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: contact.version - 1,
+                })
+            }
             other => other?,
         }
         let changed = changed.into_iter().map(String::from).collect();
         let record = RecordRef::Contact(contact.id.clone());
         fx.changed(record.clone(), false);
-        self.emit(fx, EventType::ContactUpdated, record, now, contact.snapshot(), Some(changed), None);
+        self.emit(
+            fx,
+            EventType::ContactUpdated,
+            record,
+            now,
+            contact.snapshot(),
+            Some(changed),
+            None,
+        );
         Ok(contact)
     }
 
@@ -220,7 +346,9 @@ impl App {
     pub async fn delete_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx).await?;
+        let contact = self
+            .set_contact_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx)
+            .await?;
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(contact)
@@ -230,15 +358,27 @@ impl App {
     pub async fn restore_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let contact = self.set_contact_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx).await?;
+        let contact = self
+            .set_contact_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx)
+            .await?;
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(contact)
     }
 
-    pub(crate) async fn set_contact_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool, fx: &mut Effects) -> Result<Contact, AppError> {
+    pub(crate) async fn set_contact_deleted_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &str,
+        deleted: bool,
+        fx: &mut Effects,
+    ) -> Result<Contact, AppError> {
         let id = parse_id(id)?;
-        let mut contact = tx.get_contact(tenant, &id).await?.ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        let mut contact = tx
+            .get_contact(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
         if contact.deleted_at.is_some() == deleted {
             return Ok(contact);
         }
@@ -251,28 +391,47 @@ impl App {
         Ok(contact)
     }
 
-    pub async fn list_contacts(&self, caller: &Caller, filter: ContactFilter, page: PageParams) -> Result<Page<Contact>, AppError> {
+    pub async fn list_contacts(
+        &self,
+        caller: &Caller,
+        filter: ContactFilter,
+        page: PageParams,
+    ) -> Result<Page<Contact>, AppError> {
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, LIST, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_contacts(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |c| c.id.to_string()))
+        Ok(page_from(rows, &page, LIST, &fingerprint, |c| {
+            c.id.to_string()
+        }))
     }
 
     /// Checks the registry-bound filters of the contact list (one registry read for all): a
     /// `type` value against the registered values, and each `custom_fields.<key>=<raw>` against
     /// the field's registration, returning those as filters sorted by key.
-    pub async fn check_contact_filters(&self, caller: &Caller, contact_type: Option<&str>, custom: Vec<(String, String)>) -> Result<Vec<FieldFilter>, AppError> {
+    pub async fn check_contact_filters(
+        &self,
+        caller: &Caller,
+        contact_type: Option<&str>,
+        custom: Vec<(String, String)>,
+    ) -> Result<Vec<FieldFilter>, AppError> {
         if contact_type.is_none() && custom.is_empty() {
             return Ok(Vec::new());
         }
-        let registry = self.read_registry(&caller.tenant, ObjectKind::Contact).await?;
+        let registry = self
+            .read_registry(&caller.tenant, ObjectKind::Contact)
+            .await?;
         if let Some(t) = contact_type {
             registry.check_enum("type", crm_domain::contact::CONTACT_TYPE_GROUP, t)?;
         }
         let mut filters = custom
             .into_iter()
-            .map(|(key, raw)| Ok(FieldFilter { value: registry.filter_value(&key, &raw)?, key }))
+            .map(|(key, raw)| {
+                Ok(FieldFilter {
+                    value: registry.filter_value(&key, &raw)?,
+                    key,
+                })
+            })
             .collect::<Result<Vec<_>, AppError>>()?;
         filters.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(filters)

@@ -98,7 +98,10 @@ impl Slots {
             return;
         };
         drop(state);
-        let slot = Slot { slots: self.clone(), app: app.clone() };
+        let slot = Slot {
+            slots: self.clone(),
+            app: app.clone(),
+        };
         drop(runtime.spawn(slot.serve(group)));
     }
 }
@@ -164,14 +167,25 @@ enum Stage {
     /// Not yet validated.
     Draft(ContactDraft),
     /// Validated, not yet inserted.
-    Built { contact: Contact, refs: Vec<ReferenceCheck> },
+    Built {
+        contact: Contact,
+        refs: Vec<ReferenceCheck>,
+    },
     /// Inserted in the group's transaction (not yet committed); `reloaded` is the contact as
     /// automations left it, when they changed it.
-    Inserted { contact: Contact, refs: Vec<ReferenceCheck>, reloaded: Option<Contact> },
+    Inserted {
+        contact: Contact,
+        refs: Vec<ReferenceCheck>,
+        reloaded: Option<Contact>,
+    },
     /// Not inserted: a reference is missing (`error`), or the email is taken (`error` is then
     /// the conflict, read once the group's automations have run, as a create alone would see
     /// the holder).
-    Skipped { contact: Contact, refs: Vec<ReferenceCheck>, error: Option<AppError> },
+    Skipped {
+        contact: Contact,
+        refs: Vec<ReferenceCheck>,
+        error: Option<AppError>,
+    },
     /// Refused by validation (or its request went away before the group began): the create's
     /// answer whatever happens to the group.
     Invalid(AppError),
@@ -192,12 +206,22 @@ impl App {
     /// (tests, CLI commands, other services embedding the app) every create is its own
     /// transaction. Needs a tokio runtime, on which the groups run.
     pub fn group_contact_creates(&self, slots: usize, max_group: usize) {
-        let slots = Slots { slots: slots.max(1), max_group: max_group.max(1), state: Mutex::default() };
+        let slots = Slots {
+            slots: slots.max(1),
+            max_group: max_group.max(1),
+            state: Mutex::default(),
+        };
         let _ = self.create_groups.0.set(Arc::new(slots));
     }
 
     /// [`App::create_contact`] with grouping on: alone in a free slot, else queued for a group.
-    pub(crate) async fn create_contact_in_slot(&self, slots: &Arc<Slots>, tenant: &Tenant, draft: ContactDraft, idem: Option<&IdemClaim>) -> Result<Contact, AppError> {
+    pub(crate) async fn create_contact_in_slot(
+        &self,
+        slots: &Arc<Slots>,
+        tenant: &Tenant,
+        draft: ContactDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Contact, AppError> {
         let answer = {
             let mut state = slots.state();
             if state.taken < slots.slots {
@@ -205,12 +229,21 @@ impl App {
                 Err(draft)
             } else {
                 let (reply, answer) = oneshot::channel();
-                state.queue.push_back(Queued { tenant: tenant.clone(), idem: idem.cloned(), reply, stage: Stage::Draft(draft) });
+                state.queue.push_back(Queued {
+                    tenant: tenant.clone(),
+                    idem: idem.cloned(),
+                    reply,
+                    stage: Stage::Draft(draft),
+                });
                 Ok(answer)
             }
         };
         match answer {
-            Ok(answer) => answer.await.unwrap_or_else(|_| Err(AppError::Internal("the contact create was lost with its group".into()))),
+            Ok(answer) => answer.await.unwrap_or_else(|_| {
+                Err(AppError::Internal(
+                    "the contact create was lost with its group".into(),
+                ))
+            }),
             Err(draft) => {
                 let _slot = AloneSlot { slots, app: self };
                 self.create_contact_alone(tenant, draft, idem).await
@@ -223,11 +256,18 @@ impl App {
             Ok(()) => {
                 for q in group {
                     let answer = match q.stage {
-                        Stage::Inserted { contact, reloaded, .. } => Ok(reloaded.unwrap_or(contact)),
-                        Stage::Skipped { error: Some(error), .. } | Stage::Invalid(error) => Err(error),
-                        Stage::Draft(_) | Stage::Built { .. } | Stage::Skipped { error: None, .. } => {
-                            Err(AppError::Internal("a create was left unfinished by its group".into()))
+                        Stage::Inserted {
+                            contact, reloaded, ..
+                        } => Ok(reloaded.unwrap_or(contact)),
+                        Stage::Skipped {
+                            error: Some(error), ..
                         }
+                        | Stage::Invalid(error) => Err(error),
+                        Stage::Draft(_)
+                        | Stage::Built { .. }
+                        | Stage::Skipped { error: None, .. } => Err(AppError::Internal(
+                            "a create was left unfinished by its group".into(),
+                        )),
                     };
                     let _ = q.reply.send(answer);
                 }
@@ -246,11 +286,27 @@ impl App {
                 tracing::warn!(error = %e, creates = group.len(), "a group of contact creates failed before its commit; each runs again alone");
                 for q in group {
                     let answer = match q.stage {
-                        Stage::Draft(draft) => self.create_contact_alone(&q.tenant, draft, q.idem.as_ref()).await,
-                        Stage::Built { contact, refs } | Stage::Inserted { contact, refs, .. } | Stage::Skipped { contact, refs, .. } => match self.store.begin_write().await {
-                            Ok(tx) => self.insert_built_contact(tx, &q.tenant, contact, &refs, q.idem.as_ref()).await,
-                            Err(e) => Err(e.into()),
-                        },
+                        Stage::Draft(draft) => {
+                            self.create_contact_alone(&q.tenant, draft, q.idem.as_ref())
+                                .await
+                        }
+                        Stage::Built { contact, refs }
+                        | Stage::Inserted { contact, refs, .. }
+                        | Stage::Skipped { contact, refs, .. } => {
+                            match self.store.begin_write().await {
+                                Ok(tx) => {
+                                    self.insert_built_contact(
+                                        tx,
+                                        &q.tenant,
+                                        contact,
+                                        &refs,
+                                        q.idem.as_ref(),
+                                    )
+                                    .await
+                                }
+                                Err(e) => Err(e.into()),
+                            }
+                        }
                         Stage::Invalid(error) => Err(error),
                     };
                     let _ = q.reply.send(answer);
@@ -261,7 +317,11 @@ impl App {
 
     /// The group in one transaction, tenant by tenant.
     async fn commit_group(&self, group: &mut [Queued]) -> Result<(), GroupFailure> {
-        let mut tx = self.store.begin_write().await.map_err(|e| GroupFailure::Before(e.into()))?;
+        let mut tx = self
+            .store
+            .begin_write()
+            .await
+            .map_err(|e| GroupFailure::Before(e.into()))?;
         let mut tenants: Vec<Tenant> = Vec::new();
         for q in group.iter() {
             if !tenants.contains(&q.tenant) {
@@ -269,15 +329,25 @@ impl App {
             }
         }
         for tenant in &tenants {
-            let mut part: Vec<&mut Queued> = group.iter_mut().filter(|q| q.tenant == *tenant).collect();
-            self.create_part(&mut *tx, tenant, &mut part).await.map_err(GroupFailure::Before)?;
+            let mut part: Vec<&mut Queued> =
+                group.iter_mut().filter(|q| q.tenant == *tenant).collect();
+            self.create_part(&mut *tx, tenant, &mut part)
+                .await
+                .map_err(GroupFailure::Before)?;
         }
-        tx.commit().await.map_err(|e| GroupFailure::Commit(e.into()))
+        tx.commit()
+            .await
+            .map_err(|e| GroupFailure::Commit(e.into()))
     }
 
     /// One tenant's creates of a group, in `tx`: each moves on from `Draft` to `Inserted`,
     /// `Skipped` or `Invalid`. An error is the store's: the group is to be rolled back.
-    async fn create_part(&self, tx: &mut dyn Tx, tenant: &Tenant, part: &mut [&mut Queued]) -> Result<(), AppError> {
+    async fn create_part(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        part: &mut [&mut Queued],
+    ) -> Result<(), AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         for q in part.iter_mut() {
@@ -287,8 +357,15 @@ impl App {
                 q.stage = Stage::Invalid(AppError::Internal("the request went away".into()));
                 continue;
             }
-            let Stage::Draft(draft) = &mut q.stage else { continue };
-            q.stage = match Contact::create(ContactId::from_uuid(self.ids.new_uuid()), now, std::mem::take(draft), &registry) {
+            let Stage::Draft(draft) = &mut q.stage else {
+                continue;
+            };
+            q.stage = match Contact::create(
+                ContactId::from_uuid(self.ids.new_uuid()),
+                now,
+                std::mem::take(draft),
+                &registry,
+            ) {
                 Ok((contact, refs)) => Stage::Built { contact, refs },
                 Err(e) => Stage::Invalid(e.into()),
             };
@@ -302,7 +379,14 @@ impl App {
                 _ => None,
             })
             .collect();
-        let inserted: HashSet<ContactId> = if plain.is_empty() { HashSet::new() } else { tx.insert_contacts(tenant, &plain).await?.into_iter().collect() };
+        let inserted: HashSet<ContactId> = if plain.is_empty() {
+            HashSet::new()
+        } else {
+            tx.insert_contacts(tenant, &plain)
+                .await?
+                .into_iter()
+                .collect()
+        };
 
         // The rest one by one, as alone: skipped by the statement above, or with other references.
         let mut fx = Effects::new(Emit::Events);
@@ -333,10 +417,18 @@ impl App {
                 }
             };
             q.stage = match error {
-                Some(error) => Stage::Skipped { contact, refs, error },
+                Some(error) => Stage::Skipped {
+                    contact,
+                    refs,
+                    error,
+                },
                 None => {
                     self.contact_created(&mut fx, &contact);
-                    Stage::Inserted { contact, refs, reloaded: None }
+                    Stage::Inserted {
+                        contact,
+                        refs,
+                        reloaded: None,
+                    }
                 }
             };
         }
@@ -344,14 +436,20 @@ impl App {
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         for q in part.iter_mut() {
             match &mut q.stage {
-                Stage::Inserted { contact, reloaded, .. } => {
+                Stage::Inserted {
+                    contact, reloaded, ..
+                } => {
                     if touched.contains(&RecordRef::Contact(contact.id.clone())) {
                         *reloaded = tx.get_contact(tenant, &contact.id).await?;
                     }
                     let shown = reloaded.as_ref().unwrap_or(contact);
                     finish_in_tx(&mut *tx, tenant, q.idem.as_ref(), 201, &shown.snapshot()).await?;
                 }
-                Stage::Skipped { contact, error: error @ None, .. } => {
+                Stage::Skipped {
+                    contact,
+                    error: error @ None,
+                    ..
+                } => {
                     let conflict = email_conflict(&mut *tx, tenant, contact).await;
                     if matches!(conflict, AppError::Internal(_)) {
                         return Err(conflict);
@@ -368,5 +466,11 @@ impl App {
 /// Whether `refs` asks no more of the store than `contact`'s company: what
 /// [`crate::ports::ContactRepo::insert_contacts`] checks.
 fn only_its_company(contact: &Contact, refs: &[ReferenceCheck]) -> bool {
-    refs.iter().all(|r| r.object() == Some(ObjectKind::Company) && contact.company_id.as_ref().is_some_and(|c| c.as_str() == r.id))
+    refs.iter().all(|r| {
+        r.object() == Some(ObjectKind::Company)
+            && contact
+                .company_id
+                .as_ref()
+                .is_some_and(|c| c.as_str() == r.id)
+    })
 }

@@ -1,7 +1,9 @@
 //! Deal use cases: create, read, update (stage moves emit `deal.stage_changed`), soft delete,
 //! restore, list.
 
-use crm_domain::{CompanyId, ContactId, Deal, DealDraft, DealId, DealPatch, EventType, ObjectKind, Tenant};
+use crm_domain::{
+    CompanyId, ContactId, Deal, DealDraft, DealId, DealPatch, EventType, ObjectKind, Tenant,
+};
 
 use crate::{
     auth::Caller,
@@ -32,7 +34,12 @@ pub struct DealQuery {
 }
 
 /// The deal as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(tx: &mut dyn Tx, tenant: &Tenant, deal: Deal, touched: &Touched) -> Result<Deal, AppError> {
+async fn reload(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    deal: Deal,
+    touched: &Touched,
+) -> Result<Deal, AppError> {
     if !touched.contains(&RecordRef::Deal(deal.id.clone())) {
         return Ok(deal);
     }
@@ -43,11 +50,19 @@ impl App {
     /// Creates a deal in `pipeline` (key or id; the default pipeline when `None`). Emits
     /// `deal.created`, and `deal.stage_changed` too when the client named the stage.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_deal(&self, caller: &Caller, draft: DealDraft, pipeline: Option<&str>, idem: Option<&IdemClaim>) -> Result<Deal, AppError> {
+    pub async fn create_deal(
+        &self,
+        caller: &Caller,
+        draft: DealDraft,
+        pipeline: Option<&str>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Deal, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let deal = self.create_deal_in(&mut *tx, tenant, draft, pipeline, &mut fx).await?;
+        let deal = self
+            .create_deal_in(&mut *tx, tenant, draft, pipeline, &mut fx)
+            .await?;
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let deal = reload(&mut *tx, tenant, deal, &touched).await?;
         finish_in_tx(&mut *tx, tenant, idem, 201, &deal.snapshot()).await?;
@@ -55,19 +70,48 @@ impl App {
         Ok(deal)
     }
 
-    pub(crate) async fn create_deal_in(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: DealDraft, pipeline: Option<&str>, fx: &mut Effects) -> Result<Deal, AppError> {
+    pub(crate) async fn create_deal_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: DealDraft,
+        pipeline: Option<&str>,
+        fx: &mut Effects,
+    ) -> Result<Deal, AppError> {
         let pipeline = pipelines::resolve(tx, tenant, pipeline, "pipeline").await?;
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
-        let (deal, refs, stage_given) = Deal::create(DealId::from_uuid(self.ids.new_uuid()), now, draft, &pipeline, &registry)?;
+        let (deal, refs, stage_given) = Deal::create(
+            DealId::from_uuid(self.ids.new_uuid()),
+            now,
+            draft,
+            &pipeline,
+            &registry,
+        )?;
         check_references(tx, tenant, &refs).await?;
         tx.insert_deal(tenant, &deal).await?;
         let snapshot = deal.snapshot();
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);
-        self.emit(fx, EventType::DealCreated, record.clone(), now, snapshot.clone(), None, None);
+        self.emit(
+            fx,
+            EventType::DealCreated,
+            record.clone(),
+            now,
+            snapshot.clone(),
+            None,
+            None,
+        );
         if stage_given {
-            self.emit(fx, EventType::DealStageChanged, record, now, snapshot, None, Some(None));
+            self.emit(
+                fx,
+                EventType::DealStageChanged,
+                record,
+                now,
+                snapshot,
+                None,
+                Some(None),
+            );
         }
         Ok(deal)
     }
@@ -75,15 +119,34 @@ impl App {
     pub async fn get_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_deal(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))
+        tx.get_deal(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("deal", id.as_str()))
     }
 
     /// Applies a partial update. `pipeline` (key or id) moves the deal to another pipeline.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn update_deal(&self, caller: &Caller, id: &str, patch: DealPatch, pipeline: Option<&str>, expected_version: Option<i64>) -> Result<Deal, AppError> {
+    pub async fn update_deal(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: DealPatch,
+        pipeline: Option<&str>,
+        expected_version: Option<i64>,
+    ) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let deal = self.update_deal_in(&mut *tx, &caller.tenant, id, patch, pipeline, expected_version, &mut fx).await?;
+        let deal = self
+            .update_deal_in(
+                &mut *tx,
+                &caller.tenant,
+                id,
+                patch,
+                pipeline,
+                expected_version,
+                &mut fx,
+            )
+            .await?;
         let touched = self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         let deal = reload(&mut *tx, &caller.tenant, deal, &touched).await?;
         tx.commit().await?;
@@ -102,19 +165,29 @@ impl App {
         fx: &mut Effects,
     ) -> Result<Deal, AppError> {
         let id = parse_id(id)?;
-        let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
+        let mut deal = tx
+            .get_deal(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
         if expected_version.is_some_and(|v| v != deal.version) {
-            return Err(AppError::VersionConflict { current: deal.version });
+            return Err(AppError::VersionConflict {
+                current: deal.version,
+            });
         }
         if deal.deleted_at.is_some() {
-            return Err(AppError::Conflict { detail: "this deal is deleted; restore it before updating".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "this deal is deleted; restore it before updating".into(),
+                existing: None,
+            });
         }
         let target = match pipeline {
             Some(reference) => pipelines::resolve(tx, tenant, Some(reference), "pipeline").await?,
             None => tx
                 .get_pipeline(tenant, &deal.pipeline_id, RowLock::Share)
                 .await?
-                .ok_or_else(|| AppError::Internal(format!("deal {} sits in a missing pipeline", deal.id)))?,
+                .ok_or_else(|| {
+                    AppError::Internal(format!("deal {} sits in a missing pipeline", deal.id))
+                })?,
         };
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
@@ -124,16 +197,36 @@ impl App {
         }
         check_references(tx, tenant, &change.references).await?;
         match tx.update_deal(tenant, &deal).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: deal.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: deal.version - 1,
+                })
+            }
             other => other?,
         }
         let snapshot = deal.snapshot();
         let changed = change.changed.iter().map(|f| (*f).to_owned()).collect();
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);
-        self.emit(fx, EventType::DealUpdated, record.clone(), now, snapshot.clone(), Some(changed), None);
+        self.emit(
+            fx,
+            EventType::DealUpdated,
+            record.clone(),
+            now,
+            snapshot.clone(),
+            Some(changed),
+            None,
+        );
         if let Some(previous) = change.previous_stage {
-            self.emit(fx, EventType::DealStageChanged, record, now, snapshot, None, Some(Some(previous)));
+            self.emit(
+                fx,
+                EventType::DealStageChanged,
+                record,
+                now,
+                snapshot,
+                None,
+                Some(Some(previous)),
+            );
         }
         Ok(deal)
     }
@@ -141,7 +234,9 @@ impl App {
     pub async fn delete_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx).await?;
+        let deal = self
+            .set_deal_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx)
+            .await?;
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(deal)
@@ -150,15 +245,27 @@ impl App {
     pub async fn restore_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events);
-        let deal = self.set_deal_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx).await?;
+        let deal = self
+            .set_deal_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx)
+            .await?;
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;
         tx.commit().await?;
         Ok(deal)
     }
 
-    pub(crate) async fn set_deal_deleted_in(&self, tx: &mut dyn Tx, tenant: &Tenant, id: &str, deleted: bool, fx: &mut Effects) -> Result<Deal, AppError> {
+    pub(crate) async fn set_deal_deleted_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &str,
+        deleted: bool,
+        fx: &mut Effects,
+    ) -> Result<Deal, AppError> {
         let id = parse_id(id)?;
-        let mut deal = tx.get_deal(tenant, &id).await?.ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
+        let mut deal = tx
+            .get_deal(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("deal", id.as_str()))?;
         if deal.deleted_at.is_some() == deleted {
             return Ok(deal);
         }
@@ -173,12 +280,18 @@ impl App {
 
     /// Lists deals; without a pipeline filter all pipelines merge. With one, `stage` must be one
     /// of its keys (422 `unknown_value` listing them).
-    pub async fn list_deals(&self, caller: &Caller, query: DealQuery, page: PageParams) -> Result<Page<Deal>, AppError> {
+    pub async fn list_deals(
+        &self,
+        caller: &Caller,
+        query: DealQuery,
+        page: PageParams,
+    ) -> Result<Page<Deal>, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
         let pipeline_id = match &query.pipeline {
             Some(reference) => {
-                let pipeline = pipelines::resolve(&mut *tx, tenant, Some(reference), "pipeline").await?;
+                let pipeline =
+                    pipelines::resolve(&mut *tx, tenant, Some(reference), "pipeline").await?;
                 if let Some(stage) = &query.stage {
                     pipeline.check_stage("stage", stage)?;
                 }
@@ -197,6 +310,8 @@ impl App {
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, LIST, &fingerprint)?;
         let rows = tx.list_deals(tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |d| d.id.to_string()))
+        Ok(page_from(rows, &page, LIST, &fingerprint, |d| {
+            d.id.to_string()
+        }))
     }
 }

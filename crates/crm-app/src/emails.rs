@@ -3,10 +3,14 @@
 //! their write's transaction), and [`App::deliver_due_emails`], the live sending worker's step.
 
 use crm_domain::{
-    mail::{next_attempt, Connection, ConnectionDraft, EmailMessage, EmailSource, EmailStatus, Template, TemplateDraft},
+    mail::{
+        next_attempt, Connection, ConnectionDraft, EmailMessage, EmailSource, EmailStatus,
+        Template, TemplateDraft,
+    },
     merge::MergeData,
     rule::{self, Automation, AutomationDef, EmailAction},
-    ActivityDraft, ConnectionId, ContactId, DealId, Email, EmailId, Mode, Tenant, TemplateId, ValidationError,
+    ActivityDraft, ConnectionId, ContactId, DealId, Email, EmailId, Mode, TemplateId, Tenant,
+    ValidationError,
 };
 use serde_json::{json, Value};
 
@@ -66,7 +70,10 @@ pub(crate) fn email_activity(email: &EmailMessage) -> Option<ActivityDraft> {
         activity_type: Some("email".into()),
         contact_id: email.contact_id.as_ref().map(ToString::to_string),
         deal_id: email.deal_id.as_ref().map(ToString::to_string),
-        body: Some(format!("Email to {}: {} ({note}; {})", email.to, email.subject, email.id)),
+        body: Some(format!(
+            "Email to {}: {} ({note}; {})",
+            email.to, email.subject, email.id
+        )),
         ..Default::default()
     })
 }
@@ -75,7 +82,12 @@ impl App {
     /// Records an email in the caller's transaction: `simulated` in test mode (never delivered),
     /// `queued` in live mode for the sending worker, which needs the tenant's email connection.
     /// Logs an `email` activity on its contact and deal.
-    pub async fn queue_email(&self, tx: &mut dyn Tx, tenant: &Tenant, draft: EmailDraft) -> Result<EmailMessage, AppError> {
+    pub async fn queue_email(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: EmailDraft,
+    ) -> Result<EmailMessage, AppError> {
         let connection = tx.email_connection(tenant).await?;
         let email = self.prepare_email(tenant, connection.as_ref(), draft)?;
         tx.insert_email(tenant, &email).await?;
@@ -87,13 +99,30 @@ impl App {
 
     /// The email [`App::queue_email`] records for `draft`, given the tenant's email connection
     /// (also used by the batched sends of sequence steps).
-    pub(crate) fn prepare_email(&self, tenant: &Tenant, connection: Option<&Connection>, draft: EmailDraft) -> Result<EmailMessage, AppError> {
-        let to = Email::parse(&draft.to).ok_or_else(|| ValidationError::invalid("to", format!("`{}` is not a valid e-mail address", draft.to)))?;
+    pub(crate) fn prepare_email(
+        &self,
+        tenant: &Tenant,
+        connection: Option<&Connection>,
+        draft: EmailDraft,
+    ) -> Result<EmailMessage, AppError> {
+        let to = Email::parse(&draft.to).ok_or_else(|| {
+            ValidationError::invalid(
+                "to",
+                format!("`{}` is not a valid e-mail address", draft.to),
+            )
+        })?;
         let now = self.clock.now();
         let (status, from, next_attempt_at) = match (tenant.mode, connection) {
-            (Mode::Test, c) => (EmailStatus::Simulated, c.map(|c| c.from.clone()).unwrap_or_else(|| TEST_MODE_FROM.to_owned()), None),
+            (Mode::Test, c) => (
+                EmailStatus::Simulated,
+                c.map(|c| c.from.clone())
+                    .unwrap_or_else(|| TEST_MODE_FROM.to_owned()),
+                None,
+            ),
             (Mode::Live, Some(c)) => (EmailStatus::Queued, c.from.clone(), Some(now)),
-            (Mode::Live, None) => return Err(ValidationError::invalid("connection", NO_CONNECTION).into()),
+            (Mode::Live, None) => {
+                return Err(ValidationError::invalid("connection", NO_CONNECTION).into())
+            }
         };
         Ok(EmailMessage {
             id: EmailId::from_uuid(self.ids.new_uuid()),
@@ -117,7 +146,13 @@ impl App {
 
     /// An email that could not be sent, recorded as `failed` with the reason, so that a send that
     /// did not happen is visible in `GET /emails` instead of vanishing.
-    pub(crate) fn failed_email(&self, tenant: &Tenant, connection: Option<&Connection>, draft: EmailDraft, reason: String) -> EmailMessage {
+    pub(crate) fn failed_email(
+        &self,
+        tenant: &Tenant,
+        connection: Option<&Connection>,
+        draft: EmailDraft,
+        reason: String,
+    ) -> EmailMessage {
         let from = match (tenant.mode, connection) {
             (_, Some(c)) => c.from.clone(),
             (Mode::Test, None) => TEST_MODE_FROM.to_owned(),
@@ -146,32 +181,63 @@ impl App {
 
     /// Checks a rule's `send_email` actions when it is created or changed: the templates they
     /// name exist, and in live mode an email connection exists.
-    pub(crate) async fn check_email_actions(&self, tx: &mut dyn Tx, tenant: &Tenant, def: &AutomationDef) -> Result<(), AppError> {
+    pub(crate) async fn check_email_actions(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        def: &AutomationDef,
+    ) -> Result<(), AppError> {
         for (i, action) in def.actions.iter().enumerate() {
-            if let rule::Action::SendEmail(EmailAction { template_id: Some(t), .. }) = action {
+            if let rule::Action::SendEmail(EmailAction {
+                template_id: Some(t),
+                ..
+            }) = action
+            {
                 let found = match TemplateId::parse(t) {
                     Ok(id) => tx.get_template(tenant, &id).await?.is_some(),
                     Err(_) => false,
                 };
                 if !found {
-                    return Err(ValidationError::InvalidReference { field: format!("actions[{i}].template_id"), value: t.clone() }.into());
+                    return Err(ValidationError::InvalidReference {
+                        field: format!("actions[{i}].template_id"),
+                        value: t.clone(),
+                    }
+                    .into());
                 }
             }
         }
-        if tenant.mode == Mode::Live && def.sends_email() && tx.email_connection(tenant).await?.is_none() {
-            return Err(ValidationError::invalid("actions", format!("send_email: {NO_CONNECTION}")).into());
+        if tenant.mode == Mode::Live
+            && def.sends_email()
+            && tx.email_connection(tenant).await?.is_none()
+        {
+            return Err(ValidationError::invalid(
+                "actions",
+                format!("send_email: {NO_CONNECTION}"),
+            )
+            .into());
         }
         Ok(())
     }
 
     /// The recipient of a `send_email` without `to`: the triggering contact, or the deal's
     /// primary contact (with its email).
-    async fn default_contact(&self, tx: &mut dyn Tx, tenant: &Tenant, event: &PendingEvent) -> Result<Option<(ContactId, Option<String>)>, AppError> {
+    async fn default_contact(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        event: &PendingEvent,
+    ) -> Result<Option<(ContactId, Option<String>)>, AppError> {
         let contact_id = match &event.record {
             RecordRef::Contact(id) => Some(id.clone()),
-            RecordRef::Deal(_) => event.data.get("primary_contact_id").and_then(Value::as_str).and_then(|s| ContactId::parse(s).ok()),
+            RecordRef::Deal(_) => event
+                .data
+                .get("primary_contact_id")
+                .and_then(Value::as_str)
+                .and_then(|s| ContactId::parse(s).ok()),
         };
-        let Some(id) = contact_id else { return Ok(None) };
+        let Some(id) = contact_id else {
+            return Ok(None);
+        };
         let contact = tx.get_contact(tenant, &id).await?;
         Ok(contact.map(|c| (c.id, c.email.map(|e| e.as_str().to_owned()))))
     }
@@ -192,17 +258,29 @@ impl App {
         let (subject, body, text) = match &email.template_id {
             Some(t) => {
                 let id = template_id(t)?;
-                let tpl = tx.get_template(tenant, &id).await?.ok_or_else(|| AppError::not_found("template", t.as_str()))?;
+                let tpl = tx
+                    .get_template(tenant, &id)
+                    .await?
+                    .ok_or_else(|| AppError::not_found("template", t.as_str()))?;
                 (tpl.subject, tpl.body, tpl.text)
             }
-            None => (email.subject.unwrap_or_default(), email.body.unwrap_or_default(), email.text),
+            None => (
+                email.subject.unwrap_or_default(),
+                email.body.unwrap_or_default(),
+                email.text,
+            ),
         };
         let contact = self.default_contact(tx, tenant, event).await?;
         let recipient = match to {
             Some(to) => to,
             None => match contact.as_ref().and_then(|(_, e)| e.clone()) {
                 Some(e) => e,
-                None => return Err(fail("no_recipient", "no `to`, and the triggering record has no contact with an email")),
+                None => {
+                    return Err(fail(
+                        "no_recipient",
+                        "no `to`, and the triggering record has no contact with an email",
+                    ))
+                }
             },
         };
         let (subject, html, text) = rule::render_email(&subject, &body, text.as_deref(), data);
@@ -215,19 +293,31 @@ impl App {
             subject,
             html,
             text,
-            source: EmailSource::Automation { automation_id: rule.id.clone() },
+            source: EmailSource::Automation {
+                automation_id: rule.id.clone(),
+            },
             contact_id: contact.map(|(id, _)| id),
             deal_id,
         };
         let queued = self.queue_email(tx, tenant, draft).await?;
-        Ok(json!({"email_id": queued.id.as_str(), "status": queued.status.as_str(), "to": queued.to}))
+        Ok(
+            json!({"email_id": queued.id.as_str(), "status": queued.status.as_str(), "to": queued.to}),
+        )
     }
 
     // ---- connections ----
 
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_connection(&self, caller: &Caller, draft: ConnectionDraft) -> Result<Connection, AppError> {
-        let connection = Connection::create(ConnectionId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft)?;
+    pub async fn create_connection(
+        &self,
+        caller: &Caller,
+        draft: ConnectionDraft,
+    ) -> Result<Connection, AppError> {
+        let connection = Connection::create(
+            ConnectionId::from_uuid(self.ids.new_uuid()),
+            self.clock.now(),
+            draft,
+        )?;
         let mut tx = self.store.begin_write().await?;
         tx.insert_connection(&caller.tenant, &connection).await?;
         tx.commit().await?;
@@ -237,17 +327,29 @@ impl App {
     pub async fn get_connection(&self, caller: &Caller, id: &str) -> Result<Connection, AppError> {
         let id = connection_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_connection(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("connection", id.as_str()))
+        tx.get_connection(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("connection", id.as_str()))
     }
 
-    pub async fn list_connections(&self, caller: &Caller, page: PageParams) -> Result<Page<Connection>, AppError> {
+    pub async fn list_connections(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Connection>, AppError> {
         let slice = slice_for(&page, "connections", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_connections(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, "connections", "", |c| c.id.to_string()))
+        Ok(page_from(rows, &page, "connections", "", |c| {
+            c.id.to_string()
+        }))
     }
 
-    pub async fn delete_connection(&self, caller: &Caller, id: &str) -> Result<ConnectionId, AppError> {
+    pub async fn delete_connection(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<ConnectionId, AppError> {
         let id = connection_id(id)?;
         let mut tx = self.store.begin_write().await?;
         if !tx.delete_connection(&caller.tenant, &id).await? {
@@ -260,8 +362,16 @@ impl App {
     // ---- templates ----
 
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_template(&self, caller: &Caller, draft: TemplateDraft) -> Result<Template, AppError> {
-        let template = Template::create(TemplateId::from_uuid(self.ids.new_uuid()), self.clock.now(), draft)?;
+    pub async fn create_template(
+        &self,
+        caller: &Caller,
+        draft: TemplateDraft,
+    ) -> Result<Template, AppError> {
+        let template = Template::create(
+            TemplateId::from_uuid(self.ids.new_uuid()),
+            self.clock.now(),
+            draft,
+        )?;
         let mut tx = self.store.begin_write().await?;
         tx.insert_template(&caller.tenant, &template).await?;
         tx.commit().await?;
@@ -271,25 +381,45 @@ impl App {
     pub async fn get_template(&self, caller: &Caller, id: &str) -> Result<Template, AppError> {
         let id = template_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_template(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("template", id.as_str()))
+        tx.get_template(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("template", id.as_str()))
     }
 
-    pub async fn list_templates(&self, caller: &Caller, page: PageParams) -> Result<Page<Template>, AppError> {
+    pub async fn list_templates(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Template>, AppError> {
         let slice = slice_for(&page, "templates", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_templates(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, "templates", "", |t| t.id.to_string()))
+        Ok(page_from(rows, &page, "templates", "", |t| {
+            t.id.to_string()
+        }))
     }
 
-    pub async fn update_template(&self, caller: &Caller, id: &str, patch: TemplatePatch) -> Result<Template, AppError> {
+    pub async fn update_template(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: TemplatePatch,
+    ) -> Result<Template, AppError> {
         let id = template_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut template = tx.get_template(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("template", id.as_str()))?;
+        let mut template = tx
+            .get_template(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("template", id.as_str()))?;
         if !template.apply(patch.draft, patch.clear_text, self.clock.now())? {
             return Ok(template);
         }
         match tx.update_template(&caller.tenant, &template).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: template.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: template.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -310,18 +440,27 @@ impl App {
 
     // ---- emails ----
 
-    pub async fn list_emails(&self, caller: &Caller, filter: EmailFilter, page: PageParams) -> Result<Page<EmailMessage>, AppError> {
+    pub async fn list_emails(
+        &self,
+        caller: &Caller,
+        filter: EmailFilter,
+        page: PageParams,
+    ) -> Result<Page<EmailMessage>, AppError> {
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, "emails", &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_emails(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, "emails", &fingerprint, |e| e.id.to_string()))
+        Ok(page_from(rows, &page, "emails", &fingerprint, |e| {
+            e.id.to_string()
+        }))
     }
 
     pub async fn get_email(&self, caller: &Caller, id: &str) -> Result<EmailMessage, AppError> {
         let parsed = EmailId::parse(id).map_err(|_| AppError::not_found("email", id))?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_email(&caller.tenant, &parsed).await?.ok_or_else(|| AppError::not_found("email", id))
+        tx.get_email(&caller.tenant, &parsed)
+            .await?
+            .ok_or_else(|| AppError::not_found("email", id))
     }
 
     /// One step of the live sending worker: claims up to `batch` due emails (any tenant) with a
@@ -330,11 +469,19 @@ impl App {
     /// when the schedule is used up or the provider refused for good. Returns how many it tried.
     /// An email whose worker dies mid-send is claimed again when the lease expires (at least
     /// once).
-    pub async fn deliver_due_emails(&self, sender: &dyn EmailSender, backoff_ms: &[i64], batch: u32, lease_ms: i64) -> Result<usize, AppError> {
+    pub async fn deliver_due_emails(
+        &self,
+        sender: &dyn EmailSender,
+        backoff_ms: &[i64],
+        batch: u32,
+        lease_ms: i64,
+    ) -> Result<usize, AppError> {
         let now = self.clock.now();
         let claimed = {
             let mut tx = self.store.begin_write().await?;
-            let claimed = tx.claim_due_emails(now, now.plus_millis(lease_ms), batch).await?;
+            let claimed = tx
+                .claim_due_emails(now, now.plus_millis(lease_ms), batch)
+                .await?;
             tx.commit().await?;
             claimed
         };
@@ -345,7 +492,9 @@ impl App {
             };
             let outcome = match &connection {
                 Some(c) => sender.send(c, &email).await,
-                None => Err(SendFailure::Retryable("the workspace has no email connection (POST /connections)".into())),
+                None => Err(SendFailure::Retryable(
+                    "the workspace has no email connection (POST /connections)".into(),
+                )),
             };
             let at = self.clock.now();
             email.attempts += 1;

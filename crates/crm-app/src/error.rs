@@ -14,7 +14,10 @@ pub enum AppError {
     #[error("no {object} with id {id}")]
     NotFound { object: &'static str, id: String },
     #[error("{detail}")]
-    Conflict { detail: String, existing: Option<Value> },
+    Conflict {
+        detail: String,
+        existing: Option<Value>,
+    },
     #[error("the record is at version {current}, not the version given in If-Match")]
     VersionConflict { current: i64 },
     #[error("{0}")]
@@ -26,7 +29,10 @@ pub enum AppError {
     #[error("a request with this Idempotency-Key is still being processed; retry shortly")]
     IdempotencyInProgress,
     #[error("{detail}")]
-    BadRequest { detail: String, valid_options: Option<Vec<String>> },
+    BadRequest {
+        detail: String,
+        valid_options: Option<Vec<String>>,
+    },
     #[error("the cursor is not valid for this list; restart without a cursor")]
     InvalidCursor,
     /// An atomic batch in which some operations failed: nothing was written.
@@ -34,12 +40,19 @@ pub enum AppError {
     BatchFailed { failures: Vec<(usize, AppError)> },
     #[error("too many requests this minute for this workspace and mode; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
-    #[error("the {plan} plan's {included} live requests for this month are used up; see GET /usage")]
+    #[error(
+        "the {plan} plan's {included} live requests for this month are used up; see GET /usage"
+    )]
     QuotaExceeded { plan: &'static str, included: u64 },
     #[error("the next request would take this month's overage cost past overage_cap_usd ({cap_usd} USD); raise or clear it with PATCH /settings")]
     SpendCapReached { cap_usd: f64 },
     #[error("the {plan} plan allows {limit} {what} per mode; disable or delete one, or move to a larger plan")]
-    PlanLimit { cap: &'static str, what: &'static str, plan: &'static str, limit: u32 },
+    PlanLimit {
+        cap: &'static str,
+        what: &'static str,
+        plan: &'static str,
+        limit: u32,
+    },
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -52,6 +65,9 @@ impl From<StoreError> for AppError {
 
 impl AppError {
     pub fn not_found(object: &'static str, id: impl Into<String>) -> AppError {
-        AppError::NotFound { object, id: id.into() }
+        AppError::NotFound {
+            object,
+            id: id.into(),
+        }
     }
 }

@@ -44,7 +44,12 @@ pub enum Claim {
 impl App {
     /// Claims `key` for a request with this fingerprint, or returns the stored outcome of the
     /// same request, or fails with `idempotency_key_reused` / `idempotency_in_progress`.
-    pub async fn claim_idempotency(&self, tenant: &Tenant, key: &str, fingerprint: &str) -> Result<Claim, AppError> {
+    pub async fn claim_idempotency(
+        &self,
+        tenant: &Tenant,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Claim, AppError> {
         let now = self.clock.now();
         let fresh = IdemRecord {
             key: key.to_owned(),
@@ -56,18 +61,21 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         if tx.insert_idempotency(tenant, &fresh).await? {
             tx.commit().await?;
-            return Ok(Claim::Fresh(IdemClaim { key: key.to_owned() }));
+            return Ok(Claim::Fresh(IdemClaim {
+                key: key.to_owned(),
+            }));
         }
-        let existing = tx
-            .get_idempotency(tenant, key)
-            .await?
-            .ok_or_else(|| AppError::Internal("idempotency record vanished inside a transaction".into()))?;
+        let existing = tx.get_idempotency(tenant, key).await?.ok_or_else(|| {
+            AppError::Internal("idempotency record vanished inside a transaction".into())
+        })?;
         let expired = existing.created_at.plus_millis(RETENTION_MS) <= now;
         let abandoned = existing.reply.is_none() && existing.locked_until <= now;
         if expired || (abandoned && existing.fingerprint == fingerprint) {
             tx.put_idempotency(tenant, &fresh).await?;
             tx.commit().await?;
-            return Ok(Claim::Fresh(IdemClaim { key: key.to_owned() }));
+            return Ok(Claim::Fresh(IdemClaim {
+                key: key.to_owned(),
+            }));
         }
         if existing.fingerprint != fingerprint {
             return Err(AppError::IdempotencyKeyReused);
@@ -79,14 +87,23 @@ impl App {
     }
 
     /// Stores an outcome that was not written by the operation's own transaction (a 4xx).
-    pub async fn finish_idempotency(&self, tenant: &Tenant, claim: &IdemClaim, reply: &StoredReply) -> Result<(), AppError> {
+    pub async fn finish_idempotency(
+        &self,
+        tenant: &Tenant,
+        claim: &IdemClaim,
+        reply: &StoredReply,
+    ) -> Result<(), AppError> {
         let mut tx = self.store.begin_write().await?;
         tx.finish_idempotency(tenant, &claim.key, reply).await?;
         Ok(tx.commit().await?)
     }
 
     /// Gives the key back after an unexpected failure, so that a retry runs the request again.
-    pub async fn release_idempotency(&self, tenant: &Tenant, claim: &IdemClaim) -> Result<(), AppError> {
+    pub async fn release_idempotency(
+        &self,
+        tenant: &Tenant,
+        claim: &IdemClaim,
+    ) -> Result<(), AppError> {
         let mut tx = self.store.begin_write().await?;
         tx.delete_idempotency(tenant, &claim.key).await?;
         Ok(tx.commit().await?)

@@ -25,7 +25,11 @@ pub struct NewKey {
 /// Every scope a key may be given: `*` and `<resource>:read|write`.
 pub fn all_scopes() -> Vec<String> {
     std::iter::once("*".to_owned())
-        .chain(SCOPE_RESOURCES.iter().flat_map(|r| [format!("{r}:read"), format!("{r}:write")]))
+        .chain(
+            SCOPE_RESOURCES
+                .iter()
+                .flat_map(|r| [format!("{r}:read"), format!("{r}:write")]),
+        )
         .collect()
 }
 
@@ -38,7 +42,11 @@ fn check_grantable(caller: &Caller, requested: &[String]) -> Result<(), AppError
         } else {
             let needed = s.split_once(':').and_then(|(res, acc)| {
                 let resource = SCOPE_RESOURCES.iter().find(|r| **r == res)?;
-                Some(if acc == "write" { Scope::write(resource) } else { Scope::read(resource) })
+                Some(if acc == "write" {
+                    Scope::write(resource)
+                } else {
+                    Scope::read(resource)
+                })
             });
             needed.is_some_and(|n| caller.scopes.allows(n))
         };
@@ -55,7 +63,11 @@ fn check_name(name: Option<String>) -> Result<String, AppError> {
         return Err(ValidationError::invalid("name", "name is required").into());
     }
     if name.chars().count() > MAX_NAME_LEN {
-        return Err(ValidationError::invalid("name", format!("name is at most {MAX_NAME_LEN} characters")).into());
+        return Err(ValidationError::invalid(
+            "name",
+            format!("name is at most {MAX_NAME_LEN} characters"),
+        )
+        .into());
     }
     Ok(name)
 }
@@ -63,7 +75,11 @@ fn check_name(name: Option<String>) -> Result<String, AppError> {
 fn check_scopes(scopes: Option<Vec<String>>) -> Result<Vec<String>, AppError> {
     let scopes = scopes.unwrap_or_default();
     if scopes.is_empty() {
-        return Err(ValidationError::invalid("scopes", "scopes must name at least one scope, such as \"contacts:read\" or \"*\"").into());
+        return Err(ValidationError::invalid(
+            "scopes",
+            "scopes must name at least one scope, such as \"contacts:read\" or \"*\"",
+        )
+        .into());
     }
     let mut unique: Vec<String> = Vec::with_capacity(scopes.len());
     for s in scopes {
@@ -72,7 +88,12 @@ fn check_scopes(scopes: Option<Vec<String>>) -> Result<Vec<String>, AppError> {
         }
     }
     Scopes::parse(unique).map(|s| s.0).map_err(|bad| {
-        ValidationError::UnknownValue { field: "scopes".into(), value: bad, valid_options: all_scopes() }.into()
+        ValidationError::UnknownValue {
+            field: "scopes".into(),
+            value: bad,
+            valid_options: all_scopes(),
+        }
+        .into()
     })
 }
 
@@ -89,7 +110,14 @@ impl App {
         key
     }
 
-    fn new_key_record(&self, caller: &Caller, name: String, scopes: Vec<String>, secret: &str, now: Timestamp) -> ApiKeyRecord {
+    fn new_key_record(
+        &self,
+        caller: &Caller,
+        name: String,
+        scopes: Vec<String>,
+        secret: &str,
+        now: Timestamp,
+    ) -> ApiKeyRecord {
         ApiKeyRecord {
             id: ApiKeyId::from_uuid(self.ids.new_uuid()),
             workspace_id: caller.tenant.workspace_id.clone(),
@@ -105,23 +133,38 @@ impl App {
     }
 
     /// The keys of the caller's mode, newest first, revoked and expired ones included.
-    pub async fn list_keys(&self, caller: &Caller, page: PageParams) -> Result<Page<ApiKeyRecord>, AppError> {
+    pub async fn list_keys(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<ApiKeyRecord>, AppError> {
         let slice = slice_for(&page, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_api_keys(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, LIST, "", |k| k.id.to_string()).map(|k| self.with_pending_use(k)))
+        Ok(
+            page_from(rows, &page, LIST, "", |k| k.id.to_string())
+                .map(|k| self.with_pending_use(k)),
+        )
     }
 
     pub async fn get_key(&self, caller: &Caller, id: &str) -> Result<ApiKeyRecord, AppError> {
         let id = Self::key_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        let key = tx.get_api_key(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("key", id.as_str()))?;
+        let key = tx
+            .get_api_key(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("key", id.as_str()))?;
         Ok(self.with_pending_use(key))
     }
 
     /// Creates a key of the caller's mode with `scopes` (each held by the caller).
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_key(&self, caller: &Caller, name: Option<String>, scopes: Option<Vec<String>>) -> Result<NewKey, AppError> {
+    pub async fn create_key(
+        &self,
+        caller: &Caller,
+        name: Option<String>,
+        scopes: Option<Vec<String>>,
+    ) -> Result<NewKey, AppError> {
         let name = check_name(name)?;
         let scopes = check_scopes(scopes)?;
         check_grantable(caller, &scopes)?;
@@ -139,7 +182,10 @@ impl App {
     pub async fn revoke_key(&self, caller: &Caller, id: &str) -> Result<ApiKeyRecord, AppError> {
         let id = Self::key_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut key = tx.get_api_key(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("key", id.as_str()))?;
+        let mut key = tx
+            .get_api_key(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("key", id.as_str()))?;
         if key.revoked_at.is_none() {
             key.revoked_at = Some(self.clock.now());
             tx.mark_config_changed(&key.workspace_id);
@@ -153,24 +199,40 @@ impl App {
     /// and the old secret keeps working for `expire_old_after_seconds` (default 0: it stops now).
     /// Rolling hands out the key's scopes, so the caller must hold them all, as for a create.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn roll_key(&self, caller: &Caller, id: &str, expire_old_after_seconds: Option<u64>) -> Result<NewKey, AppError> {
+    pub async fn roll_key(
+        &self,
+        caller: &Caller,
+        id: &str,
+        expire_old_after_seconds: Option<u64>,
+    ) -> Result<NewKey, AppError> {
         let id = Self::key_id(id)?;
         let grace = expire_old_after_seconds.unwrap_or(0);
         if grace > MAX_EXPIRE_OLD_AFTER_SECONDS {
             return Err(ValidationError::invalid(
                 "expire_old_after_seconds",
-                format!("expire_old_after_seconds is at most {MAX_EXPIRE_OLD_AFTER_SECONDS} (7 days)"),
+                format!(
+                    "expire_old_after_seconds is at most {MAX_EXPIRE_OLD_AFTER_SECONDS} (7 days)"
+                ),
             )
             .into());
         }
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
-        let mut old = tx.get_api_key(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("key", id.as_str()))?;
+        let mut old = tx
+            .get_api_key(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("key", id.as_str()))?;
         if old.revoked_at.is_some() {
-            return Err(AppError::Conflict { detail: "this key is revoked; create a new key instead".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "this key is revoked; create a new key instead".into(),
+                existing: None,
+            });
         }
         if old.expires_at.is_some_and(|at| at <= now) {
-            return Err(AppError::Conflict { detail: "this key has expired; roll its successor or create a new key".into(), existing: None });
+            return Err(AppError::Conflict {
+                detail: "this key has expired; roll its successor or create a new key".into(),
+                existing: None,
+            });
         }
         check_grantable(caller, &old.scopes)?;
         let secret = generate_key(caller.tenant.mode);
@@ -193,7 +255,10 @@ mod tests {
     fn caller(scopes: &[&str]) -> Caller {
         let ws = WorkspaceId::from_uuid(uuid::Uuid::now_v7());
         Caller::new(
-            Tenant { workspace_id: ws.clone(), mode: Mode::Test },
+            Tenant {
+                workspace_id: ws.clone(),
+                mode: Mode::Test,
+            },
             ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
             Scopes(scopes.iter().map(|s| s.to_string()).collect()),
             crate::auth::Workspace {
@@ -211,19 +276,40 @@ mod tests {
     #[test]
     fn a_key_grants_only_scopes_it_holds() {
         let c = caller(&["keys:write", "contacts:write"]);
-        assert!(check_grantable(&c, &["contacts:read".into(), "contacts:write".into(), "keys:read".into()]).is_ok());
-        assert!(matches!(check_grantable(&c, &["deals:read".into()]), Err(AppError::Forbidden { scope }) if scope == "deals:read"));
-        assert!(matches!(check_grantable(&c, &["*".into()]), Err(AppError::Forbidden { scope }) if scope == "*"));
+        assert!(check_grantable(
+            &c,
+            &[
+                "contacts:read".into(),
+                "contacts:write".into(),
+                "keys:read".into()
+            ]
+        )
+        .is_ok());
+        assert!(
+            matches!(check_grantable(&c, &["deals:read".into()]), Err(AppError::Forbidden { scope }) if scope == "deals:read")
+        );
+        assert!(
+            matches!(check_grantable(&c, &["*".into()]), Err(AppError::Forbidden { scope }) if scope == "*")
+        );
         assert!(check_grantable(&caller(&["*"]), &["*".into(), "deals:write".into()]).is_ok());
     }
 
     #[test]
     fn scopes_are_checked_and_deduplicated() {
-        assert_eq!(check_scopes(Some(vec!["contacts:read".into(), "contacts:read".into()])).unwrap(), vec!["contacts:read"]);
-        assert!(matches!(check_scopes(Some(vec![])), Err(AppError::Validation(ValidationError::Invalid { .. }))));
+        assert_eq!(
+            check_scopes(Some(vec!["contacts:read".into(), "contacts:read".into()])).unwrap(),
+            vec!["contacts:read"]
+        );
+        assert!(matches!(
+            check_scopes(Some(vec![])),
+            Err(AppError::Validation(ValidationError::Invalid { .. }))
+        ));
         match check_scopes(Some(vec!["contact:read".into()])) {
             Err(AppError::Validation(ValidationError::UnknownValue { valid_options, .. })) => {
-                assert!(valid_options.contains(&"contacts:read".to_owned()) && valid_options.contains(&"*".to_owned()));
+                assert!(
+                    valid_options.contains(&"contacts:read".to_owned())
+                        && valid_options.contains(&"*".to_owned())
+                );
             }
             other => panic!("{other:?}"),
         }

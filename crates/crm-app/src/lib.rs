@@ -10,8 +10,8 @@ pub mod auth;
 pub mod automation_ports;
 pub mod automations;
 pub mod batch;
-pub mod config_cache;
 pub mod companies;
+pub mod config_cache;
 pub mod contacts;
 mod create_groups;
 pub mod deals;
@@ -45,7 +45,12 @@ pub(crate) type FastMap<K, V> = foldhash::HashMap<K, V>;
 
 /// Inserts into one of the per-thread maps (key copies, usage handles) of at most `max` entries:
 /// past it a new key takes an old one's place, so a larger working set costs copies, not memory.
-pub(crate) fn insert_bounded<K: Eq + Hash + Clone, V>(map: &mut FastMap<K, V>, max: usize, key: K, value: V) {
+pub(crate) fn insert_bounded<K: Eq + Hash + Clone, V>(
+    map: &mut FastMap<K, V>,
+    max: usize,
+    key: K,
+    value: V,
+) {
     if map.len() >= max && !map.contains_key(&key) {
         if let Some(old) = map.keys().next().cloned() {
             map.remove(&old);
@@ -71,8 +76,8 @@ use std::{
 
 pub use auth::{Access, Caller, Scope, Scopes};
 pub use error::AppError;
-pub use paging::{Page, PageParams};
 pub use metering::{Admission, Refused};
+pub use paging::{Page, PageParams};
 pub use ports::{Clock, IdSource, RateLimiter, RateStatus, Store, StoreError, Tx};
 
 /// The application: the ports it was built with. Cheap to clone.
@@ -98,7 +103,10 @@ pub struct App {
 impl App {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
-        let meter = Arc::new(metering::Meter::new(holder, Arc::new(ratelimit::LocalRateLimiter::new())));
+        let meter = Arc::new(metering::Meter::new(
+            holder,
+            Arc::new(ratelimit::LocalRateLimiter::new()),
+        ));
         App {
             store,
             clock,

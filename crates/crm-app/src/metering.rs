@@ -38,7 +38,8 @@ use crate::{
 
 /// Operations that are neither counted nor capped (they are still rate-limited), so that a
 /// client at its quota or cap can see and lift it (decisions §8).
-pub const EXEMPT_OPERATIONS: [&str; 3] = ["svc_get_usage", "svc_get_settings", "svc_update_settings"];
+pub const EXEMPT_OPERATIONS: [&str; 3] =
+    ["svc_get_usage", "svc_get_settings", "svc_update_settings"];
 
 /// How often counts and `last_used_at` reach the database.
 pub const FLUSH_INTERVAL_MS: u64 = 1_000;
@@ -94,7 +95,9 @@ impl Entry {
         match allowance {
             Allowance::Unlimited => self.uncovered += 1,
             Allowance::Capped { .. } => {
-                let lease_ok = self.lease_until.is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
+                let lease_ok = self
+                    .lease_until
+                    .is_some_and(|until| now.plus_millis(LEASE_MARGIN_MS) < until);
                 if !lease_ok || self.tokens == 0 {
                     return false;
                 }
@@ -167,7 +170,10 @@ impl Meter {
 
     fn entry(&self, tenant: &Tenant, period: Period) -> SharedEntry {
         let mut entries = lock(&self.entries);
-        if let Some(entry) = entries.get(tenant).and_then(|periods| periods.get(&period.start)) {
+        if let Some(entry) = entries
+            .get(tenant)
+            .and_then(|periods| periods.get(&period.start))
+        {
             return entry.clone();
         }
         let entry = Arc::new(AsyncMutex::new(Entry {
@@ -181,21 +187,36 @@ impl Meter {
             exhausted: None,
             retired: false,
         }));
-        entries.entry(tenant.clone()).or_default().insert(period.start, entry.clone());
+        entries
+            .entry(tenant.clone())
+            .or_default()
+            .insert(period.start, entry.clone());
         entry
     }
 
     /// Counts an admission in this thread's entry for the tenant's `period` when that is all it
     /// takes: the entry is there, not retired, free, and (capped) holds a token of a lease not
     /// about to end. `false`: nothing was counted, go the long way ([`App::admit`]).
-    fn count_here(&self, tenant: &Tenant, period: Period, allowance: Allowance, now: Timestamp) -> bool {
+    fn count_here(
+        &self,
+        tenant: &Tenant,
+        period: Period,
+        allowance: Allowance,
+        now: Timestamp,
+    ) -> bool {
         THREAD_ENTRIES.with(|entries| {
-            let Ok(entries) = entries.try_borrow() else { return false };
-            let Some((meter, start, entry)) = entries.get(tenant) else { return false };
+            let Ok(entries) = entries.try_borrow() else {
+                return false;
+            };
+            let Some((meter, start, entry)) = entries.get(tenant) else {
+                return false;
+            };
             if *meter != self.id || *start != period.start {
                 return false;
             }
-            let Ok(mut e) = entry.try_lock() else { return false };
+            let Ok(mut e) = entry.try_lock() else {
+                return false;
+            };
             !e.retired && e.count_covered(allowance, now)
         })
     }
@@ -203,8 +224,15 @@ impl Meter {
     /// Makes `entry` this thread's for its tenant (see [`Meter::count_here`]).
     fn remember_here(&self, entry: &SharedEntry, tenant: &Tenant, period: Period) {
         THREAD_ENTRIES.with(|entries| {
-            let Ok(mut entries) = entries.try_borrow_mut() else { return };
-            crate::insert_bounded(&mut entries, THREAD_ENTRIES_MAX, tenant.clone(), (self.id, period.start, entry.clone()));
+            let Ok(mut entries) = entries.try_borrow_mut() else {
+                return;
+            };
+            crate::insert_bounded(
+                &mut entries,
+                THREAD_ENTRIES_MAX,
+                tenant.clone(),
+                (self.id, period.start, entry.clone()),
+            );
         });
     }
 
@@ -226,7 +254,14 @@ impl Meter {
             // The common case: the key was used since the last flush. No clone of the id.
             Some(slot) => slot.at = slot.at.max(at),
             None => {
-                touches.insert(id.clone(), KeyUse { tenant: tenant.clone(), id: id.clone(), at });
+                touches.insert(
+                    id.clone(),
+                    KeyUse {
+                        tenant: tenant.clone(),
+                        id: id.clone(),
+                        at,
+                    },
+                );
             }
         }
     }
@@ -238,7 +273,10 @@ impl Meter {
 
     /// Requests of the tenant's period counted here and not yet flushed.
     pub async fn pending(&self, tenant: &Tenant, period: Period) -> u64 {
-        let entry = lock(&self.entries).get(tenant).and_then(|periods| periods.get(&period.start)).cloned();
+        let entry = lock(&self.entries)
+            .get(tenant)
+            .and_then(|periods| periods.get(&period.start))
+            .cloned();
         match entry {
             Some(e) => e.lock().await.unflushed,
             None => 0,
@@ -248,8 +286,13 @@ impl Meter {
 
 fn refusal_error(caller: &Caller, refusal: CapRefusal, included: u64) -> AppError {
     match refusal {
-        CapRefusal::QuotaExceeded => AppError::QuotaExceeded { plan: caller.workspace.plan.as_str(), included },
-        CapRefusal::SpendCapReached => AppError::SpendCapReached { cap_usd: caller.workspace.overage_cap_usd.unwrap_or(0.0) },
+        CapRefusal::QuotaExceeded => AppError::QuotaExceeded {
+            plan: caller.workspace.plan.as_str(),
+            included,
+        },
+        CapRefusal::SpendCapReached => AppError::SpendCapReached {
+            cap_usd: caller.workspace.overage_cap_usd.unwrap_or(0.0),
+        },
     }
 }
 
@@ -273,10 +316,19 @@ impl App {
         let limiter = &self.meter.limiter;
         let rate = match limiter.acquire_now(&caller.tenant, limits.rate_limit_per_minute) {
             Some(rate) => rate,
-            None => limiter.acquire(&caller.tenant, limits.rate_limit_per_minute).await,
+            None => {
+                limiter
+                    .acquire(&caller.tenant, limits.rate_limit_per_minute)
+                    .await
+            }
         };
         if !rate.allowed {
-            return Err(Refused { error: AppError::RateLimited { retry_after_secs: rate.retry_after_secs }, rate: Some(rate) });
+            return Err(Refused {
+                error: AppError::RateLimited {
+                    retry_after_secs: rate.retry_after_secs,
+                },
+                rate: Some(rate),
+            });
         }
         if EXEMPT_OPERATIONS.contains(&operation) {
             return Ok(Admission { rate });
@@ -293,7 +345,10 @@ impl App {
             now = self.clock.now();
             period = Meter::period_containing(now);
         }
-        if self.meter.count_here(&caller.tenant, period, allowance, now) {
+        if self
+            .meter
+            .count_here(&caller.tenant, period, allowance, now)
+        {
             return Ok(Admission { rate });
         }
         loop {
@@ -316,15 +371,25 @@ impl App {
             };
             // No token of a fresh lease: what is left of a lease about to end is not used.
             e.tokens = 0;
-            let believed_exhausted = e.exhausted.is_some_and(|(at, until)| at == requests && now < until);
+            let believed_exhausted = e
+                .exhausted
+                .is_some_and(|(at, until)| at == requests && now < until);
             if !believed_exhausted {
                 // Boxed: a reservation is rare, and its future would size every admission's.
-                Box::pin(self.reserve(&mut e, requests, now)).await.map_err(|error| Refused { error, rate: Some(rate) })?;
+                Box::pin(self.reserve(&mut e, requests, now))
+                    .await
+                    .map_err(|error| Refused {
+                        error,
+                        rate: Some(rate),
+                    })?;
             }
             if e.count_covered(allowance, now) {
                 return Ok(Admission { rate });
             }
-            return Err(Refused { error: refusal_error(caller, refusal, limits.included_requests), rate: Some(rate) });
+            return Err(Refused {
+                error: refusal_error(caller, refusal, limits.included_requests),
+                rate: Some(rate),
+            });
         }
     }
 
@@ -332,12 +397,26 @@ impl App {
     async fn reserve(&self, e: &mut Entry, allowance: u64, now: Timestamp) -> Result<(), AppError> {
         let holder = &self.meter.holder;
         let mut tx = self.store.begin_write().await?;
-        let held = tx.lock_usage(&e.tenant, e.period.start, holder, now).await?;
-        let committed = held.used.saturating_add(held.others_reserved).saturating_add(held.own_reserved).saturating_add(e.uncovered);
+        let held = tx
+            .lock_usage(&e.tenant, e.period.start, holder, now)
+            .await?;
+        let committed = held
+            .used
+            .saturating_add(held.others_reserved)
+            .saturating_add(held.own_reserved)
+            .saturating_add(e.uncovered);
         let grant = block_size(allowance.saturating_sub(committed));
         if grant > 0 {
             let lease_until = now.plus_millis(LEASE_MS);
-            tx.record_usage(&e.tenant, e.period.start, 0, holder, held.own_reserved + grant, lease_until).await?;
+            tx.record_usage(
+                &e.tenant,
+                e.period.start,
+                0,
+                holder,
+                held.own_reserved + grant,
+                lease_until,
+            )
+            .await?;
             tx.commit().await?;
             e.tokens += grant;
             e.lease_until = Some(lease_until);
@@ -354,7 +433,10 @@ impl App {
     /// shutdown). A failed write is kept for the next flush.
     pub async fn flush_usage(&self, last: bool) {
         let holder = self.meter.holder.clone();
-        let entries: Vec<SharedEntry> = lock(&self.meter.entries).values().flat_map(|periods| periods.values().cloned()).collect();
+        let entries: Vec<SharedEntry> = lock(&self.meter.entries)
+            .values()
+            .flat_map(|periods| periods.values().cloned())
+            .collect();
         for entry in entries {
             let mut e = entry.lock().await;
             let now = self.clock.now();
@@ -365,7 +447,15 @@ impl App {
                 let lease_until = now.plus_millis(LEASE_MS);
                 let written = async {
                     let mut tx = self.store.begin_write().await?;
-                    tx.record_usage(&e.tenant, e.period.start, e.unflushed, &holder, keep, lease_until).await?;
+                    tx.record_usage(
+                        &e.tenant,
+                        e.period.start,
+                        e.unflushed,
+                        &holder,
+                        keep,
+                        lease_until,
+                    )
+                    .await?;
                     tx.commit().await
                 }
                 .await;
@@ -385,7 +475,9 @@ impl App {
                 self.meter.remove(&e.tenant, e.period.start);
             }
         }
-        let mut uses: Vec<KeyUse> = std::mem::take(&mut *lock(&self.meter.touches)).into_values().collect();
+        let mut uses: Vec<KeyUse> = std::mem::take(&mut *lock(&self.meter.touches))
+            .into_values()
+            .collect();
         if uses.is_empty() {
             return;
         }

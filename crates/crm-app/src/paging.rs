@@ -19,7 +19,10 @@ pub struct PageParams {
 
 impl Default for PageParams {
     fn default() -> Self {
-        PageParams { limit: DEFAULT_LIMIT, cursor: None }
+        PageParams {
+            limit: DEFAULT_LIMIT,
+            cursor: None,
+        }
     }
 }
 
@@ -32,7 +35,11 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page { data: self.data.into_iter().map(f).collect(), has_more: self.has_more, next_cursor: self.next_cursor }
+        Page {
+            data: self.data.into_iter().map(f).collect(),
+            has_more: self.has_more,
+            next_cursor: self.next_cursor,
+        }
     }
 }
 
@@ -41,7 +48,10 @@ impl<T> Page<T> {
 const CHECKSUM_SALT: &[u8] = b"crm-cursor-v1";
 
 fn checksum(payload: &str) -> String {
-    let digest = Sha256::new().chain_update(CHECKSUM_SALT).chain_update(payload.as_bytes()).finalize();
+    let digest = Sha256::new()
+        .chain_update(CHECKSUM_SALT)
+        .chain_update(payload.as_bytes())
+        .finalize();
     hex::encode(&digest[..8])
 }
 
@@ -57,7 +67,9 @@ pub fn encode_cursor(list: &str, filters: &str, last_id: &str) -> String {
 
 /// The last id of the previous page, if the cursor is valid for this list and these filters.
 pub fn decode_cursor(cursor: &str, list: &str, filters: &str) -> Result<String, AppError> {
-    let raw = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| AppError::InvalidCursor)?;
+    let raw = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| AppError::InvalidCursor)?;
     let text = String::from_utf8(raw).map_err(|_| AppError::InvalidCursor)?;
     let (payload, sum) = text.rsplit_once('|').ok_or(AppError::InvalidCursor)?;
     if checksum(payload) != sum {
@@ -75,16 +87,38 @@ pub fn decode_cursor(cursor: &str, list: &str, filters: &str) -> Result<String, 
 
 /// Turns paging params into the slice to fetch (one more than the limit, to learn `has_more`).
 pub fn slice_for(params: &PageParams, list: &str, filters: &str) -> Result<Slice, AppError> {
-    let before = params.cursor.as_deref().map(|c| decode_cursor(c, list, filters)).transpose()?;
-    Ok(Slice { before, limit: params.limit + 1 })
+    let before = params
+        .cursor
+        .as_deref()
+        .map(|c| decode_cursor(c, list, filters))
+        .transpose()?;
+    Ok(Slice {
+        before,
+        limit: params.limit + 1,
+    })
 }
 
 /// Cuts the fetched rows to the page and makes the next cursor from the last id kept.
-pub fn page_from<T>(mut rows: Vec<T>, params: &PageParams, list: &str, filters: &str, key_of: impl Fn(&T) -> String) -> Page<T> {
+pub fn page_from<T>(
+    mut rows: Vec<T>,
+    params: &PageParams,
+    list: &str,
+    filters: &str,
+    key_of: impl Fn(&T) -> String,
+) -> Page<T> {
     let has_more = rows.len() > params.limit as usize;
     rows.truncate(params.limit as usize);
-    let next_cursor = if has_more { rows.last().map(|r| encode_cursor(list, filters, &key_of(r))) } else { None };
-    Page { data: rows, has_more, next_cursor }
+    let next_cursor = if has_more {
+        rows.last()
+            .map(|r| encode_cursor(list, filters, &key_of(r)))
+    } else {
+        None
+    };
+    Page {
+        data: rows,
+        has_more,
+        next_cursor,
+    }
 }
 
 #[cfg(test)]
@@ -102,7 +136,11 @@ mod tests {
     #[test]
     fn tampered_cursors_are_refused() {
         let c = encode_cursor("contacts", "", "con_x");
-        let forged = URL_SAFE_NO_PAD.encode(String::from_utf8(URL_SAFE_NO_PAD.decode(&c).unwrap()).unwrap().replace("con_x", "con_y"));
+        let forged = URL_SAFE_NO_PAD.encode(
+            String::from_utf8(URL_SAFE_NO_PAD.decode(&c).unwrap())
+                .unwrap()
+                .replace("con_x", "con_y"),
+        );
         assert!(decode_cursor(&forged, "contacts", "").is_err());
         assert!(decode_cursor("not-a-cursor!", "contacts", "").is_err());
         assert!(decode_cursor("", "contacts", "").is_err());
@@ -110,11 +148,17 @@ mod tests {
 
     #[test]
     fn page_sets_has_more_and_cursor() {
-        let params = PageParams { limit: 2, cursor: None };
+        let params = PageParams {
+            limit: 2,
+            cursor: None,
+        };
         let p = page_from(vec!["c", "b", "a"], &params, "l", "", |s| s.to_string());
         assert_eq!(p.data, vec!["c", "b"]);
         assert!(p.has_more);
-        assert_eq!(decode_cursor(p.next_cursor.as_deref().unwrap(), "l", "").unwrap(), "b");
+        assert_eq!(
+            decode_cursor(p.next_cursor.as_deref().unwrap(), "l", "").unwrap(),
+            "b"
+        );
         let last = page_from(vec!["a"], &params, "l", "", |s| s.to_string());
         assert!(!last.has_more && last.next_cursor.is_none());
     }

@@ -1,7 +1,8 @@
 //! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
 
 use crm_domain::{
-    pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant, ValidationError,
+    pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant,
+    ValidationError,
 };
 
 use crate::{
@@ -13,13 +14,32 @@ use crate::{
 };
 
 /// The deals of a stage (deleted ones too) as the changed records of a silent write.
-async fn deals_in_stage(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<Effects, AppError> {
+async fn deals_in_stage(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    pipeline: &PipelineId,
+    stage: &str,
+) -> Result<Effects, AppError> {
     const PAGE: u32 = 1000;
     let mut fx = Effects::new(Emit::Silent);
-    let filter = DealFilter { pipeline_id: Some(pipeline.clone()), stage: Some(stage.to_owned()), include_deleted: true, ..Default::default() };
+    let filter = DealFilter {
+        pipeline_id: Some(pipeline.clone()),
+        stage: Some(stage.to_owned()),
+        include_deleted: true,
+        ..Default::default()
+    };
     let mut before = None;
     loop {
-        let page = tx.list_deals(tenant, &filter, &Slice { before: before.take(), limit: PAGE }).await?;
+        let page = tx
+            .list_deals(
+                tenant,
+                &filter,
+                &Slice {
+                    before: before.take(),
+                    limit: PAGE,
+                },
+            )
+            .await?;
         for d in &page {
             fx.changed(RecordRef::Deal(d.id.clone()), d.deleted_at.is_some());
         }
@@ -40,10 +60,21 @@ pub struct PipelineUpdate {
 /// What `svc_manage_stage` does to one stage.
 #[derive(Debug, Clone)]
 pub enum StageAction {
-    Add { draft: StageDraft, position: Option<i64> },
-    Update { key: String, label: Option<String>, stage_type: Option<String>, position: Option<i64> },
+    Add {
+        draft: StageDraft,
+        position: Option<i64>,
+    },
+    Update {
+        key: String,
+        label: Option<String>,
+        stage_type: Option<String>,
+        position: Option<i64>,
+    },
     /// Deals in the stage move to `move_to`; without it, a stage holding deals is not removed.
-    Remove { key: String, move_to: Option<String> },
+    Remove {
+        key: String,
+        move_to: Option<String>,
+    },
 }
 
 impl StageAction {
@@ -51,14 +82,23 @@ impl StageAction {
     fn changes_deals_of(&self) -> Option<&str> {
         match self {
             StageAction::Remove { key, .. } => Some(key),
-            StageAction::Update { key, stage_type: Some(_), .. } => Some(key),
+            StageAction::Update {
+                key,
+                stage_type: Some(_),
+                ..
+            } => Some(key),
             _ => None,
         }
     }
 }
 
 /// Looks a pipeline up by id or key inside a transaction.
-pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str, lock: RowLock) -> Result<Option<Pipeline>, AppError> {
+pub(crate) async fn lookup(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    id_or_key: &str,
+    lock: RowLock,
+) -> Result<Option<Pipeline>, AppError> {
     Ok(if id_or_key.starts_with(PipelineId::PREFIX) {
         match PipelineId::parse(id_or_key) {
             Ok(id) => tx.get_pipeline(tenant, &id, lock).await?,
@@ -71,7 +111,12 @@ pub(crate) async fn lookup(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str, lo
 
 /// The pipeline a record field names (`pipeline` on a deal, or a filter): unknown names are
 /// `unknown_value` listing the pipeline keys. `None` is the default pipeline.
-pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<&str>, field: &str) -> Result<Pipeline, AppError> {
+pub(crate) async fn resolve(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    reference: Option<&str>,
+    field: &str,
+) -> Result<Pipeline, AppError> {
     let found = match reference {
         // A reference only: deal writes in one pipeline must not queue behind each other.
         Some(r) => lookup(tx, tenant, r, RowLock::Share).await?,
@@ -80,15 +125,27 @@ pub(crate) async fn resolve(tx: &mut dyn Tx, tenant: &Tenant, reference: Option<
     match found {
         Some(p) => Ok(p),
         None => {
-            let keys = tx.list_pipelines(tenant).await?.into_iter().map(|p| p.key).collect();
-            Err(ValidationError::UnknownValue { field: field.to_owned(), value: reference.unwrap_or_default().to_owned(), valid_options: keys }.into())
+            let keys = tx
+                .list_pipelines(tenant)
+                .await?
+                .into_iter()
+                .map(|p| p.key)
+                .collect();
+            Err(ValidationError::UnknownValue {
+                field: field.to_owned(),
+                value: reference.unwrap_or_default().to_owned(),
+                valid_options: keys,
+            }
+            .into())
         }
     }
 }
 
 /// The pipeline a request addresses, locked for the change the request makes.
 async fn find(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Pipeline, AppError> {
-    lookup(tx, tenant, id_or_key, RowLock::Update).await?.ok_or_else(|| AppError::not_found("pipeline", id_or_key))
+    lookup(tx, tenant, id_or_key, RowLock::Update)
+        .await?
+        .ok_or_else(|| AppError::not_found("pipeline", id_or_key))
 }
 
 /// A stage key taken in the pipeline is a uniqueness conflict (409, with the stage), as a taken
@@ -97,7 +154,10 @@ fn stage_add_error(e: AddStageError) -> AppError {
     match e {
         AddStageError::Invalid(e) => e.into(),
         AddStageError::KeyTaken(existing) => AppError::Conflict {
-            detail: format!("a stage with key `{}` already exists in this pipeline", existing.key),
+            detail: format!(
+                "a stage with key `{}` already exists in this pipeline",
+                existing.key
+            ),
             existing: Some(existing.snapshot()),
         },
     }
@@ -105,7 +165,9 @@ fn stage_add_error(e: AddStageError) -> AppError {
 
 async fn save(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), AppError> {
     match tx.update_pipeline(tenant, pipeline).await {
-        Err(StoreError::Stale) => Err(AppError::VersionConflict { current: pipeline.version - 1 }),
+        Err(StoreError::Stale) => Err(AppError::VersionConflict {
+            current: pipeline.version - 1,
+        }),
         other => Ok(other?),
     }
 }
@@ -117,15 +179,30 @@ impl App {
 
     /// Creates a pipeline; a new default unsets the old one. Not covered by Idempotency-Key: a
     /// retry answers 409 for the taken key.
-    pub async fn create_pipeline(&self, caller: &Caller, draft: PipelineDraft) -> Result<Pipeline, AppError> {
+    pub async fn create_pipeline(
+        &self,
+        caller: &Caller,
+        draft: PipelineDraft,
+    ) -> Result<Pipeline, AppError> {
         let tenant = &caller.tenant;
         let now = self.clock.now();
-        let pipeline = Pipeline::create(PipelineId::from_uuid(self.ids.new_uuid()), now, draft, self.stage_ids())?;
+        let pipeline = Pipeline::create(
+            PipelineId::from_uuid(self.ids.new_uuid()),
+            now,
+            draft,
+            self.stage_ids(),
+        )?;
         let mut tx = self.store.begin_write().await?;
         match tx.insert_pipeline(tenant, &pipeline).await {
             Err(StoreError::Duplicate) => {
-                let existing = tx.get_pipeline_by_key(tenant, &pipeline.key, RowLock::Share).await?.map(|p| p.snapshot());
-                return Err(AppError::Conflict { detail: format!("a pipeline with key `{}` already exists", pipeline.key), existing });
+                let existing = tx
+                    .get_pipeline_by_key(tenant, &pipeline.key, RowLock::Share)
+                    .await?
+                    .map(|p| p.snapshot());
+                return Err(AppError::Conflict {
+                    detail: format!("a pipeline with key `{}` already exists", pipeline.key),
+                    existing,
+                });
             }
             other => other?,
         }
@@ -141,12 +218,21 @@ impl App {
         Ok(tx.list_pipelines(&caller.tenant).await?)
     }
 
-    pub async fn get_pipeline(&self, caller: &Caller, id_or_key: &str) -> Result<Pipeline, AppError> {
+    pub async fn get_pipeline(
+        &self,
+        caller: &Caller,
+        id_or_key: &str,
+    ) -> Result<Pipeline, AppError> {
         let mut tx = self.store.begin_read().await?;
         find(&mut *tx, &caller.tenant, id_or_key).await
     }
 
-    pub async fn update_pipeline(&self, caller: &Caller, id_or_key: &str, update: PipelineUpdate) -> Result<Pipeline, AppError> {
+    pub async fn update_pipeline(
+        &self,
+        caller: &Caller,
+        id_or_key: &str,
+        update: PipelineUpdate,
+    ) -> Result<Pipeline, AppError> {
         let tenant = &caller.tenant;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
@@ -175,7 +261,11 @@ impl App {
     }
 
     /// Deletes a pipeline for good; not the default one, and not while it holds deals.
-    pub async fn delete_pipeline(&self, caller: &Caller, id_or_key: &str) -> Result<Pipeline, AppError> {
+    pub async fn delete_pipeline(
+        &self,
+        caller: &Caller,
+        id_or_key: &str,
+    ) -> Result<Pipeline, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let pipeline = find(&mut *tx, tenant, id_or_key).await?;
@@ -184,7 +274,10 @@ impl App {
         }
         let deals = tx.count_deals(tenant, &pipeline.id, None).await?;
         if deals > 0 {
-            return Err(AppError::Conflict { detail: format!("the pipeline holds {deals} deals; move or delete them first"), existing: None });
+            return Err(AppError::Conflict {
+                detail: format!("the pipeline holds {deals} deals; move or delete them first"),
+                existing: None,
+            });
         }
         tx.delete_pipeline(tenant, &pipeline.id).await?;
         tx.commit().await?;
@@ -192,7 +285,12 @@ impl App {
     }
 
     /// Adds, changes or removes one stage and returns the pipeline.
-    pub async fn manage_stage(&self, caller: &Caller, id_or_key: &str, action: StageAction) -> Result<Pipeline, AppError> {
+    pub async fn manage_stage(
+        &self,
+        caller: &Caller,
+        id_or_key: &str,
+        action: StageAction,
+    ) -> Result<Pipeline, AppError> {
         let tenant = &caller.tenant;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
@@ -206,11 +304,18 @@ impl App {
         let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
         match action {
             StageAction::Add { draft, position } => {
-                pipeline.add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid())).map_err(stage_add_error)?;
+                pipeline
+                    .add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid()))
+                    .map_err(stage_add_error)?;
                 pipeline.touch(now);
                 save(&mut *tx, tenant, &pipeline).await?;
             }
-            StageAction::Update { key, label, stage_type, position } => {
+            StageAction::Update {
+                key,
+                label,
+                stage_type,
+                position,
+            } => {
                 let update = pipeline.update_stage(&key, label, stage_type, position)?;
                 if !update.changed {
                     // Like a PATCH of the pipeline that changes nothing: same version, no write.
@@ -220,7 +325,8 @@ impl App {
                 save(&mut *tx, tenant, &pipeline).await?;
                 if update.type_changed {
                     let stage_type = pipeline.check_stage("key", &key)?.stage_type;
-                    tx.set_deals_stage_type(tenant, &pipeline.id, &key, stage_type).await?;
+                    tx.set_deals_stage_type(tenant, &pipeline.id, &key, stage_type)
+                        .await?;
                 }
             }
             StageAction::Remove { key, move_to } => {
@@ -234,12 +340,15 @@ impl App {
                         });
                     };
                     if target == key {
-                        return Err(ValidationError::invalid("move_to", "must name another stage").into());
+                        return Err(
+                            ValidationError::invalid("move_to", "must name another stage").into(),
+                        );
                     }
                     let target_type = pipeline.check_stage("move_to", &target)?.stage_type;
                     // The moved deals changed (without events): sequences re-check them.
                     let moved = deals_in_stage(&mut *tx, tenant, &pipeline.id, &key).await?;
-                    tx.move_deals(tenant, &pipeline.id, &key, &target, target_type, now).await?;
+                    tx.move_deals(tenant, &pipeline.id, &key, &target, target_type, now)
+                        .await?;
                     self.finish_write(&mut *tx, tenant, moved).await?;
                 }
                 pipeline.remove_stage(&key)?;

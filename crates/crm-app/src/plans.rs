@@ -3,7 +3,10 @@
 
 use crm_domain::{Mode, Period, Plan, PlanCap, PlanLimits, Tenant, ValidationError, WorkspaceId};
 
-use crate::{auth::Caller, auth::Workspace, error::AppError, ports::PlanCounts, ports::Tx, workspaces::Overrides, App};
+use crate::{
+    auth::Caller, auth::Workspace, error::AppError, ports::PlanCounts, ports::Tx,
+    workspaces::Overrides, App,
+};
 
 /// The usage of the caller's tenant in the current billing period.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,9 +54,11 @@ pub struct PlanChange {
 
 fn check_cap_value(cap: Option<f64>) -> Result<Option<f64>, AppError> {
     match cap {
-        Some(c) if !c.is_finite() || c < 0.0 => {
-            Err(ValidationError::invalid("overage_cap_usd", "overage_cap_usd must be a number ≥ 0 (0 means no overage) or null (unlimited)").into())
-        }
+        Some(c) if !c.is_finite() || c < 0.0 => Err(ValidationError::invalid(
+            "overage_cap_usd",
+            "overage_cap_usd must be a number ≥ 0 (0 means no overage) or null (unlimited)",
+        )
+        .into()),
         other => Ok(other),
     }
 }
@@ -62,18 +67,26 @@ fn check_cap_value(cap: Option<f64>) -> Result<Option<f64>, AppError> {
 /// plan's cap in the caller's tenant. Call it inside the write transaction that creates or
 /// enables, before writing: the store serialises counters of one tenant there (SQLite's single
 /// writer; a lock on the workspace row on Postgres), so two concurrent creates cannot both pass.
-pub async fn check_plan_cap(tx: &mut dyn Tx, caller: &Caller, cap: PlanCap) -> Result<(), AppError> {
+pub async fn check_plan_cap(
+    tx: &mut dyn Tx,
+    caller: &Caller,
+    cap: PlanCap,
+) -> Result<(), AppError> {
     let counts = tx.count_plan_objects(&caller.tenant).await?;
     let (current, what) = match cap {
         PlanCap::ActiveAutomations => (counts.active_automations, "active automations"),
         PlanCap::Sequences => (counts.sequences, "sequences"),
     };
-    caller.workspace.limits().check_cap(cap, current).map_err(|limit| AppError::PlanLimit {
-        cap: cap.as_str(),
-        what,
-        plan: caller.workspace.plan.as_str(),
-        limit,
-    })
+    caller
+        .workspace
+        .limits()
+        .check_cap(cap, current)
+        .map_err(|limit| AppError::PlanLimit {
+            cap: cap.as_str(),
+            what,
+            plan: caller.workspace.plan.as_str(),
+            limit,
+        })
 }
 
 impl App {
@@ -83,7 +96,10 @@ impl App {
         let tenant: &Tenant = &caller.tenant;
         let (stored, counts) = {
             let mut tx = self.store.begin_read().await?;
-            (tx.get_usage(tenant, period.start).await?, tx.count_plan_objects(tenant).await?)
+            (
+                tx.get_usage(tenant, period.start).await?,
+                tx.count_plan_objects(tenant).await?,
+            )
         };
         let pending = self.meter.pending(tenant, period).await;
         Ok(Usage {
@@ -105,7 +121,11 @@ impl App {
     /// Sets `overage_cap_usd` (≥ 0, or `None` for unlimited). It applies from the next request
     /// on, on every server process (workspaces are read with each request's key).
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn update_settings(&self, caller: &Caller, overage_cap_usd: Option<f64>) -> Result<Option<f64>, AppError> {
+    pub async fn update_settings(
+        &self,
+        caller: &Caller,
+        overage_cap_usd: Option<f64>,
+    ) -> Result<Option<f64>, AppError> {
         let cap = check_cap_value(overage_cap_usd)?;
         let mut tx = self.store.begin_write().await?;
         let mut ws = tx
@@ -120,10 +140,18 @@ impl App {
     }
 
     /// The operator's `workspace set-plan`. Running servers apply it from their next request.
-    pub async fn set_plan(&self, workspace_id: &str, change: PlanChange) -> Result<Workspace, AppError> {
-        let id = WorkspaceId::parse(workspace_id).map_err(|_| AppError::not_found("workspace", workspace_id))?;
+    pub async fn set_plan(
+        &self,
+        workspace_id: &str,
+        change: PlanChange,
+    ) -> Result<Workspace, AppError> {
+        let id = WorkspaceId::parse(workspace_id)
+            .map_err(|_| AppError::not_found("workspace", workspace_id))?;
         let mut tx = self.store.begin_write().await?;
-        let mut ws = tx.get_workspace(&id).await?.ok_or_else(|| AppError::not_found("workspace", workspace_id))?;
+        let mut ws = tx
+            .get_workspace(&id)
+            .await?
+            .ok_or_else(|| AppError::not_found("workspace", workspace_id))?;
         ws.plan = change.plan;
         if change.clear_overrides {
             ws.rate_limit_override = None;
@@ -167,7 +195,10 @@ mod tests {
             counts: PlanCounts::default(),
         };
         let test = usage(Mode::Test);
-        assert_eq!((test.included(), test.overage(), test.overage_cost_usd()), (None, 0, 0.0));
+        assert_eq!(
+            (test.included(), test.overage(), test.overage_cost_usd()),
+            (None, 0, 0.0)
+        );
         let live = usage(Mode::Live);
         assert_eq!((live.included(), live.overage()), (Some(5), 3));
         assert!((live.overage_cost_usd() - 0.003).abs() < 1e-12);

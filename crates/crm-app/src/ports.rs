@@ -8,8 +8,9 @@ use crm_domain::{
     ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Webhook, WebhookId,
 };
 use crm_domain::{
-    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Deal, DealId, Email, Event, FieldDef, ObjectKind,
-    ObjectType, Pipeline, PipelineId, Registry, StageType, Tenant, Timestamp, WorkspaceId,
+    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Deal, DealId, Email,
+    Event, FieldDef, ObjectKind, ObjectType, Pipeline, PipelineId, Registry, StageType, Tenant,
+    Timestamp, WorkspaceId,
 };
 use uuid::Uuid;
 
@@ -76,10 +77,17 @@ pub trait Store: Send + Sync {
     /// idempotency record reacts to. Either both are written or, on any error, neither. The
     /// default is a transaction of its own; a store overrides it where one statement can do
     /// both (Postgres: no `BEGIN` and `COMMIT` round trips around it).
-    async fn insert_contact_alone(&self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+    async fn insert_contact_alone(
+        &self,
+        tenant: &Tenant,
+        contact: &Contact,
+        refs: &[Reference<'_>],
+        event: &Event,
+    ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
         tx.insert_contact(tenant, contact, refs).await?;
-        tx.insert_events(tenant, std::slice::from_ref(event)).await?;
+        tx.insert_events(tenant, std::slice::from_ref(event))
+            .await?;
         tx.commit().await
     }
     /// Whether the database answers a trivial query.
@@ -115,7 +123,10 @@ pub struct ConfigMarks {
 impl ConfigMarks {
     /// `local`: this process's listener, once [`Store::follow_config_changes`] runs.
     pub fn new(local: Option<Arc<dyn ConfigEvents>>) -> ConfigMarks {
-        ConfigMarks { workspaces: Vec::new(), local }
+        ConfigMarks {
+            workspaces: Vec::new(),
+            local,
+        }
     }
 
     pub fn mark(&mut self, workspace: &WorkspaceId) {
@@ -235,28 +246,61 @@ pub trait WorkspaceRepo {
     async fn has_workspaces(&mut self) -> Result<bool, StoreError>;
     async fn insert_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError>;
     /// The key with this SHA-256 hash, revoked or not, with its workspace.
-    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError>;
-    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError>;
+    async fn find_api_key(
+        &mut self,
+        hash: &str,
+    ) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError>;
+    async fn get_api_key(
+        &mut self,
+        tenant: &Tenant,
+        id: &ApiKeyId,
+    ) -> Result<Option<ApiKeyRecord>, StoreError>;
 }
 
 #[async_trait]
 pub trait RegistryRepo {
     /// The custom fields of `object` and every enum group with its values, in registration order.
-    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError>;
+    async fn load_registry(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<Registry, StoreError>;
     /// Creates an enum group if absent; returns whether it was created.
-    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError>;
+    async fn insert_enum_group(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// Adds a value to a group (creating the group) if absent; returns whether it was added.
-    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError>;
+    async fn insert_enum_value(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        value: &str,
+        label: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// Registers a custom field unless its object already has one with that key; returns whether
     /// it did. An existing field MUST be left exactly as it is (re-registration keeps the original
     /// data type). A new field comes after every field its object already has, also when two
     /// transactions register fields at once (registration order).
-    async fn insert_field(&mut self, tenant: &Tenant, field: &FieldDef, now: Timestamp) -> Result<bool, StoreError>;
+    async fn insert_field(
+        &mut self,
+        tenant: &Tenant,
+        field: &FieldDef,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// The custom fields of every object, each object's in registration order.
     async fn list_fields(&mut self, tenant: &Tenant) -> Result<Vec<FieldDef>, StoreError>;
     /// Adds a custom object type unless one with its key exists (which is left as it is); returns
     /// whether it did.
-    async fn insert_object_type(&mut self, tenant: &Tenant, object_type: &ObjectType, now: Timestamp) -> Result<bool, StoreError>;
+    async fn insert_object_type(
+        &mut self,
+        tenant: &Tenant,
+        object_type: &ObjectType,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// The custom object types in registration order.
     async fn list_object_types(&mut self, tenant: &Tenant) -> Result<Vec<ObjectType>, StoreError>;
 }
@@ -276,7 +320,12 @@ pub trait ContactRepo {
     /// first missing one) when one does not, before considering the email, and `Duplicate` when
     /// the email is taken in the tenant (soft-deleted contacts included); either leaves the
     /// transaction usable and nothing written.
-    async fn insert_contact(&mut self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError>;
+    async fn insert_contact(
+        &mut self,
+        tenant: &Tenant,
+        contact: &Contact,
+        refs: &[Reference<'_>],
+    ) -> Result<(), StoreError>;
     /// Inserts, in their order, each of `contacts` that [`ContactRepo::insert_contact`] would
     /// insert with its company (when it names one) as its only reference, and returns the ids of
     /// those it inserted. One whose company does not exist or whose email is taken (by a stored
@@ -284,10 +333,17 @@ pub trait ContactRepo {
     /// transaction usable. The caller MUST NOT pass a contact with any other reference (a
     /// reference-typed custom field): those go through `insert_contact`. Stores override the
     /// default, one `insert_contact` each, with a multi-row statement (coalesced creates).
-    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+    async fn insert_contacts(
+        &mut self,
+        tenant: &Tenant,
+        contacts: &[&Contact],
+    ) -> Result<Vec<ContactId>, StoreError> {
         let mut inserted = Vec::with_capacity(contacts.len());
         for c in contacts {
-            let company = c.company_id.as_ref().map(|id| Reference { object: ObjectKind::Company, id: id.as_str() });
+            let company = c.company_id.as_ref().map(|id| Reference {
+                object: ObjectKind::Company,
+                id: id.as_str(),
+            });
             match self.insert_contact(tenant, c, company.as_slice()).await {
                 Ok(()) => inserted.push(c.id.clone()),
                 Err(StoreError::Duplicate | StoreError::MissingReference(_)) => {}
@@ -296,21 +352,55 @@ pub trait ContactRepo {
         }
         Ok(inserted)
     }
-    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError>;
-    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError>;
+    async fn get_contact(
+        &mut self,
+        tenant: &Tenant,
+        id: &ContactId,
+    ) -> Result<Option<Contact>, StoreError>;
+    async fn get_contact_by_email(
+        &mut self,
+        tenant: &Tenant,
+        email: &Email,
+    ) -> Result<Option<Contact>, StoreError>;
     /// Writes every field of `contact`, expecting the stored row at `contact.version - 1`; MUST
     /// return `Stale` otherwise and `Duplicate` when the new email is taken.
-    async fn update_contact(&mut self, tenant: &Tenant, contact: &Contact) -> Result<(), StoreError>;
-    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError>;
+    async fn update_contact(
+        &mut self,
+        tenant: &Tenant,
+        contact: &Contact,
+    ) -> Result<(), StoreError>;
+    async fn list_contacts(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ContactFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Contact>, StoreError>;
 }
 
 #[async_trait]
 pub trait CompanyRepo {
-    async fn insert_company(&mut self, tenant: &Tenant, company: &Company) -> Result<(), StoreError>;
-    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError>;
+    async fn insert_company(
+        &mut self,
+        tenant: &Tenant,
+        company: &Company,
+    ) -> Result<(), StoreError>;
+    async fn get_company(
+        &mut self,
+        tenant: &Tenant,
+        id: &CompanyId,
+    ) -> Result<Option<Company>, StoreError>;
     /// Same contract as `update_contact` (`Stale` on a version mismatch).
-    async fn update_company(&mut self, tenant: &Tenant, company: &Company) -> Result<(), StoreError>;
-    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError>;
+    async fn update_company(
+        &mut self,
+        tenant: &Tenant,
+        company: &Company,
+    ) -> Result<(), StoreError>;
+    async fn list_companies(
+        &mut self,
+        tenant: &Tenant,
+        filter: &CompanyFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Company>, StoreError>;
 }
 
 /// How a write transaction holds a row it read, where the store has row locks (Postgres; SQLite's
@@ -329,28 +419,76 @@ pub enum RowLock {
 #[async_trait]
 pub trait PipelineRepo {
     /// MUST return `Duplicate`, leaving the transaction usable, when the key is taken in the tenant.
-    async fn insert_pipeline(&mut self, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), StoreError>;
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, lock: RowLock) -> Result<Option<Pipeline>, StoreError>;
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, lock: RowLock) -> Result<Option<Pipeline>, StoreError>;
+    async fn insert_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &Pipeline,
+    ) -> Result<(), StoreError>;
+    async fn get_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        id: &PipelineId,
+        lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError>;
+    async fn get_pipeline_by_key(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError>;
     /// Share-locked in a write transaction.
     async fn default_pipeline(&mut self, tenant: &Tenant) -> Result<Option<Pipeline>, StoreError>;
     /// Every pipeline of the tenant, oldest first.
     async fn list_pipelines(&mut self, tenant: &Tenant) -> Result<Vec<Pipeline>, StoreError>;
     /// Writes name, default flag, stages and version; `Stale` unless the row is at `version - 1`.
-    async fn update_pipeline(&mut self, tenant: &Tenant, pipeline: &Pipeline) -> Result<(), StoreError>;
+    async fn update_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &Pipeline,
+    ) -> Result<(), StoreError>;
     /// Clears the default flag of every pipeline of the tenant but `keep`.
-    async fn clear_default_pipeline(&mut self, tenant: &Tenant, keep: &PipelineId, now: Timestamp) -> Result<(), StoreError>;
-    async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<(), StoreError>;
+    async fn clear_default_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        keep: &PipelineId,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+    async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId)
+        -> Result<(), StoreError>;
     /// Deals (soft-deleted ones included) in the pipeline, or in one of its stages.
-    async fn count_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: Option<&str>) -> Result<i64, StoreError>;
+    async fn count_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: Option<&str>,
+    ) -> Result<i64, StoreError>;
     /// Locks every deal of a stage for update (where the store has row locks). A change to a
     /// stage's deals takes their locks before its pipeline's, the order a deal update takes
     /// them in (the deal, then its pipeline): the other order can deadlock.
-    async fn lock_stage_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<(), StoreError>;
+    async fn lock_stage_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: &str,
+    ) -> Result<(), StoreError>;
     /// Moves every deal of a stage to another stage of the same pipeline (bumping versions).
-    async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError>;
+    async fn move_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        from: &str,
+        to: &str,
+        to_type: StageType,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
     /// Keeps deals' `stage_type` in step after a stage's type changed.
-    async fn set_deals_stage_type(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str, stage_type: StageType) -> Result<(), StoreError>;
+    async fn set_deals_stage_type(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: &str,
+        stage_type: StageType,
+    ) -> Result<(), StoreError>;
 }
 
 #[async_trait]
@@ -359,25 +497,53 @@ pub trait DealRepo {
     async fn get_deal(&mut self, tenant: &Tenant, id: &DealId) -> Result<Option<Deal>, StoreError>;
     /// Same contract as `update_contact` (`Stale` on a version mismatch).
     async fn update_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
-    async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError>;
+    async fn list_deals(
+        &mut self,
+        tenant: &Tenant,
+        filter: &DealFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Deal>, StoreError>;
 }
 
 #[async_trait]
 pub trait ActivityRepo {
-    async fn insert_activity(&mut self, tenant: &Tenant, activity: &Activity) -> Result<(), StoreError>;
-    async fn get_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<Option<Activity>, StoreError>;
+    async fn insert_activity(
+        &mut self,
+        tenant: &Tenant,
+        activity: &Activity,
+    ) -> Result<(), StoreError>;
+    async fn get_activity(
+        &mut self,
+        tenant: &Tenant,
+        id: &ActivityId,
+    ) -> Result<Option<Activity>, StoreError>;
     /// `Stale` unless the row is at `version - 1`.
-    async fn update_activity(&mut self, tenant: &Tenant, activity: &Activity) -> Result<(), StoreError>;
-    async fn delete_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<(), StoreError>;
+    async fn update_activity(
+        &mut self,
+        tenant: &Tenant,
+        activity: &Activity,
+    ) -> Result<(), StoreError>;
+    async fn delete_activity(&mut self, tenant: &Tenant, id: &ActivityId)
+        -> Result<(), StoreError>;
     /// Newest first by `(occurred_at, id)`.
-    async fn list_activities(&mut self, tenant: &Tenant, filter: &ActivityFilter, slice: &Slice) -> Result<Vec<Activity>, StoreError>;
+    async fn list_activities(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ActivityFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Activity>, StoreError>;
 }
 
 #[async_trait]
 pub trait RecordRepo {
     /// Whether a record of `object` with this id exists in the tenant (soft-deleted ones count:
     /// they can be restored, and references to them stay valid).
-    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError>;
+    async fn record_exists(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+        id: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 #[async_trait]
@@ -391,25 +557,51 @@ pub trait EventRepo {
         Ok(())
     }
     /// Newest first, optionally of one type.
-    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError>;
+    async fn list_events(
+        &mut self,
+        tenant: &Tenant,
+        event_type: Option<&str>,
+        slice: &Slice,
+    ) -> Result<Vec<Event>, StoreError>;
 }
 
 #[async_trait]
 pub trait IdempotencyRepo {
     /// Inserts a new in-flight record unless one exists for (tenant, key); returns whether it did.
-    async fn insert_idempotency(&mut self, tenant: &Tenant, record: &IdemRecord) -> Result<bool, StoreError>;
-    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError>;
+    async fn insert_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        record: &IdemRecord,
+    ) -> Result<bool, StoreError>;
+    async fn get_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+    ) -> Result<Option<IdemRecord>, StoreError>;
     /// Replaces the record for (tenant, record.key).
-    async fn put_idempotency(&mut self, tenant: &Tenant, record: &IdemRecord) -> Result<(), StoreError>;
+    async fn put_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        record: &IdemRecord,
+    ) -> Result<(), StoreError>;
     async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError>;
     /// Stores the outcome of the request holding `key` and marks it finished.
-    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError>;
+    async fn finish_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        reply: &StoredReply,
+    ) -> Result<(), StoreError>;
 }
 
 #[async_trait]
 pub trait KeyRepo {
     /// The tenant's keys (revoked and expired ones too), newest first.
-    async fn list_api_keys(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    async fn list_api_keys(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<ApiKeyRecord>, StoreError>;
     /// Writes `revoked_at` and `expires_at` of the key `key.id` in `key`'s tenant; returns whether
     /// the key exists.
     async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError>;
@@ -456,13 +648,31 @@ pub trait PlanRepo {
     /// transaction ends (so reservations of several processes queue), then reads it. Leases of
     /// other holders that expired by `now` are dropped. MUST be called before any lease of the
     /// tenant's period is written in the transaction.
-    async fn lock_usage(&mut self, tenant: &Tenant, period_start: Timestamp, holder: &str, now: Timestamp) -> Result<UsageLock, StoreError>;
+    async fn lock_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        holder: &str,
+        now: Timestamp,
+    ) -> Result<UsageLock, StoreError>;
     /// Adds `counted` to the period's `used` (creating the counter), and sets the holder's lease
     /// to `reserved` (0 deletes it) until `lease_until`. The counter row is written first, so it
     /// takes the same lock as `lock_usage`.
-    async fn record_usage(&mut self, tenant: &Tenant, period_start: Timestamp, counted: u64, holder: &str, reserved: u64, lease_until: Timestamp) -> Result<(), StoreError>;
+    async fn record_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        counted: u64,
+        holder: &str,
+        reserved: u64,
+        lease_until: Timestamp,
+    ) -> Result<(), StoreError>;
     /// Requests counted durably in the period (0 when none).
-    async fn get_usage(&mut self, tenant: &Tenant, period_start: Timestamp) -> Result<u64, StoreError>;
+    async fn get_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+    ) -> Result<u64, StoreError>;
     /// The tenant's active automations and sequences.
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError>;
 }
@@ -554,15 +764,32 @@ pub struct AttemptOutcome {
 
 #[async_trait]
 pub trait WebhookRepo {
-    async fn insert_webhook(&mut self, tenant: &Tenant, webhook: &Webhook) -> Result<(), StoreError>;
-    async fn get_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<Option<Webhook>, StoreError>;
+    async fn insert_webhook(
+        &mut self,
+        tenant: &Tenant,
+        webhook: &Webhook,
+    ) -> Result<(), StoreError>;
+    async fn get_webhook(
+        &mut self,
+        tenant: &Tenant,
+        id: &WebhookId,
+    ) -> Result<Option<Webhook>, StoreError>;
     /// Newest first.
-    async fn list_webhooks(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Webhook>, StoreError>;
+    async fn list_webhooks(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Webhook>, StoreError>;
     /// Writes url, events, description, enabled, secret, updated_at and version; `Stale` unless
     /// the row is at `version - 1`.
-    async fn update_webhook(&mut self, tenant: &Tenant, webhook: &Webhook) -> Result<(), StoreError>;
+    async fn update_webhook(
+        &mut self,
+        tenant: &Tenant,
+        webhook: &Webhook,
+    ) -> Result<(), StoreError>;
     /// Deletes the webhook with its deliveries and their attempts; returns whether it existed.
-    async fn delete_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<bool, StoreError>;
+    async fn delete_webhook(&mut self, tenant: &Tenant, id: &WebhookId)
+        -> Result<bool, StoreError>;
 
     /// Takes up to `limit` undispatched events of every tenant, oldest first, and locks them
     /// (`FOR UPDATE SKIP LOCKED` on Postgres: concurrent dispatchers take disjoint batches).
@@ -574,26 +801,51 @@ pub trait WebhookRepo {
     /// skipping any (event, webhook) pair that already has one; returns how many were inserted.
     async fn insert_deliveries(&mut self, deliveries: &[NewDelivery]) -> Result<u64, StoreError>;
     /// Marks events as dispatched: `take_events_to_dispatch` returns them no more.
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError>;
+    async fn mark_events_dispatched(
+        &mut self,
+        events: &[(Tenant, EventId)],
+    ) -> Result<(), StoreError>;
 
     /// Claims up to `limit` deliveries of enabled webhooks due by `now` (pending or retrying),
     /// earliest due first: each gets `claim_token` and comes due again at `lease_until`, so a
     /// claim that is never recorded expires and the delivery is claimed again. Two concurrent
     /// claims never return the same delivery (`FOR UPDATE SKIP LOCKED` on Postgres; the single
     /// writer on SQLite). Write transactions only.
-    async fn claim_deliveries(&mut self, now: Timestamp, lease_until: Timestamp, claim_token: &str, limit: u32) -> Result<Vec<ClaimedDelivery>, StoreError>;
+    async fn claim_deliveries(
+        &mut self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError>;
     /// Records attempts: for each outcome whose delivery still holds its `claim_token`, sets
     /// status, `attempts` (= the attempt's number), `next_attempt_at` (the attempt's end when
     /// none) and clears the token, and logs the attempt. Outcomes whose claim was lost (lease
     /// expired and re-claimed) are skipped, and so are outcomes whose attempt names another
     /// webhook or event than its delivery's. Returns how many were recorded.
     async fn record_attempts(&mut self, outcomes: &[AttemptOutcome]) -> Result<u64, StoreError>;
-    async fn get_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError>;
+    async fn get_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+    ) -> Result<Option<DeliveryRecord>, StoreError>;
     /// Makes a dead-lettered delivery pending again, due at `now`; returns whether it was
     /// dead-lettered (otherwise nothing changes).
-    async fn requeue_dead_delivery(&mut self, tenant: &Tenant, webhook_id: &WebhookId, id: &DeliveryId, now: Timestamp) -> Result<bool, StoreError>;
+    async fn requeue_dead_delivery(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// The webhook's attempt log, newest first (`before` is a `seq`).
-    async fn list_delivery_attempts(&mut self, tenant: &Tenant, webhook_id: &WebhookId, slice: &Slice) -> Result<Vec<DeliveryAttempt>, StoreError>;
+    async fn list_delivery_attempts(
+        &mut self,
+        tenant: &Tenant,
+        webhook_id: &WebhookId,
+        slice: &Slice,
+    ) -> Result<Vec<DeliveryAttempt>, StoreError>;
 }
 
 /// One unit of work on the store.

@@ -22,7 +22,8 @@ use governor::{
 
 use crate::ports::{RateLimiter, RateStatus};
 
-type Gcra = governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
+type Gcra =
+    governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
 
 /// Whole seconds, rounded up, for `RateLimit-Reset` and `Retry-After` (which carry integers; a
 /// client that waits the rounded-down value would be refused again).
@@ -53,9 +54,19 @@ impl LocalRateLimiter {
 
     /// Takes one request from `tenant`'s budget at `per_minute`; a changed limit starts a fresh
     /// budget.
-    fn check(&self, tenant: &Tenant, per_minute: NonZeroU32) -> Result<u32, governor::NotUntil<<DefaultClock as Clock>::Instant>> {
-        let mut budgets = self.budgets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let fresh = || governor::RateLimiter::direct(Quota::per_minute(per_minute)).with_middleware::<StateInformationMiddleware>();
+    fn check(
+        &self,
+        tenant: &Tenant,
+        per_minute: NonZeroU32,
+    ) -> Result<u32, governor::NotUntil<<DefaultClock as Clock>::Instant>> {
+        let mut budgets = self
+            .budgets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fresh = || {
+            governor::RateLimiter::direct(Quota::per_minute(per_minute))
+                .with_middleware::<StateInformationMiddleware>()
+        };
         let budget = match budgets.get_mut(tenant) {
             Some(budget) => {
                 if budget.0 != per_minute.get() {
@@ -63,23 +74,46 @@ impl LocalRateLimiter {
                 }
                 budget
             }
-            None => budgets.entry(tenant.clone()).or_insert_with(|| (per_minute.get(), fresh())),
+            None => budgets
+                .entry(tenant.clone())
+                .or_insert_with(|| (per_minute.get(), fresh())),
         };
-        budget.1.check().map(|snapshot| snapshot.remaining_burst_capacity())
+        budget
+            .1
+            .check()
+            .map(|snapshot| snapshot.remaining_burst_capacity())
     }
 
     /// The outcome of taking one request, as both ways of asking report it.
     fn take(&self, tenant: &Tenant, per_minute: u32) -> RateStatus {
         let Some(limit) = NonZeroU32::new(per_minute) else {
             // A limit of 0 admits nothing; the budget never refills.
-            return RateStatus { allowed: false, limit: 0, remaining: 0, reset_secs: 60, retry_after_secs: 60 };
+            return RateStatus {
+                allowed: false,
+                limit: 0,
+                remaining: 0,
+                reset_secs: 60,
+                retry_after_secs: 60,
+            };
         };
         match self.check(tenant, limit) {
-            Ok(remaining) => RateStatus { allowed: true, limit: per_minute, remaining, reset_secs: reset_secs(per_minute, remaining), retry_after_secs: 0 },
+            Ok(remaining) => RateStatus {
+                allowed: true,
+                limit: per_minute,
+                remaining,
+                reset_secs: reset_secs(per_minute, remaining),
+                retry_after_secs: 0,
+            },
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.clock.now());
                 let retry_after_secs = ceil_secs(wait.as_nanos()).max(1);
-                RateStatus { allowed: false, limit: per_minute, remaining: 0, reset_secs: reset_secs(per_minute, 0), retry_after_secs }
+                RateStatus {
+                    allowed: false,
+                    limit: per_minute,
+                    remaining: 0,
+                    reset_secs: reset_secs(per_minute, 0),
+                    retry_after_secs,
+                }
             }
         }
     }
@@ -102,14 +136,20 @@ mod tests {
     use crm_domain::{Mode, WorkspaceId};
 
     fn tenant(mode: Mode) -> Tenant {
-        Tenant { workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()), mode }
+        Tenant {
+            workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()),
+            mode,
+        }
     }
 
     #[tokio::test]
     async fn a_full_burst_passes_then_the_next_is_refused_with_a_retry_after() {
         let limiter = LocalRateLimiter::new();
         let live = tenant(Mode::Live);
-        let test = Tenant { mode: Mode::Test, ..live.clone() };
+        let test = Tenant {
+            mode: Mode::Test,
+            ..live.clone()
+        };
         for i in 0..30 {
             let s = limiter.acquire(&live, 30).await;
             assert!(s.allowed, "request {i} of the burst");
@@ -118,7 +158,10 @@ mod tests {
         let refused = limiter.acquire(&live, 30).await;
         assert!(!refused.allowed);
         assert_eq!(refused.remaining, 0);
-        assert_eq!(refused.retry_after_secs, 2, "one request every 2 s at 30 per minute");
+        assert_eq!(
+            refused.retry_after_secs, 2,
+            "one request every 2 s at 30 per minute"
+        );
         assert_eq!(refused.reset_secs, 60);
         // Budgets are per tenant: the same workspace's other mode has its own.
         assert!(limiter.acquire(&test, 30).await.allowed);
@@ -142,7 +185,10 @@ mod tests {
         let first = limiter.acquire_now(k, 3).expect("in memory");
         assert!(first.allowed && first.remaining == 2);
         assert_eq!(limiter.acquire(k, 3).await.remaining, 1);
-        assert_eq!(limiter.acquire_now(k, 3).map(|s| (s.allowed, s.remaining)), Some((true, 0)));
+        assert_eq!(
+            limiter.acquire_now(k, 3).map(|s| (s.allowed, s.remaining)),
+            Some((true, 0))
+        );
         assert!(!limiter.acquire_now(k, 3).unwrap().allowed);
     }
 
@@ -153,7 +199,13 @@ mod tests {
         #[async_trait]
         impl RateLimiter for Remote {
             async fn acquire(&self, _: &Tenant, per_minute: u32) -> RateStatus {
-                RateStatus { allowed: true, limit: per_minute, remaining: per_minute - 1, reset_secs: 1, retry_after_secs: 0 }
+                RateStatus {
+                    allowed: true,
+                    limit: per_minute,
+                    remaining: per_minute - 1,
+                    reset_secs: 1,
+                    retry_after_secs: 0,
+                }
             }
         }
         let k = &tenant(Mode::Test);

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use crm_domain::{
-    registry::check_group_name, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Tenant,
+    registry::check_group_name, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType,
+    Tenant,
 };
 
 use crate::{auth::Caller, error::AppError, ports::Tx, App};
@@ -44,7 +45,10 @@ pub struct RegistryView {
 }
 
 /// All enum groups with their values. Any object's registry snapshot carries every group.
-async fn enums(tx: &mut dyn Tx, tenant: &Tenant) -> Result<BTreeMap<String, Vec<EnumValue>>, AppError> {
+async fn enums(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+) -> Result<BTreeMap<String, Vec<EnumValue>>, AppError> {
     Ok(tx.load_registry(tenant, ObjectKind::Contact).await?.enums)
 }
 
@@ -53,7 +57,11 @@ impl App {
     /// `<object>.<key>`) is created, empty, if it does not exist yet. Registering a key its
     /// object already has changes nothing.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_field(&self, caller: &Caller, request: FieldRegistration) -> Result<FieldSet, AppError> {
+    pub async fn create_field(
+        &self,
+        caller: &Caller,
+        request: FieldRegistration,
+    ) -> Result<FieldSet, AppError> {
         let tenant = &caller.tenant;
         let def = FieldDef::register(request)?;
         let now = self.clock.now();
@@ -65,11 +73,18 @@ impl App {
         }
         let fields = tx.load_registry(tenant, def.object).await?.fields;
         tx.commit().await?;
-        Ok(FieldSet { object: def.object, created, fields })
+        Ok(FieldSet {
+            object: def.object,
+            created,
+            fields,
+        })
     }
 
     /// Every enum group with its values, each group's in the order they were added.
-    pub async fn list_enums(&self, caller: &Caller) -> Result<BTreeMap<String, Vec<EnumValue>>, AppError> {
+    pub async fn list_enums(
+        &self,
+        caller: &Caller,
+    ) -> Result<BTreeMap<String, Vec<EnumValue>>, AppError> {
         let mut tx = self.store.begin_read().await?;
         enums(&mut *tx, &caller.tenant).await
     }
@@ -77,26 +92,54 @@ impl App {
     /// Adds a value to an enum group, creating the group if needed. Adding a value the group
     /// already has changes nothing (its label stays).
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_enum_value(&self, caller: &Caller, group: &str, value: &str, label: Option<String>) -> Result<EnumGroupSet, AppError> {
+    pub async fn create_enum_value(
+        &self,
+        caller: &Caller,
+        group: &str,
+        value: &str,
+        label: Option<String>,
+    ) -> Result<EnumGroupSet, AppError> {
         let tenant = &caller.tenant;
         check_group_name("group", group)?;
         let value = EnumValue::new(value, label)?;
         let mut tx = self.store.begin_write().await?;
         tx.mark_config_changed(&tenant.workspace_id);
-        let created = tx.insert_enum_value(tenant, group, &value.value, value.label.as_deref(), self.clock.now()).await?;
-        let values = enums(&mut *tx, tenant).await?.remove(group).unwrap_or_default();
+        let created = tx
+            .insert_enum_value(
+                tenant,
+                group,
+                &value.value,
+                value.label.as_deref(),
+                self.clock.now(),
+            )
+            .await?;
+        let values = enums(&mut *tx, tenant)
+            .await?
+            .remove(group)
+            .unwrap_or_default();
         tx.commit().await?;
-        Ok(EnumGroupSet { group: group.to_owned(), created, values })
+        Ok(EnumGroupSet {
+            group: group.to_owned(),
+            created,
+            values,
+        })
     }
 
     /// Registers a custom object type (a schema grouping only); an existing key changes nothing.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_object_type(&self, caller: &Caller, key: &str, label: Option<String>) -> Result<TypeSet, AppError> {
+    pub async fn create_object_type(
+        &self,
+        caller: &Caller,
+        key: &str,
+        label: Option<String>,
+    ) -> Result<TypeSet, AppError> {
         let tenant = &caller.tenant;
         let object_type = ObjectType::new(key, label)?;
         let mut tx = self.store.begin_write().await?;
         tx.mark_config_changed(&tenant.workspace_id);
-        let created = tx.insert_object_type(tenant, &object_type, self.clock.now()).await?;
+        let created = tx
+            .insert_object_type(tenant, &object_type, self.clock.now())
+            .await?;
         let types = tx.list_object_types(tenant).await?;
         tx.commit().await?;
         Ok(TypeSet { created, types })

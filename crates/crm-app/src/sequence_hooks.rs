@@ -20,7 +20,12 @@ impl App {
     /// record enrolls when it meets the sequence's filter and not its exit conditions and has a
     /// recipient with an email (a deal: its primary contact); the enrollment is skipped when the
     /// contact was ever enrolled in that sequence (at most once per sequence, spec rule 5).
-    pub(crate) async fn sequences_on_events(&self, tx: &mut dyn Tx, tenant: &Tenant, events: &[Event]) -> Result<(), AppError> {
+    pub(crate) async fn sequences_on_events(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        events: &[Event],
+    ) -> Result<(), AppError> {
         let mut types: Vec<EventType> = events.iter().map(|e| e.event_type).collect();
         types.sort_by_key(|t| t.as_str());
         types.dedup();
@@ -48,15 +53,26 @@ impl App {
             return Ok(());
         }
         let ids: Vec<ContactId> = wanted.iter().map(|(_, c, _)| c.clone()).collect();
-        let contacts: HashMap<ContactId, crm_domain::Contact> =
-            tx.contacts_by_ids(tenant, &ids).await?.into_iter().map(|c| (c.id.clone(), c)).collect();
+        let contacts: HashMap<ContactId, crm_domain::Contact> = tx
+            .contacts_by_ids(tenant, &ids)
+            .await?
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
         let now = self.clock.now();
         let enrollments: Vec<Enrollment> = wanted
             .into_iter()
             .filter(|(_, c, _)| reachable(contacts.get(c)))
             .map(|(i, c, source)| {
                 let seq = &seqs[i];
-                Enrollment::start(EnrollmentId::from_uuid(self.ids.new_uuid()), seq, c, seq.def.source_object(), source, now)
+                Enrollment::start(
+                    EnrollmentId::from_uuid(self.ids.new_uuid()),
+                    seq,
+                    c,
+                    seq.def.source_object(),
+                    source,
+                    now,
+                )
             })
             .collect();
         tx.insert_enrollments(tenant, &enrollments).await?;
@@ -72,13 +88,19 @@ impl App {
     /// no query at all when the tenant has no sequence);
     /// those whose source is deleted end with `source_deleted`, those whose source now meets the
     /// sequence's exit conditions with `exit_condition`.
-    pub(crate) async fn sequences_on_changes(&self, tx: &mut dyn Tx, tenant: &Tenant, changed: &[ChangedRecord]) -> Result<(), AppError> {
+    pub(crate) async fn sequences_on_changes(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        changed: &[ChangedRecord],
+    ) -> Result<(), AppError> {
         if !self.tenant_has_sequences(tx, tenant).await? {
             return Ok(());
         }
         let ids: Vec<String> = changed.iter().map(|c| c.record.id().to_owned()).collect();
         let active = tx.active_enrollments_by_source(tenant, &ids).await?;
-        self.recheck_enrollments(tx, tenant, active, self.clock.now()).await?;
+        self.recheck_enrollments(tx, tenant, active, self.clock.now())
+            .await?;
         Ok(())
     }
 }

@@ -18,7 +18,8 @@ use crm_domain::{
     merge::MergeData,
     rule::render_email,
     sequence::{Enrollment, SequenceDef, Step},
-    Activity, ActivityId, CompanyId, Contact, ContactId, EnrollmentId, Mode, ObjectKind, SequenceId, TemplateId, Tenant, ValidationError,
+    Activity, ActivityId, CompanyId, Contact, ContactId, EnrollmentId, Mode, ObjectKind,
+    SequenceId, TemplateId, Tenant, ValidationError,
 };
 use serde_json::Value;
 
@@ -51,7 +52,12 @@ pub struct SendRound {
 impl App {
     /// A definition's steps name templates that exist, and a live-mode sequence has an email
     /// connection (decisions §17).
-    pub(crate) async fn check_sequence_sending(&self, tx: &mut dyn Tx, tenant: &Tenant, def: &SequenceDef) -> Result<(), AppError> {
+    pub(crate) async fn check_sequence_sending(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        def: &SequenceDef,
+    ) -> Result<(), AppError> {
         for (i, step) in def.steps.iter().enumerate() {
             if let Some(t) = &step.template_id {
                 let found = match TemplateId::parse(t) {
@@ -74,7 +80,12 @@ impl App {
     }
 
     /// The template a step names, if it names one that (still) exists.
-    pub(crate) async fn step_template(&self, tx: &mut dyn Tx, tenant: &Tenant, step: &Step) -> Result<Option<Template>, AppError> {
+    pub(crate) async fn step_template(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        step: &Step,
+    ) -> Result<Option<Template>, AppError> {
         match step.template_id.as_deref().map(TemplateId::parse) {
             Some(Ok(id)) => Ok(tx.get_template(tenant, &id).await?),
             _ => Ok(None),
@@ -86,7 +97,12 @@ impl App {
     /// to before its part and its steps are held back for `hold_back_ms` under `holder`'s name,
     /// so the other tenants' steps still go out and the failing ones are retried later. See the
     /// module documentation.
-    pub async fn send_due_sequence_steps(&self, holder: &str, batch: u32, hold_back_ms: i64) -> Result<SendRound, AppError> {
+    pub async fn send_due_sequence_steps(
+        &self,
+        holder: &str,
+        batch: u32,
+        hold_back_ms: i64,
+    ) -> Result<SendRound, AppError> {
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         let claimed = tx.lock_due_enrollments(now, batch).await?;
@@ -115,7 +131,8 @@ impl App {
                         "sequence sends failed; their steps are retried in {hold_back_ms} ms");
                     tx.rollback_to_savepoint(TENANT_SAVEPOINT).await?;
                     tx.release_savepoint(TENANT_SAVEPOINT).await?;
-                    tx.hold_back_enrollments(&tenant, &ids, holder, now.plus_millis(hold_back_ms)).await?;
+                    tx.hold_back_enrollments(&tenant, &ids, holder, now.plus_millis(hold_back_ms))
+                        .await?;
                     round.held_back += ids.len();
                 }
             }
@@ -131,13 +148,19 @@ impl App {
         enrollments: Vec<Enrollment>,
     ) -> Result<(usize, usize), AppError> {
         let now = self.clock.now();
-        let mut seq_ids: Vec<SequenceId> = enrollments.iter().map(|e| e.sequence_id.clone()).collect();
+        let mut seq_ids: Vec<SequenceId> =
+            enrollments.iter().map(|e| e.sequence_id.clone()).collect();
         seq_ids.sort();
         seq_ids.dedup();
-        let seqs: HashMap<SequenceId, crm_domain::sequence::Sequence> =
-            tx.get_sequences(tenant, &seq_ids).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
+        let seqs: HashMap<SequenceId, crm_domain::sequence::Sequence> = tx
+            .get_sequences(tenant, &seq_ids)
+            .await?
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect();
         // The recipients, read once: a contact-sourced enrollment's source is its recipient.
-        let mut contact_ids: Vec<ContactId> = enrollments.iter().map(|e| e.contact_id.clone()).collect();
+        let mut contact_ids: Vec<ContactId> =
+            enrollments.iter().map(|e| e.contact_id.clone()).collect();
         contact_ids.sort();
         contact_ids.dedup();
         let contacts: HashMap<ContactId, Contact> = tx
@@ -146,8 +169,13 @@ impl App {
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
-        let sources: Vec<_> = enrollments.iter().map(|e| (e.source_object, e.source_id.clone())).collect();
-        let snapshots = self.source_snapshots(tx, tenant, &sources, &contacts).await?;
+        let sources: Vec<_> = enrollments
+            .iter()
+            .map(|e| (e.source_object, e.source_id.clone()))
+            .collect();
+        let snapshots = self
+            .source_snapshots(tx, tenant, &sources, &contacts)
+            .await?;
 
         let mut updates: Vec<(Enrollment, u32)> = Vec::with_capacity(enrollments.len());
         // (position in `updates`, step index) of each step to send once the advance holds.
@@ -156,10 +184,15 @@ impl App {
         for mut e in enrollments {
             let before = e.steps_sent;
             let seq = seqs.get(&e.sequence_id);
-            let recipient = contacts.get(&e.contact_id).filter(|c| c.deleted_at.is_none());
+            let recipient = contacts
+                .get(&e.contact_id)
+                .filter(|c| c.deleted_at.is_none());
             // The recipient of a deal-sourced enrollment is gone: nothing left to send to.
-            let reason = exit_reason(&e, seq, snapshots.get(&e.source_id))
-                .or_else(|| recipient.is_none().then_some(crm_domain::sequence::ExitReason::SourceDeleted));
+            let reason = exit_reason(&e, seq, snapshots.get(&e.source_id)).or_else(|| {
+                recipient
+                    .is_none()
+                    .then_some(crm_domain::sequence::ExitReason::SourceDeleted)
+            });
             match (reason, seq) {
                 (Some(reason), _) => {
                     e.exit(reason, now);
@@ -176,7 +209,11 @@ impl App {
             }
             updates.push((e, before));
         }
-        let advanced: HashSet<EnrollmentId> = tx.advance_claimed_enrollments(tenant, &updates).await?.into_iter().collect();
+        let advanced: HashSet<EnrollmentId> = tx
+            .advance_claimed_enrollments(tenant, &updates)
+            .await?
+            .into_iter()
+            .collect();
         let exited = exits.iter().filter(|id| advanced.contains(*id)).count();
         let mut companies: HashMap<CompanyId, Option<Value>> = HashMap::new();
         let mut templates: HashMap<String, Option<Template>> = HashMap::new();
@@ -212,17 +249,26 @@ impl App {
                 // The step's template was deleted after the sequence was made: nothing can be sent,
                 // and the step is recorded as a failed email so the loss is visible.
                 _ => {
-                    let failure = format!("step {} names template {} which no longer exists", index + 1, step.template_id.as_deref().unwrap_or("-"));
+                    let failure = format!(
+                        "step {} names template {} which no longer exists",
+                        index + 1,
+                        step.template_id.as_deref().unwrap_or("-")
+                    );
                     tracing::warn!(sequence = %seq.id, step = index + 1, "{failure}");
                     let draft = EmailDraft {
                         to,
                         subject: step.subject.clone().unwrap_or_default(),
                         html: String::new(),
                         text: String::new(),
-                        source: EmailSource::Sequence { sequence_id: seq.id.to_string(), step: index as u32 + 1 },
+                        source: EmailSource::Sequence {
+                            sequence_id: seq.id.to_string(),
+                            step: index as u32 + 1,
+                        },
                         contact_id: Some(contact.id.clone()),
                         deal_id: match e.source_object {
-                            crm_domain::sequence::SourceObject::Deal => crm_domain::DealId::parse(&e.source_id).ok(),
+                            crm_domain::sequence::SourceObject::Deal => {
+                                crm_domain::DealId::parse(&e.source_id).ok()
+                            }
                             crm_domain::sequence::SourceObject::Contact => None,
                         },
                     };
@@ -232,7 +278,10 @@ impl App {
             };
             let record = contact.snapshot();
             let company = match &contact.company_id {
-                Some(cid) if [&subject, &body].iter().any(|t| t.contains("company.")) || text.as_deref().is_some_and(|t| t.contains("company.")) => {
+                Some(cid)
+                    if [&subject, &body].iter().any(|t| t.contains("company."))
+                        || text.as_deref().is_some_and(|t| t.contains("company.")) =>
+                {
                     if !companies.contains_key(cid) {
                         let c = tx.get_company(tenant, cid).await?.map(|c| c.snapshot());
                         companies.insert(cid.clone(), c);
@@ -248,7 +297,9 @@ impl App {
             };
             let (subject, html, text) = render_email(&subject, &body, text.as_deref(), &data);
             let deal_id = match e.source_object {
-                crm_domain::sequence::SourceObject::Deal => crm_domain::DealId::parse(&e.source_id).ok(),
+                crm_domain::sequence::SourceObject::Deal => {
+                    crm_domain::DealId::parse(&e.source_id).ok()
+                }
                 crm_domain::sequence::SourceObject::Contact => None,
             };
             let draft = EmailDraft {
@@ -276,7 +327,12 @@ impl App {
     /// the address is not valid) is recorded as a `failed` email with the reason, without an
     /// activity, rather than stalling every step of the tenant or vanishing. Returns how many
     /// emails were recorded.
-    async fn queue_step_emails(&self, tx: &mut dyn Tx, tenant: &Tenant, drafts: Vec<(EmailDraft, Option<String>)>) -> Result<usize, AppError> {
+    async fn queue_step_emails(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        drafts: Vec<(EmailDraft, Option<String>)>,
+    ) -> Result<usize, AppError> {
         if drafts.is_empty() {
             return Ok(0);
         }
@@ -300,7 +356,12 @@ impl App {
             };
             if email.status != EmailStatus::Failed {
                 if let Some(draft) = email_activity(&email) {
-                    let (activity, _refs) = Activity::create(ActivityId::from_uuid(self.ids.new_uuid()), now, draft, &registry)?;
+                    let (activity, _refs) = Activity::create(
+                        ActivityId::from_uuid(self.ids.new_uuid()),
+                        now,
+                        draft,
+                        &registry,
+                    )?;
                     activities.push(activity);
                 }
             }

@@ -6,8 +6,12 @@ use std::collections::{HashMap, HashSet};
 
 use crm_domain::{
     rule::RuleContext,
-    sequence::{self, Enrollment, ExitReason, Sequence, SequenceDef, SequenceDraft, SourceObject, ENROLL_EXISTING_LIMIT},
-    Contact, ContactId, EnrollmentId, ObjectKind, PlanCap, Registry, SequenceId, Tenant, Timestamp, ValidationError,
+    sequence::{
+        self, Enrollment, ExitReason, Sequence, SequenceDef, SequenceDraft, SourceObject,
+        ENROLL_EXISTING_LIMIT,
+    },
+    Contact, ContactId, EnrollmentId, ObjectKind, PlanCap, Registry, SequenceId, Tenant, Timestamp,
+    ValidationError,
 };
 use serde_json::Value;
 
@@ -55,20 +59,33 @@ pub(crate) fn reachable(contact: Option<&Contact>) -> bool {
 /// Why an active enrollment must end now, if it must: its sequence is gone or disabled, its
 /// source record (or recipient) is gone, or the source meets the exit conditions. `source` is
 /// the source record's snapshot, `None` when it is deleted or missing.
-pub(crate) fn exit_reason(e: &Enrollment, seq: Option<&Sequence>, source: Option<&Value>) -> Option<ExitReason> {
-    let Some(seq) = seq else { return Some(ExitReason::SequenceDeleted) };
+pub(crate) fn exit_reason(
+    e: &Enrollment,
+    seq: Option<&Sequence>,
+    source: Option<&Value>,
+) -> Option<ExitReason> {
+    let Some(seq) = seq else {
+        return Some(ExitReason::SequenceDeleted);
+    };
     if !seq.enabled {
         return Some(ExitReason::SequenceDisabled);
     }
-    let Some(source) = source else { return Some(ExitReason::SourceDeleted) };
+    let Some(source) = source else {
+        return Some(ExitReason::SourceDeleted);
+    };
     // Exit conditions read the records of the sequence's trigger; a contact enrolled directly
     // into a deal sequence has no such record and ends only by deletion.
-    (e.source_object == seq.def.source_object() && seq.def.exit_matches(source)).then_some(ExitReason::ExitCondition)
+    (e.source_object == seq.def.source_object() && seq.def.exit_matches(source))
+        .then_some(ExitReason::ExitCondition)
 }
 
 impl App {
     /// The registries and stage keys a definition is validated against.
-    async fn sequence_context(&self, tx: &mut dyn Tx, tenant: &Tenant) -> Result<(Registry, Registry, Vec<String>), AppError> {
+    async fn sequence_context(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<(Registry, Registry, Vec<String>), AppError> {
         let contact = tx.load_registry(tenant, ObjectKind::Contact).await?;
         let deal = tx.load_registry(tenant, ObjectKind::Deal).await?;
         let mut stage_keys: Vec<String> = Vec::new();
@@ -82,7 +99,12 @@ impl App {
         Ok((contact, deal, stage_keys))
     }
 
-    async fn validate_sequence(&self, tx: &mut dyn Tx, caller: &Caller, draft: SequenceDraft) -> Result<SequenceDef, AppError> {
+    async fn validate_sequence(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        draft: SequenceDraft,
+    ) -> Result<SequenceDef, AppError> {
         let (contact, deal, stage_keys) = self.sequence_context(tx, &caller.tenant).await?;
         let ctx = RuleContext {
             contact_registry: &contact,
@@ -90,7 +112,8 @@ impl App {
             stage_keys: &stage_keys,
         };
         let def = SequenceDef::parse(draft, &ctx)?;
-        self.check_sequence_sending(tx, &caller.tenant, &def).await?;
+        self.check_sequence_sending(tx, &caller.tenant, &def)
+            .await?;
         Ok(def)
     }
 
@@ -99,7 +122,13 @@ impl App {
     /// trigger filter (and not the exit conditions, and have a recipient) are enrolled in the same
     /// transaction, at most [`ENROLL_EXISTING_LIMIT`], newest first.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn create_sequence(&self, caller: &Caller, draft: SequenceDraft, enabled: bool, enroll_existing: bool) -> Result<Sequence, AppError> {
+    pub async fn create_sequence(
+        &self,
+        caller: &Caller,
+        draft: SequenceDraft,
+        enabled: bool,
+        enroll_existing: bool,
+    ) -> Result<Sequence, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let def = self.validate_sequence(&mut *tx, caller, draft).await?;
@@ -145,7 +174,11 @@ impl App {
             .ok_or_else(|| AppError::not_found("sequence", id.as_str()))
     }
 
-    pub async fn list_sequences(&self, caller: &Caller, page: PageParams) -> Result<Page<Sequence>, AppError> {
+    pub async fn list_sequences(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Sequence>, AppError> {
         let slice = slice_for(&page, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_sequences(&caller.tenant, &slice).await?;
@@ -155,7 +188,12 @@ impl App {
     /// Changes a sequence; the result is validated as a whole. Disabling it ends its active
     /// enrollments (`sequence_disabled`); enabling it again enrolls only new triggers.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn update_sequence(&self, caller: &Caller, id: &str, patch: SequencePatch) -> Result<Sequence, AppError> {
+    pub async fn update_sequence(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: SequencePatch,
+    ) -> Result<Sequence, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
@@ -163,8 +201,11 @@ impl App {
             .get_sequence(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
-        let redefines =
-            patch.name.is_some() || patch.channel.is_some() || patch.trigger.is_some() || patch.exit_when.is_some() || patch.steps.is_some();
+        let redefines = patch.name.is_some()
+            || patch.channel.is_some()
+            || patch.trigger.is_some()
+            || patch.exit_when.is_some()
+            || patch.steps.is_some();
         let mut changed = false;
         if redefines {
             let mut draft = seq.def.draft();
@@ -180,7 +221,8 @@ impl App {
         let now = self.clock.now();
         if let Some(enabled) = patch.enabled {
             if !enabled && seq.enabled {
-                tx.end_sequence_enrollments(tenant, &seq.id, ExitReason::SequenceDisabled, now).await?;
+                tx.end_sequence_enrollments(tenant, &seq.id, ExitReason::SequenceDisabled, now)
+                    .await?;
             }
             changed |= enabled != seq.enabled;
             seq.enabled = enabled;
@@ -192,7 +234,11 @@ impl App {
         seq.updated_at = now;
         tx.mark_config_changed(&tenant.workspace_id);
         match tx.update_sequence(tenant, &seq).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: seq.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: seq.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -204,8 +250,13 @@ impl App {
     pub async fn delete_sequence(&self, caller: &Caller, id: &str) -> Result<SequenceId, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        tx.end_sequence_enrollments(&caller.tenant, &id, ExitReason::SequenceDeleted, self.clock.now())
-            .await?;
+        tx.end_sequence_enrollments(
+            &caller.tenant,
+            &id,
+            ExitReason::SequenceDeleted,
+            self.clock.now(),
+        )
+        .await?;
         tx.mark_config_changed(&caller.tenant.workspace_id);
         if !tx.delete_sequence(&caller.tenant, &id).await? {
             return Err(AppError::not_found("sequence", id.as_str()));
@@ -244,13 +295,23 @@ impl App {
         }
         let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let warnings = sequence::merge_warnings(&text_refs, &contact_fields, &company_fields);
-        Ok(sequence::preview(&seq.def, &subjects, would_enroll_now, &warnings))
+        Ok(sequence::preview(
+            &seq.def,
+            &subjects,
+            would_enroll_now,
+            &warnings,
+        ))
     }
 
     /// Existing records of the trigger's object that would enroll now: they meet the filter and
     /// not the exit conditions, have a reachable recipient, and that recipient is not enrolled
     /// in the sequence yet. Newest first, at most [`ENROLL_EXISTING_LIMIT`], one recipient once.
-    async fn existing_matches(&self, tx: &mut dyn Tx, tenant: &Tenant, seq: &Sequence) -> Result<Vec<(ContactId, String)>, AppError> {
+    async fn existing_matches(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        seq: &Sequence,
+    ) -> Result<Vec<(ContactId, String)>, AppError> {
         let object = seq.def.source_object();
         let mut found: Vec<(ContactId, String)> = Vec::new();
         let mut seen: HashSet<ContactId> = HashSet::new();
@@ -261,46 +322,68 @@ impl App {
                 limit: SCAN_PAGE,
             };
             // (recipient, source id) of the records meeting the filter and not the exit list.
-            let (candidates, last, len): (Vec<(ContactId, String)>, Option<String>, usize) = match object {
-                SourceObject::Contact => {
-                    let rows = tx.list_contacts(tenant, &ContactFilter::default(), &slice).await?;
-                    let last = rows.last().map(|c| c.id.to_string());
-                    let len = rows.len();
-                    let c = rows
-                        .iter()
-                        .filter(|c| c.email.is_some())
-                        .filter_map(|c| {
-                            let snap = c.snapshot();
-                            (seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap)).then(|| (c.id.clone(), c.id.to_string()))
-                        })
-                        .collect();
-                    (c, last, len)
-                }
-                SourceObject::Deal => {
-                    let rows = tx.list_deals(tenant, &DealFilter::default(), &slice).await?;
-                    let last = rows.last().map(|d| d.id.to_string());
-                    let len = rows.len();
-                    let c = rows
-                        .iter()
-                        .filter_map(|d| {
-                            let snap = d.snapshot();
-                            let ok = seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap);
-                            ok.then(|| sequence::recipient(SourceObject::Deal, &snap).map(|c| (c, d.id.to_string())))
+            let (candidates, last, len): (Vec<(ContactId, String)>, Option<String>, usize) =
+                match object {
+                    SourceObject::Contact => {
+                        let rows = tx
+                            .list_contacts(tenant, &ContactFilter::default(), &slice)
+                            .await?;
+                        let last = rows.last().map(|c| c.id.to_string());
+                        let len = rows.len();
+                        let c = rows
+                            .iter()
+                            .filter(|c| c.email.is_some())
+                            .filter_map(|c| {
+                                let snap = c.snapshot();
+                                (seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap))
+                                    .then(|| (c.id.clone(), c.id.to_string()))
+                            })
+                            .collect();
+                        (c, last, len)
+                    }
+                    SourceObject::Deal => {
+                        let rows = tx
+                            .list_deals(tenant, &DealFilter::default(), &slice)
+                            .await?;
+                        let last = rows.last().map(|d| d.id.to_string());
+                        let len = rows.len();
+                        let c = rows
+                            .iter()
+                            .filter_map(|d| {
+                                let snap = d.snapshot();
+                                let ok =
+                                    seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap);
+                                ok.then(|| {
+                                    sequence::recipient(SourceObject::Deal, &snap)
+                                        .map(|c| (c, d.id.to_string()))
+                                })
                                 .flatten()
-                        })
-                        .collect();
-                    (c, last, len)
-                }
-            };
-            let mut candidates: Vec<(ContactId, String)> = candidates.into_iter().filter(|(c, _)| !seen.contains(c)).collect();
+                            })
+                            .collect();
+                        (c, last, len)
+                    }
+                };
+            let mut candidates: Vec<(ContactId, String)> = candidates
+                .into_iter()
+                .filter(|(c, _)| !seen.contains(c))
+                .collect();
             if object == SourceObject::Deal && !candidates.is_empty() {
                 let ids: Vec<ContactId> = candidates.iter().map(|(c, _)| c.clone()).collect();
-                let contacts: HashMap<ContactId, Contact> = tx.contacts_by_ids(tenant, &ids).await?.into_iter().map(|c| (c.id.clone(), c)).collect();
+                let contacts: HashMap<ContactId, Contact> = tx
+                    .contacts_by_ids(tenant, &ids)
+                    .await?
+                    .into_iter()
+                    .map(|c| (c.id.clone(), c))
+                    .collect();
                 candidates.retain(|(c, _)| reachable(contacts.get(c)));
             }
             if !candidates.is_empty() {
                 let ids: Vec<ContactId> = candidates.iter().map(|(c, _)| c.clone()).collect();
-                let enrolled: HashSet<ContactId> = tx.enrolled_contacts(tenant, &seq.id, &ids).await?.into_iter().collect();
+                let enrolled: HashSet<ContactId> = tx
+                    .enrolled_contacts(tenant, &seq.id, &ids)
+                    .await?
+                    .into_iter()
+                    .collect();
                 for (c, source) in candidates {
                     if !enrolled.contains(&c) && seen.insert(c.clone()) {
                         found.push((c, source));
@@ -320,10 +403,16 @@ impl App {
     /// Enrolls one contact directly, bypassing the trigger: 201 with a new enrollment, or 200
     /// with the one the contact already has (a contact is enrolled at most once per sequence).
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn enroll_contact(&self, caller: &Caller, id: &str, contact_id: Option<String>) -> Result<Enrolled, AppError> {
+    pub async fn enroll_contact(
+        &self,
+        caller: &Caller,
+        id: &str,
+        contact_id: Option<String>,
+    ) -> Result<Enrolled, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
-        let raw = contact_id.ok_or_else(|| ValidationError::invalid("contact_id", "is required"))?;
+        let raw =
+            contact_id.ok_or_else(|| ValidationError::invalid("contact_id", "is required"))?;
         let contact_id = ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
             field: "contact_id".into(),
             value: raw.clone(),
@@ -355,7 +444,13 @@ impl App {
                 }
                 .into())
             }
-            Some(c) if c.email.is_none() => return Err(ValidationError::invalid("contact_id", "the contact has no email address to send to").into()),
+            Some(c) if c.email.is_none() => {
+                return Err(ValidationError::invalid(
+                    "contact_id",
+                    "the contact has no email address to send to",
+                )
+                .into())
+            }
             Some(_) => {}
         }
         let now = self.clock.now();
@@ -367,9 +462,13 @@ impl App {
             contact_id.to_string(),
             now,
         );
-        let inserted = tx.insert_enrollments(tenant, std::slice::from_ref(&e)).await?;
+        let inserted = tx
+            .insert_enrollments(tenant, std::slice::from_ref(&e))
+            .await?;
         if inserted.is_empty() {
-            let existing = self.enrollment_of(&mut *tx, tenant, &seq.id, &contact_id).await?;
+            let existing = self
+                .enrollment_of(&mut *tx, tenant, &seq.id, &contact_id)
+                .await?;
             return Ok(Enrolled {
                 enrollment: existing,
                 created: false,
@@ -383,7 +482,13 @@ impl App {
     }
 
     /// The enrollment of a contact in a sequence (it exists: the caller just hit the unique rule).
-    async fn enrollment_of(&self, tx: &mut dyn Tx, tenant: &Tenant, seq: &SequenceId, contact: &ContactId) -> Result<Enrollment, AppError> {
+    async fn enrollment_of(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        contact: &ContactId,
+    ) -> Result<Enrollment, AppError> {
         let mut before = None;
         loop {
             let rows = tx
@@ -400,13 +505,20 @@ impl App {
                 return Ok(e.clone());
             }
             if rows.len() < 1000 {
-                return Err(AppError::Internal(format!("enrollment of {contact} in {seq} vanished")));
+                return Err(AppError::Internal(format!(
+                    "enrollment of {contact} in {seq} vanished"
+                )));
             }
             before = rows.last().map(|e| e.id.to_string());
         }
     }
 
-    pub async fn list_sequence_enrollments(&self, caller: &Caller, id: &str, page: PageParams) -> Result<Page<Enrollment>, AppError> {
+    pub async fn list_sequence_enrollments(
+        &self,
+        caller: &Caller,
+        id: &str,
+        page: PageParams,
+    ) -> Result<Page<Enrollment>, AppError> {
         let id = parse_id(id)?;
         let list = format!("{LIST}/{id}/enrollments");
         let slice = slice_for(&page, &list, "")?;
@@ -419,9 +531,15 @@ impl App {
     }
 
     /// Ends an enrollment (`unenrolled`). An enrollment that already ended is answered as it is.
-    pub async fn unenroll_contact(&self, caller: &Caller, id: &str, enrollment_id: &str) -> Result<Enrollment, AppError> {
+    pub async fn unenroll_contact(
+        &self,
+        caller: &Caller,
+        id: &str,
+        enrollment_id: &str,
+    ) -> Result<Enrollment, AppError> {
         let id = parse_id(id)?;
-        let eid = EnrollmentId::parse(enrollment_id).map_err(|_| AppError::not_found("sequence enrollment", enrollment_id))?;
+        let eid = EnrollmentId::parse(enrollment_id)
+            .map_err(|_| AppError::not_found("sequence enrollment", enrollment_id))?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         if tx.get_sequence(tenant, &id).await?.is_none() {
@@ -432,7 +550,8 @@ impl App {
             .await?
             .ok_or_else(|| AppError::not_found("sequence enrollment", eid.as_str()))?;
         if e.exit(ExitReason::Unenrolled, self.clock.now()) {
-            tx.update_enrollments(tenant, std::slice::from_ref(&e)).await?;
+            tx.update_enrollments(tenant, std::slice::from_ref(&e))
+                .await?;
             tx.commit().await?;
         }
         Ok(e)
@@ -455,7 +574,9 @@ impl App {
                 // Many enrollments share a source: each is parsed and snapshotted once.
                 SourceObject::Contact if out.contains_key(id) => {}
                 SourceObject::Contact => {
-                    let Ok(cid) = ContactId::parse(id) else { continue };
+                    let Ok(cid) = ContactId::parse(id) else {
+                        continue;
+                    };
                     match known.get(&cid) {
                         Some(c) if c.deleted_at.is_none() => {
                             out.insert(id.clone(), c.snapshot());
@@ -496,12 +617,23 @@ impl App {
         if enrollments.is_empty() {
             return Ok(enrollments);
         }
-        let mut seq_ids: Vec<SequenceId> = enrollments.iter().map(|e| e.sequence_id.clone()).collect();
+        let mut seq_ids: Vec<SequenceId> =
+            enrollments.iter().map(|e| e.sequence_id.clone()).collect();
         seq_ids.sort();
         seq_ids.dedup();
-        let seqs: HashMap<SequenceId, Sequence> = tx.get_sequences(tenant, &seq_ids).await?.into_iter().map(|s| (s.id.clone(), s)).collect();
-        let sources: Vec<(SourceObject, String)> = enrollments.iter().map(|e| (e.source_object, e.source_id.clone())).collect();
-        let snapshots = self.source_snapshots(tx, tenant, &sources, &HashMap::new()).await?;
+        let seqs: HashMap<SequenceId, Sequence> = tx
+            .get_sequences(tenant, &seq_ids)
+            .await?
+            .into_iter()
+            .map(|s| (s.id.clone(), s))
+            .collect();
+        let sources: Vec<(SourceObject, String)> = enrollments
+            .iter()
+            .map(|e| (e.source_object, e.source_id.clone()))
+            .collect();
+        let snapshots = self
+            .source_snapshots(tx, tenant, &sources, &HashMap::new())
+            .await?;
         let mut ended = Vec::new();
         let mut going = Vec::new();
         for mut e in enrollments {

@@ -11,7 +11,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
         Timestamp::from_millis(ms)
     }
 
@@ -19,7 +22,11 @@ impl Clock for SystemClock {
     fn now_coarse(&self) -> Timestamp {
         // CLOCK_REALTIME_COARSE: the time of the kernel's last tick, read from the vDSO's data.
         let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-        Timestamp::from_millis(t.tv_sec.saturating_mul(1_000).saturating_add(t.tv_nsec / 1_000_000))
+        Timestamp::from_millis(
+            t.tv_sec
+                .saturating_mul(1_000)
+                .saturating_add(t.tv_nsec / 1_000_000),
+        )
     }
 }
 
@@ -42,7 +49,10 @@ mod tests {
             let precise = SystemClock.now();
             assert!(coarse <= precise, "{coarse:?} ahead of {precise:?}");
             // A tick is 1-10 ms; a descheduled test thread may add more.
-            assert!(precise.millis() - coarse.millis() < 200, "{coarse:?} far behind {precise:?}");
+            assert!(
+                precise.millis() - coarse.millis() < 200,
+                "{coarse:?} far behind {precise:?}"
+            );
         }
     }
 }

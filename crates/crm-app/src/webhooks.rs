@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use crm_domain::{
     ids::DeliveryId,
     ssrf::{self, Host, Policy},
-    webhook::{self, after_attempt, check_description, Backoff, DeliveryStatus, Subscription, Webhook, SECRET_BYTES},
+    webhook::{
+        self, after_attempt, check_description, Backoff, DeliveryStatus, Subscription, Webhook,
+        SECRET_BYTES,
+    },
     Mode, Tenant, ValidationError, WebhookId,
 };
 use rand::{Rng, RngCore};
@@ -17,7 +20,9 @@ use crate::{
     auth::Caller,
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, NewDelivery, StoreError},
+    ports::{
+        AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, NewDelivery, StoreError,
+    },
     App,
 };
 
@@ -94,17 +99,25 @@ impl App {
     /// a name that does not resolve, or resolves to any blocked address, is refused.
     async fn check_webhook_url(&self, mode: Mode, raw: &str) -> Result<String, AppError> {
         let policy = policy_for(mode);
-        let checked = ssrf::check_url(raw, policy).map_err(|e| ValidationError::invalid("url", e.detail))?;
+        let checked =
+            ssrf::check_url(raw, policy).map_err(|e| ValidationError::invalid("url", e.detail))?;
         if mode == Mode::Live {
             if let Host::Name(name) = &checked.host {
-                let outbound =
-                    self.outbound.as_ref().ok_or_else(|| AppError::Internal("no outbound adapter to resolve webhook hosts".into()))?;
-                let addrs = outbound
-                    .resolve(name, checked.port)
-                    .await
-                    .map_err(|e| ValidationError::invalid("url", format!("url: the host {name} does not resolve ({e})")))?;
+                let outbound = self.outbound.as_ref().ok_or_else(|| {
+                    AppError::Internal("no outbound adapter to resolve webhook hosts".into())
+                })?;
+                let addrs = outbound.resolve(name, checked.port).await.map_err(|e| {
+                    ValidationError::invalid(
+                        "url",
+                        format!("url: the host {name} does not resolve ({e})"),
+                    )
+                })?;
                 if addrs.is_empty() {
-                    return Err(ValidationError::invalid("url", format!("url: the host {name} does not resolve")).into());
+                    return Err(ValidationError::invalid(
+                        "url",
+                        format!("url: the host {name} does not resolve"),
+                    )
+                    .into());
                 }
                 for ip in addrs {
                     if let Err(b) = policy.allows_ip(ip) {
@@ -130,8 +143,12 @@ impl App {
     ) -> Result<WebhookWithSecret, AppError> {
         let tenant = &caller.tenant;
         let url = url.ok_or_else(|| ValidationError::invalid("url", "url is required"))?;
-        let events =
-            events.ok_or_else(|| ValidationError::invalid("events", "events is required: a list of event types, or [\"*\"] for all"))?;
+        let events = events.ok_or_else(|| {
+            ValidationError::invalid(
+                "events",
+                "events is required: a list of event types, or [\"*\"] for all",
+            )
+        })?;
         let events = Subscription::parse(&events)?;
         let description = check_description(description)?;
         let url = self.check_webhook_url(tenant.mode, &url).await?;
@@ -154,7 +171,11 @@ impl App {
         Ok(hook)
     }
 
-    pub async fn list_webhooks(&self, caller: &Caller, page: PageParams) -> Result<Page<Webhook>, AppError> {
+    pub async fn list_webhooks(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Webhook>, AppError> {
         let slice = slice_for(&page, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_webhooks(&caller.tenant, &slice).await?;
@@ -164,7 +185,9 @@ impl App {
     pub async fn get_webhook(&self, caller: &Caller, id: &str) -> Result<Webhook, AppError> {
         let id = webhook_id(id)?;
         let mut tx = self.store.begin_read().await?;
-        tx.get_webhook(&caller.tenant, &id).await?.ok_or_else(|| AppError::not_found("webhook", id.as_str()))
+        tx.get_webhook(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("webhook", id.as_str()))
     }
 
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -182,12 +205,21 @@ impl App {
             Some(u) => Some(self.check_webhook_url(tenant.mode, &u).await?),
             None => None,
         };
-        let events = patch.events.as_deref().map(Subscription::parse).transpose()?;
+        let events = patch
+            .events
+            .as_deref()
+            .map(Subscription::parse)
+            .transpose()?;
         let description = patch.description.map(check_description).transpose()?;
         let mut tx = self.store.begin_write().await?;
-        let mut hook = tx.get_webhook(tenant, &id).await?.ok_or_else(|| AppError::not_found("webhook", id.as_str()))?;
+        let mut hook = tx
+            .get_webhook(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("webhook", id.as_str()))?;
         if expected_version.is_some_and(|v| v != hook.version) {
-            return Err(AppError::VersionConflict { current: hook.version });
+            return Err(AppError::VersionConflict {
+                current: hook.version,
+            });
         }
         let before = hook.clone();
         if let Some(u) = url {
@@ -208,7 +240,11 @@ impl App {
         hook.version += 1;
         hook.updated_at = self.clock.now();
         match tx.update_webhook(tenant, &hook).await {
-            Err(StoreError::Stale) => return Err(AppError::VersionConflict { current: hook.version - 1 }),
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: hook.version - 1,
+                })
+            }
             other => other?,
         }
         tx.commit().await?;
@@ -227,11 +263,18 @@ impl App {
     }
 
     /// A new secret, returned this once; deliveries from now on are signed with it.
-    pub async fn roll_webhook_secret(&self, caller: &Caller, id: &str) -> Result<WebhookWithSecret, AppError> {
+    pub async fn roll_webhook_secret(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<WebhookWithSecret, AppError> {
         let tenant = &caller.tenant;
         let id = webhook_id(id)?;
         let mut tx = self.store.begin_write().await?;
-        let mut hook = tx.get_webhook(tenant, &id).await?.ok_or_else(|| AppError::not_found("webhook", id.as_str()))?;
+        let mut hook = tx
+            .get_webhook(tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("webhook", id.as_str()))?;
         hook.secret = new_secret();
         hook.version += 1;
         hook.updated_at = self.clock.now();
@@ -241,37 +284,64 @@ impl App {
     }
 
     /// Every attempt of the webhook's deliveries, newest first.
-    pub async fn list_webhook_deliveries(&self, caller: &Caller, id: &str, page: PageParams) -> Result<Page<DeliveryAttempt>, AppError> {
+    pub async fn list_webhook_deliveries(
+        &self,
+        caller: &Caller,
+        id: &str,
+        page: PageParams,
+    ) -> Result<Page<DeliveryAttempt>, AppError> {
         let id = webhook_id(id)?;
         let slice = slice_for(&page, ATTEMPTS_LIST, id.as_str())?;
         let mut tx = self.store.begin_read().await?;
         if tx.get_webhook(&caller.tenant, &id).await?.is_none() {
             return Err(AppError::not_found("webhook", id.as_str()));
         }
-        let rows = tx.list_delivery_attempts(&caller.tenant, &id, &slice).await?;
-        Ok(page_from(rows, &page, ATTEMPTS_LIST, id.as_str(), |a| a.seq.clone()))
+        let rows = tx
+            .list_delivery_attempts(&caller.tenant, &id, &slice)
+            .await?;
+        Ok(page_from(rows, &page, ATTEMPTS_LIST, id.as_str(), |a| {
+            a.seq.clone()
+        }))
     }
 
     /// Sends a dead-lettered delivery again, now (one more attempt; failing, it is dead-lettered
     /// again). Any other status: 409 `conflict`.
-    pub async fn retry_webhook_delivery(&self, caller: &Caller, id: &str, delivery: &str) -> Result<DeliveryRecord, AppError> {
+    pub async fn retry_webhook_delivery(
+        &self,
+        caller: &Caller,
+        id: &str,
+        delivery: &str,
+    ) -> Result<DeliveryRecord, AppError> {
         let tenant = &caller.tenant;
         let id = webhook_id(id)?;
-        let dlv = DeliveryId::parse(delivery).map_err(|_| AppError::not_found("webhook delivery", delivery))?;
+        let dlv = DeliveryId::parse(delivery)
+            .map_err(|_| AppError::not_found("webhook delivery", delivery))?;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         if tx.get_webhook(tenant, &id).await?.is_none() {
             return Err(AppError::not_found("webhook", id.as_str()));
         }
-        let record = tx.get_delivery(tenant, &id, &dlv).await?.ok_or_else(|| AppError::not_found("webhook delivery", dlv.as_str()))?;
+        let record = tx
+            .get_delivery(tenant, &id, &dlv)
+            .await?
+            .ok_or_else(|| AppError::not_found("webhook delivery", dlv.as_str()))?;
         if !tx.requeue_dead_delivery(tenant, &id, &dlv, now).await? {
             return Err(AppError::Conflict {
-                detail: format!("delivery {} is {}; only a dead_lettered delivery can be retried", dlv.as_str(), record.status.as_str()),
+                detail: format!(
+                    "delivery {} is {}; only a dead_lettered delivery can be retried",
+                    dlv.as_str(),
+                    record.status.as_str()
+                ),
                 existing: None,
             });
         }
         tx.commit().await?;
-        Ok(DeliveryRecord { status: DeliveryStatus::Pending, next_attempt_at: now, updated_at: now, ..record })
+        Ok(DeliveryRecord {
+            status: DeliveryStatus::Pending,
+            next_attempt_at: now,
+            updated_at: now,
+            ..record
+        })
     }
 
     // ---- the worker's steps ----
@@ -288,7 +358,10 @@ impl App {
         let mut events: Vec<(Tenant, crm_domain::EventId)> = Vec::new();
         let mut deliveries = Vec::new();
         for row in rows {
-            if events.last().is_none_or(|(t, e)| *t != row.tenant || *e != row.event_id) {
+            if events
+                .last()
+                .is_none_or(|(t, e)| *t != row.tenant || *e != row.event_id)
+            {
                 events.push((row.tenant.clone(), row.event_id.clone()));
             }
             if let Some((webhook_id, subscription)) = row.webhook {
@@ -309,26 +382,50 @@ impl App {
         }
         tx.mark_events_dispatched(&events).await?;
         tx.commit().await?;
-        Ok(Dispatched { events: events.len(), deliveries: deliveries.len() })
+        Ok(Dispatched {
+            events: events.len(),
+            deliveries: deliveries.len(),
+        })
     }
 
     /// Claims up to `limit` due deliveries for `lease_ms`.
-    pub async fn claim_deliveries(&self, limit: u32, lease_ms: i64) -> Result<Vec<ClaimedDelivery>, AppError> {
+    pub async fn claim_deliveries(
+        &self,
+        limit: u32,
+        lease_ms: i64,
+    ) -> Result<Vec<ClaimedDelivery>, AppError> {
         let now = self.clock.now();
         let token = crm_domain::encode_uuid(self.ids.new_uuid());
         let mut tx = self.store.begin_write().await?;
-        let claimed = tx.claim_deliveries(now, now.plus_millis(lease_ms), &token, limit).await?;
+        let claimed = tx
+            .claim_deliveries(now, now.plus_millis(lease_ms), &token, limit)
+            .await?;
         // Committed even when nothing was handed out: deliveries of disabled webhooks were parked.
         tx.commit().await?;
         Ok(claimed)
     }
 
     /// Sends one attempt of a claimed delivery (signed now) and says what follows it.
-    pub async fn attempt_delivery(&self, outbound: &dyn Outbound, claimed: ClaimedDelivery, backoff: &Backoff) -> AttemptOutcome {
+    pub async fn attempt_delivery(
+        &self,
+        outbound: &dyn Outbound,
+        claimed: ClaimedDelivery,
+        backoff: &Backoff,
+    ) -> AttemptOutcome {
         let body = claimed.body.into_bytes();
-        let headers =
-            webhook::delivery_headers(&claimed.secret, &claimed.id, claimed.event_type.as_str(), self.clock.now().unix_seconds(), &body);
-        let request = OutboundRequest { url: claimed.url, policy: policy_for(claimed.tenant.mode), headers, body };
+        let headers = webhook::delivery_headers(
+            &claimed.secret,
+            &claimed.id,
+            claimed.event_type.as_str(),
+            self.clock.now().unix_seconds(),
+            &body,
+        );
+        let request = OutboundRequest {
+            url: claimed.url,
+            policy: policy_for(claimed.tenant.mode),
+            headers,
+            body,
+        };
         let result = outbound.send(request).await;
         let attempt = claimed.attempts + 1;
         let now = self.clock.now();

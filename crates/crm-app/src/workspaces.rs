@@ -10,7 +10,10 @@ use crate::{
 };
 
 /// Enum groups every new workspace has in each mode, with the default pipeline (decisions §6).
-pub const SEEDED_ENUMS: [(&str, &[&str]); 2] = [("contact.type", &[]), ("activity.type", &["note", "call", "email", "task"])];
+pub const SEEDED_ENUMS: [(&str, &[&str]); 2] = [
+    ("contact.type", &[]),
+    ("activity.type", &["note", "call", "email", "task"]),
+];
 
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -27,9 +30,16 @@ pub struct CreatedWorkspace {
 }
 
 impl App {
-    pub async fn create_workspace(&self, name: &str, plan: Plan, overrides: Overrides) -> Result<CreatedWorkspace, AppError> {
+    pub async fn create_workspace(
+        &self,
+        name: &str,
+        plan: Plan,
+        overrides: Overrides,
+    ) -> Result<CreatedWorkspace, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let created = self.create_workspace_in(&mut *tx, name, plan, overrides).await?;
+        let created = self
+            .create_workspace_in(&mut *tx, name, plan, overrides)
+            .await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -40,12 +50,20 @@ impl App {
         if tx.has_workspaces().await? {
             return Ok(None);
         }
-        let created = self.create_workspace_in(&mut *tx, "default", Plan::Free, Overrides::default()).await?;
+        let created = self
+            .create_workspace_in(&mut *tx, "default", Plan::Free, Overrides::default())
+            .await?;
         tx.commit().await?;
         Ok(Some(created))
     }
 
-    async fn create_workspace_in(&self, tx: &mut dyn Tx, name: &str, plan: Plan, overrides: Overrides) -> Result<CreatedWorkspace, AppError> {
+    async fn create_workspace_in(
+        &self,
+        tx: &mut dyn Tx,
+        name: &str,
+        plan: Plan,
+        overrides: Overrides,
+    ) -> Result<CreatedWorkspace, AppError> {
         let now = self.clock.now();
         let workspace = Workspace {
             id: WorkspaceId::from_uuid(self.ids.new_uuid()),
@@ -59,14 +77,22 @@ impl App {
         tx.insert_workspace(&workspace).await?;
         let mut keys = Vec::new();
         for mode in [Mode::Test, Mode::Live] {
-            let tenant = Tenant { workspace_id: workspace.id.clone(), mode };
+            let tenant = Tenant {
+                workspace_id: workspace.id.clone(),
+                mode,
+            };
             for (group, values) in SEEDED_ENUMS {
                 tx.insert_enum_group(&tenant, group, now).await?;
                 for value in values {
-                    tx.insert_enum_value(&tenant, group, value, None, now).await?;
+                    tx.insert_enum_value(&tenant, group, value, None, now)
+                        .await?;
                 }
             }
-            let pipeline = Pipeline::default_for_workspace(PipelineId::from_uuid(self.ids.new_uuid()), now, || StageId::from_uuid(self.ids.new_uuid()));
+            let pipeline = Pipeline::default_for_workspace(
+                PipelineId::from_uuid(self.ids.new_uuid()),
+                now,
+                || StageId::from_uuid(self.ids.new_uuid()),
+            );
             tx.insert_pipeline(&tenant, &pipeline).await?;
             let secret = generate_key(mode);
             tx.insert_api_key(&ApiKeyRecord {
@@ -86,6 +112,10 @@ impl App {
         }
         let live_key = keys.pop().unwrap_or_default();
         let test_key = keys.pop().unwrap_or_default();
-        Ok(CreatedWorkspace { workspace, test_key, live_key })
+        Ok(CreatedWorkspace {
+            workspace,
+            test_key,
+            live_key,
+        })
     }
 }

@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 
-use crm_domain::{registry::ReferenceCheck, ContactId, DealId, Event, EventId, EventType, Tenant, Timestamp, ValidationError};
+use crm_domain::{
+    registry::ReferenceCheck, ContactId, DealId, Event, EventId, EventType, Tenant, Timestamp,
+    ValidationError,
+};
 use serde_json::Value;
 
 use crate::{
@@ -92,7 +95,11 @@ pub struct EffectsMark(usize, usize);
 
 impl Effects {
     pub fn new(emit: Emit) -> Effects {
-        Effects { emit, events: Vec::new(), changed: Vec::new() }
+        Effects {
+            emit,
+            events: Vec::new(),
+            changed: Vec::new(),
+        }
     }
 
     pub fn emits(&self) -> bool {
@@ -169,16 +176,27 @@ pub(crate) fn store_references(refs: &[ReferenceCheck]) -> Result<Vec<Reference<
 pub(crate) fn missing_reference(refs: &[ReferenceCheck], index: usize) -> AppError {
     match refs.get(index) {
         Some(r) => invalid_reference(r),
-        None => AppError::Internal(format!("the store reported reference {index} of {} missing", refs.len())),
+        None => AppError::Internal(format!(
+            "the store reported reference {index} of {} missing",
+            refs.len()
+        )),
     }
 }
 
 fn invalid_reference(r: &ReferenceCheck) -> AppError {
-    ValidationError::InvalidReference { field: r.field.clone(), value: r.id.clone() }.into()
+    ValidationError::InvalidReference {
+        field: r.field.clone(),
+        value: r.id.clone(),
+    }
+    .into()
 }
 
 /// Fails with `invalid_reference` when a referenced record does not exist in the tenant.
-pub(crate) async fn check_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[ReferenceCheck]) -> Result<(), AppError> {
+pub(crate) async fn check_references(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    refs: &[ReferenceCheck],
+) -> Result<(), AppError> {
     for r in refs {
         let exists = match r.object() {
             Some(object) => tx.record_exists(tenant, object, &r.id).await?,
@@ -192,9 +210,18 @@ pub(crate) async fn check_references(tx: &mut dyn Tx, tenant: &Tenant, refs: &[R
 }
 
 /// Writes the reply of a create to its idempotency record, inside the create's transaction.
-pub(crate) async fn finish_in_tx(tx: &mut dyn Tx, tenant: &Tenant, idem: Option<&IdemClaim>, status: u16, body: &Value) -> Result<(), AppError> {
+pub(crate) async fn finish_in_tx(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    idem: Option<&IdemClaim>,
+    status: u16,
+    body: &Value,
+) -> Result<(), AppError> {
     if let Some(claim) = idem {
-        let reply = StoredReply { status, body: serde_json::to_vec(body).map_err(|e| AppError::Internal(e.to_string()))? };
+        let reply = StoredReply {
+            status,
+            body: serde_json::to_vec(body).map_err(|e| AppError::Internal(e.to_string()))?,
+        };
         tx.finish_idempotency(tenant, &claim.key, &reply).await?;
     }
     Ok(())
@@ -243,7 +270,12 @@ impl App {
     ///
     /// Returns the records automations changed, so the use case can answer with the record as
     /// committed.
-    pub(crate) async fn finish_write(&self, tx: &mut dyn Tx, tenant: &Tenant, mut fx: Effects) -> Result<Touched, AppError> {
+    pub(crate) async fn finish_write(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        mut fx: Effects,
+    ) -> Result<Touched, AppError> {
         let events = fx.take_events();
         let mut finals: HashMap<RecordRef, Value> = HashMap::new();
         if !events.is_empty() {
@@ -290,6 +322,18 @@ mod tests {
         fx.rollback_to(mark);
         fx.changed(contact(1), true);
         let changed = fx.changed_records();
-        assert_eq!(changed, [ChangedRecord { record: contact(1), deleted: true }, ChangedRecord { record: contact(2), deleted: false }]);
+        assert_eq!(
+            changed,
+            [
+                ChangedRecord {
+                    record: contact(1),
+                    deleted: true
+                },
+                ChangedRecord {
+                    record: contact(2),
+                    deleted: false
+                }
+            ]
+        );
     }
 }

@@ -16,7 +16,14 @@ use crate::{
 /// The enum group an activity's `type` must belong to.
 pub const ACTIVITY_TYPE_GROUP: &str = "activity.type";
 
-pub const WRITABLE_FIELDS: [&str; 6] = ["type", "contact_id", "deal_id", "body", "occurred_at", "custom_fields"];
+pub const WRITABLE_FIELDS: [&str; 6] = [
+    "type",
+    "contact_id",
+    "deal_id",
+    "body",
+    "occurred_at",
+    "custom_fields",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activity {
@@ -53,20 +60,37 @@ pub struct ActivityPatch {
 }
 
 fn parse_contact(raw: String) -> Result<ContactId, ValidationError> {
-    ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "contact_id".into(), value: raw })
+    ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+        field: "contact_id".into(),
+        value: raw,
+    })
 }
 
 fn parse_deal(raw: String) -> Result<DealId, ValidationError> {
-    DealId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "deal_id".into(), value: raw })
+    DealId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+        field: "deal_id".into(),
+        value: raw,
+    })
 }
 
 fn parse_time(raw: String) -> Result<Timestamp, ValidationError> {
-    Timestamp::parse_rfc3339(raw.trim()).ok_or_else(|| ValidationError::invalid("occurred_at", "must be an ISO 8601 timestamp such as 2026-01-02T03:04:05Z"))
+    Timestamp::parse_rfc3339(raw.trim()).ok_or_else(|| {
+        ValidationError::invalid(
+            "occurred_at",
+            "must be an ISO 8601 timestamp such as 2026-01-02T03:04:05Z",
+        )
+    })
 }
 
 impl Activity {
-    pub fn create(id: ActivityId, now: Timestamp, draft: ActivityDraft, registry: &Registry) -> Result<(Activity, Vec<ReferenceCheck>), ValidationError> {
-        let activity_type = clean(draft.activity_type).ok_or_else(|| ValidationError::invalid("type", "is required"))?;
+    pub fn create(
+        id: ActivityId,
+        now: Timestamp,
+        draft: ActivityDraft,
+        registry: &Registry,
+    ) -> Result<(Activity, Vec<ReferenceCheck>), ValidationError> {
+        let activity_type = clean(draft.activity_type)
+            .ok_or_else(|| ValidationError::invalid("type", "is required"))?;
         registry.check_enum("type", ACTIVITY_TYPE_GROUP, &activity_type)?;
         let contact_id = clean(draft.contact_id).map(parse_contact).transpose()?;
         let deal_id = clean(draft.deal_id).map(parse_deal).transpose()?;
@@ -84,7 +108,10 @@ impl Activity {
             deal_id,
             // Free text: kept as sent, not trimmed.
             body: draft.body,
-            occurred_at: clean(draft.occurred_at).map(parse_time).transpose()?.unwrap_or(now),
+            occurred_at: clean(draft.occurred_at)
+                .map(parse_time)
+                .transpose()?
+                .unwrap_or(now),
             custom_fields,
             created_at: now,
             updated_at: now,
@@ -93,7 +120,12 @@ impl Activity {
         Ok((activity, refs))
     }
 
-    pub fn apply(&mut self, patch: ActivityPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
+    pub fn apply(
+        &mut self,
+        patch: ActivityPatch,
+        now: Timestamp,
+        registry: &Registry,
+    ) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
         let mut changed = Vec::new();
         let mut refs = Vec::new();
         match clean_patch(patch.activity_type) {
@@ -174,7 +206,16 @@ mod tests {
 
     fn registry() -> Registry {
         let mut r = Registry::default();
-        r.enums.insert(ACTIVITY_TYPE_GROUP.into(), ["note", "call"].iter().map(|v| EnumValue { value: (*v).into(), label: None }).collect());
+        r.enums.insert(
+            ACTIVITY_TYPE_GROUP.into(),
+            ["note", "call"]
+                .iter()
+                .map(|v| EnumValue {
+                    value: (*v).into(),
+                    label: None,
+                })
+                .collect(),
+        );
         r
     }
 
@@ -183,16 +224,41 @@ mod tests {
         let id = || ActivityId::from_uuid(Uuid::nil());
         let now = Timestamp::from_millis(1_000);
         assert!(Activity::create(id(), now, ActivityDraft::default(), &registry()).is_err());
-        let meeting = ActivityDraft { activity_type: Some("meeting".into()), ..Default::default() };
-        assert!(matches!(Activity::create(id(), now, meeting, &registry()).unwrap_err(), ValidationError::UnknownValue { .. }));
-        let (a, _) = Activity::create(id(), now, ActivityDraft { activity_type: Some("note".into()), ..Default::default() }, &registry()).unwrap();
+        let meeting = ActivityDraft {
+            activity_type: Some("meeting".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Activity::create(id(), now, meeting, &registry()).unwrap_err(),
+            ValidationError::UnknownValue { .. }
+        ));
+        let (a, _) = Activity::create(
+            id(),
+            now,
+            ActivityDraft {
+                activity_type: Some("note".into()),
+                ..Default::default()
+            },
+            &registry(),
+        )
+        .unwrap();
         assert_eq!(a.occurred_at, now);
     }
 
     #[test]
     fn occurred_at_can_be_backdated() {
-        let draft = ActivityDraft { activity_type: Some("call".into()), occurred_at: Some("2020-01-02T03:04:05Z".into()), ..Default::default() };
-        let (a, _) = Activity::create(ActivityId::from_uuid(Uuid::nil()), Timestamp::from_millis(2_000_000_000_000), draft, &registry()).unwrap();
+        let draft = ActivityDraft {
+            activity_type: Some("call".into()),
+            occurred_at: Some("2020-01-02T03:04:05Z".into()),
+            ..Default::default()
+        };
+        let (a, _) = Activity::create(
+            ActivityId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(2_000_000_000_000),
+            draft,
+            &registry(),
+        )
+        .unwrap();
         assert_eq!(a.occurred_at.to_string(), "2020-01-02T03:04:05.000Z");
     }
 }

@@ -88,7 +88,9 @@ impl ConditionOp {
             ConditionOp::Exists | ConditionOp::Empty => Operand::None,
             ConditionOp::Eq | ConditionOp::Neq | ConditionOp::Contains => Operand::Scalar,
             ConditionOp::In | ConditionOp::Nin => Operand::List,
-            ConditionOp::Gt | ConditionOp::Lt | ConditionOp::Gte | ConditionOp::Lte => Operand::Ordered,
+            ConditionOp::Gt | ConditionOp::Lt | ConditionOp::Gte | ConditionOp::Lte => {
+                Operand::Ordered
+            }
         }
     }
 
@@ -104,11 +106,17 @@ impl ConditionOp {
             ConditionOp::In => "the field equals one of the values (use it for OR on one field)",
             ConditionOp::Nin => "the field equals none of the values",
             ConditionOp::Exists => "the field is set (not null); takes no value",
-            ConditionOp::Empty => "the field is null, an empty string or an empty array; takes no value",
-            ConditionOp::Contains => "substring of a string field, or member of an array field (multiselect)",
+            ConditionOp::Empty => {
+                "the field is null, an empty string or an empty array; takes no value"
+            }
+            ConditionOp::Contains => {
+                "substring of a string field, or member of an array field (multiselect)"
+            }
             ConditionOp::Gt => "greater than the value (numbers, or dates in time order)",
             ConditionOp::Lt => "less than the value (numbers, or dates in time order)",
-            ConditionOp::Gte => "greater than or equal to the value (numbers, or dates in time order)",
+            ConditionOp::Gte => {
+                "greater than or equal to the value (numbers, or dates in time order)"
+            }
             ConditionOp::Lte => "less than or equal to the value (numbers, or dates in time order)",
         }
     }
@@ -119,7 +127,8 @@ pub const CONDITION_FIELDS: &str = "a built-in field of the triggering record (f
     `value_cents`), a custom field key (bare or as `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`";
 
 /// How action text is filled in (spec, "Automation").
-pub const PLACEHOLDERS: &str = "`{{field}}` placeholders in action text are filled from the triggering record and its custom \
+pub const PLACEHOLDERS: &str =
+    "`{{field}}` placeholders in action text are filled from the triggering record and its custom \
     fields; an unknown placeholder renders empty";
 
 /// The JSON type a parameter takes.
@@ -157,29 +166,88 @@ pub struct ActionParam {
     pub description: &'static str,
 }
 
-const fn param(name: &'static str, param_type: ParamType, need: Need, description: &'static str) -> ActionParam {
-    ActionParam { name, param_type, need, description }
+const fn param(
+    name: &'static str,
+    param_type: ParamType,
+    need: Need,
+    description: &'static str,
+) -> ActionParam {
+    ActionParam {
+        name,
+        param_type,
+        need,
+        description,
+    }
 }
 
 const CREATE_ACTIVITY: &[ActionParam] = &[
-    param("activity_type", ParamType::String, Need::Required, "a value of the `activity.type` enum group (note, call, email, task, ...)"),
-    param("body", ParamType::String, Need::Required, "the activity text; placeholders allowed"),
+    param(
+        "activity_type",
+        ParamType::String,
+        Need::Required,
+        "a value of the `activity.type` enum group (note, call, email, task, ...)",
+    ),
+    param(
+        "body",
+        ParamType::String,
+        Need::Required,
+        "the activity text; placeholders allowed",
+    ),
 ];
 
 const SET_FIELD: &[ActionParam] = &[
-    param("field", ParamType::String, Need::Required, "a built-in field of the triggering record, or a registered custom field key"),
-    param("value", ParamType::Any, Need::Required, "the new value, validated like a client's write of that field"),
+    param(
+        "field",
+        ParamType::String,
+        Need::Required,
+        "a built-in field of the triggering record, or a registered custom field key",
+    ),
+    param(
+        "value",
+        ParamType::Any,
+        Need::Required,
+        "the new value, validated like a client's write of that field",
+    ),
 ];
 
-const MOVE_DEAL_STAGE: &[ActionParam] =
-    &[param("stage", ParamType::String, Need::Required, "a stage key that exists in the deal's pipeline")];
+const MOVE_DEAL_STAGE: &[ActionParam] = &[param(
+    "stage",
+    ParamType::String,
+    Need::Required,
+    "a stage key that exists in the deal's pipeline",
+)];
 
 const SEND_EMAIL: &[ActionParam] = &[
-    param("to", ParamType::String, Need::Optional, "recipient address; default the triggering contact, or the deal's primary contact"),
-    param("subject", ParamType::String, Need::RequiredWithout("template_id"), "the subject; placeholders allowed"),
-    param("body", ParamType::String, Need::RequiredWithout("template_id"), "the HTML body; placeholders allowed"),
-    param("text", ParamType::String, Need::Optional, "a plain-text part; derived from `body` when absent"),
-    param("template_id", ParamType::String, Need::Optional, "a `tpl_` template supplying subject, body and text instead"),
+    param(
+        "to",
+        ParamType::String,
+        Need::Optional,
+        "recipient address; default the triggering contact, or the deal's primary contact",
+    ),
+    param(
+        "subject",
+        ParamType::String,
+        Need::RequiredWithout("template_id"),
+        "the subject; placeholders allowed",
+    ),
+    param(
+        "body",
+        ParamType::String,
+        Need::RequiredWithout("template_id"),
+        "the HTML body; placeholders allowed",
+    ),
+    param(
+        "text",
+        ParamType::String,
+        Need::Optional,
+        "a plain-text part; derived from `body` when absent",
+    ),
+    param(
+        "template_id",
+        ParamType::String,
+        Need::Optional,
+        "a `tpl_` template supplying subject, body and text instead",
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -191,7 +259,12 @@ pub enum ActionType {
 }
 
 impl ActionType {
-    pub const ALL: [ActionType; 4] = [ActionType::CreateActivity, ActionType::SetField, ActionType::MoveDealStage, ActionType::SendEmail];
+    pub const ALL: [ActionType; 4] = [
+        ActionType::CreateActivity,
+        ActionType::SetField,
+        ActionType::MoveDealStage,
+        ActionType::SendEmail,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -222,15 +295,22 @@ impl ActionType {
 
     /// The trigger events a rule with this action may have.
     pub fn trigger_events(self) -> Vec<EventType> {
-        TRIGGER_EVENTS.into_iter().filter(|e| !self.deal_only() || e.object() == "deal").collect()
+        TRIGGER_EVENTS
+            .into_iter()
+            .filter(|e| !self.deal_only() || e.object() == "deal")
+            .collect()
     }
 
     pub fn description(self) -> &'static str {
         match self {
             ActionType::CreateActivity => "logs an activity on the triggering contact or deal",
             ActionType::SetField => "sets a field of the triggering record (no event is emitted)",
-            ActionType::MoveDealStage => "moves the triggering deal to another stage of its pipeline (no event is emitted)",
-            ActionType::SendEmail => "sends an email through the workspace's email connection; simulated in test mode",
+            ActionType::MoveDealStage => {
+                "moves the triggering deal to another stage of its pipeline (no event is emitted)"
+            }
+            ActionType::SendEmail => {
+                "sends an email through the workspace's email connection; simulated in test mode"
+            }
         }
     }
 }
@@ -242,11 +322,31 @@ mod tests {
     #[test]
     fn the_catalog_is_the_spec_s() {
         let events: Vec<_> = TRIGGER_EVENTS.iter().map(|e| e.as_str()).collect();
-        assert_eq!(events, ["contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]);
+        assert_eq!(
+            events,
+            [
+                "contact.created",
+                "contact.updated",
+                "deal.created",
+                "deal.updated",
+                "deal.stage_changed"
+            ]
+        );
         let ops: Vec<_> = ConditionOp::ALL.iter().map(|o| o.as_str()).collect();
-        assert_eq!(ops, ["eq", "neq", "in", "nin", "exists", "empty", "contains", "gt", "lt", "gte", "lte"]);
+        assert_eq!(
+            ops,
+            ["eq", "neq", "in", "nin", "exists", "empty", "contains", "gt", "lt", "gte", "lte"]
+        );
         let actions: Vec<_> = ActionType::ALL.iter().map(|a| a.as_str()).collect();
-        assert_eq!(actions, ["create_activity", "set_field", "move_deal_stage", "send_email"]);
+        assert_eq!(
+            actions,
+            [
+                "create_activity",
+                "set_field",
+                "move_deal_stage",
+                "send_email"
+            ]
+        );
     }
 
     #[test]
@@ -263,7 +363,10 @@ mod tests {
 
     #[test]
     fn only_exists_and_empty_take_no_value() {
-        let valueless: Vec<_> = ConditionOp::ALL.into_iter().filter(|o| !o.takes_value()).collect();
+        let valueless: Vec<_> = ConditionOp::ALL
+            .into_iter()
+            .filter(|o| !o.takes_value())
+            .collect();
         assert_eq!(valueless, [ConditionOp::Exists, ConditionOp::Empty]);
         assert_eq!(ConditionOp::In.operand(), Operand::List);
         assert_eq!(ConditionOp::Gte.operand(), Operand::Ordered);
@@ -275,14 +378,20 @@ mod tests {
         assert_eq!(names(ActionType::CreateActivity), ["activity_type", "body"]);
         assert_eq!(names(ActionType::SetField), ["field", "value"]);
         assert_eq!(names(ActionType::MoveDealStage), ["stage"]);
-        assert_eq!(names(ActionType::SendEmail), ["to", "subject", "body", "text", "template_id"]);
+        assert_eq!(
+            names(ActionType::SendEmail),
+            ["to", "subject", "body", "text", "template_id"]
+        );
         let subject = ActionType::SendEmail.params()[1];
         assert_eq!(subject.need, Need::RequiredWithout("template_id"));
     }
 
     #[test]
     fn move_deal_stage_is_for_deal_events_only() {
-        assert!(ActionType::MoveDealStage.trigger_events().iter().all(|e| e.object() == "deal"));
+        assert!(ActionType::MoveDealStage
+            .trigger_events()
+            .iter()
+            .all(|e| e.object() == "deal"));
         assert_eq!(ActionType::MoveDealStage.trigger_events().len(), 3);
         assert_eq!(ActionType::SendEmail.trigger_events().len(), 5);
     }

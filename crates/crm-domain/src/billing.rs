@@ -20,10 +20,18 @@ fn month_start(year: i32, month: Month) -> Timestamp {
 impl Period {
     /// The calendar month (UTC) that holds `at`.
     pub fn containing(at: Timestamp) -> Period {
-        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.millis()) * 1_000_000).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.millis()) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
         let (year, month) = (dt.year(), dt.month());
-        let (next_year, next_month) = if month == Month::December { (year + 1, Month::January) } else { (year, month.next()) };
-        Period { start: month_start(year, month), end: month_start(next_year, next_month) }
+        let (next_year, next_month) = if month == Month::December {
+            (year + 1, Month::January)
+        } else {
+            (year, month.next())
+        };
+        Period {
+            start: month_start(year, month),
+            end: month_start(next_year, next_month),
+        }
     }
 
     pub fn contains(&self, at: Timestamp) -> bool {
@@ -47,8 +55,18 @@ mod tests {
         let dec = Period::containing(at("2025-12-31T23:59:59.999Z"));
         assert_eq!(dec.end.to_string(), "2026-01-01T00:00:00.000Z");
         // Midnight belongs to the month it starts; an offset is only another spelling of UTC.
-        assert_eq!(Period::containing(at("2026-03-01T00:00:00Z")).start.to_string(), "2026-03-01T00:00:00.000Z");
-        assert_eq!(Period::containing(at("2026-03-01T00:30:00+01:00")).start.to_string(), "2026-02-01T00:00:00.000Z");
+        assert_eq!(
+            Period::containing(at("2026-03-01T00:00:00Z"))
+                .start
+                .to_string(),
+            "2026-03-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            Period::containing(at("2026-03-01T00:30:00+01:00"))
+                .start
+                .to_string(),
+            "2026-02-01T00:00:00.000Z"
+        );
         assert!(p.contains(p.start) && p.contains(at("2026-02-28T23:59:59.999Z")));
         assert!(!p.contains(p.end) && !p.contains(at("2026-01-31T23:59:59.999Z")));
     }

@@ -44,21 +44,44 @@ pub struct CompanyPatch {
 fn normalise_domain(raw: String) -> Result<String, ValidationError> {
     let d = raw.to_lowercase();
     if d.chars().any(char::is_whitespace) || d.contains('/') {
-        return Err(ValidationError::invalid("domain", "must be a bare domain such as example.com"));
+        return Err(ValidationError::invalid(
+            "domain",
+            "must be a bare domain such as example.com",
+        ));
     }
     Ok(d)
 }
 
 impl Company {
-    pub fn create(id: CompanyId, now: Timestamp, draft: CompanyDraft, registry: &Registry) -> Result<(Company, Vec<ReferenceCheck>), ValidationError> {
-        let name = clean(draft.name).ok_or_else(|| ValidationError::invalid("name", "is required"))?;
+    pub fn create(
+        id: CompanyId,
+        now: Timestamp,
+        draft: CompanyDraft,
+        registry: &Registry,
+    ) -> Result<(Company, Vec<ReferenceCheck>), ValidationError> {
+        let name =
+            clean(draft.name).ok_or_else(|| ValidationError::invalid("name", "is required"))?;
         let domain = clean(draft.domain).map(normalise_domain).transpose()?;
         let (custom_fields, refs) = registry.validate_new(draft.custom_fields)?;
-        let company = Company { id, name, domain, custom_fields, created_at: now, updated_at: now, version: 1, deleted_at: None };
+        let company = Company {
+            id,
+            name,
+            domain,
+            custom_fields,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            deleted_at: None,
+        };
         Ok((company, refs))
     }
 
-    pub fn apply(&mut self, patch: CompanyPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
+    pub fn apply(
+        &mut self,
+        patch: CompanyPatch,
+        now: Timestamp,
+        registry: &Registry,
+    ) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
         let mut changed = Vec::new();
         let mut refs = Vec::new();
         match clean_patch(patch.name) {
@@ -71,7 +94,10 @@ impl Company {
                 }
             }
         }
-        if clean_patch(patch.domain).try_map(normalise_domain)?.apply_to(&mut self.domain) {
+        if clean_patch(patch.domain)
+            .try_map(normalise_domain)?
+            .apply_to(&mut self.domain)
+        {
             changed.push("domain");
         }
         if let Some(cf) = patch.custom_fields {
@@ -111,19 +137,39 @@ mod tests {
     #[test]
     fn name_is_required_and_domain_lowercased() {
         let id = CompanyId::from_uuid(Uuid::from_u128(1));
-        let err = Company::create(id.clone(), Timestamp::from_millis(0), CompanyDraft::default(), &Registry::default()).unwrap_err();
+        let err = Company::create(
+            id.clone(),
+            Timestamp::from_millis(0),
+            CompanyDraft::default(),
+            &Registry::default(),
+        )
+        .unwrap_err();
         assert_eq!(err, ValidationError::invalid("name", "is required"));
-        let draft = CompanyDraft { name: Some("Acme".into()), domain: Some("ACME.io".into()), ..Default::default() };
-        let (c, _) = Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        let draft = CompanyDraft {
+            name: Some("Acme".into()),
+            domain: Some("ACME.io".into()),
+            ..Default::default()
+        };
+        let (c, _) =
+            Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
         assert_eq!(c.domain.as_deref(), Some("acme.io"));
     }
 
     #[test]
     fn name_cannot_be_cleared() {
         let id = CompanyId::from_uuid(Uuid::from_u128(1));
-        let draft = CompanyDraft { name: Some("Acme".into()), ..Default::default() };
-        let (mut c, _) = Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
-        let patch = CompanyPatch { name: Patch::Null, ..Default::default() };
-        assert!(c.apply(patch, Timestamp::from_millis(1), &Registry::default()).is_err());
+        let draft = CompanyDraft {
+            name: Some("Acme".into()),
+            ..Default::default()
+        };
+        let (mut c, _) =
+            Company::create(id, Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        let patch = CompanyPatch {
+            name: Patch::Null,
+            ..Default::default()
+        };
+        assert!(c
+            .apply(patch, Timestamp::from_millis(1), &Registry::default())
+            .is_err());
     }
 }

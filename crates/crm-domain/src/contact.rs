@@ -17,8 +17,16 @@ use crate::{
 pub const CONTACT_TYPE_GROUP: &str = "contact.type";
 
 /// Built-in fields a client may write.
-pub const WRITABLE_FIELDS: [&str; 8] =
-    ["first_name", "last_name", "email", "phone", "linkedin_url", "company_id", "type", "custom_fields"];
+pub const WRITABLE_FIELDS: [&str; 8] = [
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "linkedin_url",
+    "company_id",
+    "type",
+    "custom_fields",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contact {
@@ -80,24 +88,36 @@ pub(crate) fn clean_patch(p: Patch<String>) -> Patch<String> {
 }
 
 fn parse_email(raw: String) -> Result<Email, ValidationError> {
-    Email::parse(&raw).ok_or_else(|| ValidationError::invalid("email", "is not a valid e-mail address"))
+    Email::parse(&raw)
+        .ok_or_else(|| ValidationError::invalid("email", "is not a valid e-mail address"))
 }
 
 fn parse_company(raw: String) -> Result<CompanyId, ValidationError> {
-    CompanyId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "company_id".into(), value: raw })
+    CompanyId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+        field: "company_id".into(),
+        value: raw,
+    })
 }
 
 fn parse_linkedin(raw: String) -> Result<String, ValidationError> {
     if crate::registry::is_http_url(&raw) {
         Ok(raw)
     } else {
-        Err(ValidationError::invalid("linkedin_url", "must be an http or https URL"))
+        Err(ValidationError::invalid(
+            "linkedin_url",
+            "must be an http or https URL",
+        ))
     }
 }
 
 impl Contact {
     /// Validates a draft into a new contact (version 1).
-    pub fn create(id: ContactId, now: Timestamp, draft: ContactDraft, registry: &Registry) -> Result<(Contact, Vec<ReferenceCheck>), ValidationError> {
+    pub fn create(
+        id: ContactId,
+        now: Timestamp,
+        draft: ContactDraft,
+        registry: &Registry,
+    ) -> Result<(Contact, Vec<ReferenceCheck>), ValidationError> {
         let email = clean(draft.email).map(parse_email).transpose()?;
         let company_id = clean(draft.company_id).map(parse_company).transpose()?;
         let linkedin_url = clean(draft.linkedin_url).map(parse_linkedin).transpose()?;
@@ -130,7 +150,12 @@ impl Contact {
 
     /// Applies a partial update. Returns the names of the fields that changed (empty: no change,
     /// and the version stays) and the references to check.
-    pub fn apply(&mut self, patch: ContactPatch, now: Timestamp, registry: &Registry) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
+    pub fn apply(
+        &mut self,
+        patch: ContactPatch,
+        now: Timestamp,
+        registry: &Registry,
+    ) -> Result<(Vec<&'static str>, Vec<ReferenceCheck>), ValidationError> {
         let mut changed = Vec::new();
         let mut refs = Vec::new();
         if clean_patch(patch.first_name).apply_to(&mut self.first_name) {
@@ -139,13 +164,19 @@ impl Contact {
         if clean_patch(patch.last_name).apply_to(&mut self.last_name) {
             changed.push("last_name");
         }
-        if clean_patch(patch.email).try_map(parse_email)?.apply_to(&mut self.email) {
+        if clean_patch(patch.email)
+            .try_map(parse_email)?
+            .apply_to(&mut self.email)
+        {
             changed.push("email");
         }
         if clean_patch(patch.phone).apply_to(&mut self.phone) {
             changed.push("phone");
         }
-        if clean_patch(patch.linkedin_url).try_map(parse_linkedin)?.apply_to(&mut self.linkedin_url) {
+        if clean_patch(patch.linkedin_url)
+            .try_map(parse_linkedin)?
+            .apply_to(&mut self.linkedin_url)
+        {
             changed.push("linkedin_url");
         }
         let company = clean_patch(patch.company_id).try_map(parse_company)?;
@@ -226,57 +257,126 @@ mod tests {
 
     fn registry_with_types() -> Registry {
         let mut r = Registry::default();
-        r.enums.insert(CONTACT_TYPE_GROUP.into(), vec![EnumValue { value: "customer".into(), label: None }]);
+        r.enums.insert(
+            CONTACT_TYPE_GROUP.into(),
+            vec![EnumValue {
+                value: "customer".into(),
+                label: None,
+            }],
+        );
         r
     }
 
     #[test]
     fn a_contact_needs_some_identifier() {
-        let err = Contact::create(id(), Timestamp::from_millis(0), ContactDraft::default(), &Registry::default()).unwrap_err();
+        let err = Contact::create(
+            id(),
+            Timestamp::from_millis(0),
+            ContactDraft::default(),
+            &Registry::default(),
+        )
+        .unwrap_err();
         assert_eq!(err, ValidationError::IdentifierRequired);
-        let blank = ContactDraft { first_name: Some("   ".into()), ..Default::default() };
-        assert!(Contact::create(id(), Timestamp::from_millis(0), blank, &Registry::default()).is_err());
-        let named = ContactDraft { last_name: Some("Hopper".into()), ..Default::default() };
-        assert!(Contact::create(id(), Timestamp::from_millis(0), named, &Registry::default()).is_ok());
+        let blank = ContactDraft {
+            first_name: Some("   ".into()),
+            ..Default::default()
+        };
+        assert!(
+            Contact::create(id(), Timestamp::from_millis(0), blank, &Registry::default()).is_err()
+        );
+        let named = ContactDraft {
+            last_name: Some("Hopper".into()),
+            ..Default::default()
+        };
+        assert!(
+            Contact::create(id(), Timestamp::from_millis(0), named, &Registry::default()).is_ok()
+        );
     }
 
     #[test]
     fn email_is_normalised_and_validated() {
-        let draft = ContactDraft { email: Some(" Grace@Navy.MIL ".into()), ..Default::default() };
-        let (c, _) = Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        let draft = ContactDraft {
+            email: Some(" Grace@Navy.MIL ".into()),
+            ..Default::default()
+        };
+        let (c, _) =
+            Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
         assert_eq!(c.email.unwrap().as_str(), "grace@navy.mil");
-        let bad = ContactDraft { email: Some("grace".into()), ..Default::default() };
-        let err = Contact::create(id(), Timestamp::from_millis(0), bad, &Registry::default()).unwrap_err();
+        let bad = ContactDraft {
+            email: Some("grace".into()),
+            ..Default::default()
+        };
+        let err = Contact::create(id(), Timestamp::from_millis(0), bad, &Registry::default())
+            .unwrap_err();
         assert!(matches!(err, ValidationError::Invalid { field, .. } if field == "email"));
     }
 
     #[test]
     fn type_must_be_registered() {
-        let draft = ContactDraft { first_name: Some("A".into()), contact_type: Some("lead".into()), ..Default::default() };
-        let err = Contact::create(id(), Timestamp::from_millis(0), draft, &registry_with_types()).unwrap_err();
-        assert!(matches!(err, ValidationError::UnknownValue { ref valid_options, .. } if valid_options == &["customer"]));
+        let draft = ContactDraft {
+            first_name: Some("A".into()),
+            contact_type: Some("lead".into()),
+            ..Default::default()
+        };
+        let err = Contact::create(
+            id(),
+            Timestamp::from_millis(0),
+            draft,
+            &registry_with_types(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ValidationError::UnknownValue { ref valid_options, .. } if valid_options == &["customer"])
+        );
     }
 
     #[test]
     fn malformed_company_id_is_an_invalid_reference() {
-        let draft = ContactDraft { company_id: Some("cmp_nope".into()), ..Default::default() };
-        let err = Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default()).unwrap_err();
+        let draft = ContactDraft {
+            company_id: Some("cmp_nope".into()),
+            ..Default::default()
+        };
+        let err = Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default())
+            .unwrap_err();
         assert!(matches!(err, ValidationError::InvalidReference { .. }));
     }
 
     #[test]
     fn patch_bumps_version_only_on_change_and_keeps_the_identifier_rule() {
-        let draft = ContactDraft { email: Some("a@b.co".into()), ..Default::default() };
-        let (mut c, _) = Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
-        let same = ContactPatch { email: Patch::Value("A@B.co".into()), ..Default::default() };
-        let (changed, _) = c.apply(same, Timestamp::from_millis(5), &Registry::default()).unwrap();
+        let draft = ContactDraft {
+            email: Some("a@b.co".into()),
+            ..Default::default()
+        };
+        let (mut c, _) =
+            Contact::create(id(), Timestamp::from_millis(0), draft, &Registry::default()).unwrap();
+        let same = ContactPatch {
+            email: Patch::Value("A@B.co".into()),
+            ..Default::default()
+        };
+        let (changed, _) = c
+            .apply(same, Timestamp::from_millis(5), &Registry::default())
+            .unwrap();
         assert!(changed.is_empty());
         assert_eq!(c.version, 1);
-        let rename = ContactPatch { first_name: Patch::Value("Ada".into()), ..Default::default() };
-        let (changed, _) = c.apply(rename, Timestamp::from_millis(9), &Registry::default()).unwrap();
+        let rename = ContactPatch {
+            first_name: Patch::Value("Ada".into()),
+            ..Default::default()
+        };
+        let (changed, _) = c
+            .apply(rename, Timestamp::from_millis(9), &Registry::default())
+            .unwrap();
         assert_eq!(changed, vec!["first_name"]);
         assert_eq!((c.version, c.updated_at.millis()), (2, 9));
-        let clear = ContactPatch { first_name: Patch::Null, email: Patch::Null, ..Default::default() };
-        assert_eq!(c.clone().apply(clear, Timestamp::from_millis(10), &Registry::default()).unwrap_err(), ValidationError::IdentifierRequired);
+        let clear = ContactPatch {
+            first_name: Patch::Null,
+            email: Patch::Null,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.clone()
+                .apply(clear, Timestamp::from_millis(10), &Registry::default())
+                .unwrap_err(),
+            ValidationError::IdentifierRequired
+        );
     }
 }

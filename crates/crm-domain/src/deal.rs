@@ -14,8 +14,18 @@ use crate::{
 };
 
 /// Built-in fields a client may write (`pipeline_id` is an alias of `pipeline`).
-pub const WRITABLE_FIELDS: [&str; 10] =
-    ["title", "pipeline", "stage", "primary_contact_id", "company_id", "value_cents", "currency", "close_date", "custom_fields", "pipeline_id"];
+pub const WRITABLE_FIELDS: [&str; 10] = [
+    "title",
+    "pipeline",
+    "stage",
+    "primary_contact_id",
+    "company_id",
+    "value_cents",
+    "currency",
+    "close_date",
+    "custom_fields",
+    "pipeline_id",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deal {
@@ -78,40 +88,62 @@ fn parse_currency(raw: String) -> Result<String, ValidationError> {
     if code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()) {
         Ok(code)
     } else {
-        Err(ValidationError::invalid("currency", "must be a three-letter currency code such as USD"))
+        Err(ValidationError::invalid(
+            "currency",
+            "must be a three-letter currency code such as USD",
+        ))
     }
 }
 
 fn parse_date(raw: String) -> Result<Date, ValidationError> {
-    Date::parse(raw.trim()).ok_or_else(|| ValidationError::invalid("close_date", "must be a date (YYYY-MM-DD)"))
+    Date::parse(raw.trim())
+        .ok_or_else(|| ValidationError::invalid("close_date", "must be a date (YYYY-MM-DD)"))
 }
 
 fn check_value(v: i64) -> Result<i64, ValidationError> {
     if v < 0 {
-        return Err(ValidationError::invalid("value_cents", "must not be negative"));
+        return Err(ValidationError::invalid(
+            "value_cents",
+            "must not be negative",
+        ));
     }
     Ok(v)
 }
 
 fn parse_contact(raw: String) -> Result<ContactId, ValidationError> {
-    ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "primary_contact_id".into(), value: raw })
+    ContactId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+        field: "primary_contact_id".into(),
+        value: raw,
+    })
 }
 
 fn parse_company(raw: String) -> Result<CompanyId, ValidationError> {
-    CompanyId::parse(&raw).map_err(|_| ValidationError::InvalidReference { field: "company_id".into(), value: raw })
+    CompanyId::parse(&raw).map_err(|_| ValidationError::InvalidReference {
+        field: "company_id".into(),
+        value: raw,
+    })
 }
 
 impl Deal {
     /// Validates a new deal in `pipeline`. Returns it, the references to check, and whether the
     /// client named the stage (which makes the create emit `deal.stage_changed` too).
-    pub fn create(id: DealId, now: Timestamp, draft: DealDraft, pipeline: &Pipeline, registry: &Registry) -> Result<(Deal, Vec<ReferenceCheck>, bool), ValidationError> {
-        let title = clean(draft.title).ok_or_else(|| ValidationError::invalid("title", "is required"))?;
+    pub fn create(
+        id: DealId,
+        now: Timestamp,
+        draft: DealDraft,
+        pipeline: &Pipeline,
+        registry: &Registry,
+    ) -> Result<(Deal, Vec<ReferenceCheck>, bool), ValidationError> {
+        let title =
+            clean(draft.title).ok_or_else(|| ValidationError::invalid("title", "is required"))?;
         let stage_given = clean(draft.stage);
         let stage = match &stage_given {
             Some(key) => pipeline.check_stage("stage", key)?,
             None => pipeline.entry_stage(),
         };
-        let primary_contact_id = clean(draft.primary_contact_id).map(parse_contact).transpose()?;
+        let primary_contact_id = clean(draft.primary_contact_id)
+            .map(parse_contact)
+            .transpose()?;
         let company_id = clean(draft.company_id).map(parse_company).transpose()?;
         let (custom_fields, mut refs) = registry.validate_new(draft.custom_fields)?;
         if let Some(c) = &primary_contact_id {
@@ -143,7 +175,13 @@ impl Deal {
 
     /// Applies a partial update. `pipeline` is the pipeline the deal ends up in: its current one,
     /// or the one the update moves it to (then, without a stage, it lands in the entry stage).
-    pub fn apply(&mut self, patch: DealPatch, pipeline: &Pipeline, now: Timestamp, registry: &Registry) -> Result<DealChange, ValidationError> {
+    pub fn apply(
+        &mut self,
+        patch: DealPatch,
+        pipeline: &Pipeline,
+        now: Timestamp,
+        registry: &Registry,
+    ) -> Result<DealChange, ValidationError> {
         let mut change = DealChange::default();
         match clean_patch(patch.title) {
             Patch::Absent => {}
@@ -156,7 +194,12 @@ impl Deal {
         }
         let moves_pipeline = pipeline.id != self.pipeline_id;
         let target_stage = match clean_patch(patch.stage) {
-            Patch::Null => return Err(ValidationError::invalid("stage", "cannot be empty; a deal is always in a stage")),
+            Patch::Null => {
+                return Err(ValidationError::invalid(
+                    "stage",
+                    "cannot be empty; a deal is always in a stage",
+                ))
+            }
             Patch::Value(key) => Some(pipeline.check_stage("stage", &key)?),
             Patch::Absent if moves_pipeline => Some(pipeline.entry_stage()),
             Patch::Absent => None,
@@ -175,25 +218,39 @@ impl Deal {
         }
         let contact = clean_patch(patch.primary_contact_id).try_map(parse_contact)?;
         if let Patch::Value(c) = &contact {
-            change.references.push(ReferenceCheck::new("primary_contact_id", c.as_str()));
+            change
+                .references
+                .push(ReferenceCheck::new("primary_contact_id", c.as_str()));
         }
         if contact.apply_to(&mut self.primary_contact_id) {
             change.changed.push("primary_contact_id");
         }
         let company = clean_patch(patch.company_id).try_map(parse_company)?;
         if let Patch::Value(c) = &company {
-            change.references.push(ReferenceCheck::new("company_id", c.as_str()));
+            change
+                .references
+                .push(ReferenceCheck::new("company_id", c.as_str()));
         }
         if company.apply_to(&mut self.company_id) {
             change.changed.push("company_id");
         }
-        if patch.value_cents.try_map(check_value)?.apply_to(&mut self.value_cents) {
+        if patch
+            .value_cents
+            .try_map(check_value)?
+            .apply_to(&mut self.value_cents)
+        {
             change.changed.push("value_cents");
         }
-        if clean_patch(patch.currency).try_map(parse_currency)?.apply_to(&mut self.currency) {
+        if clean_patch(patch.currency)
+            .try_map(parse_currency)?
+            .apply_to(&mut self.currency)
+        {
             change.changed.push("currency");
         }
-        if clean_patch(patch.close_date).try_map(parse_date)?.apply_to(&mut self.close_date) {
+        if clean_patch(patch.close_date)
+            .try_map(parse_date)?
+            .apply_to(&mut self.close_date)
+        {
             change.changed.push("close_date");
         }
         if let Some(cf) = patch.custom_fields {
@@ -236,7 +293,10 @@ impl Deal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ids::StageId, pipeline::{PipelineDraft, StageDraft}};
+    use crate::{
+        ids::StageId,
+        pipeline::{PipelineDraft, StageDraft},
+    };
     use uuid::Uuid;
 
     fn pipeline(key: &str, stages: &[&str]) -> Pipeline {
@@ -244,7 +304,14 @@ mod tests {
         let pipeline_id = PipelineId::from_uuid(Uuid::from_u128(key.bytes().map(u128::from).sum()));
         let draft = PipelineDraft {
             key: Some(key.into()),
-            stages: stages.iter().map(|k| StageDraft { key: (*k).into(), label: None, stage_type: (*k == "won").then(|| "won".into()) }).collect(),
+            stages: stages
+                .iter()
+                .map(|k| StageDraft {
+                    key: (*k).into(),
+                    label: None,
+                    stage_type: (*k == "won").then(|| "won".into()),
+                })
+                .collect(),
             ..Default::default()
         };
         Pipeline::create(pipeline_id, Timestamp::from_millis(0), draft, || {
@@ -254,43 +321,126 @@ mod tests {
         .unwrap()
     }
 
-    fn create(draft: DealDraft, p: &Pipeline) -> Result<(Deal, Vec<ReferenceCheck>, bool), ValidationError> {
-        Deal::create(DealId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), draft, p, &Registry::default())
+    fn create(
+        draft: DealDraft,
+        p: &Pipeline,
+    ) -> Result<(Deal, Vec<ReferenceCheck>, bool), ValidationError> {
+        Deal::create(
+            DealId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            draft,
+            p,
+            &Registry::default(),
+        )
     }
 
     #[test]
     fn without_a_stage_a_deal_enters_the_first_stage() {
         let p = pipeline("sales", &["new", "won"]);
-        let (d, _, stage_given) = create(DealDraft { title: Some("Big".into()), ..Default::default() }, &p).unwrap();
-        assert_eq!((d.stage.as_str(), d.stage_type, stage_given), ("new", StageType::Open, false));
-        let (d, _, stage_given) = create(DealDraft { title: Some("Big".into()), stage: Some("won".into()), ..Default::default() }, &p).unwrap();
-        assert_eq!((d.stage.as_str(), d.stage_type, stage_given), ("won", StageType::Won, true));
+        let (d, _, stage_given) = create(
+            DealDraft {
+                title: Some("Big".into()),
+                ..Default::default()
+            },
+            &p,
+        )
+        .unwrap();
+        assert_eq!(
+            (d.stage.as_str(), d.stage_type, stage_given),
+            ("new", StageType::Open, false)
+        );
+        let (d, _, stage_given) = create(
+            DealDraft {
+                title: Some("Big".into()),
+                stage: Some("won".into()),
+                ..Default::default()
+            },
+            &p,
+        )
+        .unwrap();
+        assert_eq!(
+            (d.stage.as_str(), d.stage_type, stage_given),
+            ("won", StageType::Won, true)
+        );
     }
 
     #[test]
     fn create_rules() {
         let p = pipeline("sales", &["new"]);
-        assert_eq!(create(DealDraft::default(), &p).unwrap_err(), ValidationError::invalid("title", "is required"));
-        let bad_stage = DealDraft { title: Some("x".into()), stage: Some("nope".into()), ..Default::default() };
-        assert!(matches!(create(bad_stage, &p).unwrap_err(), ValidationError::UnknownValue { valid_options, .. } if valid_options == ["new"]));
-        let bad_currency = DealDraft { title: Some("x".into()), currency: Some("dollars".into()), ..Default::default() };
+        assert_eq!(
+            create(DealDraft::default(), &p).unwrap_err(),
+            ValidationError::invalid("title", "is required")
+        );
+        let bad_stage = DealDraft {
+            title: Some("x".into()),
+            stage: Some("nope".into()),
+            ..Default::default()
+        };
+        assert!(
+            matches!(create(bad_stage, &p).unwrap_err(), ValidationError::UnknownValue { valid_options, .. } if valid_options == ["new"])
+        );
+        let bad_currency = DealDraft {
+            title: Some("x".into()),
+            currency: Some("dollars".into()),
+            ..Default::default()
+        };
         assert!(create(bad_currency, &p).is_err());
-        let usd = DealDraft { title: Some("x".into()), currency: Some("usd".into()), close_date: Some("2026-12-31".into()), value_cents: Some(100), ..Default::default() };
+        let usd = DealDraft {
+            title: Some("x".into()),
+            currency: Some("usd".into()),
+            close_date: Some("2026-12-31".into()),
+            value_cents: Some(100),
+            ..Default::default()
+        };
         let (d, _, _) = create(usd, &p).unwrap();
-        assert_eq!((d.currency.as_deref(), d.close_date.unwrap().to_string()), (Some("USD"), "2026-12-31".to_owned()));
-        let negative = DealDraft { title: Some("x".into()), value_cents: Some(-1), ..Default::default() };
+        assert_eq!(
+            (d.currency.as_deref(), d.close_date.unwrap().to_string()),
+            (Some("USD"), "2026-12-31".to_owned())
+        );
+        let negative = DealDraft {
+            title: Some("x".into()),
+            value_cents: Some(-1),
+            ..Default::default()
+        };
         assert!(create(negative, &p).is_err());
     }
 
     #[test]
     fn moving_stage_reports_the_previous_one() {
         let p = pipeline("sales", &["new", "won"]);
-        let (mut d, _, _) = create(DealDraft { title: Some("x".into()), ..Default::default() }, &p).unwrap();
-        let change = d.apply(DealPatch { stage: Patch::Value("won".into()), ..Default::default() }, &p, Timestamp::from_millis(5), &Registry::default()).unwrap();
+        let (mut d, _, _) = create(
+            DealDraft {
+                title: Some("x".into()),
+                ..Default::default()
+            },
+            &p,
+        )
+        .unwrap();
+        let change = d
+            .apply(
+                DealPatch {
+                    stage: Patch::Value("won".into()),
+                    ..Default::default()
+                },
+                &p,
+                Timestamp::from_millis(5),
+                &Registry::default(),
+            )
+            .unwrap();
         assert_eq!(change.previous_stage.as_deref(), Some("new"));
         assert_eq!(change.changed, ["stage"]);
         assert_eq!((d.stage_type, d.version), (StageType::Won, 2));
-        let same = d.apply(DealPatch { stage: Patch::Value("won".into()), ..Default::default() }, &p, Timestamp::from_millis(6), &Registry::default()).unwrap();
+        let same = d
+            .apply(
+                DealPatch {
+                    stage: Patch::Value("won".into()),
+                    ..Default::default()
+                },
+                &p,
+                Timestamp::from_millis(6),
+                &Registry::default(),
+            )
+            .unwrap();
         assert_eq!(same, DealChange::default());
     }
 
@@ -298,11 +448,40 @@ mod tests {
     fn changing_pipeline_without_a_stage_lands_in_its_entry_stage() {
         let a = pipeline("a", &["new", "won"]);
         let b = pipeline("b", &["won", "intake"]);
-        let (mut d, _, _) = create(DealDraft { title: Some("x".into()), stage: Some("won".into()), ..Default::default() }, &a).unwrap();
-        let change = d.apply(DealPatch::default(), &b, Timestamp::from_millis(5), &Registry::default()).unwrap();
+        let (mut d, _, _) = create(
+            DealDraft {
+                title: Some("x".into()),
+                stage: Some("won".into()),
+                ..Default::default()
+            },
+            &a,
+        )
+        .unwrap();
+        let change = d
+            .apply(
+                DealPatch::default(),
+                &b,
+                Timestamp::from_millis(5),
+                &Registry::default(),
+            )
+            .unwrap();
         assert_eq!((d.pipeline_key.as_str(), d.stage.as_str()), ("b", "won"));
-        assert_eq!(change.previous_stage.as_deref(), Some("won"), "same key, another pipeline: still a move");
+        assert_eq!(
+            change.previous_stage.as_deref(),
+            Some("won"),
+            "same key, another pipeline: still a move"
+        );
         assert_eq!(change.changed, ["pipeline", "stage"]);
-        assert!(d.apply(DealPatch { stage: Patch::Value("new".into()), ..Default::default() }, &b, Timestamp::from_millis(6), &Registry::default()).is_err());
+        assert!(d
+            .apply(
+                DealPatch {
+                    stage: Patch::Value("new".into()),
+                    ..Default::default()
+                },
+                &b,
+                Timestamp::from_millis(6),
+                &Registry::default()
+            )
+            .is_err());
     }
 }

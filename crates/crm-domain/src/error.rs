@@ -11,10 +11,18 @@ pub enum ValidationError {
     Invalid { field: String, detail: String },
     /// A field name that is not part of the object, or a custom field key that is not registered.
     #[error("unknown field `{field}`")]
-    UnknownField { field: String, valid_options: Vec<String>, suggestion: Option<String> },
+    UnknownField {
+        field: String,
+        valid_options: Vec<String>,
+        suggestion: Option<String>,
+    },
     /// A value outside a registered set (enum group, stage keys, event types, ...).
     #[error("`{value}` is not a valid value for {field}")]
-    UnknownValue { field: String, value: String, valid_options: Vec<String> },
+    UnknownValue {
+        field: String,
+        value: String,
+        valid_options: Vec<String>,
+    },
     /// An id that cannot name any record of the kind the field expects.
     #[error("{field}: `{value}` does not refer to an existing record")]
     InvalidReference { field: String, value: String },
@@ -22,6 +30,9 @@ pub enum ValidationError {
 
 impl ValidationError {
     pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        ValidationError::Invalid { field: field.into(), detail: detail.into() }
+        ValidationError::Invalid {
+            field: field.into(),
+            detail: detail.into(),
+        }
     }
 }

@@ -91,11 +91,14 @@ impl Event {
             mode: Mode::parse(s("mode")?)?,
             created_at: Timestamp::parse_rfc3339(s("created_at")?)?,
             data: v.get("data")?.clone(),
-            changed_fields: v
-                .get("changed_fields")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect()),
-            previous_stage: v.get("previous_stage").map(|p| p.as_str().map(String::from)),
+            changed_fields: v.get("changed_fields").and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(String::from))
+                    .collect()
+            }),
+            previous_stage: v
+                .get("previous_stage")
+                .map(|p| p.as_str().map(String::from)),
         })
     }
 }

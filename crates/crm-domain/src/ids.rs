@@ -44,7 +44,10 @@ impl IdError {
         let Some(body) = self.value.strip_prefix(prefix) else {
             return format!("it must start with `{prefix}`");
         };
-        if let Some((at, c)) = body.char_indices().find(|(_, c)| !c.is_ascii() || !ALPHABET.contains(&(*c as u8))) {
+        if let Some((at, c)) = body
+            .char_indices()
+            .find(|(_, c)| !c.is_ascii() || !ALPHABET.contains(&(*c as u8)))
+        {
             let at = body[..at].chars().count() + 1;
             return format!(
                 "character {at} after `{prefix}` is `{c}`, which is not one of the lowercase Crockford base32 characters `0-9a-z` without `i`, `l`, `o` and `u`"
@@ -147,16 +150,26 @@ mod tests {
         assert!(ContactId::parse(good.as_str()).is_err());
         assert!(CompanyId::parse("cmp_abc").is_err());
         assert!(CompanyId::parse(&good.as_str().to_uppercase()).is_err());
-        assert!(CompanyId::parse("cmp_0000000000000000000000000u").is_err(), "u is not in the alphabet");
-        assert!(CompanyId::parse("cmp_80000000000000000000000000").is_err(), "overflows 128 bits");
+        assert!(
+            CompanyId::parse("cmp_0000000000000000000000000u").is_err(),
+            "u is not in the alphabet"
+        );
+        assert!(
+            CompanyId::parse("cmp_80000000000000000000000000").is_err(),
+            "overflows 128 bits"
+        );
     }
 
     #[test]
     fn errors_say_what_is_wrong_with_the_id() {
         let detail = |v: &str| CompanyId::parse(v).unwrap_err().to_string();
-        assert_eq!(detail("con_0000000000000000000000000a"), "`con_0000000000000000000000000a` is not a valid company id: it must start with `cmp_`");
+        assert_eq!(
+            detail("con_0000000000000000000000000a"),
+            "`con_0000000000000000000000000a` is not a valid company id: it must start with `cmp_`"
+        );
         assert_eq!(detail("cmp_abc"), "`cmp_abc` is not a valid company id: expected `cmp_` followed by 26 characters, found 3");
-        assert!(detail("cmp_0000000000000000000000000u").contains("character 26 after `cmp_` is `u`, which is not one of"));
+        assert!(detail("cmp_0000000000000000000000000u")
+            .contains("character 26 after `cmp_` is `u`, which is not one of"));
         assert!(detail("cmp_00A").contains("character 3 after `cmp_` is `A`"));
         assert!(detail("cmp_é0").contains("character 1 after `cmp_` is `é`"));
         assert_eq!(

@@ -25,13 +25,14 @@ pub mod plan;
 pub mod registry;
 pub mod rule;
 pub mod sequence;
+pub mod ssrf;
 pub mod suggest;
 pub mod tenant;
 pub mod time;
-pub mod ssrf;
 pub mod webhook;
 
 pub use activity::{Activity, ActivityDraft, ActivityPatch};
+pub use billing::Period;
 pub use company::{Company, CompanyDraft, CompanyPatch};
 pub use contact::{Contact, ContactDraft, ContactPatch};
 pub use deal::{Deal, DealChange, DealDraft, DealPatch};
@@ -40,10 +41,11 @@ pub use error::ValidationError;
 pub use event::{Event, EventType};
 pub use ids::*;
 pub use patch::Patch;
-pub use billing::Period;
 pub use pipeline::{Pipeline, PipelineDraft, Stage, StageDraft, StageType};
 pub use plan::{Allowance, Plan, PlanCap, PlanLimits, Refusal};
-pub use registry::{DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry};
+pub use registry::{
+    DataType, EnumValue, FieldDef, FieldRegistration, ObjectKind, ObjectType, Registry,
+};
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
 pub use webhook::{Backoff, DeliveryStatus, Subscription, Webhook};

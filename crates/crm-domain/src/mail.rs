@@ -21,7 +21,12 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub const ALL: [Provider; 4] = [Provider::Resend, Provider::Postmark, Provider::Sendgrid, Provider::Smtp];
+    pub const ALL: [Provider; 4] = [
+        Provider::Resend,
+        Provider::Postmark,
+        Provider::Sendgrid,
+        Provider::Smtp,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,9 +59,15 @@ impl Sender {
             Some(i) if raw.ends_with('>') => {
                 let name = raw[..i].trim().trim_matches('"').trim();
                 let address = Email::parse(&raw[i + 1..raw.len() - 1])?;
-                Some(Sender { name: (!name.is_empty()).then(|| name.to_owned()), address })
+                Some(Sender {
+                    name: (!name.is_empty()).then(|| name.to_owned()),
+                    address,
+                })
             }
-            _ => Email::parse(raw).map(|address| Sender { name: None, address }),
+            _ => Email::parse(raw).map(|address| Sender {
+                name: None,
+                address,
+            }),
         }
     }
 }
@@ -86,7 +97,11 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("id", &self.id).field("provider", &self.provider).field("api_key", &"<redacted>").finish()
+        f.debug_struct("Connection")
+            .field("id", &self.id)
+            .field("provider", &self.provider)
+            .field("api_key", &"<redacted>")
+            .finish()
     }
 }
 
@@ -101,30 +116,70 @@ pub struct ConnectionDraft {
 }
 
 fn is_smtp_url(s: &str) -> bool {
-    let rest = s.strip_prefix("smtp://").or_else(|| s.strip_prefix("smtps://"));
+    let rest = s
+        .strip_prefix("smtp://")
+        .or_else(|| s.strip_prefix("smtps://"));
     rest.is_some_and(|r| {
-        let host = r.rsplit('@').next().unwrap_or("").split(['/', '?']).next().unwrap_or("");
+        let host = r
+            .rsplit('@')
+            .next()
+            .unwrap_or("")
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("");
         !host.is_empty() && !s.chars().any(char::is_whitespace)
     })
 }
 
 impl Connection {
-    pub fn create(id: ConnectionId, now: Timestamp, draft: ConnectionDraft) -> Result<Connection, ValidationError> {
+    pub fn create(
+        id: ConnectionId,
+        now: Timestamp,
+        draft: ConnectionDraft,
+    ) -> Result<Connection, ValidationError> {
         let channel = draft.channel.unwrap_or_else(|| "email".into());
         if channel != "email" {
-            return Err(ValidationError::UnknownValue { field: "channel".into(), value: channel, valid_options: vec!["email".into()] });
+            return Err(ValidationError::UnknownValue {
+                field: "channel".into(),
+                value: channel,
+                valid_options: vec!["email".into()],
+            });
         }
-        let provider_raw = draft.provider.ok_or_else(|| ValidationError::invalid("provider", "is required"))?;
-        let provider = Provider::parse(&provider_raw).ok_or_else(|| ValidationError::UnknownValue {
-            field: "provider".into(),
-            value: provider_raw,
-            valid_options: Provider::ALL.iter().map(|p| p.as_str().to_owned()).collect(),
+        let provider_raw = draft
+            .provider
+            .ok_or_else(|| ValidationError::invalid("provider", "is required"))?;
+        let provider =
+            Provider::parse(&provider_raw).ok_or_else(|| ValidationError::UnknownValue {
+                field: "provider".into(),
+                value: provider_raw,
+                valid_options: Provider::ALL
+                    .iter()
+                    .map(|p| p.as_str().to_owned())
+                    .collect(),
+            })?;
+        let api_key = draft
+            .api_key
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty());
+        let api_key = api_key.ok_or_else(|| {
+            ValidationError::invalid(
+                "api_key",
+                "is required (the provider's sending key; SMTP: the password)",
+            )
         })?;
-        let api_key = draft.api_key.map(|k| k.trim().to_owned()).filter(|k| !k.is_empty());
-        let api_key = api_key.ok_or_else(|| ValidationError::invalid("api_key", "is required (the provider's sending key; SMTP: the password)"))?;
-        let from = draft.from.ok_or_else(|| ValidationError::invalid("from", "is required, e.g. `Acme <hello@acme.com>`"))?;
-        let sender = Sender::parse(&from).ok_or_else(|| ValidationError::invalid("from", "must be `addr@example.com` or `Name <addr@example.com>`"))?;
-        let base_url = draft.base_url.map(|u| u.trim().trim_end_matches('/').to_owned()).filter(|u| !u.is_empty());
+        let from = draft.from.ok_or_else(|| {
+            ValidationError::invalid("from", "is required, e.g. `Acme <hello@acme.com>`")
+        })?;
+        let sender = Sender::parse(&from).ok_or_else(|| {
+            ValidationError::invalid(
+                "from",
+                "must be `addr@example.com` or `Name <addr@example.com>`",
+            )
+        })?;
+        let base_url = draft
+            .base_url
+            .map(|u| u.trim().trim_end_matches('/').to_owned())
+            .filter(|u| !u.is_empty());
         match (&base_url, provider) {
             (None, Provider::Smtp) => return Err(ValidationError::invalid("base_url", "is required for smtp: `smtp://user@host:587?tls=required` or `smtps://user@host:465`")),
             (Some(u), Provider::Smtp) if !is_smtp_url(u) => {
@@ -133,7 +188,14 @@ impl Connection {
             (Some(u), p) if p != Provider::Smtp && !is_http_url(u) => return Err(ValidationError::invalid("base_url", "must be an http or https URL")),
             _ => {}
         }
-        Ok(Connection { id, provider, api_key, from: sender.to_string(), base_url, created_at: now })
+        Ok(Connection {
+            id,
+            provider,
+            api_key,
+            from: sender.to_string(),
+            base_url,
+            created_at: now,
+        })
     }
 
     /// The last four characters of the key: all a response ever shows of it.
@@ -178,11 +240,16 @@ pub struct TemplateDraft {
 }
 
 fn required(field: &str, v: Option<String>) -> Result<String, ValidationError> {
-    v.filter(|s| !s.trim().is_empty()).ok_or_else(|| ValidationError::invalid(field, "is required"))
+    v.filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| ValidationError::invalid(field, "is required"))
 }
 
 impl Template {
-    pub fn create(id: TemplateId, now: Timestamp, draft: TemplateDraft) -> Result<Template, ValidationError> {
+    pub fn create(
+        id: TemplateId,
+        now: Timestamp,
+        draft: TemplateDraft,
+    ) -> Result<Template, ValidationError> {
         Ok(Template {
             id,
             name: required("name", draft.name)?.trim().to_owned(),
@@ -196,7 +263,12 @@ impl Template {
     }
 
     /// Applies the fields given (`text: Some(None)` clears it); returns whether anything changed.
-    pub fn apply(&mut self, draft: TemplateDraft, clear_text: bool, now: Timestamp) -> Result<bool, ValidationError> {
+    pub fn apply(
+        &mut self,
+        draft: TemplateDraft,
+        clear_text: bool,
+        now: Timestamp,
+    ) -> Result<bool, ValidationError> {
         let before = self.clone();
         if draft.name.is_some() {
             self.name = required("name", draft.name)?.trim().to_owned();
@@ -248,7 +320,12 @@ pub enum EmailStatus {
 }
 
 impl EmailStatus {
-    pub const ALL: [EmailStatus; 4] = [EmailStatus::Simulated, EmailStatus::Queued, EmailStatus::Sent, EmailStatus::Failed];
+    pub const ALL: [EmailStatus; 4] = [
+        EmailStatus::Simulated,
+        EmailStatus::Queued,
+        EmailStatus::Sent,
+        EmailStatus::Failed,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -267,22 +344,35 @@ impl EmailStatus {
 /// What sent an email.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EmailSource {
-    Automation { automation_id: AutomationId },
+    Automation {
+        automation_id: AutomationId,
+    },
     /// A sequence step (filled by sequences: the sequence's id and the step's index).
-    Sequence { sequence_id: String, step: u32 },
+    Sequence {
+        sequence_id: String,
+        step: u32,
+    },
 }
 
 impl EmailSource {
     pub fn snapshot(&self) -> Value {
         match self {
-            EmailSource::Automation { automation_id } => json!({"type": "automation", "automation_id": automation_id.as_str()}),
-            EmailSource::Sequence { sequence_id, step } => json!({"type": "sequence", "sequence_id": sequence_id, "step": step}),
+            EmailSource::Automation { automation_id } => {
+                json!({"type": "automation", "automation_id": automation_id.as_str()})
+            }
+            EmailSource::Sequence { sequence_id, step } => {
+                json!({"type": "sequence", "sequence_id": sequence_id, "step": step})
+            }
         }
     }
 
     pub fn from_snapshot(v: &Value) -> Option<EmailSource> {
         match v.get("type")?.as_str()? {
-            "automation" => Some(EmailSource::Automation { automation_id: AutomationId::from_trusted(v.get("automation_id")?.as_str()?.to_owned()) }),
+            "automation" => Some(EmailSource::Automation {
+                automation_id: AutomationId::from_trusted(
+                    v.get("automation_id")?.as_str()?.to_owned(),
+                ),
+            }),
             "sequence" => Some(EmailSource::Sequence {
                 sequence_id: v.get("sequence_id")?.as_str()?.to_owned(),
                 step: u32::try_from(v.get("step")?.as_u64()?).ok()?,
@@ -368,18 +458,27 @@ mod tests {
     }
 
     fn create(d: ConnectionDraft) -> Result<Connection, ValidationError> {
-        Connection::create(ConnectionId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), d)
+        Connection::create(
+            ConnectionId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            d,
+        )
     }
 
     #[test]
     fn connections_validate_and_never_show_the_key() {
         let c = create(draft("resend", Some("http://127.0.0.1:9/"))).unwrap();
-        assert_eq!((c.from.as_str(), c.base_url.as_deref()), ("Acme <hello@acme.com>", Some("http://127.0.0.1:9")));
+        assert_eq!(
+            (c.from.as_str(), c.base_url.as_deref()),
+            ("Acme <hello@acme.com>", Some("http://127.0.0.1:9"))
+        );
         let snap = c.snapshot();
         assert_eq!(snap["api_key_last4"], "1234");
         assert!(!snap.to_string().contains("re_secret"));
         assert!(!format!("{c:?}").contains("re_secret"));
-        assert!(matches!(create(draft("mailgun", None)), Err(ValidationError::UnknownValue { valid_options, .. }) if valid_options.len() == 4));
+        assert!(
+            matches!(create(draft("mailgun", None)), Err(ValidationError::UnknownValue { valid_options, .. }) if valid_options.len() == 4)
+        );
         assert!(create(draft("smtp", None)).is_err(), "smtp needs a server");
         assert!(create(draft("smtp", Some("https://x"))).is_err());
         assert!(create(draft("smtp", Some("smtp://me@127.0.0.1:2525"))).is_ok());
@@ -389,41 +488,105 @@ mod tests {
         assert!(create(bad_from).is_err());
         let mut sms = draft("resend", None);
         sms.channel = Some("sms".into());
-        assert!(matches!(create(sms), Err(ValidationError::UnknownValue { .. })));
+        assert!(matches!(
+            create(sms),
+            Err(ValidationError::UnknownValue { .. })
+        ));
     }
 
     #[test]
     fn senders_parse_both_forms() {
         assert_eq!(Sender::parse("a@b.co").unwrap().to_string(), "a@b.co");
-        assert_eq!(Sender::parse("\"Ada L\" <a@b.co>").unwrap().to_string(), "Ada L <a@b.co>");
+        assert_eq!(
+            Sender::parse("\"Ada L\" <a@b.co>").unwrap().to_string(),
+            "Ada L <a@b.co>"
+        );
         assert!(Sender::parse("Ada <a@b.co>\r\nBcc: x@y.z").is_none());
     }
 
     #[test]
     fn templates_require_their_parts_and_patch() {
-        let d = TemplateDraft { name: Some("Welcome".into()), subject: Some("Hi {{first_name}}".into()), body: Some("<p>Hi</p>".into()), text: None };
-        let mut t = Template::create(TemplateId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), d).unwrap();
-        assert!(Template::create(TemplateId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), TemplateDraft::default()).is_err());
-        assert!(!t.apply(TemplateDraft { name: Some("Welcome".into()), ..Default::default() }, false, Timestamp::from_millis(1)).unwrap());
-        assert!(t.apply(TemplateDraft { text: Some("Hi".into()), ..Default::default() }, false, Timestamp::from_millis(2)).unwrap());
+        let d = TemplateDraft {
+            name: Some("Welcome".into()),
+            subject: Some("Hi {{first_name}}".into()),
+            body: Some("<p>Hi</p>".into()),
+            text: None,
+        };
+        let mut t = Template::create(
+            TemplateId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            d,
+        )
+        .unwrap();
+        assert!(Template::create(
+            TemplateId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            TemplateDraft::default()
+        )
+        .is_err());
+        assert!(!t
+            .apply(
+                TemplateDraft {
+                    name: Some("Welcome".into()),
+                    ..Default::default()
+                },
+                false,
+                Timestamp::from_millis(1)
+            )
+            .unwrap());
+        assert!(t
+            .apply(
+                TemplateDraft {
+                    text: Some("Hi".into()),
+                    ..Default::default()
+                },
+                false,
+                Timestamp::from_millis(2)
+            )
+            .unwrap());
         assert_eq!((t.text.as_deref(), t.version), (Some("Hi"), 2));
-        assert!(t.apply(TemplateDraft::default(), true, Timestamp::from_millis(3)).unwrap());
+        assert!(t
+            .apply(TemplateDraft::default(), true, Timestamp::from_millis(3))
+            .unwrap());
         assert_eq!(t.text, None);
-        assert!(t.apply(TemplateDraft { body: Some(" ".into()), ..Default::default() }, false, Timestamp::from_millis(4)).is_err());
+        assert!(t
+            .apply(
+                TemplateDraft {
+                    body: Some(" ".into()),
+                    ..Default::default()
+                },
+                false,
+                Timestamp::from_millis(4)
+            )
+            .is_err());
     }
 
     #[test]
     fn retries_follow_the_schedule_then_stop() {
         let now = Timestamp::from_millis(1_000);
-        assert_eq!(next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 1, now), Some(Timestamp::from_millis(31_000)));
-        assert_eq!(next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 5, now), Some(Timestamp::from_millis(21_601_000)));
+        assert_eq!(
+            next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 1, now),
+            Some(Timestamp::from_millis(31_000))
+        );
+        assert_eq!(
+            next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 5, now),
+            Some(Timestamp::from_millis(21_601_000))
+        );
         assert_eq!(next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 6, now), None);
         assert_eq!(next_attempt(&[], 1, now), None);
     }
 
     #[test]
     fn sources_round_trip() {
-        for s in [EmailSource::Automation { automation_id: AutomationId::from_uuid(Uuid::nil()) }, EmailSource::Sequence { sequence_id: "seq_x".into(), step: 2 }] {
+        for s in [
+            EmailSource::Automation {
+                automation_id: AutomationId::from_uuid(Uuid::nil()),
+            },
+            EmailSource::Sequence {
+                sequence_id: "seq_x".into(),
+                step: 2,
+            },
+        ] {
             assert_eq!(EmailSource::from_snapshot(&s.snapshot()), Some(s));
         }
     }

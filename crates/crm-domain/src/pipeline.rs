@@ -114,12 +114,20 @@ fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
     let ok = !key.is_empty()
         && key.len() <= 64
         && key.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
     if !ok {
-        return Err(ValidationError::invalid(field, "must be 1-64 characters of lowercase letters, digits, `_` and `-`"));
+        return Err(ValidationError::invalid(
+            field,
+            "must be 1-64 characters of lowercase letters, digits, `_` and `-`",
+        ));
     }
     if key.starts_with(PipelineId::PREFIX) {
-        return Err(ValidationError::invalid(field, "must not start with `pl_`, which is the prefix of pipeline ids"));
+        return Err(ValidationError::invalid(
+            field,
+            "must not start with `pl_`, which is the prefix of pipeline ids",
+        ));
     }
     Ok(())
 }
@@ -130,7 +138,10 @@ fn parse_stage_type(field: &str, raw: Option<&str>) -> Result<StageType, Validat
         Some(t) => StageType::parse(t).ok_or_else(|| ValidationError::UnknownValue {
             field: field.to_owned(),
             value: t.to_owned(),
-            valid_options: StageType::ALL.iter().map(|t| t.as_str().to_owned()).collect(),
+            valid_options: StageType::ALL
+                .iter()
+                .map(|t| t.as_str().to_owned())
+                .collect(),
         }),
     }
 }
@@ -151,8 +162,18 @@ impl Stage {
         let key = draft.key.trim().to_owned();
         check_key(&member(prefix, "key"), &key)?;
         let stage_type = parse_stage_type(&member(prefix, "type"), draft.stage_type.as_deref())?;
-        let label = draft.label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).unwrap_or_else(|| key.clone());
-        Ok(Stage { id, key, label, stage_type, ordinal: 0 })
+        let label = draft
+            .label
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| key.clone());
+        Ok(Stage {
+            id,
+            key,
+            label,
+            stage_type,
+            ordinal: 0,
+        })
     }
 
     pub fn snapshot(&self) -> Value {
@@ -168,35 +189,73 @@ impl Stage {
 
 impl Pipeline {
     /// Validates a new pipeline. `new_stage_id` mints an id per stage.
-    pub fn create(id: PipelineId, now: Timestamp, draft: PipelineDraft, mut new_stage_id: impl FnMut() -> StageId) -> Result<Pipeline, ValidationError> {
-        let key = draft.key.map(|k| k.trim().to_owned()).ok_or_else(|| ValidationError::invalid("key", "is required"))?;
+    pub fn create(
+        id: PipelineId,
+        now: Timestamp,
+        draft: PipelineDraft,
+        mut new_stage_id: impl FnMut() -> StageId,
+    ) -> Result<Pipeline, ValidationError> {
+        let key = draft
+            .key
+            .map(|k| k.trim().to_owned())
+            .ok_or_else(|| ValidationError::invalid("key", "is required"))?;
         check_key("key", &key)?;
-        let name = draft.name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).unwrap_or_else(|| key.clone());
+        let name = draft
+            .name
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| key.clone());
         if draft.stages.is_empty() {
-            return Err(ValidationError::invalid("stages", "a pipeline needs at least one stage"));
+            return Err(ValidationError::invalid(
+                "stages",
+                "a pipeline needs at least one stage",
+            ));
         }
         let mut stages = Vec::with_capacity(draft.stages.len());
         for (i, s) in draft.stages.into_iter().enumerate() {
             let stage = Stage::from_draft(&format!("stages[{i}]"), s, new_stage_id())?;
-            if stages.iter().any(|existing: &Stage| existing.key == stage.key) {
-                return Err(ValidationError::invalid(format!("stages[{i}].key"), format!("stage key `{}` appears twice", stage.key)));
+            if stages
+                .iter()
+                .any(|existing: &Stage| existing.key == stage.key)
+            {
+                return Err(ValidationError::invalid(
+                    format!("stages[{i}].key"),
+                    format!("stage key `{}` appears twice", stage.key),
+                ));
             }
             stages.push(stage);
         }
-        let mut pipeline = Pipeline { id, key, name, is_default: draft.is_default, stages, created_at: now, updated_at: now, version: 1 };
+        let mut pipeline = Pipeline {
+            id,
+            key,
+            name,
+            is_default: draft.is_default,
+            stages,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        };
         pipeline.renumber();
         Ok(pipeline)
     }
 
     /// The default pipeline every new workspace gets in each mode.
-    pub fn default_for_workspace(id: PipelineId, now: Timestamp, new_stage_id: impl FnMut() -> StageId) -> Pipeline {
+    pub fn default_for_workspace(
+        id: PipelineId,
+        now: Timestamp,
+        new_stage_id: impl FnMut() -> StageId,
+    ) -> Pipeline {
         let draft = PipelineDraft {
             key: Some(DEFAULT_PIPELINE_KEY.into()),
             name: Some("Default".into()),
             is_default: true,
             stages: DEFAULT_STAGES
                 .iter()
-                .map(|(k, t)| StageDraft { key: (*k).into(), label: None, stage_type: Some(t.as_str().into()) })
+                .map(|(k, t)| StageDraft {
+                    key: (*k).into(),
+                    label: None,
+                    stage_type: Some(t.as_str().into()),
+                })
                 .collect(),
         };
         match Pipeline::create(id, now, draft, new_stage_id) {
@@ -234,24 +293,38 @@ impl Pipeline {
 
     /// The stage with `key`, or 422 `unknown_value` listing this pipeline's keys.
     pub fn check_stage(&self, field: &str, key: &str) -> Result<&Stage, ValidationError> {
-        self.stage(key).ok_or_else(|| ValidationError::UnknownValue {
-            field: field.to_owned(),
-            value: key.to_owned(),
-            valid_options: self.stage_keys(),
-        })
+        self.stage(key)
+            .ok_or_else(|| ValidationError::UnknownValue {
+                field: field.to_owned(),
+                value: key.to_owned(),
+                valid_options: self.stage_keys(),
+            })
     }
 
-    fn position(&self, field: &str, position: Option<i64>, len: usize) -> Result<usize, ValidationError> {
+    fn position(
+        &self,
+        field: &str,
+        position: Option<i64>,
+        len: usize,
+    ) -> Result<usize, ValidationError> {
         match position {
             None => Ok(len),
             Some(p) if p >= 0 && (p as usize) <= len => Ok(p as usize),
-            Some(_) => Err(ValidationError::invalid(field, format!("must be from 0 to {len}"))),
+            Some(_) => Err(ValidationError::invalid(
+                field,
+                format!("must be from 0 to {len}"),
+            )),
         }
     }
 
     /// Inserts a stage at `position` (default: last). The stage's members are the request body's
     /// own, so errors name `key`, `type` and `position`.
-    pub fn add_stage(&mut self, draft: StageDraft, position: Option<i64>, id: StageId) -> Result<(), AddStageError> {
+    pub fn add_stage(
+        &mut self,
+        draft: StageDraft,
+        position: Option<i64>,
+        id: StageId,
+    ) -> Result<(), AddStageError> {
         let stage = Stage::from_draft("", draft, id)?;
         if let Some(existing) = self.stage(&stage.key) {
             return Err(AddStageError::KeyTaken(existing.clone()));
@@ -265,13 +338,25 @@ impl Pipeline {
     /// Changes a stage's label, type or position. A label, type or position equal to the current
     /// one is no change: when nothing changed the caller keeps the version (decisions: a PATCH
     /// that changes nothing keeps the version).
-    pub fn update_stage(&mut self, key: &str, label: Option<String>, stage_type: Option<String>, position: Option<i64>) -> Result<StageUpdate, ValidationError> {
-        let from = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
-            field: "key".into(),
-            value: key.to_owned(),
-            valid_options: self.stage_keys(),
-        })?;
-        let new_type = stage_type.map(|t| parse_stage_type("type", Some(&t))).transpose()?;
+    pub fn update_stage(
+        &mut self,
+        key: &str,
+        label: Option<String>,
+        stage_type: Option<String>,
+        position: Option<i64>,
+    ) -> Result<StageUpdate, ValidationError> {
+        let from = self
+            .stages
+            .iter()
+            .position(|s| s.key == key)
+            .ok_or_else(|| ValidationError::UnknownValue {
+                field: "key".into(),
+                value: key.to_owned(),
+                valid_options: self.stage_keys(),
+            })?;
+        let new_type = stage_type
+            .map(|t| parse_stage_type("type", Some(&t)))
+            .transpose()?;
         let to = match position {
             Some(_) => self.position("position", position, self.stages.len() - 1)?,
             None => from,
@@ -288,18 +373,28 @@ impl Pipeline {
         }
         self.stages.insert(to, stage);
         self.renumber();
-        Ok(StageUpdate { changed: changed || type_changed, type_changed })
+        Ok(StageUpdate {
+            changed: changed || type_changed,
+            type_changed,
+        })
     }
 
     /// Removes a stage; the last stage of a pipeline cannot be removed.
     pub fn remove_stage(&mut self, key: &str) -> Result<Stage, ValidationError> {
-        let at = self.stages.iter().position(|s| s.key == key).ok_or_else(|| ValidationError::UnknownValue {
-            field: "key".into(),
-            value: key.to_owned(),
-            valid_options: self.stage_keys(),
-        })?;
+        let at = self
+            .stages
+            .iter()
+            .position(|s| s.key == key)
+            .ok_or_else(|| ValidationError::UnknownValue {
+                field: "key".into(),
+                value: key.to_owned(),
+                valid_options: self.stage_keys(),
+            })?;
         if self.stages.len() == 1 {
-            return Err(ValidationError::invalid("key", "a pipeline keeps at least one stage"));
+            return Err(ValidationError::invalid(
+                "key",
+                "a pipeline keeps at least one stage",
+            ));
         }
         let removed = self.stages.remove(at);
         self.renumber();
@@ -358,18 +453,37 @@ mod tests {
             key: Some("sales".into()),
             name: None,
             is_default: false,
-            stages: stages.iter().map(|k| StageDraft { key: (*k).into(), ..Default::default() }).collect(),
+            stages: stages
+                .iter()
+                .map(|k| StageDraft {
+                    key: (*k).into(),
+                    ..Default::default()
+                })
+                .collect(),
         }
     }
 
     fn pipeline(stages: &[&str]) -> Pipeline {
-        Pipeline::create(PipelineId::from_uuid(Uuid::from_u128(9)), Timestamp::from_millis(0), draft(stages), ids()).unwrap()
+        Pipeline::create(
+            PipelineId::from_uuid(Uuid::from_u128(9)),
+            Timestamp::from_millis(0),
+            draft(stages),
+            ids(),
+        )
+        .unwrap()
     }
 
     #[test]
     fn the_default_pipeline_has_the_five_stages() {
-        let p = Pipeline::default_for_workspace(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), ids());
-        assert_eq!(p.stage_keys(), ["lead", "qualified", "proposal", "won", "lost"]);
+        let p = Pipeline::default_for_workspace(
+            PipelineId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            ids(),
+        );
+        assert_eq!(
+            p.stage_keys(),
+            ["lead", "qualified", "proposal", "won", "lost"]
+        );
         assert_eq!(p.stage("won").unwrap().stage_type, StageType::Won);
         assert_eq!(p.stage("lost").unwrap().stage_type, StageType::Lost);
         assert_eq!(p.entry_stage().key, "lead");
@@ -380,7 +494,10 @@ mod tests {
     fn plain_string_stages_get_their_key_as_label_and_ordinals() {
         let p = pipeline(&["a", "b"]);
         assert_eq!(p.stages[1].label, "b");
-        assert_eq!(p.stages.iter().map(|s| s.ordinal).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(
+            p.stages.iter().map(|s| s.ordinal).collect::<Vec<_>>(),
+            [0, 1]
+        );
         assert_eq!(p.name, "sales");
     }
 
@@ -388,7 +505,9 @@ mod tests {
     fn invalid_pipelines_are_refused() {
         let id = || PipelineId::from_uuid(Uuid::nil());
         assert!(Pipeline::create(id(), Timestamp::from_millis(0), draft(&[]), ids()).is_err());
-        assert!(Pipeline::create(id(), Timestamp::from_millis(0), draft(&["a", "a"]), ids()).is_err());
+        assert!(
+            Pipeline::create(id(), Timestamp::from_millis(0), draft(&["a", "a"]), ids()).is_err()
+        );
         let mut bad_key = draft(&["a"]);
         bad_key.key = Some("pl_sneaky".into());
         assert!(Pipeline::create(id(), Timestamp::from_millis(0), bad_key, ids()).is_err());
@@ -401,20 +520,51 @@ mod tests {
     #[test]
     fn unknown_stage_lists_the_valid_keys() {
         let err = pipeline(&["a", "b"]).check_stage("stage", "c").unwrap_err();
-        assert_eq!(err, ValidationError::UnknownValue { field: "stage".into(), value: "c".into(), valid_options: vec!["a".into(), "b".into()] });
+        assert_eq!(
+            err,
+            ValidationError::UnknownValue {
+                field: "stage".into(),
+                value: "c".into(),
+                valid_options: vec!["a".into(), "b".into()]
+            }
+        );
     }
 
     #[test]
     fn stages_are_added_moved_and_removed_with_contiguous_ordinals() {
         let mut p = pipeline(&["a", "b", "c"]);
-        p.add_stage(StageDraft { key: "x".into(), ..Default::default() }, Some(1), StageId::from_uuid(Uuid::from_u128(99))).unwrap();
+        p.add_stage(
+            StageDraft {
+                key: "x".into(),
+                ..Default::default()
+            },
+            Some(1),
+            StageId::from_uuid(Uuid::from_u128(99)),
+        )
+        .unwrap();
         assert_eq!(p.stage_keys(), ["a", "x", "b", "c"]);
-        p.update_stage("a", None, Some("won".into()), Some(3)).unwrap();
+        p.update_stage("a", None, Some("won".into()), Some(3))
+            .unwrap();
         assert_eq!(p.stage_keys(), ["x", "b", "c", "a"]);
         assert_eq!(p.stage("a").unwrap().stage_type, StageType::Won);
         p.remove_stage("b").unwrap();
-        assert_eq!(p.stages.iter().map(|s| (s.key.as_str(), s.ordinal)).collect::<Vec<_>>(), [("x", 0), ("c", 1), ("a", 2)]);
-        assert!(p.add_stage(StageDraft { key: "c".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil())).is_err());
+        assert_eq!(
+            p.stages
+                .iter()
+                .map(|s| (s.key.as_str(), s.ordinal))
+                .collect::<Vec<_>>(),
+            [("x", 0), ("c", 1), ("a", 2)]
+        );
+        assert!(p
+            .add_stage(
+                StageDraft {
+                    key: "c".into(),
+                    ..Default::default()
+                },
+                None,
+                StageId::from_uuid(Uuid::nil())
+            )
+            .is_err());
         assert!(p.update_stage("x", None, None, Some(9)).is_err());
     }
 
@@ -422,43 +572,118 @@ mod tests {
     fn a_stage_update_that_changes_nothing_says_so() {
         let mut p = pipeline(&["a", "b"]);
         let before = p.clone();
-        let none = StageUpdate { changed: false, type_changed: false };
+        let none = StageUpdate {
+            changed: false,
+            type_changed: false,
+        };
         assert_eq!(p.update_stage("a", None, None, None).unwrap(), none);
-        assert_eq!(p.update_stage("a", Some(" a ".into()), None, None).unwrap(), none, "the same label, trimmed");
-        assert_eq!(p.update_stage("a", Some("  ".into()), Some("open".into()), Some(0)).unwrap(), none, "a blank label is none");
+        assert_eq!(
+            p.update_stage("a", Some(" a ".into()), None, None).unwrap(),
+            none,
+            "the same label, trimmed"
+        );
+        assert_eq!(
+            p.update_stage("a", Some("  ".into()), Some("open".into()), Some(0))
+                .unwrap(),
+            none,
+            "a blank label is none"
+        );
         assert_eq!(p, before);
-        assert_eq!(p.update_stage("a", Some("A".into()), None, None).unwrap(), StageUpdate { changed: true, type_changed: false });
-        assert_eq!(p.update_stage("a", None, None, Some(1)).unwrap(), StageUpdate { changed: true, type_changed: false });
-        assert_eq!(p.update_stage("a", None, Some("won".into()), None).unwrap(), StageUpdate { changed: true, type_changed: true });
+        assert_eq!(
+            p.update_stage("a", Some("A".into()), None, None).unwrap(),
+            StageUpdate {
+                changed: true,
+                type_changed: false
+            }
+        );
+        assert_eq!(
+            p.update_stage("a", None, None, Some(1)).unwrap(),
+            StageUpdate {
+                changed: true,
+                type_changed: false
+            }
+        );
+        assert_eq!(
+            p.update_stage("a", None, Some("won".into()), None).unwrap(),
+            StageUpdate {
+                changed: true,
+                type_changed: true
+            }
+        );
     }
 
     #[test]
     fn stage_errors_name_the_member_of_the_body() {
         let field = |e: AddStageError| match e {
-            AddStageError::Invalid(ValidationError::Invalid { field, .. } | ValidationError::UnknownValue { field, .. }) => field,
+            AddStageError::Invalid(
+                ValidationError::Invalid { field, .. }
+                | ValidationError::UnknownValue { field, .. },
+            ) => field,
             other => panic!("{other:?}"),
         };
         let mut p = pipeline(&["a"]);
         let add = |p: &mut Pipeline, key: &str, t: Option<&str>| {
-            let draft = StageDraft { key: key.into(), label: None, stage_type: t.map(String::from) };
+            let draft = StageDraft {
+                key: key.into(),
+                label: None,
+                stage_type: t.map(String::from),
+            };
             p.add_stage(draft, None, StageId::from_uuid(Uuid::nil()))
         };
         assert_eq!(field(add(&mut p, "Bad Key", None).unwrap_err()), "key");
         assert_eq!(field(add(&mut p, "b", Some("closed")).unwrap_err()), "type");
-        let far = p.add_stage(StageDraft { key: "b".into(), ..Default::default() }, Some(9), StageId::from_uuid(Uuid::nil()));
+        let far = p.add_stage(
+            StageDraft {
+                key: "b".into(),
+                ..Default::default()
+            },
+            Some(9),
+            StageId::from_uuid(Uuid::nil()),
+        );
         assert_eq!(field(far.unwrap_err()), "position");
         let mut bad = draft(&["a", "Bad Key"]);
-        let err = Pipeline::create(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), bad.clone(), ids()).unwrap_err();
-        assert!(matches!(err, ValidationError::Invalid { ref field, .. } if field == "stages[1].key"), "{err:?}");
-        bad.stages[1] = StageDraft { key: "b".into(), label: None, stage_type: Some("closed".into()) };
-        let err = Pipeline::create(PipelineId::from_uuid(Uuid::nil()), Timestamp::from_millis(0), bad, ids()).unwrap_err();
-        assert!(matches!(err, ValidationError::UnknownValue { ref field, .. } if field == "stages[1].type"), "{err:?}");
+        let err = Pipeline::create(
+            PipelineId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            bad.clone(),
+            ids(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ValidationError::Invalid { ref field, .. } if field == "stages[1].key"),
+            "{err:?}"
+        );
+        bad.stages[1] = StageDraft {
+            key: "b".into(),
+            label: None,
+            stage_type: Some("closed".into()),
+        };
+        let err = Pipeline::create(
+            PipelineId::from_uuid(Uuid::nil()),
+            Timestamp::from_millis(0),
+            bad,
+            ids(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ValidationError::UnknownValue { ref field, .. } if field == "stages[1].type"),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn adding_a_taken_stage_key_is_a_conflict_with_the_existing_stage() {
         let mut p = pipeline(&["a", "b"]);
-        let err = p.add_stage(StageDraft { key: " b ".into(), ..Default::default() }, None, StageId::from_uuid(Uuid::nil())).unwrap_err();
+        let err = p
+            .add_stage(
+                StageDraft {
+                    key: " b ".into(),
+                    ..Default::default()
+                },
+                None,
+                StageId::from_uuid(Uuid::nil()),
+            )
+            .unwrap_err();
         assert_eq!(err, AddStageError::KeyTaken(p.stages[1].clone()));
         assert_eq!(p.stage_keys(), ["a", "b"]);
     }

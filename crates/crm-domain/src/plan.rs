@@ -64,7 +64,11 @@ impl Plan {
 impl Plan {
     /// The plan's limits with an operator's overrides applied (decisions §7: custom contracts, and
     /// tests that need a small quota).
-    pub fn limits_with(self, rate_limit_per_minute: Option<u32>, included_requests: Option<u64>) -> PlanLimits {
+    pub fn limits_with(
+        self,
+        rate_limit_per_minute: Option<u32>,
+        included_requests: Option<u64>,
+    ) -> PlanLimits {
         let mut limits = self.limits();
         if let Some(n) = rate_limit_per_minute {
             limits.rate_limit_per_minute = n;
@@ -121,13 +125,19 @@ impl PlanLimits {
     /// plain count that can be reserved ahead (see `crm-app`'s meter).
     pub fn live_allowance(&self, overage_cap_usd: Option<f64>) -> Allowance {
         match (self.overage_price_usd, overage_cap_usd) {
-            (None, _) => Allowance::Capped { requests: self.included_requests, refusal: Refusal::QuotaExceeded },
+            (None, _) => Allowance::Capped {
+                requests: self.included_requests,
+                refusal: Refusal::QuotaExceeded,
+            },
             (Some(_), None) => Allowance::Unlimited,
             (Some(price), Some(cap)) => {
                 let ratio = (cap.max(0.0) / price + RATIO_EPSILON).floor();
                 // `as` saturates: a cap of 1e300 USD is as good as unlimited.
                 let overage = ratio as u64;
-                Allowance::Capped { requests: self.included_requests.saturating_add(overage), refusal: Refusal::SpendCapReached }
+                Allowance::Capped {
+                    requests: self.included_requests.saturating_add(overage),
+                    refusal: Refusal::SpendCapReached,
+                }
             }
         }
     }
@@ -142,7 +152,8 @@ impl PlanLimits {
 
     /// `overage × price`, unrounded (decisions §17).
     pub fn overage_cost_usd(&self, used: u64) -> f64 {
-        self.overage_price_usd.map_or(0.0, |price| self.overage(used) as f64 * price)
+        self.overage_price_usd
+            .map_or(0.0, |price| self.overage(used) as f64 * price)
     }
 
     /// The cap on `cap`, `None` when unlimited.
@@ -179,7 +190,10 @@ mod tests {
         for cap in [None, Some(0.0), Some(100.0)] {
             assert_eq!(
                 Plan::Free.limits().live_allowance(cap),
-                Allowance::Capped { requests: 1_000, refusal: Refusal::QuotaExceeded }
+                Allowance::Capped {
+                    requests: 1_000,
+                    refusal: Refusal::QuotaExceeded
+                }
             );
         }
     }
@@ -188,14 +202,44 @@ mod tests {
     fn paid_plans_admit_included_plus_what_the_cap_pays_for() {
         let pro = Plan::Pro.limits_with(None, Some(5));
         assert_eq!(pro.live_allowance(None), Allowance::Unlimited);
-        assert_eq!(pro.live_allowance(Some(0.0)), Allowance::Capped { requests: 5, refusal: Refusal::SpendCapReached });
+        assert_eq!(
+            pro.live_allowance(Some(0.0)),
+            Allowance::Capped {
+                requests: 5,
+                refusal: Refusal::SpendCapReached
+            }
+        );
         // $1 buys exactly 1,000 requests at $0.001, despite 0.001 having no exact binary form.
-        assert_eq!(pro.live_allowance(Some(1.0)), Allowance::Capped { requests: 1_005, refusal: Refusal::SpendCapReached });
+        assert_eq!(
+            pro.live_allowance(Some(1.0)),
+            Allowance::Capped {
+                requests: 1_005,
+                refusal: Refusal::SpendCapReached
+            }
+        );
         // Half a request's price buys nothing.
-        assert_eq!(pro.live_allowance(Some(0.0005)), Allowance::Capped { requests: 5, refusal: Refusal::SpendCapReached });
+        assert_eq!(
+            pro.live_allowance(Some(0.0005)),
+            Allowance::Capped {
+                requests: 5,
+                refusal: Refusal::SpendCapReached
+            }
+        );
         let scale = Plan::Scale.limits_with(None, Some(0));
-        assert_eq!(scale.live_allowance(Some(0.003)), Allowance::Capped { requests: 6, refusal: Refusal::SpendCapReached });
-        assert!(matches!(pro.live_allowance(Some(1e300)), Allowance::Capped { requests: u64::MAX, .. }));
+        assert_eq!(
+            scale.live_allowance(Some(0.003)),
+            Allowance::Capped {
+                requests: 6,
+                refusal: Refusal::SpendCapReached
+            }
+        );
+        assert!(matches!(
+            pro.live_allowance(Some(1e300)),
+            Allowance::Capped {
+                requests: u64::MAX,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -215,6 +259,11 @@ mod tests {
         assert_eq!(free.check_cap(PlanCap::ActiveAutomations, 2), Err(2));
         assert_eq!(free.check_cap(PlanCap::Sequences, 0), Ok(()));
         assert_eq!(free.check_cap(PlanCap::Sequences, 1), Err(1));
-        assert_eq!(Plan::Scale.limits().check_cap(PlanCap::Sequences, 1_000_000), Ok(()));
+        assert_eq!(
+            Plan::Scale
+                .limits()
+                .check_cap(PlanCap::Sequences, 1_000_000),
+            Ok(())
+        );
     }
 }

@@ -30,7 +30,12 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 4] = [ObjectKind::Contact, ObjectKind::Company, ObjectKind::Deal, ObjectKind::Activity];
+    pub const ALL: [ObjectKind; 4] = [
+        ObjectKind::Contact,
+        ObjectKind::Company,
+        ObjectKind::Deal,
+        ObjectKind::Activity,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -83,12 +88,25 @@ impl ObjectKind {
     /// `GET /schema` would list the name twice.
     pub fn reserved_field_names(self) -> impl Iterator<Item = &'static str> {
         let (writable, snapshot, special): (&[&str], &[&str], &[&str]) = match self {
-            ObjectKind::Contact => (&contact::WRITABLE_FIELDS, merge::CONTACT_FIELDS, &["company"]),
+            ObjectKind::Contact => (
+                &contact::WRITABLE_FIELDS,
+                merge::CONTACT_FIELDS,
+                &["company"],
+            ),
             ObjectKind::Company => (&company::WRITABLE_FIELDS, merge::COMPANY_FIELDS, &[]),
-            ObjectKind::Deal => (&deal::WRITABLE_FIELDS, merge::DEAL_FIELDS, &["company", "previous_stage"]),
+            ObjectKind::Deal => (
+                &deal::WRITABLE_FIELDS,
+                merge::DEAL_FIELDS,
+                &["company", "previous_stage"],
+            ),
             ObjectKind::Activity => (&activity::WRITABLE_FIELDS, &[], &[]),
         };
-        RECORD_FIELDS.iter().chain(writable).chain(snapshot).chain(special).copied()
+        RECORD_FIELDS
+            .iter()
+            .chain(writable)
+            .chain(snapshot)
+            .chain(special)
+            .copied()
     }
 
     /// Built-in fields whose value must be in an enum group: (field, group).
@@ -103,7 +121,14 @@ impl ObjectKind {
 
 /// Fields of every record's snapshot that the service sets (`deleted_at` on the objects that are
 /// soft-deleted).
-const RECORD_FIELDS: [&str; 6] = ["id", "object", "created_at", "updated_at", "version", "deleted_at"];
+const RECORD_FIELDS: [&str; 6] = [
+    "id",
+    "object",
+    "created_at",
+    "updated_at",
+    "version",
+    "deleted_at",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DataType {
@@ -194,11 +219,21 @@ impl FieldDef {
         let enum_group = if data_type.uses_enum() {
             Some(enum_group.unwrap_or_else(|| format!("{}.{}", object.as_str(), key)))
         } else if enum_group.is_some() {
-            return Err(ValidationError::invalid("enum_group", "only select and multiselect fields take an enum_group"));
+            return Err(ValidationError::invalid(
+                "enum_group",
+                "only select and multiselect fields take an enum_group",
+            ));
         } else {
             None
         };
-        Ok(FieldDef { object, key: key.to_owned(), label, data_type, enum_group, required })
+        Ok(FieldDef {
+            object,
+            key: key.to_owned(),
+            label,
+            data_type,
+            enum_group,
+            required,
+        })
     }
 
     /// The rules of `POST /fields`: `object` one of the four, `data_type` one of the ten
@@ -211,7 +246,14 @@ impl FieldDef {
             None => DataType::Text,
         };
         let label = clean_label(request.label)?;
-        let def = FieldDef::new(object, &request.key, label, data_type, request.enum_group, request.required)?;
+        let def = FieldDef::new(
+            object,
+            &request.key,
+            label,
+            data_type,
+            request.enum_group,
+            request.required,
+        )?;
         check_not_reserved(object, &def.key)?;
         Ok(def)
     }
@@ -251,7 +293,9 @@ pub fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
     let ok = !key.is_empty()
         && key.len() <= 64
         && key.starts_with(|c: char| c.is_ascii_lowercase())
-        && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if ok {
         Ok(())
     } else {
@@ -266,7 +310,9 @@ pub fn check_group_name(field: &str, group: &str) -> Result<(), ValidationError>
     let ok = !group.is_empty()
         && group.len() <= 100
         && group.starts_with(|c: char| c.is_ascii_lowercase())
-        && group.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
+        && group
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'));
     if ok {
         Ok(())
     } else {
@@ -281,8 +327,14 @@ pub fn check_group_name(field: &str, group: &str) -> Result<(), ValidationError>
 pub fn clean_label(label: Option<String>) -> Result<Option<String>, ValidationError> {
     let label = label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty());
     match &label {
-        Some(l) if l.chars().count() > MAX_LABEL_LEN => Err(ValidationError::invalid("label", format!("must be at most {MAX_LABEL_LEN} characters"))),
-        Some(l) if l.chars().any(char::is_control) => Err(ValidationError::invalid("label", "must not contain control characters")),
+        Some(l) if l.chars().count() > MAX_LABEL_LEN => Err(ValidationError::invalid(
+            "label",
+            format!("must be at most {MAX_LABEL_LEN} characters"),
+        )),
+        Some(l) if l.chars().any(char::is_control) => Err(ValidationError::invalid(
+            "label",
+            "must not contain control characters",
+        )),
         _ => Ok(label),
     }
 }
@@ -300,9 +352,15 @@ impl EnumValue {
     pub fn new(value: &str, label: Option<String>) -> Result<EnumValue, ValidationError> {
         let value = value.trim();
         if value.is_empty() || value.chars().count() > 200 || value.chars().any(char::is_control) {
-            return Err(ValidationError::invalid("value", "must be 1-200 characters with no control characters"));
+            return Err(ValidationError::invalid(
+                "value",
+                "must be 1-200 characters with no control characters",
+            ));
         }
-        Ok(EnumValue { value: value.to_owned(), label: clean_label(label)? })
+        Ok(EnumValue {
+            value: value.to_owned(),
+            label: clean_label(label)?,
+        })
     }
 }
 
@@ -317,7 +375,10 @@ impl ObjectType {
     /// The rules of `POST /types`: the key format of custom fields, a trimmed label.
     pub fn new(key: &str, label: Option<String>) -> Result<ObjectType, ValidationError> {
         check_key("key", key)?;
-        Ok(ObjectType { key: key.to_owned(), label: clean_label(label)? })
+        Ok(ObjectType {
+            key: key.to_owned(),
+            label: clean_label(label)?,
+        })
     }
 }
 
@@ -331,15 +392,23 @@ pub struct ReferenceCheck {
 
 impl ReferenceCheck {
     pub fn new(field: &str, id: &str) -> ReferenceCheck {
-        ReferenceCheck { field: field.to_owned(), id: id.to_owned() }
+        ReferenceCheck {
+            field: field.to_owned(),
+            id: id.to_owned(),
+        }
     }
 
     /// The kind of record the id names, by its prefix.
     pub fn object(&self) -> Option<ObjectKind> {
-        [("con_", ObjectKind::Contact), ("cmp_", ObjectKind::Company), ("deal_", ObjectKind::Deal), ("act_", ObjectKind::Activity)]
-            .into_iter()
-            .find(|(p, _)| self.id.starts_with(p))
-            .map(|(_, o)| o)
+        [
+            ("con_", ObjectKind::Contact),
+            ("cmp_", ObjectKind::Company),
+            ("deal_", ObjectKind::Deal),
+            ("act_", ObjectKind::Activity),
+        ]
+        .into_iter()
+        .find(|(p, _)| self.id.starts_with(p))
+        .map(|(_, o)| o)
     }
 }
 
@@ -364,7 +433,10 @@ impl Registry {
     }
 
     fn valid_options(&self, group: &str) -> Vec<String> {
-        self.enum_values(group).iter().map(|v| v.value.clone()).collect()
+        self.enum_values(group)
+            .iter()
+            .map(|v| v.value.clone())
+            .collect()
     }
 
     /// Checks that `value` is in the enum `group`; `field` names the input field for the error.
@@ -393,9 +465,16 @@ impl Registry {
     }
 
     /// Validates and normalises one custom field value. Returns the value to store.
-    pub fn check_value(&self, def: &FieldDef, value: Value, refs: &mut Vec<ReferenceCheck>) -> Result<Value, ValidationError> {
+    pub fn check_value(
+        &self,
+        def: &FieldDef,
+        value: Value,
+        refs: &mut Vec<ReferenceCheck>,
+    ) -> Result<Value, ValidationError> {
         let field = format!("custom_fields.{}", def.key);
-        let wrong = |expected: &str| ValidationError::invalid(field.clone(), format!("expected {expected}"));
+        let wrong = |expected: &str| {
+            ValidationError::invalid(field.clone(), format!("expected {expected}"))
+        };
         let out = match def.data_type {
             DataType::Text => match value {
                 Value::String(_) => value,
@@ -427,10 +506,18 @@ impl Registry {
             },
             DataType::Reference => match value.as_str() {
                 Some(s) if REFERENCE_PREFIXES.iter().any(|p| s.starts_with(p)) => {
-                    refs.push(ReferenceCheck { field: field.clone(), id: s.to_owned() });
+                    refs.push(ReferenceCheck {
+                        field: field.clone(),
+                        id: s.to_owned(),
+                    });
                     value
                 }
-                Some(s) => return Err(ValidationError::InvalidReference { field, value: s.to_owned() }),
+                Some(s) => {
+                    return Err(ValidationError::InvalidReference {
+                        field,
+                        value: s.to_owned(),
+                    })
+                }
                 None => return Err(wrong("the id of a record")),
             },
             DataType::Select => {
@@ -449,7 +536,9 @@ impl Registry {
                     return Err(wrong("an array of strings from the field's enum group"));
                 };
                 for item in items {
-                    let s = item.as_str().ok_or_else(|| wrong("an array of strings from the field's enum group"))?;
+                    let s = item
+                        .as_str()
+                        .ok_or_else(|| wrong("an array of strings from the field's enum group"))?;
                     self.check_enum(&field, group, s)?;
                 }
                 value
@@ -460,7 +549,10 @@ impl Registry {
 
     /// Validates the `custom_fields` of a new record: every key registered, every value of its
     /// type, every required field present. Returns the normalised map and the references to check.
-    pub fn validate_new(&self, values: JsonMap) -> Result<(JsonMap, Vec<ReferenceCheck>), ValidationError> {
+    pub fn validate_new(
+        &self,
+        values: JsonMap,
+    ) -> Result<(JsonMap, Vec<ReferenceCheck>), ValidationError> {
         let mut refs = Vec::new();
         let mut out = JsonMap::new();
         for (key, value) in values {
@@ -476,7 +568,11 @@ impl Registry {
 
     /// Merges a PATCH of `custom_fields` into `current`: keys sent are set, `null` removes a key.
     /// Returns whether anything changed, and the references to check.
-    pub fn merge(&self, current: &mut JsonMap, patch: JsonMap) -> Result<(bool, Vec<ReferenceCheck>), ValidationError> {
+    pub fn merge(
+        &self,
+        current: &mut JsonMap,
+        patch: JsonMap,
+    ) -> Result<(bool, Vec<ReferenceCheck>), ValidationError> {
         let mut refs = Vec::new();
         let mut changed = false;
         for (key, value) in patch {
@@ -507,7 +603,12 @@ impl Registry {
         let value = match def.data_type {
             DataType::Number | DataType::Currency => match raw.parse::<serde_json::Number>() {
                 Ok(n) => Value::Number(n),
-                Err(_) => return Err(ValidationError::invalid(field, format!("expected a number, got `{raw}`"))),
+                Err(_) => {
+                    return Err(ValidationError::invalid(
+                        field,
+                        format!("expected a number, got `{raw}`"),
+                    ))
+                }
             },
             DataType::Boolean => match raw {
                 "true" => Value::Bool(true),
@@ -521,17 +622,25 @@ impl Registry {
             _ => Value::String(raw.to_owned()),
         };
         // Existence of a referenced record is not checked: a filter on a missing one matches nothing.
-        self.check_value(def, value, &mut Vec::new()).map_err(|e| match e {
-            ValidationError::InvalidReference { field, value } => {
-                ValidationError::invalid(field, format!("`{value}` is not the id of a record"))
-            }
-            other => other,
-        })
+        self.check_value(def, value, &mut Vec::new())
+            .map_err(|e| match e {
+                ValidationError::InvalidReference { field, value } => {
+                    ValidationError::invalid(field, format!("`{value}` is not the id of a record"))
+                }
+                other => other,
+            })
     }
 
     fn check_required(&self, values: &JsonMap) -> Result<(), ValidationError> {
-        match self.fields.iter().find(|f| f.required && !values.contains_key(&f.key)) {
-            Some(f) => Err(ValidationError::invalid(format!("custom_fields.{}", f.key), "this custom field is required")),
+        match self
+            .fields
+            .iter()
+            .find(|f| f.required && !values.contains_key(&f.key))
+        {
+            Some(f) => Err(ValidationError::invalid(
+                format!("custom_fields.{}", f.key),
+                "this custom field is required",
+            )),
             None => Ok(()),
         }
     }
@@ -549,7 +658,9 @@ pub fn whole_number(value: &Value) -> Option<i64> {
 
 /// An absolute `http` or `https` URL with a host and no whitespace.
 pub fn is_http_url(s: &str) -> bool {
-    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
     match rest {
         Some(rest) => {
             let host = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -566,7 +677,9 @@ mod tests {
     use serde_json::json;
 
     fn registry() -> Registry {
-        let f = |key: &str, t: DataType, required: bool| FieldDef::new(ObjectKind::Contact, key, None, t, None, required).unwrap();
+        let f = |key: &str, t: DataType, required: bool| {
+            FieldDef::new(ObjectKind::Contact, key, None, t, None, required).unwrap()
+        };
         let mut r = Registry {
             fields: vec![
                 f("nickname", DataType::Text, false),
@@ -582,8 +695,16 @@ mod tests {
             ],
             enums: BTreeMap::new(),
         };
-        let values = |vs: &[&str]| vs.iter().map(|v| EnumValue { value: (*v).into(), label: None }).collect();
-        r.enums.insert("contact.tier".into(), values(&["gold", "silver"]));
+        let values = |vs: &[&str]| {
+            vs.iter()
+                .map(|v| EnumValue {
+                    value: (*v).into(),
+                    label: None,
+                })
+                .collect()
+        };
+        r.enums
+            .insert("contact.tier".into(), values(&["gold", "silver"]));
         r.enums.insert("contact.tags".into(), values(&["a", "b"]));
         r
     }
@@ -602,7 +723,11 @@ mod tests {
         assert_eq!(ok("vip", "true"), json!(true));
         assert_eq!(ok("birthday", "1990-01-02"), json!("1990-01-02"));
         assert_eq!(ok("tier", "gold"), json!("gold"));
-        assert_eq!(ok("tags", "b"), json!("b"), "a multiselect filter names one value");
+        assert_eq!(
+            ok("tags", "b"),
+            json!("b"),
+            "a multiselect filter names one value"
+        );
         assert_eq!(ok("ltv", "100"), json!(100));
         assert_eq!(ok("alt_email", "Ada@Example.COM"), json!("ada@example.com"));
         assert_eq!(ok("referrer", "con_x"), json!("con_x"));
@@ -611,16 +736,40 @@ mod tests {
             ValidationError::Invalid { field, .. } => field,
             other => panic!("{k}={raw}: {other:?}"),
         };
-        for (k, raw) in [("score", "five"), ("score", "NaN"), ("vip", "yes"), ("birthday", "02.01.1990"), ("ltv", "1.5"), ("referrer", "x"), ("alt_email", "nope"), ("site", "ftp://x")] {
+        for (k, raw) in [
+            ("score", "five"),
+            ("score", "NaN"),
+            ("vip", "yes"),
+            ("birthday", "02.01.1990"),
+            ("ltv", "1.5"),
+            ("referrer", "x"),
+            ("alt_email", "nope"),
+            ("site", "ftp://x"),
+        ] {
             assert_eq!(field_of(k, raw), format!("custom_fields.{k}"));
         }
         match r.filter_value("tier", "platinum").unwrap_err() {
-            ValidationError::UnknownValue { field, valid_options, .. } => assert_eq!((field.as_str(), valid_options), ("custom_fields.tier", vec!["gold".to_owned(), "silver".to_owned()])),
+            ValidationError::UnknownValue {
+                field,
+                valid_options,
+                ..
+            } => assert_eq!(
+                (field.as_str(), valid_options),
+                (
+                    "custom_fields.tier",
+                    vec!["gold".to_owned(), "silver".to_owned()]
+                )
+            ),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(r.filter_value("tags", "c").unwrap_err(), ValidationError::UnknownValue { .. }));
+        assert!(matches!(
+            r.filter_value("tags", "c").unwrap_err(),
+            ValidationError::UnknownValue { .. }
+        ));
         match r.filter_value("nicknam", "x").unwrap_err() {
-            ValidationError::UnknownField { field, suggestion, .. } => {
+            ValidationError::UnknownField {
+                field, suggestion, ..
+            } => {
                 assert_eq!(field, "custom_fields.nicknam");
                 assert_eq!(suggestion.as_deref(), Some("did you mean `nickname`?"));
             }
@@ -630,20 +779,52 @@ mod tests {
 
     #[test]
     fn select_without_group_uses_object_dot_key() {
-        let f = FieldDef::new(ObjectKind::Deal, "tier", None, DataType::Select, None, false).unwrap();
+        let f = FieldDef::new(
+            ObjectKind::Deal,
+            "tier",
+            None,
+            DataType::Select,
+            None,
+            false,
+        )
+        .unwrap();
         assert_eq!(f.enum_group.as_deref(), Some("deal.tier"));
-        assert!(FieldDef::new(ObjectKind::Deal, "x", None, DataType::Text, Some("g".into()), false).is_err());
-        assert!(FieldDef::new(ObjectKind::Deal, "Bad Key", None, DataType::Text, None, false).is_err());
+        assert!(FieldDef::new(
+            ObjectKind::Deal,
+            "x",
+            None,
+            DataType::Text,
+            Some("g".into()),
+            false
+        )
+        .is_err());
+        assert!(FieldDef::new(
+            ObjectKind::Deal,
+            "Bad Key",
+            None,
+            DataType::Text,
+            None,
+            false
+        )
+        .is_err());
     }
 
     fn registration(object: &str, key: &str, data_type: Option<&str>) -> FieldRegistration {
-        FieldRegistration { object: object.into(), key: key.into(), data_type: data_type.map(String::from), ..Default::default() }
+        FieldRegistration {
+            object: object.into(),
+            key: key.into(),
+            data_type: data_type.map(String::from),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn registration_defaults_to_text_and_parses_the_ten_types() {
         let f = FieldDef::register(registration("company", "industry", None)).unwrap();
-        assert_eq!((f.object, f.data_type, f.enum_group, f.required), (ObjectKind::Company, DataType::Text, None, false));
+        assert_eq!(
+            (f.object, f.data_type, f.enum_group, f.required),
+            (ObjectKind::Company, DataType::Text, None, false)
+        );
         for t in DataType::ALL {
             let f = FieldDef::register(registration("deal", "x", Some(t.as_str()))).unwrap();
             assert_eq!(f.data_type, t);
@@ -658,11 +839,23 @@ mod tests {
             ValidationError::UnknownValue {
                 field: "object".into(),
                 value: "lead".into(),
-                valid_options: vec!["contact".into(), "company".into(), "deal".into(), "activity".into()],
+                valid_options: vec![
+                    "contact".into(),
+                    "company".into(),
+                    "deal".into(),
+                    "activity".into()
+                ],
             }
         );
         let err = FieldDef::register(registration("contact", "x", Some("string"))).unwrap_err();
-        let ValidationError::UnknownValue { field, valid_options, .. } = err else { panic!("{err:?}") };
+        let ValidationError::UnknownValue {
+            field,
+            valid_options,
+            ..
+        } = err
+        else {
+            panic!("{err:?}")
+        };
         assert_eq!(field, "data_type");
         assert_eq!(valid_options.len(), 10);
         assert!(valid_options.contains(&"multiselect".to_owned()));
@@ -672,29 +865,59 @@ mod tests {
     fn registration_checks_key_group_and_label() {
         for bad in ["", "Tier", "1st", "has space", "dash-ed", &"k".repeat(65)] {
             let err = FieldDef::register(registration("contact", bad, None)).unwrap_err();
-            assert!(matches!(err, ValidationError::Invalid { ref field, .. } if field == "key"), "{bad:?}");
+            assert!(
+                matches!(err, ValidationError::Invalid { ref field, .. } if field == "key"),
+                "{bad:?}"
+            );
         }
         assert!(FieldDef::register(registration("contact", &"k".repeat(64), None)).is_ok());
         let mut r = registration("contact", "tier", Some("select"));
         r.enum_group = Some("Bad Group".into());
-        assert!(matches!(FieldDef::register(r.clone()), Err(ValidationError::Invalid { field, .. }) if field == "enum_group"));
+        assert!(
+            matches!(FieldDef::register(r.clone()), Err(ValidationError::Invalid { field, .. }) if field == "enum_group")
+        );
         r.enum_group = Some("tiers".into());
-        assert_eq!(FieldDef::register(r.clone()).unwrap().enum_group.as_deref(), Some("tiers"), "bare group names are allowed");
+        assert_eq!(
+            FieldDef::register(r.clone()).unwrap().enum_group.as_deref(),
+            Some("tiers"),
+            "bare group names are allowed"
+        );
         r.label = Some("   ".into());
-        assert_eq!(FieldDef::register(r.clone()).unwrap().label, None, "a blank label is none");
+        assert_eq!(
+            FieldDef::register(r.clone()).unwrap().label,
+            None,
+            "a blank label is none"
+        );
         r.label = Some(" Tier ".into());
-        assert_eq!(FieldDef::register(r.clone()).unwrap().label.as_deref(), Some("Tier"));
+        assert_eq!(
+            FieldDef::register(r.clone()).unwrap().label.as_deref(),
+            Some("Tier")
+        );
         r.label = Some("x".repeat(MAX_LABEL_LEN + 1));
-        assert!(matches!(FieldDef::register(r), Err(ValidationError::Invalid { field, .. }) if field == "label"));
+        assert!(
+            matches!(FieldDef::register(r), Err(ValidationError::Invalid { field, .. }) if field == "label")
+        );
     }
 
     #[test]
     fn registration_refuses_keys_that_shadow_built_in_or_reserved_names() {
-        let refused = |object: &str, key: &str| match FieldDef::register(registration(object, key, None)) {
-            Err(ValidationError::Invalid { field, detail }) => field == "key" && detail.contains(&format!("`{key}`")),
-            _ => false,
-        };
-        for key in ["stage", "pipeline", "pipeline_id", "stage_type", "title", "primary_contact_id", "previous_stage", "company"] {
+        let refused =
+            |object: &str, key: &str| match FieldDef::register(registration(object, key, None)) {
+                Err(ValidationError::Invalid { field, detail }) => {
+                    field == "key" && detail.contains(&format!("`{key}`"))
+                }
+                _ => false,
+            };
+        for key in [
+            "stage",
+            "pipeline",
+            "pipeline_id",
+            "stage_type",
+            "title",
+            "primary_contact_id",
+            "previous_stage",
+            "company",
+        ] {
             assert!(refused("deal", key), "deal {key}");
         }
         for key in ["first_name", "email", "type", "company_id", "company"] {
@@ -707,7 +930,15 @@ mod tests {
             assert!(refused("activity", key), "activity {key}");
         }
         for object in ["contact", "company", "deal", "activity"] {
-            for key in ["id", "object", "created_at", "updated_at", "version", "deleted_at", "custom_fields"] {
+            for key in [
+                "id",
+                "object",
+                "created_at",
+                "updated_at",
+                "version",
+                "deleted_at",
+                "custom_fields",
+            ] {
                 assert!(refused(object, key), "{object} {key}");
             }
         }
@@ -717,18 +948,27 @@ mod tests {
         assert!(FieldDef::register(registration("contact", "previous_stage", None)).is_ok());
         assert!(FieldDef::register(registration("company", "company", None)).is_ok());
         // Definitions read back are not re-checked.
-        assert!(FieldDef::new(ObjectKind::Deal, "stage", None, DataType::Text, None, false).is_ok());
+        assert!(
+            FieldDef::new(ObjectKind::Deal, "stage", None, DataType::Text, None, false).is_ok()
+        );
     }
 
     #[test]
     fn multiselect_without_group_uses_object_dot_key_too() {
-        let f = FieldDef::register(registration("activity", "channels", Some("multiselect"))).unwrap();
+        let f =
+            FieldDef::register(registration("activity", "channels", Some("multiselect"))).unwrap();
         assert_eq!(f.enum_group.as_deref(), Some("activity.channels"));
     }
 
     #[test]
     fn enum_values_are_trimmed_and_group_names_checked() {
-        assert_eq!(EnumValue::new("  vip ", Some("".into())).unwrap(), EnumValue { value: "vip".into(), label: None });
+        assert_eq!(
+            EnumValue::new("  vip ", Some("".into())).unwrap(),
+            EnumValue {
+                value: "vip".into(),
+                label: None
+            }
+        );
         assert!(EnumValue::new("   ", None).is_err());
         assert!(EnumValue::new("a\u{7}b", None).is_err());
         assert!(check_group_name("group", "contact.type").is_ok());
@@ -740,7 +980,13 @@ mod tests {
 
     #[test]
     fn object_types_use_the_key_format() {
-        assert_eq!(ObjectType::new("partner", Some(" Partner ".into())).unwrap().label.as_deref(), Some("Partner"));
+        assert_eq!(
+            ObjectType::new("partner", Some(" Partner ".into()))
+                .unwrap()
+                .label
+                .as_deref(),
+            Some("Partner")
+        );
         assert!(ObjectType::new("Partner", None).is_err());
     }
 
@@ -748,17 +994,35 @@ mod tests {
     fn objects_know_their_id_prefix_and_rule_fields() {
         let prefixes: Vec<_> = ObjectKind::ALL.iter().map(|o| o.id_prefix()).collect();
         assert_eq!(prefixes, ["con_", "cmp_", "deal_", "act_"]);
-        assert_eq!(prefixes, REFERENCE_PREFIXES, "a reference may name a record of any object");
+        assert_eq!(
+            prefixes, REFERENCE_PREFIXES,
+            "a reference may name a record of any object"
+        );
         assert_eq!(ObjectKind::Company.required_on_create(), ["name"]);
         assert_eq!(ObjectKind::Deal.required_on_create(), ["title"]);
-        assert_eq!(ObjectKind::Contact.enum_fields(), [("type", "contact.type")]);
-        assert_eq!(ObjectKind::Activity.enum_fields(), [("type", "activity.type")]);
+        assert_eq!(
+            ObjectKind::Contact.enum_fields(),
+            [("type", "contact.type")]
+        );
+        assert_eq!(
+            ObjectKind::Activity.enum_fields(),
+            [("type", "activity.type")]
+        );
     }
 
     #[test]
     fn unregistered_key_is_rejected_with_suggestion() {
-        let err = registry().validate_new(map(json!({"nicknam": "x"}))).unwrap_err();
-        let ValidationError::UnknownField { field, suggestion, valid_options } = err else { panic!() };
+        let err = registry()
+            .validate_new(map(json!({"nicknam": "x"})))
+            .unwrap_err();
+        let ValidationError::UnknownField {
+            field,
+            suggestion,
+            valid_options,
+        } = err
+        else {
+            panic!()
+        };
         assert_eq!(field, "custom_fields.nicknam");
         assert_eq!(suggestion.as_deref(), Some("did you mean `nickname`?"));
         assert!(valid_options.contains(&"nickname".to_owned()));
@@ -766,7 +1030,9 @@ mod tests {
 
     #[test]
     fn select_outside_group_lists_valid_options() {
-        let err = registry().validate_new(map(json!({"tier": "bronze"}))).unwrap_err();
+        let err = registry()
+            .validate_new(map(json!({"tier": "bronze"})))
+            .unwrap_err();
         assert_eq!(
             err,
             ValidationError::UnknownValue {
@@ -775,8 +1041,12 @@ mod tests {
                 valid_options: vec!["gold".into(), "silver".into()]
             }
         );
-        assert!(registry().validate_new(map(json!({"tags": ["a", "zzz"]}))).is_err());
-        assert!(registry().validate_new(map(json!({"tags": ["a", "b"]}))).is_ok());
+        assert!(registry()
+            .validate_new(map(json!({"tags": ["a", "zzz"]})))
+            .is_err());
+        assert!(registry()
+            .validate_new(map(json!({"tags": ["a", "b"]})))
+            .is_ok());
     }
 
     #[test]
@@ -799,13 +1069,17 @@ mod tests {
 
     #[test]
     fn currency_accepts_whole_floats_and_normalises() {
-        let (out, _) = registry().validate_new(map(json!({"ltv": 1200.0}))).unwrap();
+        let (out, _) = registry()
+            .validate_new(map(json!({"ltv": 1200.0})))
+            .unwrap();
         assert_eq!(out["ltv"], json!(1200));
     }
 
     #[test]
     fn references_are_returned_for_checking() {
-        let (_, refs) = registry().validate_new(map(json!({"referrer": "con_0000000000000000000000000a"}))).unwrap();
+        let (_, refs) = registry()
+            .validate_new(map(json!({"referrer": "con_0000000000000000000000000a"})))
+            .unwrap();
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].field, "custom_fields.referrer");
     }
@@ -814,9 +1088,14 @@ mod tests {
     fn merge_sets_and_removes() {
         let r = registry();
         let mut current = map(json!({"nickname": "a", "score": 1}));
-        let (changed, _) = r.merge(&mut current, map(json!({"nickname": null, "vip": true}))).unwrap();
+        let (changed, _) = r
+            .merge(&mut current, map(json!({"nickname": null, "vip": true})))
+            .unwrap();
         assert!(changed);
-        assert_eq!(Value::Object(current.clone()), json!({"score": 1, "vip": true}));
+        assert_eq!(
+            Value::Object(current.clone()),
+            json!({"score": 1, "vip": true})
+        );
         let (changed, _) = r.merge(&mut current, map(json!({"score": 1}))).unwrap();
         assert!(!changed, "same value is no change");
     }
@@ -824,9 +1103,22 @@ mod tests {
     #[test]
     fn required_fields_are_enforced_on_create_and_merge() {
         let mut r = registry();
-        r.fields.push(FieldDef::new(ObjectKind::Contact, "region", None, DataType::Text, None, true).unwrap());
+        r.fields.push(
+            FieldDef::new(
+                ObjectKind::Contact,
+                "region",
+                None,
+                DataType::Text,
+                None,
+                true,
+            )
+            .unwrap(),
+        );
         let err = r.validate_new(JsonMap::new()).unwrap_err();
-        assert_eq!(err, ValidationError::invalid("custom_fields.region", "this custom field is required"));
+        assert_eq!(
+            err,
+            ValidationError::invalid("custom_fields.region", "this custom field is required")
+        );
         let mut current = map(json!({"region": "eu"}));
         assert!(r.merge(&mut current, map(json!({"region": null}))).is_err());
     }
@@ -836,9 +1128,12 @@ mod tests {
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
             "[a-z@.:/0-9-]{0,20}".prop_map(Value::String),
-            prop::collection::vec("[a-z]{1,3}".prop_map(Value::String), 0..3).prop_map(Value::Array),
+            prop::collection::vec("[a-z]{1,3}".prop_map(Value::String), 0..3)
+                .prop_map(Value::Array),
         ]
     }
 

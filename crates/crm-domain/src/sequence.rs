@@ -156,7 +156,10 @@ fn relabel(e: ValidationError, from: &str, to: &str) -> ValidationError {
         None => f,
     };
     match e {
-        ValidationError::Invalid { field, detail } => ValidationError::Invalid { field: fix(field), detail },
+        ValidationError::Invalid { field, detail } => ValidationError::Invalid {
+            field: fix(field),
+            detail,
+        },
         ValidationError::UnknownField {
             field,
             valid_options,
@@ -166,26 +169,47 @@ fn relabel(e: ValidationError, from: &str, to: &str) -> ValidationError {
             valid_options,
             suggestion,
         },
-        ValidationError::UnknownValue { field, value, valid_options } => ValidationError::UnknownValue {
+        ValidationError::UnknownValue {
+            field,
+            value,
+            valid_options,
+        } => ValidationError::UnknownValue {
             field: fix(field),
             value,
             valid_options,
         },
-        ValidationError::InvalidReference { field, value } => ValidationError::InvalidReference { field: fix(field), value },
+        ValidationError::InvalidReference { field, value } => ValidationError::InvalidReference {
+            field: fix(field),
+            value,
+        },
         other => other,
     }
 }
 
-fn parse_conditions(raw: Option<&Value>, label: &str, event: EventType, ctx: &RuleContext<'_>) -> Result<Vec<Condition>, ValidationError> {
+fn parse_conditions(
+    raw: Option<&Value>,
+    label: &str,
+    event: EventType,
+    ctx: &RuleContext<'_>,
+) -> Result<Vec<Condition>, ValidationError> {
     match raw {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) if items.len() <= MAX_CONDITIONS => items
             .iter()
             .enumerate()
-            .map(|(i, c)| parse_condition(i, c, event, ctx).map_err(|e| relabel(e, "conditions[", &format!("{label}["))))
+            .map(|(i, c)| {
+                parse_condition(i, c, event, ctx)
+                    .map_err(|e| relabel(e, "conditions[", &format!("{label}[")))
+            })
             .collect(),
-        Some(Value::Array(_)) => Err(ValidationError::invalid(label, format!("at most {MAX_CONDITIONS} conditions"))),
-        Some(_) => Err(ValidationError::invalid(label, "must be an array of {field, op, value?}")),
+        Some(Value::Array(_)) => Err(ValidationError::invalid(
+            label,
+            format!("at most {MAX_CONDITIONS} conditions"),
+        )),
+        Some(_) => Err(ValidationError::invalid(
+            label,
+            "must be an array of {field, op, value?}",
+        )),
     }
 }
 
@@ -193,9 +217,17 @@ fn parse_trigger(raw: &Value, ctx: &RuleContext<'_>) -> Result<Option<Trigger>, 
     let obj = match raw {
         Value::Null => return Ok(None),
         Value::Object(obj) => obj,
-        _ => return Err(ValidationError::invalid("trigger", "must be an object {event, filter?}")),
+        _ => {
+            return Err(ValidationError::invalid(
+                "trigger",
+                "must be an object {event, filter?}",
+            ))
+        }
     };
-    if let Some(extra) = obj.keys().find(|k| !["event", "filter"].contains(&k.as_str())) {
+    if let Some(extra) = obj
+        .keys()
+        .find(|k| !["event", "filter"].contains(&k.as_str()))
+    {
         return Err(ValidationError::UnknownField {
             field: format!("trigger.{extra}"),
             valid_options: vec!["event".into(), "filter".into()],
@@ -209,7 +241,10 @@ fn parse_trigger(raw: &Value, ctx: &RuleContext<'_>) -> Result<Option<Trigger>, 
     let event = EventType::parse(raw_event).ok_or_else(|| ValidationError::UnknownValue {
         field: "trigger.event".into(),
         value: raw_event.to_owned(),
-        valid_options: EventType::ALL.iter().map(|e| e.as_str().to_owned()).collect(),
+        valid_options: EventType::ALL
+            .iter()
+            .map(|e| e.as_str().to_owned())
+            .collect(),
     })?;
     let filter = parse_conditions(obj.get("filter"), "trigger.filter", event, ctx)?;
     Ok(Some(Trigger { event, filter }))
@@ -223,10 +258,19 @@ fn parse_step(i: usize, raw: &Value) -> Result<Step, ValidationError> {
             "must be an object {wait_days|wait_hours|wait_seconds, subject, body}",
         ));
     };
-    const KEYS: [&str; 7] = ["wait_days", "wait_hours", "wait_seconds", "subject", "body", "text", "template_id"];
+    const KEYS: [&str; 7] = [
+        "wait_days",
+        "wait_hours",
+        "wait_seconds",
+        "subject",
+        "body",
+        "text",
+        "template_id",
+    ];
     if let Some(extra) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
         let options: Vec<String> = KEYS.iter().map(|k| (*k).to_owned()).collect();
-        let suggestion = crate::suggest::closest(extra, options.iter().map(String::as_str)).map(|s| format!("did you mean `{s}`?"));
+        let suggestion = crate::suggest::closest(extra, options.iter().map(String::as_str))
+            .map(|s| format!("did you mean `{s}`?"));
         return Err(ValidationError::UnknownField {
             field: at(extra),
             valid_options: options,
@@ -254,9 +298,14 @@ fn parse_step(i: usize, raw: &Value) -> Result<Step, ValidationError> {
     };
     let wait = whole_number(&obj[unit.key()])
         .filter(|n| *n >= 0)
-        .ok_or_else(|| ValidationError::invalid(at(unit.key()), "must be a whole number, 0 or more"))?;
+        .ok_or_else(|| {
+            ValidationError::invalid(at(unit.key()), "must be a whole number, 0 or more")
+        })?;
     if wait.saturating_mul(unit.seconds()) > MAX_WAIT_SECONDS {
-        return Err(ValidationError::invalid(at(unit.key()), "must be at most 366 days"));
+        return Err(ValidationError::invalid(
+            at(unit.key()),
+            "must be at most 366 days",
+        ));
     }
     let text = |k: &str| -> Result<Option<String>, ValidationError> {
         match obj.get(k) {
@@ -265,13 +314,24 @@ fn parse_step(i: usize, raw: &Value) -> Result<Step, ValidationError> {
             Some(_) => Err(ValidationError::invalid(at(k), "must be a string")),
         }
     };
-    let (subject, body, plain, template_id) = (text("subject")?, text("body")?, text("text")?, text("template_id")?);
+    let (subject, body, plain, template_id) = (
+        text("subject")?,
+        text("body")?,
+        text("text")?,
+        text("template_id")?,
+    );
     if template_id.is_none() {
         if subject.as_deref().is_none_or(|s| s.trim().is_empty()) {
-            return Err(ValidationError::invalid(at("subject"), "is required unless `template_id` is given"));
+            return Err(ValidationError::invalid(
+                at("subject"),
+                "is required unless `template_id` is given",
+            ));
         }
         if body.as_deref().is_none_or(|s| s.trim().is_empty()) {
-            return Err(ValidationError::invalid(at("body"), "is required unless `template_id` is given"));
+            return Err(ValidationError::invalid(
+                at("body"),
+                "is required unless `template_id` is given",
+            ));
         }
     }
     Ok(Step {
@@ -288,7 +348,9 @@ impl SequenceDef {
     /// The event whose records' fields exit conditions read: the trigger's, or a contact's when
     /// the sequence has no trigger.
     pub fn source_event(&self) -> EventType {
-        self.trigger.as_ref().map_or(EventType::ContactUpdated, |t| t.event)
+        self.trigger
+            .as_ref()
+            .map_or(EventType::ContactUpdated, |t| t.event)
     }
 
     pub fn source_object(&self) -> SourceObject {
@@ -302,11 +364,20 @@ impl SequenceDef {
     /// Validates a draft: a name, channel `email`, an optional trigger (one of the five events and
     /// a filter on its records' fields), exit conditions on the same records, and 1 to
     /// [`MAX_STEPS`] steps, each with one wait and a subject and body (or a `template_id`).
-    pub fn parse(draft: SequenceDraft, ctx: &RuleContext<'_>) -> Result<SequenceDef, ValidationError> {
-        let name = draft.name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+    pub fn parse(
+        draft: SequenceDraft,
+        ctx: &RuleContext<'_>,
+    ) -> Result<SequenceDef, ValidationError> {
+        let name = draft
+            .name
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty());
         let name = name.ok_or_else(|| ValidationError::invalid("name", "is required"))?;
         if name.chars().count() > 200 {
-            return Err(ValidationError::invalid("name", "must be at most 200 characters"));
+            return Err(ValidationError::invalid(
+                "name",
+                "must be at most 200 characters",
+            ));
         }
         if let Some(channel) = draft.channel.as_deref() {
             if channel != "email" {
@@ -321,7 +392,9 @@ impl SequenceDef {
             None => None,
             Some(raw) => parse_trigger(raw, ctx)?,
         };
-        let source_event = trigger.as_ref().map_or(EventType::ContactUpdated, |t| t.event);
+        let source_event = trigger
+            .as_ref()
+            .map_or(EventType::ContactUpdated, |t| t.event);
         let exit_when = parse_conditions(draft.exit_when.as_ref(), "exit_when", source_event, ctx)?;
         let steps = match &draft.steps {
             Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_STEPS => {
@@ -344,7 +417,12 @@ impl SequenceDef {
     }
 
     /// Reads back a definition the store holds (validated when written); `None`: a corrupt row.
-    pub fn from_stored(name: String, trigger: &Value, exit_when: &Value, steps: &Value) -> Option<SequenceDef> {
+    pub fn from_stored(
+        name: String,
+        trigger: &Value,
+        exit_when: &Value,
+        steps: &Value,
+    ) -> Option<SequenceDef> {
         let conditions = |v: &Value| -> Option<Vec<Condition>> {
             v.as_array()?
                 .iter()
@@ -382,7 +460,9 @@ impl SequenceDef {
     pub fn trigger_snapshot(&self) -> Value {
         match &self.trigger {
             None => Value::Null,
-            Some(t) => json!({"event": t.event.as_str(), "filter": t.filter.iter().map(Condition::snapshot).collect::<Vec<_>>()}),
+            Some(t) => {
+                json!({"event": t.event.as_str(), "filter": t.filter.iter().map(Condition::snapshot).collect::<Vec<_>>()})
+            }
         }
     }
 
@@ -407,12 +487,17 @@ impl SequenceDef {
 
     /// The templates the steps name.
     pub fn template_ids(&self) -> Vec<&str> {
-        self.steps.iter().filter_map(|s| s.template_id.as_deref()).collect()
+        self.steps
+            .iter()
+            .filter_map(|s| s.template_id.as_deref())
+            .collect()
     }
 
     /// Whether a record (as it stands) meets the trigger filter.
     pub fn filter_matches(&self, record: &Value) -> bool {
-        self.trigger.as_ref().is_none_or(|t| all_match(&t.filter, &Subject::record(record)))
+        self.trigger
+            .as_ref()
+            .is_none_or(|t| all_match(&t.filter, &Subject::record(record)))
     }
 
     /// Whether a source record meets every exit condition (an empty list never exits).
@@ -422,7 +507,13 @@ impl SequenceDef {
 
     /// The cumulative schedule: for each step, its wait and its send offset from enrollment.
     pub fn schedule(&self) -> Vec<ScheduledStep> {
-        schedule(&self.steps.iter().map(Step::wait_seconds).collect::<Vec<_>>())
+        schedule(
+            &self
+                .steps
+                .iter()
+                .map(Step::wait_seconds)
+                .collect::<Vec<_>>(),
+        )
     }
 }
 
@@ -454,7 +545,12 @@ pub fn schedule(waits: &[i64]) -> Vec<ScheduledStep> {
 /// The preview document (decisions §13): the schedule with each step's subject (a template's
 /// when the step names one: `subjects[i]`), how many existing records would enroll now, and the
 /// merge tags no field provides.
-pub fn preview(def: &SequenceDef, subjects: &[Option<String>], would_enroll_now: usize, warnings: &[String]) -> Value {
+pub fn preview(
+    def: &SequenceDef,
+    subjects: &[Option<String>],
+    would_enroll_now: usize,
+    warnings: &[String],
+) -> Value {
     let schedule: Vec<Value> = def
         .schedule()
         .iter()
@@ -475,10 +571,18 @@ pub fn preview(def: &SequenceDef, subjects: &[Option<String>], would_enroll_now:
 
 /// Merge tags of `texts` that no field of the enrolled contact (built-in or custom) or of its
 /// company provides, as preview warnings.
-pub fn merge_warnings(texts: &[&str], contact_fields: &Registry, company_fields: &Registry) -> Vec<String> {
+pub fn merge_warnings(
+    texts: &[&str],
+    contact_fields: &Registry,
+    company_fields: &Registry,
+) -> Vec<String> {
     merge::unknown_tags(texts, merge::CONTACT_FIELDS, contact_fields, company_fields)
         .into_iter()
-        .map(|t| format!("merge tag {{{{{t}}}}} matches no contact or company field; it will render empty"))
+        .map(|t| {
+            format!(
+                "merge tag {{{{{t}}}}} matches no contact or company field; it will render empty"
+            )
+        })
         .collect()
 }
 
@@ -489,7 +593,8 @@ pub fn recipient(object: SourceObject, record: &Value) -> Option<ContactId> {
         SourceObject::Contact => record.get("id"),
         SourceObject::Deal => record.get("primary_contact_id"),
     };
-    id.and_then(Value::as_str).and_then(|s| ContactId::parse(s).ok())
+    id.and_then(Value::as_str)
+        .and_then(|s| ContactId::parse(s).ok())
 }
 
 /// A stored sequence.
@@ -549,9 +654,13 @@ impl EnrollmentState {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [EnrollmentState::Active, EnrollmentState::Completed, EnrollmentState::Exited]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        [
+            EnrollmentState::Active,
+            EnrollmentState::Completed,
+            EnrollmentState::Exited,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
     }
 }
 
@@ -663,7 +772,9 @@ impl Enrollment {
         self.steps_sent += 1;
         self.updated_at = now;
         match steps.get(self.steps_sent as usize) {
-            Some(next) => self.next_send_at = Some(scheduled.plus_millis(next.wait_seconds() * 1000)),
+            Some(next) => {
+                self.next_send_at = Some(scheduled.plus_millis(next.wait_seconds() * 1000))
+            }
             None => {
                 self.state = EnrollmentState::Completed;
                 self.next_send_at = None;
@@ -698,7 +809,11 @@ mod tests {
     use uuid::Uuid;
 
     fn ctx_parts() -> (Registry, Registry, Vec<String>) {
-        (Registry::default(), Registry::default(), vec!["won".to_owned(), "qualified".to_owned()])
+        (
+            Registry::default(),
+            Registry::default(),
+            vec!["won".to_owned(), "qualified".to_owned()],
+        )
     }
 
     fn parse(v: Value) -> Result<SequenceDef, ValidationError> {
@@ -720,9 +835,9 @@ mod tests {
 
     fn field_of(e: ValidationError) -> String {
         match e {
-            ValidationError::Invalid { field, .. } | ValidationError::UnknownField { field, .. } | ValidationError::UnknownValue { field, .. } => {
-                field
-            }
+            ValidationError::Invalid { field, .. }
+            | ValidationError::UnknownField { field, .. }
+            | ValidationError::UnknownValue { field, .. } => field,
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -776,7 +891,10 @@ mod tests {
     fn refuses_bad_definitions_naming_the_field() {
         let cases = [
             (json!({"steps": days(&[0])}), "name"),
-            (json!({"name": "x", "channel": "sms", "steps": days(&[0])}), "channel"),
+            (
+                json!({"name": "x", "channel": "sms", "steps": days(&[0])}),
+                "channel",
+            ),
             (json!({"name": "x"}), "steps"),
             (json!({"name": "x", "steps": []}), "steps"),
             (
@@ -799,7 +917,10 @@ mod tests {
                 json!({"name": "x", "exit_when": [{"field": "stage", "op": "eq", "value": "won"}], "steps": days(&[0])}),
                 "exit_when[0].field",
             ),
-            (json!({"name": "x", "steps": [{"subject": "a", "body": "b"}]}), "steps[0]"),
+            (
+                json!({"name": "x", "steps": [{"subject": "a", "body": "b"}]}),
+                "steps[0]",
+            ),
             (
                 json!({"name": "x", "steps": [{"wait_days": 1, "wait_hours": 1, "subject": "a", "body": "b"}]}),
                 "steps[0]",
@@ -816,8 +937,14 @@ mod tests {
                 json!({"name": "x", "steps": [{"wait_days": 400, "subject": "a", "body": "b"}]}),
                 "steps[0].wait_days",
             ),
-            (json!({"name": "x", "steps": [{"wait_days": 1, "body": "b"}]}), "steps[0].subject"),
-            (json!({"name": "x", "steps": [{"wait_days": 1, "subject": "a"}]}), "steps[0].body"),
+            (
+                json!({"name": "x", "steps": [{"wait_days": 1, "body": "b"}]}),
+                "steps[0].subject",
+            ),
+            (
+                json!({"name": "x", "steps": [{"wait_days": 1, "subject": "a"}]}),
+                "steps[0].body",
+            ),
             (
                 json!({"name": "x", "steps": [{"wait_days": 1, "subject": "a", "body": "b", "delay": 1}]}),
                 "steps[0].delay",
@@ -838,20 +965,33 @@ mod tests {
         .unwrap();
         assert_eq!(def.source_object(), SourceObject::Deal);
         let contact = ContactId::from_uuid(Uuid::from_u128(7));
-        let deal = json!({"id": "deal_1", "stage": "qualified", "primary_contact_id": contact.as_str()});
+        let deal =
+            json!({"id": "deal_1", "stage": "qualified", "primary_contact_id": contact.as_str()});
         assert_eq!(recipient(SourceObject::Deal, &deal), Some(contact));
-        assert_eq!(recipient(SourceObject::Deal, &json!({"id": "deal_1", "primary_contact_id": null})), None);
+        assert_eq!(
+            recipient(
+                SourceObject::Deal,
+                &json!({"id": "deal_1", "primary_contact_id": null})
+            ),
+            None
+        );
         let s = seq(def);
         assert!(s.enrolls(EventType::DealStageChanged, &deal));
         assert!(!s.enrolls(EventType::DealUpdated, &deal), "another event");
-        assert!(!s.enrolls(EventType::DealStageChanged, &json!({"stage": "won"})), "filter");
+        assert!(
+            !s.enrolls(EventType::DealStageChanged, &json!({"stage": "won"})),
+            "filter"
+        );
         assert!(s.def.exit_matches(&json!({"stage": "lost"})));
         assert!(!s.def.exit_matches(&json!({"stage": "qualified"})));
     }
 
     #[test]
     fn an_empty_exit_list_never_exits_and_a_record_already_exiting_does_not_enroll() {
-        let def = parse(json!({"name": "x", "trigger": {"event": "contact.created"}, "steps": days(&[0])})).unwrap();
+        let def = parse(
+            json!({"name": "x", "trigger": {"event": "contact.created"}, "steps": days(&[0])}),
+        )
+        .unwrap();
         assert!(!def.exit_matches(&json!({})));
         let def = parse(json!({"name": "x", "trigger": {"event": "contact.created"}, "exit_when": [{"field": "type", "op": "eq", "value": "customer"}], "steps": days(&[0])})).unwrap();
         let s = seq(def);
@@ -865,7 +1005,11 @@ mod tests {
     #[test]
     fn waits_are_relative_so_0_3_4_7_days_send_on_days_0_3_7_14() {
         let def = parse(json!({"name": "x", "steps": days(&[0, 3, 4, 7])})).unwrap();
-        let offsets: Vec<i64> = def.schedule().iter().map(|s| s.send_offset_seconds / 86_400).collect();
+        let offsets: Vec<i64> = def
+            .schedule()
+            .iter()
+            .map(|s| s.send_offset_seconds / 86_400)
+            .collect();
         assert_eq!(offsets, [0, 3, 7, 14]);
         let doc = preview(&def, &[], 900, &[]);
         assert_eq!(
@@ -873,7 +1017,12 @@ mod tests {
             json!({"step": 3, "wait_seconds": 4 * 86_400, "send_offset_seconds": 7 * 86_400, "subject": "S{{first_name}}"})
         );
         assert_eq!(doc["would_enroll_now"], 500, "capped");
-        let doc = preview(&def, &[None, Some("From template".into())], 3, &["w".into()]);
+        let doc = preview(
+            &def,
+            &[None, Some("From template".into())],
+            3,
+            &["w".into()],
+        );
         assert_eq!(doc["schedule"][1]["subject"], "From template");
         assert_eq!(doc["warnings"], json!(["w"]));
     }
@@ -881,7 +1030,10 @@ mod tests {
     #[test]
     fn warnings_name_tags_no_field_provides() {
         let w = merge_warnings(
-            &["Hi {{first_name}} of {{company.name}}", "{{favourite_color}}"],
+            &[
+                "Hi {{first_name}} of {{company.name}}",
+                "{{favourite_color}}",
+            ],
             &Registry::default(),
             &Registry::default(),
         );
@@ -927,7 +1079,12 @@ mod tests {
         assert!(e.exit(ExitReason::SourceDeleted, t0));
         assert_eq!(
             (e.state, e.exit_reason, e.next_send_at, e.ended_at),
-            (EnrollmentState::Exited, Some(ExitReason::SourceDeleted), None, Some(t0))
+            (
+                EnrollmentState::Exited,
+                Some(ExitReason::SourceDeleted),
+                None,
+                Some(t0)
+            )
         );
         assert!(!e.exit(ExitReason::Unenrolled, t0));
         assert!(!e.step_sent(&s.def.steps, t0));

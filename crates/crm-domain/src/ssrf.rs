@@ -59,18 +59,35 @@ impl Blocked {
 
 /// Cloud metadata service addresses (AWS, GCP, Azure, DigitalOcean, OpenStack: 169.254.169.254;
 /// AWS ECS task metadata: 169.254.170.2; Alibaba: 100.100.100.200; Oracle: 192.0.0.192).
-const METADATA_V4: [Ipv4Addr; 4] =
-    [Ipv4Addr::new(169, 254, 169, 254), Ipv4Addr::new(169, 254, 170, 2), Ipv4Addr::new(100, 100, 100, 200), Ipv4Addr::new(192, 0, 0, 192)];
+const METADATA_V4: [Ipv4Addr; 4] = [
+    Ipv4Addr::new(169, 254, 169, 254),
+    Ipv4Addr::new(169, 254, 170, 2),
+    Ipv4Addr::new(100, 100, 100, 200),
+    Ipv4Addr::new(192, 0, 0, 192),
+];
 
 /// AWS IMDS over IPv6.
 const METADATA_V6: [Ipv6Addr; 1] = [Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254)];
 
 /// Host names of metadata services.
-const METADATA_NAMES: [&str; 6] =
-    ["metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"];
+const METADATA_NAMES: [&str; 6] = [
+    "metadata.google.internal",
+    "metadata.goog",
+    "metadata",
+    "instance-data",
+    "instance-data.ec2.internal",
+    "metadata.azure.internal",
+];
 
 /// Private-use top-level names: never public.
-const LOCAL_SUFFIXES: [&str; 6] = ["localhost", "internal", "local", "localdomain", "home.arpa", "intranet"];
+const LOCAL_SUFFIXES: [&str; 6] = [
+    "localhost",
+    "internal",
+    "local",
+    "localdomain",
+    "home.arpa",
+    "intranet",
+];
 
 /// The kind of a non-public IPv4 address, or `None` for a public one.
 pub fn classify_v4(ip: Ipv4Addr) -> Option<Blocked> {
@@ -87,7 +104,12 @@ pub fn classify_v4(ip: Ipv4Addr) -> Option<Blocked> {
         (172, 16..=31, _) => Some(Blocked::Private),
         (192, 168, _) => Some(Blocked::Private),
         // IETF protocol assignments, documentation (TEST-NET-1..3), 6to4 relay anycast, benchmarking.
-        (192, 0, 0) | (192, 0, 2) | (192, 88, 99) | (198, 51, 100) | (203, 0, 113) | (198, 18..=19, _) => Some(Blocked::Reserved),
+        (192, 0, 0)
+        | (192, 0, 2)
+        | (192, 88, 99)
+        | (198, 51, 100)
+        | (203, 0, 113)
+        | (198, 18..=19, _) => Some(Blocked::Reserved),
         (224..=239, _, _) => Some(Blocked::Multicast),
         // 240.0.0.0/4 (reserved) including 255.255.255.255 (broadcast).
         (240..=255, _, _) => Some(Blocked::Reserved),
@@ -109,7 +131,9 @@ pub fn classify_v6(ip: Ipv6Addr) -> Option<Blocked> {
     }
     match s {
         // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated).
-        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] => return Some(Blocked::Ipv4Embedded),
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] => {
+            return Some(Blocked::Ipv4Embedded)
+        }
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] | [0x64, 0xff9b, 1, ..] => return Some(Blocked::Nat64),
         [0x2002, ..] | [0x2001, 0, ..] => return Some(Blocked::Tunnel),
         _ => {}
@@ -130,7 +154,10 @@ pub fn classify_v6(ip: Ipv6Addr) -> Option<Blocked> {
     }
     // Documentation (2001:db8::/32, 3fff::/20), ORCHID (2001:10::/28, 2001:20::/28), other
     // IETF special-purpose blocks under 2001::/23, and anything outside global unicast 2000::/3.
-    if (first == 0x2001 && s[1] == 0x0db8) || (first == 0x3fff && s[1] < 0x1000) || (first == 0x2001 && s[1] < 0x0200) {
+    if (first == 0x2001 && s[1] == 0x0db8)
+        || (first == 0x3fff && s[1] < 0x1000)
+        || (first == 0x2001 && s[1] < 0x0200)
+    {
         return Some(Blocked::Reserved);
     }
     if first & 0xe000 != 0x2000 {
@@ -153,7 +180,10 @@ pub fn classify_name(name: &str) -> Option<Blocked> {
     if METADATA_NAMES.contains(&name) {
         return Some(Blocked::Metadata);
     }
-    if LOCAL_SUFFIXES.iter().any(|s| name == *s || name.ends_with(&format!(".{s}"))) {
+    if LOCAL_SUFFIXES
+        .iter()
+        .any(|s| name == *s || name.ends_with(&format!(".{s}")))
+    {
         return Some(Blocked::LocalName);
     }
     // A single-label name is resolved through the server's search domains: never public.
@@ -174,9 +204,15 @@ pub struct Policy {
 
 impl Policy {
     /// Live mode: public https only.
-    pub const LIVE: Policy = Policy { allow_http: false, allow_loopback: false };
+    pub const LIVE: Policy = Policy {
+        allow_http: false,
+        allow_loopback: false,
+    };
     /// Test mode: http and loopback too; every other blocked kind stays blocked.
-    pub const TEST: Policy = Policy { allow_http: true, allow_loopback: true };
+    pub const TEST: Policy = Policy {
+        allow_http: true,
+        allow_loopback: true,
+    };
 
     /// Whether an address may be connected to under this policy.
     pub fn allows_ip(self, ip: IpAddr) -> Result<(), Blocked> {
@@ -224,11 +260,20 @@ pub struct UrlRejected {
 }
 
 fn reject(detail: impl Into<String>) -> UrlRejected {
-    UrlRejected { detail: detail.into(), blocked: None }
+    UrlRejected {
+        detail: detail.into(),
+        blocked: None,
+    }
 }
 
 fn blocked(what: &str, b: Blocked) -> UrlRejected {
-    UrlRejected { detail: format!("url: the host {what} is {}, which webhooks may not reach", b.describe()), blocked: Some(b) }
+    UrlRejected {
+        detail: format!(
+            "url: the host {what} is {}, which webhooks may not reach",
+            b.describe()
+        ),
+        blocked: Some(b),
+    }
 }
 
 /// The longest URL accepted.
@@ -261,11 +306,17 @@ pub fn check_url(raw: &str, policy: Policy) -> Result<CheckedUrl, UrlRejected> {
         None => return Err(reject("url must name a host")),
     };
     match &host {
-        Host::Ip(ip) => policy.allows_ip(*ip).map_err(|b| blocked(&ip.to_string(), b))?,
+        Host::Ip(ip) => policy
+            .allows_ip(*ip)
+            .map_err(|b| blocked(&ip.to_string(), b))?,
         Host::Name(name) => policy.allows_name(name).map_err(|b| blocked(name, b))?,
     }
     let port = url.port_or_known_default().unwrap_or(443);
-    Ok(CheckedUrl { url: url.to_string(), host, port })
+    Ok(CheckedUrl {
+        url: url.to_string(),
+        host,
+        port,
+    })
 }
 
 #[cfg(test)]
@@ -396,7 +447,11 @@ mod tests {
     fn live_policy_refuses_every_blocked_spelling() {
         assert!(BLOCKED.len() >= 40);
         for raw in BLOCKED {
-            assert!(check_url(raw, Policy::LIVE).is_err(), "{raw} must be refused, got {:?}", check_url(raw, Policy::LIVE));
+            assert!(
+                check_url(raw, Policy::LIVE).is_err(),
+                "{raw} must be refused, got {:?}",
+                check_url(raw, Policy::LIVE)
+            );
         }
     }
 
@@ -410,12 +465,26 @@ mod tests {
 
     #[test]
     fn numeric_spellings_are_parsed_as_a_browser_does() {
-        for raw in ["https://2130706433/", "https://0x7f.1/", "https://0177.0.0.1/", "https://127.1/"] {
-            assert_eq!(check_url(raw, Policy::TEST).unwrap().host, Host::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)), "{raw}");
+        for raw in [
+            "https://2130706433/",
+            "https://0x7f.1/",
+            "https://0177.0.0.1/",
+            "https://127.1/",
+        ] {
+            assert_eq!(
+                check_url(raw, Policy::TEST).unwrap().host,
+                Host::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+                "{raw}"
+            );
         }
         let e = check_url("https://0xa9fea9fe/", Policy::LIVE).unwrap_err();
         assert_eq!(e.blocked, Some(Blocked::Metadata));
-        assert_eq!(check_url("https://[::ffff:7f00:1]/", Policy::TEST).unwrap_err().blocked, Some(Blocked::Ipv4Embedded));
+        assert_eq!(
+            check_url("https://[::ffff:7f00:1]/", Policy::TEST)
+                .unwrap_err()
+                .blocked,
+            Some(Blocked::Ipv4Embedded)
+        );
     }
 
     #[test]
@@ -424,8 +493,18 @@ mod tests {
         assert!(check_url("http://localhost:9000/hook", Policy::TEST).is_ok());
         assert!(check_url("http://[::1]:9000/hook", Policy::TEST).is_ok());
         assert!(check_url("http://example.com/", Policy::TEST).is_ok());
-        assert_eq!(check_url("http://169.254.169.254/", Policy::TEST).unwrap_err().blocked, Some(Blocked::Metadata));
-        assert_eq!(check_url("http://10.1.2.3/", Policy::TEST).unwrap_err().blocked, Some(Blocked::Private));
+        assert_eq!(
+            check_url("http://169.254.169.254/", Policy::TEST)
+                .unwrap_err()
+                .blocked,
+            Some(Blocked::Metadata)
+        );
+        assert_eq!(
+            check_url("http://10.1.2.3/", Policy::TEST)
+                .unwrap_err()
+                .blocked,
+            Some(Blocked::Private)
+        );
         assert!(check_url("ftp://127.0.0.1/", Policy::TEST).is_err());
     }
 
@@ -461,7 +540,11 @@ mod tests {
     }
 
     fn in_v6(ip: u128, net: u128, len: u32) -> bool {
-        let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - len)
+        };
         ip & mask == net & mask
     }
 
@@ -472,17 +555,25 @@ mod tests {
             return true;
         }
         // ...minus these.
-        const TABLE: &[(u128, u32)] = &[(0x2001_0000 << 96, 23), (0x2001_0db8 << 96, 32), (0x2002 << 112, 16), (0x3fff << 112, 20)];
+        const TABLE: &[(u128, u32)] = &[
+            (0x2001_0000 << 96, 23),
+            (0x2001_0db8 << 96, 32),
+            (0x2002 << 112, 16),
+            (0x3fff << 112, 20),
+        ];
         TABLE.iter().any(|(net, len)| in_v6(n, *net, *len))
     }
 
     fn arb_v6() -> impl Strategy<Value = Ipv6Addr> {
         // Uniform u128s are almost all outside 2000::/3; mix in addresses under interesting prefixes.
-        let prefixes =
-            prop::sample::select(vec![0u16, 0x0064, 0x2001, 0x2002, 0x2400, 0x2a00, 0x3fff, 0xfc00, 0xfd00, 0xfe80, 0xfec0, 0xff02]);
+        let prefixes = prop::sample::select(vec![
+            0u16, 0x0064, 0x2001, 0x2002, 0x2400, 0x2a00, 0x3fff, 0xfc00, 0xfd00, 0xfe80, 0xfec0,
+            0xff02,
+        ]);
         prop_oneof![
             any::<u128>().prop_map(Ipv6Addr::from),
-            (prefixes, any::<u128>()).prop_map(|(p, rest)| Ipv6Addr::from((u128::from(p) << 112) | (rest >> 16))),
+            (prefixes, any::<u128>())
+                .prop_map(|(p, rest)| Ipv6Addr::from((u128::from(p) << 112) | (rest >> 16))),
             any::<u32>().prop_map(|v4| Ipv6Addr::from(0xffff_0000_0000u128 | u128::from(v4))),
             any::<u32>().prop_map(|v4| Ipv6Addr::from((0x0064_ff9bu128 << 96) | u128::from(v4))),
         ]

@@ -14,7 +14,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
             }
@@ -32,7 +34,8 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .into_iter()
         .map(|c| {
             let d = edit_distance(&lower, &c.to_ascii_lowercase());
-            let contained = c.len() >= 3 && lower.len() >= 3 && (c.contains(&lower) || lower.contains(c));
+            let contained =
+                c.len() >= 3 && lower.len() >= 3 && (c.contains(&lower) || lower.contains(c));
             (if contained { d.min(budget) } else { d }, c)
         })
         .filter(|(d, _)| *d <= budget)
@@ -46,7 +49,14 @@ mod tests {
 
     #[test]
     fn finds_typos() {
-        let fields = ["first_name", "last_name", "email", "phone", "linkedin_url", "company_id"];
+        let fields = [
+            "first_name",
+            "last_name",
+            "email",
+            "phone",
+            "linkedin_url",
+            "company_id",
+        ];
         assert_eq!(closest("frist_name", fields), Some("first_name"));
         assert_eq!(closest("emial", fields), Some("email"));
         assert_eq!(closest("linkedin", fields), Some("linkedin_url"));

@@ -55,7 +55,9 @@ impl Date {
     pub fn parse(s: &str) -> Option<Self> {
         let format = format_description!("[year]-[month]-[day]");
         // The format is fixed-width, so reject anything longer/shorter than 10 chars up front.
-        (s.len() == 10).then(|| time::Date::parse(s, &format).ok().map(Self)).flatten()
+        (s.len() == 10)
+            .then(|| time::Date::parse(s, &format).ok().map(Self))
+            .flatten()
     }
 
     /// The first instant of the day, UTC.
@@ -67,7 +69,13 @@ impl Date {
 impl fmt::Display for Date {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.0;
-        write!(f, "{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+        write!(
+            f,
+            "{:04}-{:02}-{:02}",
+            d.year(),
+            u8::from(d.month()),
+            d.day()
+        )
     }
 }
 
@@ -77,8 +85,14 @@ mod tests {
 
     #[test]
     fn formats_with_millis_and_z() {
-        assert_eq!(Timestamp::from_millis(1_700_000_000_123).to_string(), "2023-11-14T22:13:20.123Z");
-        assert_eq!(Timestamp::from_millis(0).to_string(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Timestamp::from_millis(1_700_000_000_123).to_string(),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            Timestamp::from_millis(0).to_string(),
+            "1970-01-01T00:00:00.000Z"
+        );
     }
 
     #[test]

@@ -32,11 +32,17 @@ impl Subscription {
     /// Checks `["*"]` or a non-empty list of event names (duplicates dropped, order kept).
     pub fn parse(names: &[String]) -> Result<Subscription, ValidationError> {
         if names.is_empty() {
-            return Err(ValidationError::invalid("events", "events must name at least one event type, or be [\"*\"] for all"));
+            return Err(ValidationError::invalid(
+                "events",
+                "events must name at least one event type, or be [\"*\"] for all",
+            ));
         }
         if names.iter().any(|n| n == "*") {
             if names.len() > 1 {
-                return Err(ValidationError::invalid("events", "\"*\" subscribes to every event and must stand alone"));
+                return Err(ValidationError::invalid(
+                    "events",
+                    "\"*\" subscribes to every event and must stand alone",
+                ));
             }
             return Ok(Subscription::All);
         }
@@ -55,7 +61,10 @@ impl Subscription {
     }
 
     pub fn valid_options() -> Vec<String> {
-        std::iter::once("*").chain(EventType::ALL.iter().map(|t| t.as_str())).map(String::from).collect()
+        std::iter::once("*")
+            .chain(EventType::ALL.iter().map(|t| t.as_str()))
+            .map(String::from)
+            .collect()
     }
 
     pub fn matches(&self, t: EventType) -> bool {
@@ -102,8 +111,13 @@ pub struct Webhook {
 /// A description: trimmed, empty means none, at most 500 characters.
 pub fn check_description(d: Option<String>) -> Result<Option<String>, ValidationError> {
     let d = d.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
-    if d.as_ref().is_some_and(|s| s.chars().count() > MAX_DESCRIPTION_LEN) {
-        return Err(ValidationError::invalid("description", format!("description is at most {MAX_DESCRIPTION_LEN} characters")));
+    if d.as_ref()
+        .is_some_and(|s| s.chars().count() > MAX_DESCRIPTION_LEN)
+    {
+        return Err(ValidationError::invalid(
+            "description",
+            format!("description is at most {MAX_DESCRIPTION_LEN} characters"),
+        ));
     }
     Ok(d)
 }
@@ -116,18 +130,24 @@ pub fn new_secret(random: [u8; SECRET_BYTES]) -> String {
 /// The `Svc-Signature` header: `t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`, keyed with the whole
 /// secret string (as Stripe does).
 pub fn svc_signature(secret: &str, unix_seconds: i64, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
     mac.update(unix_seconds.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    format!("t={unix_seconds},v1={}", hex::encode(mac.finalize().into_bytes()))
+    format!(
+        "t={unix_seconds},v1={}",
+        hex::encode(mac.finalize().into_bytes())
+    )
 }
 
 /// The Standard Webhooks `webhook-signature`: `v1,<base64 HMAC-SHA256 of "id.t.body">`, keyed
 /// with the base64-decoded part of the secret after `whsec_`.
 pub fn standard_signature(secret: &str, msg_id: &str, unix_seconds: i64, body: &[u8]) -> String {
     let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-    let key = STANDARD.decode(encoded).unwrap_or_else(|_| encoded.as_bytes().to_vec());
+    let key = STANDARD
+        .decode(encoded)
+        .unwrap_or_else(|_| encoded.as_bytes().to_vec());
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
     mac.update(msg_id.as_bytes());
     mac.update(b".");
@@ -151,7 +171,10 @@ pub fn delivery_headers(
         ("svc-signature", svc_signature(secret, unix_seconds, body)),
         ("webhook-id", delivery.as_str().to_owned()),
         ("webhook-timestamp", unix_seconds.to_string()),
-        ("webhook-signature", standard_signature(secret, delivery.as_str(), unix_seconds, body)),
+        (
+            "webhook-signature",
+            standard_signature(secret, delivery.as_str(), unix_seconds, body),
+        ),
     ]
 }
 
@@ -174,9 +197,14 @@ impl DeliveryStatus {
     }
 
     pub fn parse(s: &str) -> Option<DeliveryStatus> {
-        [DeliveryStatus::Pending, DeliveryStatus::Retrying, DeliveryStatus::Succeeded, DeliveryStatus::DeadLettered]
-            .into_iter()
-            .find(|d| d.as_str() == s)
+        [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Retrying,
+            DeliveryStatus::Succeeded,
+            DeliveryStatus::DeadLettered,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == s)
     }
 }
 
@@ -190,7 +218,9 @@ pub struct Backoff {
 impl Default for Backoff {
     /// 1 min, 5 min, 30 min, 2 h, 6 h.
     fn default() -> Self {
-        Backoff { delays_ms: vec![60_000, 300_000, 1_800_000, 7_200_000, 21_600_000] }
+        Backoff {
+            delays_ms: vec![60_000, 300_000, 1_800_000, 7_200_000, 21_600_000],
+        }
     }
 }
 
@@ -243,16 +273,31 @@ pub struct NextStep {
 /// The state after attempt number `attempt` (1-based) ended at `now`. `jitter` in `[0, 1)` adds
 /// up to 10 % to the wait. An attempt beyond the sixth (a manual retry of a dead-lettered
 /// delivery) that fails is dead-lettered again.
-pub fn after_attempt(attempt: u32, succeeded: bool, now: Timestamp, backoff: &Backoff, jitter: f64) -> NextStep {
+pub fn after_attempt(
+    attempt: u32,
+    succeeded: bool,
+    now: Timestamp,
+    backoff: &Backoff,
+    jitter: f64,
+) -> NextStep {
     if succeeded {
-        return NextStep { status: DeliveryStatus::Succeeded, next_attempt_at: None };
+        return NextStep {
+            status: DeliveryStatus::Succeeded,
+            next_attempt_at: None,
+        };
     }
     if attempt >= MAX_ATTEMPTS {
-        return NextStep { status: DeliveryStatus::DeadLettered, next_attempt_at: None };
+        return NextStep {
+            status: DeliveryStatus::DeadLettered,
+            next_attempt_at: None,
+        };
     }
     let base = backoff.delay_ms(attempt);
     let extra = (base as f64 * 0.1 * jitter.clamp(0.0, 0.999_999)) as i64;
-    NextStep { status: DeliveryStatus::Retrying, next_attempt_at: Some(now.plus_millis(base + extra)) }
+    NextStep {
+        status: DeliveryStatus::Retrying,
+        next_attempt_at: Some(now.plus_millis(base + extra)),
+    }
 }
 
 #[cfg(test)]
@@ -262,11 +307,19 @@ mod tests {
 
     #[test]
     fn subscriptions_accept_the_five_types_or_star() {
-        let s = |v: &[&str]| Subscription::parse(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        let s =
+            |v: &[&str]| Subscription::parse(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
         assert_eq!(s(&["*"]).unwrap(), Subscription::All);
-        assert_eq!(s(&["deal.created", "deal.created"]).unwrap(), Subscription::Only(vec![EventType::DealCreated]));
+        assert_eq!(
+            s(&["deal.created", "deal.created"]).unwrap(),
+            Subscription::Only(vec![EventType::DealCreated])
+        );
         match s(&["deal.created", "deal.deleted"]).unwrap_err() {
-            ValidationError::UnknownValue { field, value, valid_options } => {
+            ValidationError::UnknownValue {
+                field,
+                value,
+                valid_options,
+            } => {
                 assert_eq!((field.as_str(), value.as_str()), ("events", "deal.deleted"));
                 assert_eq!(valid_options.len(), 6);
             }
@@ -275,7 +328,9 @@ mod tests {
         assert!(s(&[]).is_err());
         assert!(s(&["*", "deal.created"]).is_err());
         assert!(Subscription::All.matches(EventType::ContactUpdated));
-        assert!(!s(&["contact.created"]).unwrap().matches(EventType::ContactUpdated));
+        assert!(!s(&["contact.created"])
+            .unwrap()
+            .matches(EventType::ContactUpdated));
         let only = s(&["contact.updated", "deal.stage_changed"]).unwrap();
         assert_eq!(Subscription::from_stored(&only.names()), only);
     }
@@ -294,7 +349,13 @@ mod tests {
         let sig = svc_signature("whsec_test", 1_700_000_000, br#"{"a":1}"#);
         let mut mac = Hmac::<Sha256>::new_from_slice(b"whsec_test").unwrap();
         mac.update(br#"1700000000.{"a":1}"#);
-        assert_eq!(sig, format!("t=1700000000,v1={}", hex::encode(mac.finalize().into_bytes())));
+        assert_eq!(
+            sig,
+            format!(
+                "t=1700000000,v1={}",
+                hex::encode(mac.finalize().into_bytes())
+            )
+        );
     }
 
     #[test]
@@ -310,19 +371,47 @@ mod tests {
     fn backoff_follows_the_schedule_then_dead_letters() {
         let b = Backoff::default();
         let now = Timestamp::from_millis(0);
-        let waits: Vec<i64> = (1..=5).map(|a| after_attempt(a, false, now, &b, 0.0).next_attempt_at.unwrap().millis()).collect();
-        assert_eq!(waits, vec![60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]);
-        assert_eq!(after_attempt(6, false, now, &b, 0.5).status, DeliveryStatus::DeadLettered);
-        assert_eq!(after_attempt(7, false, now, &b, 0.5).status, DeliveryStatus::DeadLettered);
-        assert_eq!(after_attempt(6, true, now, &b, 0.5).status, DeliveryStatus::Succeeded);
-        assert_eq!(after_attempt(1, false, now, &b, 0.999).next_attempt_at.unwrap().millis(), 65_994);
+        let waits: Vec<i64> = (1..=5)
+            .map(|a| {
+                after_attempt(a, false, now, &b, 0.0)
+                    .next_attempt_at
+                    .unwrap()
+                    .millis()
+            })
+            .collect();
+        assert_eq!(
+            waits,
+            vec![60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]
+        );
+        assert_eq!(
+            after_attempt(6, false, now, &b, 0.5).status,
+            DeliveryStatus::DeadLettered
+        );
+        assert_eq!(
+            after_attempt(7, false, now, &b, 0.5).status,
+            DeliveryStatus::DeadLettered
+        );
+        assert_eq!(
+            after_attempt(6, true, now, &b, 0.5).status,
+            DeliveryStatus::Succeeded
+        );
+        assert_eq!(
+            after_attempt(1, false, now, &b, 0.999)
+                .next_attempt_at
+                .unwrap()
+                .millis(),
+            65_994
+        );
     }
 
     #[test]
     fn backoff_parses_durations() {
         assert_eq!(Backoff::parse("1s,1s,1s,1s,1s").unwrap().delay_ms(5), 1000);
         let b = Backoff::parse("100ms, 2m").unwrap();
-        assert_eq!((b.delay_ms(1), b.delay_ms(2), b.delay_ms(5)), (100, 120_000, 120_000));
+        assert_eq!(
+            (b.delay_ms(1), b.delay_ms(2), b.delay_ms(5)),
+            (100, 120_000, 120_000)
+        );
         assert_eq!(Backoff::parse("1h").unwrap().delay_ms(3), 3_600_000);
         for bad in ["", "1x", "-1s", "1s,1s,1s,1s,1s,1s", "1s,,1s"] {
             assert!(Backoff::parse(bad).is_err(), "{bad}");

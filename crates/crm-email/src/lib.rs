@@ -53,7 +53,10 @@ pub struct HttpRequest {
 }
 
 fn host(connection: &Connection, default: &str) -> String {
-    connection.base_url.clone().unwrap_or_else(|| default.to_owned())
+    connection
+        .base_url
+        .clone()
+        .unwrap_or_else(|| default.to_owned())
 }
 
 /// The request each HTTP provider documents for sending one message.
@@ -69,7 +72,10 @@ pub fn http_request(connection: &Connection, email: &EmailMessage) -> Option<Htt
         // https://postmarkapp.com/developer/api/email-api#send-a-single-email
         Provider::Postmark => HttpRequest {
             url: format!("{}/email", host(connection, POSTMARK_HOST)),
-            headers: vec![("x-postmark-server-token", key.clone()), ("accept", "application/json".into())],
+            headers: vec![
+                ("x-postmark-server-token", key.clone()),
+                ("accept", "application/json".into()),
+            ],
             body: json!({
                 "From": email.from, "To": email.to, "Subject": email.subject,
                 "HtmlBody": email.html, "TextBody": email.text, "MessageStream": "outbound",
@@ -79,8 +85,14 @@ pub fn http_request(connection: &Connection, email: &EmailMessage) -> Option<Htt
         Provider::Sendgrid => {
             let sender = Sender::parse(&email.from);
             let from = match &sender {
-                Some(Sender { name: Some(name), address }) => json!({"email": address.as_str(), "name": name}),
-                Some(Sender { name: None, address }) => json!({"email": address.as_str()}),
+                Some(Sender {
+                    name: Some(name),
+                    address,
+                }) => json!({"email": address.as_str(), "name": name}),
+                Some(Sender {
+                    name: None,
+                    address,
+                }) => json!({"email": address.as_str()}),
                 None => json!({"email": email.from}),
             };
             HttpRequest {
@@ -113,31 +125,59 @@ fn classify(status: u16, body: &str) -> Result<(), SendFailure> {
 }
 
 /// The provider's id of the message, from its answer.
-fn message_id(provider: Provider, headers: &reqwest::header::HeaderMap, body: &str) -> Option<String> {
+fn message_id(
+    provider: Provider,
+    headers: &reqwest::header::HeaderMap,
+    body: &str,
+) -> Option<String> {
     match provider {
-        Provider::Sendgrid => headers.get("x-message-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
-        Provider::Resend => serde_json::from_str::<Value>(body).ok()?.get("id")?.as_str().map(str::to_owned),
-        Provider::Postmark => serde_json::from_str::<Value>(body).ok()?.get("MessageID")?.as_str().map(str::to_owned),
+        Provider::Sendgrid => headers
+            .get("x-message-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        Provider::Resend => serde_json::from_str::<Value>(body)
+            .ok()?
+            .get("id")?
+            .as_str()
+            .map(str::to_owned),
+        Provider::Postmark => serde_json::from_str::<Value>(body)
+            .ok()?
+            .get("MessageID")?
+            .as_str()
+            .map(str::to_owned),
         Provider::Smtp => None,
     }
 }
 
 impl ProviderSender {
-    async fn send_http(&self, connection: &Connection, email: &EmailMessage, request: HttpRequest) -> Result<Option<String>, SendFailure> {
+    async fn send_http(
+        &self,
+        connection: &Connection,
+        email: &EmailMessage,
+        request: HttpRequest,
+    ) -> Result<Option<String>, SendFailure> {
         let mut builder = self.http.post(&request.url).json(&request.body);
         for (name, value) in &request.headers {
             builder = builder.header(*name, value);
         }
-        let response = builder.send().await.map_err(|e| SendFailure::Retryable(format!("could not reach the provider: {}", without_url(&e))))?;
+        let response = builder.send().await.map_err(|e| {
+            SendFailure::Retryable(format!("could not reach the provider: {}", without_url(&e)))
+        })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.text().await.unwrap_or_default();
         classify(status, &body)?;
         if connection.provider == Provider::Postmark {
             // Postmark reports some refusals in a 200 body with a non-zero ErrorCode.
-            let code = serde_json::from_str::<Value>(&body).ok().and_then(|v| v.get("ErrorCode").and_then(Value::as_i64)).unwrap_or(0);
+            let code = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v.get("ErrorCode").and_then(Value::as_i64))
+                .unwrap_or(0);
             if code != 0 {
-                return Err(SendFailure::Permanent(format!("postmark ErrorCode {code}: {}", body.chars().take(300).collect::<String>())));
+                return Err(SendFailure::Permanent(format!(
+                    "postmark ErrorCode {code}: {}",
+                    body.chars().take(300).collect::<String>()
+                )));
             }
         }
         tracing::debug!(email = %email.id, provider = connection.provider.as_str(), "email sent");
@@ -159,7 +199,11 @@ fn without_url(e: &reqwest::Error) -> String {
 
 #[async_trait]
 impl EmailSender for ProviderSender {
-    async fn send(&self, connection: &Connection, email: &EmailMessage) -> Result<Option<String>, SendFailure> {
+    async fn send(
+        &self,
+        connection: &Connection,
+        email: &EmailMessage,
+    ) -> Result<Option<String>, SendFailure> {
         match http_request(connection, email) {
             Some(request) => self.send_http(connection, email, request).await,
             None => smtp::send(connection, email).await,
@@ -229,8 +273,13 @@ pub mod smtp {
             None => (None, authority),
         };
         let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => (h.trim_matches(['[', ']']).to_owned(), p.parse().ok()?),
-            _ => (hostport.trim_matches(['[', ']']).to_owned(), if implicit_tls { 465 } else { 587 }),
+            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => {
+                (h.trim_matches(['[', ']']).to_owned(), p.parse().ok()?)
+            }
+            _ => (
+                hostport.trim_matches(['[', ']']).to_owned(),
+                if implicit_tls { 465 } else { 587 },
+            ),
         };
         if host.is_empty() {
             return None;
@@ -242,20 +291,44 @@ pub mod smtp {
         if !["required", "opportunistic", "none"].contains(&starttls.as_str()) {
             return None;
         }
-        Some(Server { implicit_tls, user, host, port, starttls })
+        Some(Server {
+            implicit_tls,
+            user,
+            host,
+            port,
+            starttls,
+        })
     }
 
     fn mailbox(raw: &str) -> Result<Mailbox, SendFailure> {
-        let sender = Sender::parse(raw).ok_or_else(|| SendFailure::Permanent(format!("`{raw}` is not an address")))?;
-        let address = sender.address.as_str().parse().map_err(|_| SendFailure::Permanent(format!("`{raw}` is not an address")))?;
+        let sender = Sender::parse(raw)
+            .ok_or_else(|| SendFailure::Permanent(format!("`{raw}` is not an address")))?;
+        let address = sender
+            .address
+            .as_str()
+            .parse()
+            .map_err(|_| SendFailure::Permanent(format!("`{raw}` is not an address")))?;
         Ok(Mailbox::new(sender.name, address))
     }
 
-    pub async fn send(connection: &Connection, email: &EmailMessage) -> Result<Option<String>, SendFailure> {
+    pub async fn send(
+        connection: &Connection,
+        email: &EmailMessage,
+    ) -> Result<Option<String>, SendFailure> {
         let url = connection.base_url.as_deref().unwrap_or_default();
-        let server = parse(url).ok_or_else(|| SendFailure::Permanent("the connection's base_url is not an smtp:// or smtps:// server".into()))?;
-        let tls = |host: &str| TlsParameters::new(host.to_owned()).map_err(|e| SendFailure::Permanent(format!("TLS setup failed: {e}")));
-        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(server.host.clone()).port(server.port).timeout(Some(ATTEMPT_TIMEOUT));
+        let server = parse(url).ok_or_else(|| {
+            SendFailure::Permanent(
+                "the connection's base_url is not an smtp:// or smtps:// server".into(),
+            )
+        })?;
+        let tls = |host: &str| {
+            TlsParameters::new(host.to_owned())
+                .map_err(|e| SendFailure::Permanent(format!("TLS setup failed: {e}")))
+        };
+        let mut builder =
+            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(server.host.clone())
+                .port(server.port)
+                .timeout(Some(ATTEMPT_TIMEOUT));
         builder = if server.implicit_tls {
             builder.tls(Tls::Wrapper(tls(&server.host)?))
         } else {
@@ -266,17 +339,27 @@ pub mod smtp {
             }
         };
         let from = mailbox(&email.from)?;
-        let user = server.user.clone().unwrap_or_else(|| from.email.to_string());
-        let transport = builder.credentials(Credentials::new(user, connection.api_key.clone())).build();
+        let user = server
+            .user
+            .clone()
+            .unwrap_or_else(|| from.email.to_string());
+        let transport = builder
+            .credentials(Credentials::new(user, connection.api_key.clone()))
+            .build();
         let message = Message::builder()
             .from(from)
             .to(mailbox(&email.to)?)
             .subject(email.subject.clone())
-            .multipart(MultiPart::alternative_plain_html(email.text.clone(), email.html.clone()))
+            .multipart(MultiPart::alternative_plain_html(
+                email.text.clone(),
+                email.html.clone(),
+            ))
             .map_err(|e| SendFailure::Permanent(format!("could not build the message: {e}")))?;
         match transport.send(message).await {
             Ok(response) => Ok(response.message().next().map(str::to_owned)),
-            Err(e) if e.is_permanent() => Err(SendFailure::Permanent(format!("SMTP server refused: {e}"))),
+            Err(e) if e.is_permanent() => {
+                Err(SendFailure::Permanent(format!("SMTP server refused: {e}")))
+            }
             Err(e) => Err(SendFailure::Retryable(format!("SMTP delivery failed: {e}"))),
         }
     }
@@ -289,11 +372,20 @@ pub mod smtp {
         fn server_urls_parse() {
             assert_eq!(
                 parse("smtp://me%40x.co@127.0.0.1:2525?tls=none"),
-                Some(Server { implicit_tls: false, user: Some("me@x.co".into()), host: "127.0.0.1".into(), port: 2525, starttls: "none".into() })
+                Some(Server {
+                    implicit_tls: false,
+                    user: Some("me@x.co".into()),
+                    host: "127.0.0.1".into(),
+                    port: 2525,
+                    starttls: "none".into()
+                })
             );
             assert_eq!(parse("smtps://mail.example.com").unwrap().port, 465);
             assert_eq!(parse("smtp://mail.example.com").unwrap().port, 587);
-            assert_eq!(parse("smtp://mail.example.com").unwrap().starttls, "opportunistic");
+            assert_eq!(
+                parse("smtp://mail.example.com").unwrap().starttls,
+                "opportunistic"
+            );
             assert!(parse("smtp://mail.example.com?tls=maybe").is_none());
             assert!(parse("https://x").is_none());
             assert!(parse("smtp://").is_none());
@@ -319,7 +411,9 @@ mod tests {
             text: "Hi".into(),
             status: EmailStatus::Queued,
             error: None,
-            source: EmailSource::Automation { automation_id: AutomationId::from_uuid(uuid::Uuid::nil()) },
+            source: EmailSource::Automation {
+                automation_id: AutomationId::from_uuid(uuid::Uuid::nil()),
+            },
             contact_id: None,
             deal_id: None,
             attempts: 0,
@@ -347,13 +441,26 @@ mod tests {
         assert_eq!(r.url, "https://api.resend.com/emails");
         assert_eq!(r.headers, vec![("authorization", "Bearer KEY".to_owned())]);
         assert_eq!(r.body["to"], json!(["ada@example.com"]));
-        let r = http_request(&connection(Provider::Postmark, Some("http://127.0.0.1:1")), &email()).unwrap();
+        let r = http_request(
+            &connection(Provider::Postmark, Some("http://127.0.0.1:1")),
+            &email(),
+        )
+        .unwrap();
         assert_eq!(r.url, "http://127.0.0.1:1/email");
         assert_eq!(r.headers[0], ("x-postmark-server-token", "KEY".to_owned()));
-        assert_eq!((r.body["HtmlBody"].as_str(), r.body["MessageStream"].as_str()), (Some("<p>Hi</p>"), Some("outbound")));
+        assert_eq!(
+            (
+                r.body["HtmlBody"].as_str(),
+                r.body["MessageStream"].as_str()
+            ),
+            (Some("<p>Hi</p>"), Some("outbound"))
+        );
         let r = http_request(&connection(Provider::Sendgrid, None), &email()).unwrap();
         assert_eq!(r.url, "https://api.sendgrid.com/v3/mail/send");
-        assert_eq!(r.body["from"], json!({"email": "hi@acme.com", "name": "Acme"}));
+        assert_eq!(
+            r.body["from"],
+            json!({"email": "hi@acme.com", "name": "Acme"})
+        );
         assert_eq!(r.body["content"][0]["type"], "text/plain");
         assert!(http_request(&connection(Provider::Smtp, Some("smtp://x")), &email()).is_none());
     }
@@ -363,6 +470,8 @@ mod tests {
         assert!(classify(202, "").is_ok());
         assert!(matches!(classify(429, ""), Err(SendFailure::Retryable(_))));
         assert!(matches!(classify(503, ""), Err(SendFailure::Retryable(_))));
-        assert!(matches!(classify(401, "bad key"), Err(SendFailure::Permanent(m)) if m.contains("401")));
+        assert!(
+            matches!(classify(401, "bad key"), Err(SendFailure::Permanent(m)) if m.contains("401"))
+        );
     }
 }

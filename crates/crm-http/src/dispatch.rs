@@ -66,7 +66,11 @@ impl Dispatch {
     /// `rest` answers every request that is not one of the catalog's operations, including the
     /// not-found answer for unknown paths and methods.
     pub(crate) fn new(api: Arc<Api>, rest: Router) -> Dispatch {
-        Dispatch(Arc::new(Inner { api, routes: operation_routes(), rest }))
+        Dispatch(Arc::new(Inner {
+            api,
+            routes: operation_routes(),
+            rest,
+        }))
     }
 }
 
@@ -85,7 +89,11 @@ impl Routes {
         }
         let found = self.tree.at(path).ok()?;
         let target = found.value.0[method as usize]?;
-        let params = found.params.iter().map(|(k, v)| Ok((k.to_owned(), percent_decode(v)?))).collect();
+        let params = found
+            .params
+            .iter()
+            .map(|(k, v)| Ok((k.to_owned(), percent_decode(v)?)))
+            .collect();
         Some((target, params))
     }
 }
@@ -94,7 +102,10 @@ fn percent_decode(raw: &str) -> Result<String, ()> {
     if !raw.contains('%') {
         return Ok(raw.to_owned());
     }
-    percent_encoding::percent_decode_str(raw).decode_utf8().map(|s| s.into_owned()).map_err(drop)
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(drop)
 }
 
 /// Every operation at `/v1<path>` and every alias at `/v1<alias path>`.
@@ -109,15 +120,27 @@ fn operation_routes() -> Routes {
             }
         };
         let slot = &mut paths[at].1 .0[method as usize];
-        assert!(slot.is_none(), "two operations at {} {path}", method.as_str());
+        assert!(
+            slot.is_none(),
+            "two operations at {} {path}",
+            method.as_str()
+        );
         *slot = Some(target);
     };
     for op in catalog::catalog() {
         add(op.path, op.method, Target { op, alias: None });
     }
     for alias in ALIASES {
-        let op = catalog::find(alias.operation).unwrap_or_else(|| panic!("alias of an unknown operation {}", alias.operation));
-        add(alias.path, alias.method, Target { op, alias: Some(alias) });
+        let op = catalog::find(alias.operation)
+            .unwrap_or_else(|| panic!("alias of an unknown operation {}", alias.operation));
+        add(
+            alias.path,
+            alias.method,
+            Target {
+                op,
+                alias: Some(alias),
+            },
+        );
     }
     let mut tree = matchit::Router::new();
     let mut fixed = foldhash::HashMap::default();
@@ -125,7 +148,8 @@ fn operation_routes() -> Routes {
         if !path.contains('{') {
             fixed.insert(path, methods);
         }
-        tree.insert(path, methods).unwrap_or_else(|e| panic!("operation path {path}: {e}"));
+        tree.insert(path, methods)
+            .unwrap_or_else(|e| panic!("operation path {path}: {e}"));
     }
     Routes { fixed, tree }
 }
@@ -143,8 +167,12 @@ impl Service<Request> for Dispatch {
     fn call(&mut self, req: Request) -> DispatchFuture {
         let inner = &*self.0;
         match inner.routes.find(req.method(), req.uri().path()) {
-            Some((target, path)) => DispatchFuture::Operation { inner: Box::pin(rest::serve(inner.api.clone(), target, path, req)) },
-            None => DispatchFuture::Rest { inner: inner.rest.clone().call(with_request_id_header(req)) },
+            Some((target, path)) => DispatchFuture::Operation {
+                inner: Box::pin(rest::serve(inner.api.clone(), target, path, req)),
+            },
+            None => DispatchFuture::Rest {
+                inner: inner.rest.clone().call(with_request_id_header(req)),
+            },
         }
     }
 }
@@ -194,9 +222,22 @@ mod tests {
         };
         for op in catalog::catalog() {
             let concrete = format!("/v1{}", op.path.replace('{', "x").replace('}', ""));
-            let (target, params) = routes.find(&http_method(op.method), &concrete).unwrap_or_else(|| panic!("{}", op.path));
-            assert_eq!(target.op.name, op.name, "{} {}", op.method.as_str(), op.path);
-            assert_eq!(params.unwrap().len(), op.path.matches('{').count(), "{}", op.path);
+            let (target, params) = routes
+                .find(&http_method(op.method), &concrete)
+                .unwrap_or_else(|| panic!("{}", op.path));
+            assert_eq!(
+                target.op.name,
+                op.name,
+                "{} {}",
+                op.method.as_str(),
+                op.path
+            );
+            assert_eq!(
+                params.unwrap().len(),
+                op.path.matches('{').count(),
+                "{}",
+                op.path
+            );
         }
         for alias in ALIASES {
             let concrete = format!("/v1{}", alias.path.replace('{', "x").replace('}', ""));
@@ -204,7 +245,9 @@ mod tests {
             assert_eq!(target.alias.map(|a| a.action), Some(alias.action));
         }
         assert!(!routes.fixed.is_empty() && routes.fixed.keys().all(|p| !p.contains('{')));
-        assert!(routes.find(&http::Method::GET, "/v1/no-such-thing").is_none());
+        assert!(routes
+            .find(&http::Method::GET, "/v1/no-such-thing")
+            .is_none());
         assert!(routes.find(&http::Method::PUT, "/v1/contacts").is_none());
     }
 

@@ -14,9 +14,23 @@ fn html(title: &str, body: &str) -> String {
 pub(crate) async fn index() -> Response {
     let items: String = ErrorCode::ALL
         .iter()
-        .map(|c| format!("<li><a href=\"/errors/{0}\"><code>{0}</code></a> ({1}): {2}</li>", c.as_str(), c.status(), c.title()))
+        .map(|c| {
+            format!(
+                "<li><a href=\"/errors/{0}\"><code>{0}</code></a> ({1}): {2}</li>",
+                c.as_str(),
+                c.status(),
+                c.title()
+            )
+        })
         .collect();
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html("Error codes", &format!("<h1>Error codes</h1><ul>{items}</ul>"))).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        html(
+            "Error codes",
+            &format!("<h1>Error codes</h1><ul>{items}</ul>"),
+        ),
+    )
+        .into_response()
 }
 
 pub(crate) async fn page(Path(code): Path<String>) -> Response {
@@ -29,9 +43,17 @@ pub(crate) async fn page(Path(code): Path<String>) -> Response {
                 c.status(),
                 c.about()
             );
-            ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(c.title(), &body)).into_response()
+            (
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                html(c.title(), &body),
+            )
+                .into_response()
         }
-        None => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html("Unknown error code", "<h1>Unknown error code</h1>"))
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            html("Unknown error code", "<h1>Unknown error code</h1>"),
+        )
             .into_response(),
     }
 }

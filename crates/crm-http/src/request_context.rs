@@ -91,14 +91,19 @@ fn new_request_id() -> HeaderValue {
         // Seeded from a v7 UUID's random half (the OS's randomness, once per thread).
         static STATE: Cell<u64> = Cell::new(u64::from_le_bytes(uuid::Uuid::now_v7().as_bytes()[8..].try_into().expect("8 bytes")));
     }
-    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let (a, b) = STATE.with(|state| (wyrand(state), wyrand(state)));
     let mut random = [0u8; 10];
     random[..8].copy_from_slice(&a.to_le_bytes());
     random[8..].copy_from_slice(&b.to_le_bytes()[..2]);
     let mut buf = [0u8; 36];
     buf[..4].copy_from_slice(b"req_");
-    uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid().simple().encode_lower(&mut buf[4..]);
+    uuid::Builder::from_unix_timestamp_millis(millis, &random)
+        .into_uuid()
+        .simple()
+        .encode_lower(&mut buf[4..]);
     HeaderValue::from_bytes(&buf).expect("ASCII letters, digits and an underscore")
 }
 
@@ -125,15 +130,27 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         // Not added to the request's headers: the operations read it as the current id, and only
         // the routes that hand work to other tasks need it there (`Dispatch` adds it for those).
-        let id = req.headers().get(&REQUEST_ID).cloned().unwrap_or_else(new_request_id);
+        let id = req
+            .headers()
+            .get(&REQUEST_ID)
+            .cloned()
+            .unwrap_or_else(new_request_id);
         // Method and path are on the response's line; headers (and so keys) never reach the logs.
-        let route = Route { method: req.method().clone(), uri: req.uri().clone() };
+        let route = Route {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+        };
         let mut id = Some(id);
         let inner = {
             let _current = Current::enter(&mut id);
             self.inner.call(req)
         };
-        RequestFuture { inner, id, route, start: Instant::now() }
+        RequestFuture {
+            inner,
+            id,
+            route,
+            start: Instant::now(),
+        }
     }
 }
 
@@ -213,12 +230,19 @@ mod tests {
             tokio::task::yield_now().await;
             with_request_id(|id| id.unwrap_or("none").to_owned())
         };
-        RequestContext::new(Router::new().route("/", get(seen)).route("/current", get(current)))
+        RequestContext::new(
+            Router::new()
+                .route("/", get(seen))
+                .route("/current", get(current)),
+        )
     }
 
     async fn send(req: Request) -> (Option<String>, String) {
         let res = app().oneshot(req).await.unwrap();
-        let header = res.headers().get(&REQUEST_ID).map(|v| v.to_str().unwrap().to_owned());
+        let header = res
+            .headers()
+            .get(&REQUEST_ID)
+            .map(|v| v.to_str().unwrap().to_owned());
         let body = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
         (header, String::from_utf8(body.to_vec()).unwrap())
     }
@@ -227,7 +251,12 @@ mod tests {
     async fn a_new_id_reaches_the_handler_and_the_response() {
         let (header, seen) = send(Request::new(Body::empty())).await;
         let id = header.unwrap();
-        assert!(id.starts_with("req_") && id.len() == 36 && id[4..].bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert!(
+            id.starts_with("req_")
+                && id.len() == 36
+                && id[4..].bytes().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
         assert_eq!(seen, id);
         let (other, _) = send(Request::new(Body::empty())).await;
         assert_ne!(other.unwrap(), id);
@@ -235,18 +264,35 @@ mod tests {
 
     #[tokio::test]
     async fn the_request_id_is_current_while_its_code_runs_and_only_then() {
-        let req = Request::builder().uri("/current").header("request-id", "upstream-8").body(Body::empty()).unwrap();
+        let req = Request::builder()
+            .uri("/current")
+            .header("request-id", "upstream-8")
+            .body(Body::empty())
+            .unwrap();
         let (header, current) = send(req).await;
         assert_eq!(header.as_deref(), Some("upstream-8"));
         assert_eq!(current, "upstream-8");
-        assert_eq!(with_request_id(|id| id.map(str::to_owned)), None, "nothing is current once the response is out");
-        let (header, current) = send(Request::builder().uri("/current").body(Body::empty()).unwrap()).await;
+        assert_eq!(
+            with_request_id(|id| id.map(str::to_owned)),
+            None,
+            "nothing is current once the response is out"
+        );
+        let (header, current) = send(
+            Request::builder()
+                .uri("/current")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
         assert_eq!(current, header.unwrap());
     }
 
     #[tokio::test]
     async fn a_callers_id_is_kept() {
-        let req = Request::builder().header("request-id", "upstream-7").body(Body::empty()).unwrap();
+        let req = Request::builder()
+            .header("request-id", "upstream-7")
+            .body(Body::empty())
+            .unwrap();
         let (header, seen) = send(req).await;
         assert_eq!(header.as_deref(), Some("upstream-7"));
         assert_eq!(seen, "upstream-7");
@@ -254,9 +300,17 @@ mod tests {
 
     #[test]
     fn new_ids_are_uuid_v7_in_time_order_and_distinct() {
-        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
-        let ids: Vec<String> = (0..10_000).map(|_| new_request_id().to_str().unwrap().to_owned()).collect();
-        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let ids: Vec<String> = (0..10_000)
+            .map(|_| new_request_id().to_str().unwrap().to_owned())
+            .collect();
+        let after = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
         let mut seen = std::collections::HashSet::new();
         let mut last_millis = 0;
         for id in &ids {
@@ -265,12 +319,17 @@ mod tests {
             assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{id}");
             let (secs, nanos) = uuid.get_timestamp().unwrap().to_unix();
             let millis = secs * 1000 + u64::from(nanos) / 1_000_000;
-            assert!((before..=after).contains(&millis) && millis >= last_millis, "{id}");
+            assert!(
+                (before..=after).contains(&millis) && millis >= last_millis,
+                "{id}"
+            );
             last_millis = millis;
             assert!(seen.insert(id.clone()), "{id} twice");
         }
         // Another thread draws from its own generator.
-        let other = std::thread::spawn(|| new_request_id().to_str().unwrap().to_owned()).join().unwrap();
+        let other = std::thread::spawn(|| new_request_id().to_str().unwrap().to_owned())
+            .join()
+            .unwrap();
         assert!(!seen.contains(&other));
     }
 }

@@ -37,11 +37,26 @@ pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
 }
 
-fn json_response(status: u16, content_type: &'static str, body: &Value, rate: Option<&RateStatus>) -> Response {
-    bytes_response(status, content_type, Body::from(serde_json::to_vec(body).unwrap_or_default()), rate)
+fn json_response(
+    status: u16,
+    content_type: &'static str,
+    body: &Value,
+    rate: Option<&RateStatus>,
+) -> Response {
+    bytes_response(
+        status,
+        content_type,
+        Body::from(serde_json::to_vec(body).unwrap_or_default()),
+        rate,
+    )
 }
 
-fn bytes_response(status: u16, content_type: &'static str, body: Body, rate: Option<&RateStatus>) -> Response {
+fn bytes_response(
+    status: u16,
+    content_type: &'static str,
+    body: Body,
+    rate: Option<&RateStatus>,
+) -> Response {
     let mut res = Response::new(body);
     *res.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     *res.headers_mut() = response_headers(content_type, rate);
@@ -50,17 +65,25 @@ fn bytes_response(status: u16, content_type: &'static str, body: Body, rate: Opt
 
 /// Renders a problem; 500s carry the request id (the one being served), which the log shows too.
 /// `rate`: the caller's rate-limit status, when the limiter ran.
-pub(crate) fn problem_response(api: &Api, problem: &Problem, rate: Option<&RateStatus>) -> Response {
+pub(crate) fn problem_response(
+    api: &Api,
+    problem: &Problem,
+    rate: Option<&RateStatus>,
+) -> Response {
     let mut doc = api.problem_json(problem);
     if problem.code == ErrorCode::InternalError {
         doc["request_id"] = Value::from(with_request_id(|id| id.unwrap_or_default().to_owned()));
     }
     let mut res = json_response(problem.status(), PROBLEM_JSON, &doc, rate);
     if problem.code == ErrorCode::Unauthorized {
-        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        res.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     if problem.is_replayed() {
-        res.headers_mut().insert(IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
+        res.headers_mut().insert(
+            IDEMPOTENT_REPLAYED.clone(),
+            HeaderValue::from_static("true"),
+        );
     }
     res
 }
@@ -68,7 +91,12 @@ pub(crate) fn problem_response(api: &Api, problem: &Problem, rate: Option<&RateS
 fn reply_response(reply: &Reply, rate: Option<&RateStatus>) -> Response {
     let mut res = match &reply.body {
         ReplyBody::Owned(value) => json_response(reply.status, JSON, value, rate),
-        ReplyBody::Static(fixed) => bytes_response(reply.status, JSON, Body::from(Bytes::from_static(&fixed.json)), rate),
+        ReplyBody::Static(fixed) => bytes_response(
+            reply.status,
+            JSON,
+            Body::from(Bytes::from_static(&fixed.json)),
+            rate,
+        ),
     };
     if let Some(v) = reply.etag {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
@@ -76,13 +104,21 @@ fn reply_response(reply: &Reply, rate: Option<&RateStatus>) -> Response {
         }
     }
     if reply.replayed {
-        res.headers_mut().insert(IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
+        res.headers_mut().insert(
+            IDEMPOTENT_REPLAYED.clone(),
+            HeaderValue::from_static("true"),
+        );
     }
     res
 }
 
 /// One operation's request, from [`crate::dispatch`]: its answer with the rate-limit headers.
-pub(crate) async fn serve(api: Arc<Api>, target: Target, path: PathParams, req: Request) -> Response {
+pub(crate) async fn serve(
+    api: Arc<Api>,
+    target: Target,
+    path: PathParams,
+    req: Request,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut rate = None;
     match run(&api, target, path, &parts, body, &mut rate).await {
@@ -132,14 +168,17 @@ fn response_headers(content_type: &'static str, rate: Option<&RateStatus>) -> He
 
 /// The values of `rate`'s headers, in [`RATE_HEADERS`]' order (`crm_api::rate_limit_headers`').
 fn rate_values(rate: &RateStatus) -> impl Iterator<Item = HeaderValue> {
-    crm_api::rate_limit_headers(rate).zip(&RATE_HEADERS).enumerate().map(|(i, ((name, value), header))| {
-        debug_assert_eq!(name, header.as_str());
-        if i == 0 {
-            limit_value(value)
-        } else {
-            integer_value(value)
-        }
-    })
+    crm_api::rate_limit_headers(rate)
+        .zip(&RATE_HEADERS)
+        .enumerate()
+        .map(|(i, ((name, value), header))| {
+            debug_assert_eq!(name, header.as_str());
+            if i == 0 {
+                limit_value(value)
+            } else {
+                integer_value(value)
+            }
+        })
 }
 
 /// `content_type` and the three rate-limit headers every admitted answer has, their values to
@@ -154,7 +193,9 @@ fn rate_template(content_type: &'static str) -> HeaderMap {
     headers.insert(REQUEST_ID.clone(), HeaderValue::from_static(""));
     let order: Vec<&HeaderName> = headers.keys().collect();
     assert!(
-        order[0] == header::CONTENT_TYPE && order[1..4] == [&RATE_HEADERS[0], &RATE_HEADERS[1], &RATE_HEADERS[2]] && order[4] == REQUEST_ID,
+        order[0] == header::CONTENT_TYPE
+            && order[1..4] == [&RATE_HEADERS[0], &RATE_HEADERS[1], &RATE_HEADERS[2]]
+            && order[4] == REQUEST_ID,
         "header map order changed: {order:?}"
     );
     headers
@@ -193,7 +234,11 @@ fn integer_value(n: u64) -> HeaderValue {
             .collect();
         (text, ends)
     });
-    let start = if small == 0 { 0 } else { usize::from(ends[small - 1]) };
+    let start = if small == 0 {
+        0
+    } else {
+        usize::from(ends[small - 1])
+    };
     HeaderValue::from_static(&text[start..usize::from(ends[small])])
 }
 
@@ -221,9 +266,19 @@ fn limit_value(n: u64) -> HeaderValue {
 
 /// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
 /// and dispatches. Admission comes before the body is read, so a malformed request still counts.
-async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: Body, rate: &mut Option<RateStatus>) -> Result<Reply, Problem> {
+async fn run(
+    api: &Api,
+    target: Target,
+    path: PathParams,
+    parts: &Parts,
+    body: Body,
+    rate: &mut Option<RateStatus>,
+) -> Result<Reply, Problem> {
     let Target { op, alias } = target;
-    let authorization = parts.headers.get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
     let caller = api.app.authenticate(authorization).await?;
     let admission = api.admit(op, &caller).await.map_err(|refused| {
         *rate = refused.rate;
@@ -232,20 +287,46 @@ async fn run(api: &Api, target: Target, path: PathParams, parts: &Parts, body: B
     *rate = Some(admission.rate);
 
     let path = path.map_err(|()| Problem::bad_request("malformed path parameter"))?;
-    let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
-    let body = if op.body.is_some() || alias.is_some() { read_json(&parts.headers, body).await? } else { None };
+    let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect();
+    let body = if op.body.is_some() || alias.is_some() {
+        read_json(&parts.headers, body).await?
+    } else {
+        None
+    };
     // Read only for the operations that take them (the others ignore them): each lookup of a
     // header hashes its name.
-    let header = |takes: bool, name: &HeaderName| if takes { parts.headers.get(name).map(|v| v.to_str().map(str::to_owned)) } else { None };
-    let if_match = header(op.if_match, &header::IF_MATCH).transpose().map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
-    let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY).transpose().map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
-    let mut input = Input { path, query, body, if_match, idem: None };
+    let header = |takes: bool, name: &HeaderName| {
+        if takes {
+            parts
+                .headers
+                .get(name)
+                .map(|v| v.to_str().map(str::to_owned))
+        } else {
+            None
+        }
+    };
+    let if_match = header(op.if_match, &header::IF_MATCH)
+        .transpose()
+        .map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
+    let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY)
+        .transpose()
+        .map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
+    let mut input = Input {
+        path,
+        query,
+        body,
+        if_match,
+        idem: None,
+    };
     if let Some(alias) = alias {
         // The scope first, as on the operation's own route, where it precedes every check of the input.
         caller.require(op.scope)?;
         fold_alias(op, alias, &mut input)?;
     }
-    api.dispatch(op, &caller, input, idempotency_key.as_deref()).await
+    api.dispatch(op, &caller, input, idempotency_key.as_deref())
+        .await
 }
 
 /// An alias route's extra path parameters and its query become body fields of the operation,
@@ -260,14 +341,23 @@ fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Pr
     let mut body = match input.body.take() {
         None => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
-        Some(_) => return Err(Problem::bad_request("the request body must be a JSON object")),
+        Some(_) => {
+            return Err(Problem::bad_request(
+                "the request body must be a JSON object",
+            ))
+        }
     };
     if let Some(unknown) = body.keys().find(|k| !alias.fields.contains(&k.as_str())) {
         let hint = format!("this route's path and method name the record and the action; other fields go to {} /v1{}", op.method.as_str(), op.path);
         return Err(Problem::unknown_field(unknown, alias.fields, Some(&hint)));
     }
     let own: Vec<&str> = op.path_params();
-    let extra: Vec<(String, String)> = input.path.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let extra: Vec<(String, String)> = input
+        .path
+        .iter()
+        .filter(|(k, _)| !own.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for (k, v) in extra.into_iter().chain(std::mem::take(&mut input.query)) {
         input.path.remove(&k);
         body.insert(k, Value::String(v));
@@ -279,16 +369,28 @@ fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Pr
 
 /// Reads at most [`MAX_BODY_BYTES`] and parses them as JSON; an empty body is `None`.
 async fn read_json(headers: &HeaderMap, body: Body) -> Result<Option<Value>, Problem> {
-    let too_large = || Problem::new(ErrorCode::PayloadTooLarge, format!("the request body exceeds {MAX_BODY_BYTES} bytes"));
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let too_large = || {
+        Problem::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(too_large());
     }
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| too_large())?;
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_large())?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
 }
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
@@ -308,7 +410,11 @@ pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
 
 /// Unknown paths and methods answer a problem document too.
 pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
-    let detail = format!("no operation {} {}; see /v1/openapi.json", req.method(), req.uri().path());
+    let detail = format!(
+        "no operation {} {}; see /v1/openapi.json",
+        req.method(),
+        req.uri().path()
+    );
     problem_response(&api, &Problem::new(ErrorCode::NotFound, detail), None)
 }
 
@@ -317,11 +423,17 @@ mod tests {
     use super::*;
 
     fn listed(headers: &HeaderMap) -> Vec<(String, String)> {
-        headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned())).collect()
+        headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+            .collect()
     }
 
     fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-        expected.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        expected
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -334,22 +446,55 @@ mod tests {
 
     #[test]
     fn response_headers_carry_the_content_type_and_the_rate() {
-        let allowed = RateStatus { allowed: true, limit: 1_000_000, remaining: 999_998, reset_secs: 7, retry_after_secs: 0 };
-        let refused = RateStatus { allowed: false, limit: 120, remaining: 0, reset_secs: 31, retry_after_secs: 2 };
+        let allowed = RateStatus {
+            allowed: true,
+            limit: 1_000_000,
+            remaining: 999_998,
+            reset_secs: 7,
+            retry_after_secs: 0,
+        };
+        let refused = RateStatus {
+            allowed: false,
+            limit: 120,
+            remaining: 0,
+            reset_secs: 31,
+            retry_after_secs: 2,
+        };
         // Twice each: the second answer on a thread comes from its template and cached values.
         for _ in 0..2 {
             assert_eq!(
                 listed(&response_headers(JSON, Some(&allowed))),
-                pairs(&[("content-type", JSON), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7"), ("request-id", "")])
+                pairs(&[
+                    ("content-type", JSON),
+                    ("ratelimit-limit", "1000000"),
+                    ("ratelimit-remaining", "999998"),
+                    ("ratelimit-reset", "7"),
+                    ("request-id", "")
+                ])
             );
             assert_eq!(
                 listed(&response_headers(PROBLEM_JSON, Some(&refused))),
-                pairs(&[("content-type", PROBLEM_JSON), ("ratelimit-limit", "120"), ("ratelimit-remaining", "0"), ("ratelimit-reset", "31"), ("request-id", ""), ("retry-after", "2")])
+                pairs(&[
+                    ("content-type", PROBLEM_JSON),
+                    ("ratelimit-limit", "120"),
+                    ("ratelimit-remaining", "0"),
+                    ("ratelimit-reset", "31"),
+                    ("request-id", ""),
+                    ("retry-after", "2")
+                ])
             );
-            assert_eq!(listed(&response_headers(PROBLEM_JSON, None)), pairs(&[("content-type", PROBLEM_JSON)]));
+            assert_eq!(
+                listed(&response_headers(PROBLEM_JSON, None)),
+                pairs(&[("content-type", PROBLEM_JSON)])
+            );
             assert_eq!(
                 listed(&response_headers("text/plain", Some(&allowed))),
-                pairs(&[("content-type", "text/plain"), ("ratelimit-limit", "1000000"), ("ratelimit-remaining", "999998"), ("ratelimit-reset", "7")])
+                pairs(&[
+                    ("content-type", "text/plain"),
+                    ("ratelimit-limit", "1000000"),
+                    ("ratelimit-remaining", "999998"),
+                    ("ratelimit-reset", "7")
+                ])
             );
         }
     }

@@ -15,9 +15,16 @@ use crm_api::{Api, ErrorCode, Problem, RateSlot};
 /// rmcp passes them to the tool handler (inside the request's `http::request::Parts`). A missing
 /// or bad key is answered 401 with `WWW-Authenticate: Bearer` and a problem document, as REST
 /// answers it.
-pub(crate) async fn require_key(State(api): State<Arc<Api>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn require_key(
+    State(api): State<Arc<Api>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     // A header that is not text can never be a key; NUL makes it fail as malformed.
-    let authorization = req.headers().get(header::AUTHORIZATION).map(|v| v.to_str().unwrap_or("\u{0}").to_owned());
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("\u{0}").to_owned());
     match api.app.authenticate(authorization.as_deref()).await {
         Ok(caller) => {
             // The tool handler records the call's rate budget here (rmcp hands it a clone of the
@@ -34,19 +41,29 @@ pub(crate) async fn require_key(State(api): State<Arc<Api>>, mut req: Request, n
             res
         }
         Err(e) => {
-            let request_id = req.headers().get("request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let request_id = req
+                .headers()
+                .get("request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
             refusal(&api, &e.into(), request_id)
         }
     }
 }
 
 fn refusal(api: &Api, problem: &Problem, request_id: &str) -> Response {
-    let body = serde_json::to_vec(&crm_api::agent::problem_document(api, problem, request_id)).unwrap_or_default();
+    let body = serde_json::to_vec(&crm_api::agent::problem_document(api, problem, request_id))
+        .unwrap_or_default();
     let mut res = Response::new(Body::from(body));
-    *res.status_mut() = StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    *res.status_mut() =
+        StatusCode::from_u16(problem.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
     if problem.code == ErrorCode::Unauthorized {
-        res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        res.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     res
 }

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use axum::{middleware, Router};
 use crm_api::Api;
-use rmcp::transport::streamable_http_server::{session::never::NeverSessionManager, StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    session::never::NeverSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
 
 pub use server::{CrmMcp, SUPPORTED_PROTOCOL_VERSIONS};
 
@@ -41,8 +43,14 @@ pub fn router(api: Arc<Api>) -> Router {
         .with_allowed_hosts(allowed_hosts(api.public_url()))
         .with_max_request_body_bytes(MAX_BODY_BYTES);
     let server = CrmMcp::new(api.clone());
-    let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
-    Router::new().route_service(PATH, service).route_layer(middleware::from_fn_with_state(api, auth::require_key))
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service(PATH, service)
+        .route_layer(middleware::from_fn_with_state(api, auth::require_key))
 }
 
 /// The `Host` headers the endpoint accepts: the host of the public URL (any port, since a proxy
@@ -51,7 +59,10 @@ pub fn router(api: Arc<Api>) -> Router {
 /// default guards against, cannot reach data here anyway, since every request needs a bearer key.
 pub fn allowed_hosts(public_url: &str) -> Vec<String> {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    if let Some(host) = public_url.parse::<http::Uri>().ok().and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())) {
+    if let Some(host) = public_url.parse::<http::Uri>().ok().and_then(|u| {
+        u.host()
+            .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
+    }) {
         if !hosts.contains(&host) {
             hosts.push(host);
         }
@@ -66,7 +77,9 @@ mod tests {
     #[test]
     fn allowed_hosts_follow_the_public_url() {
         assert!(allowed_hosts("https://crm.example.com").contains(&"crm.example.com".to_owned()));
-        assert!(allowed_hosts("http://CRM.example.com:8443/").contains(&"crm.example.com".to_owned()));
+        assert!(
+            allowed_hosts("http://CRM.example.com:8443/").contains(&"crm.example.com".to_owned())
+        );
         assert!(allowed_hosts("http://[2001:db8::1]:8080").contains(&"2001:db8::1".to_owned()));
         assert_eq!(allowed_hosts("http://127.0.0.1:8080").len(), 3);
         assert_eq!(allowed_hosts("not a url").len(), 3);

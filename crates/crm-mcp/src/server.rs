@@ -7,8 +7,8 @@ use crm_api::{agent, Api, RateSlot};
 use crm_app::Caller;
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-        ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
     RoleServer, ServerHandler,
@@ -17,8 +17,11 @@ use rmcp::{
 use crate::tools;
 
 /// The revisions this endpoint negotiates (decisions §15).
-pub static SUPPORTED_PROTOCOL_VERSIONS: [ProtocolVersion; 3] =
-    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28];
+pub static SUPPORTED_PROTOCOL_VERSIONS: [ProtocolVersion; 3] = [
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
 
 const INSTRUCTIONS: &str = "Each tool runs one operation of this CRM's REST API (the tool name is the operation's \
 OpenAPI operationId) with the API key of this connection, so its scopes, plan limits and usage apply. A tool's \
@@ -39,14 +42,19 @@ pub struct CrmMcp {
 
 impl CrmMcp {
     pub fn new(api: Arc<Api>) -> CrmMcp {
-        CrmMcp { api, tools: tools::tools().into() }
+        CrmMcp {
+            api,
+            tools: tools::tools().into(),
+        }
     }
 }
 
 impl ServerHandler for CrmMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("crm", env!("CARGO_PKG_VERSION")).with_title("crm"))
+            .with_server_info(
+                Implementation::new("crm", env!("CARGO_PKG_VERSION")).with_title("crm"),
+            )
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -54,7 +62,11 @@ impl ServerHandler for CrmMcp {
         Cow::Borrowed(&SUPPORTED_PROTOCOL_VERSIONS)
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
     }
 
@@ -62,24 +74,51 @@ impl ServerHandler for CrmMcp {
         self.tools.iter().find(|t| t.name == name).cloned()
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let op = match agent::find_tool(&request.name) {
             Ok(op) => op,
             // MCP answers an unknown tool with a protocol error (-32602), not a tool result; its
             // data is the problem document, naming the valid tools.
-            Err(problem) => return Err(ErrorData::invalid_params(problem.detail.clone(), Some(self.api.problem_json(&problem)))),
+            Err(problem) => {
+                return Err(ErrorData::invalid_params(
+                    problem.detail.clone(),
+                    Some(self.api.problem_json(&problem)),
+                ))
+            }
         };
         let parts = context.extensions.get::<http::request::Parts>();
         // The /mcp route authenticates every request before rmcp reads it, so a caller is
         // always there; its absence would mean the route was mounted without that layer.
         let Some(caller) = parts.and_then(|p| p.extensions.get::<Caller>()).cloned() else {
             tracing::error!("MCP tool call without an authenticated caller");
-            return Err(ErrorData::internal_error("the request was not authenticated", None));
+            return Err(ErrorData::internal_error(
+                "the request was not authenticated",
+                None,
+            ));
         };
-        let request_id = parts.and_then(|p| p.headers.get("request-id")).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let rate = parts.and_then(|p| p.extensions.get::<Arc<RateSlot>>()).cloned().unwrap_or_default();
-        let outcome = agent::call(&self.api, op, &caller, request.arguments.unwrap_or_default(), &rate).await;
-        let outcome = outcome.map(|reply| reply.body.into_value()).map_err(|p| agent::problem_document(&self.api, &p, request_id));
+        let request_id = parts
+            .and_then(|p| p.headers.get("request-id"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let rate = parts
+            .and_then(|p| p.extensions.get::<Arc<RateSlot>>())
+            .cloned()
+            .unwrap_or_default();
+        let outcome = agent::call(
+            &self.api,
+            op,
+            &caller,
+            request.arguments.unwrap_or_default(),
+            &rate,
+        )
+        .await;
+        let outcome = outcome
+            .map(|reply| reply.body.into_value())
+            .map_err(|p| agent::problem_document(&self.api, &p, request_id));
         Ok(tools::call_result(outcome).into())
     }
 }

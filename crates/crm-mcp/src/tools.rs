@@ -16,7 +16,11 @@ pub fn tools() -> Vec<Tool> {
 /// decisions §17 as annotations. Nothing a tool does reaches outside this service, so
 /// `openWorldHint` is false.
 pub fn tool(op: &Operation) -> Tool {
-    let mut tool = Tool::new(op.name, op.description, Arc::new(object(op.arguments_schema()).unwrap_or_default()));
+    let mut tool = Tool::new(
+        op.name,
+        op.description,
+        Arc::new(object(op.arguments_schema()).unwrap_or_default()),
+    );
     tool.title = Some(op.summary.to_owned());
     tool.output_schema = object_schema((op.output)()).map(Arc::new);
     tool.annotations = Some(
@@ -69,7 +73,10 @@ mod tests {
         for (tool, op) in tools.iter().zip(catalog()) {
             assert_eq!(tool.name, op.name);
             assert_eq!(tool.description.as_deref(), Some(op.description));
-            assert_eq!(Value::Object((*tool.input_schema).clone()), op.arguments_schema());
+            assert_eq!(
+                Value::Object((*tool.input_schema).clone()),
+                op.arguments_schema()
+            );
         }
     }
 
@@ -77,7 +84,9 @@ mod tests {
     fn every_operation_answers_an_object_so_every_tool_has_an_output_schema() {
         for op in catalog() {
             let tool = tool(op);
-            let schema = tool.output_schema.unwrap_or_else(|| panic!("{} has no object output schema", op.name));
+            let schema = tool
+                .output_schema
+                .unwrap_or_else(|| panic!("{} has no object output schema", op.name));
             assert_eq!(Value::Object((*schema).clone()), (op.output)());
         }
     }
@@ -87,15 +96,33 @@ mod tests {
         for op in catalog() {
             let a = tool(op).annotations.unwrap_or_default();
             assert_eq!(
-                (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint),
-                (Some(op.hints.read_only), Some(op.hints.destructive), Some(op.hints.idempotent), Some(false)),
+                (
+                    a.read_only_hint,
+                    a.destructive_hint,
+                    a.idempotent_hint,
+                    a.open_world_hint
+                ),
+                (
+                    Some(op.hints.read_only),
+                    Some(op.hints.destructive),
+                    Some(op.hints.idempotent),
+                    Some(false)
+                ),
                 "{}",
                 op.name
             );
         }
-        let list = tool(crm_api::catalog::find("svc_list_contacts").unwrap()).annotations.unwrap();
+        let list = tool(crm_api::catalog::find("svc_list_contacts").unwrap())
+            .annotations
+            .unwrap();
         assert_eq!(list.read_only_hint, Some(Hints::READ.read_only));
-        assert_eq!(tool(crm_api::catalog::find("svc_delete_contact").unwrap()).annotations.unwrap().destructive_hint, Some(true));
+        assert_eq!(
+            tool(crm_api::catalog::find("svc_delete_contact").unwrap())
+                .annotations
+                .unwrap()
+                .destructive_hint,
+            Some(true)
+        );
     }
 
     #[test]
@@ -104,7 +131,10 @@ mod tests {
         let result = call_result(Ok(body.clone()));
         assert_eq!(result.is_error, Some(false));
         assert_eq!(result.structured_content, Some(body.clone()));
-        let text = result.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default();
+        let text = result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), body);
     }
 
@@ -114,7 +144,10 @@ mod tests {
         let result = call_result(Err(problem.clone()));
         assert_eq!(result.is_error, Some(true));
         assert_eq!(result.structured_content, Some(problem.clone()));
-        let text = result.content[0].as_text().map(|t| t.text.clone()).unwrap_or_default();
+        let text = result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), problem);
     }
 

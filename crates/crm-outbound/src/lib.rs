@@ -40,14 +40,20 @@ impl std::error::Error for Refused {}
 
 /// Every address of `host`, or why it may not be reached under `policy`.
 async fn resolve_checked(host: &str, port: u16, policy: Policy) -> Result<Vec<SocketAddr>, String> {
-    policy.allows_name(host).map_err(|b| format!("the host {host} is {}", b.describe()))?;
-    let addrs: Vec<SocketAddr> =
-        tokio::net::lookup_host((host, port)).await.map_err(|e| format!("the host {host} does not resolve ({e})"))?.collect();
+    policy
+        .allows_name(host)
+        .map_err(|b| format!("the host {host} is {}", b.describe()))?;
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("the host {host} does not resolve ({e})"))?
+        .collect();
     if addrs.is_empty() {
         return Err(format!("the host {host} does not resolve"));
     }
     for a in &addrs {
-        policy.allows_ip(a.ip()).map_err(|b| format!("the host {host} resolves to {}, {}", a.ip(), b.describe()))?;
+        policy
+            .allows_ip(a.ip())
+            .map_err(|b| format!("the host {host} resolves to {}, {}", a.ip(), b.describe()))?;
     }
     Ok(addrs)
 }
@@ -64,7 +70,11 @@ impl Resolve for CheckedResolver {
     }
 }
 
-fn client(policy: Policy, timeout: Duration, max_idle_per_host: usize) -> Result<reqwest::Client, String> {
+fn client(
+    policy: Policy,
+    timeout: Duration,
+    max_idle_per_host: usize,
+) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .dns_resolver(Arc::new(CheckedResolver { policy }))
         .redirect(reqwest::redirect::Policy::none())
@@ -127,7 +137,9 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
 #[async_trait]
 impl Outbound for HttpOutbound {
     async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, String> {
-        let addrs = tokio::net::lookup_host((host, port)).await.map_err(|e| e.to_string())?;
+        let addrs = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(addrs.map(|a| a.ip()).collect())
     }
 
@@ -138,15 +150,30 @@ impl Outbound for HttpOutbound {
         // parsed exactly as it is about to be requested.
         let checked = match ssrf::check_url(&request.url, request.policy) {
             Ok(c) => c,
-            Err(e) => return SendResult { status: None, error: Some(format!("refused: {}", e.detail)), duration_ms: 0 },
+            Err(e) => {
+                return SendResult {
+                    status: None,
+                    error: Some(format!("refused: {}", e.detail)),
+                    duration_ms: 0,
+                }
+            }
         };
-        let mut builder = self.client(request.policy).post(&checked.url).header("content-type", "application/json");
+        let mut builder = self
+            .client(request.policy)
+            .post(&checked.url)
+            .header("content-type", "application/json");
         for (name, value) in &request.headers {
             builder = builder.header(*name, value);
         }
         let mut response = match builder.body(request.body).send().await {
             Ok(r) => r,
-            Err(e) => return SendResult { status: None, error: Some(describe(&e, self.timeout)), duration_ms: elapsed(started) },
+            Err(e) => {
+                return SendResult {
+                    status: None,
+                    error: Some(describe(&e, self.timeout)),
+                    duration_ms: elapsed(started),
+                }
+            }
         };
         let status = response.status().as_u16();
         // Drain a little of the body so the connection goes back to the pool.
@@ -157,7 +184,11 @@ impl Outbound for HttpOutbound {
                 _ => break,
             }
         }
-        SendResult { status: Some(status), error: None, duration_ms: elapsed(started) }
+        SendResult {
+            status: Some(status),
+            error: None,
+            duration_ms: elapsed(started),
+        }
     }
 }
 
@@ -170,7 +201,10 @@ mod tests {
     };
 
     /// A one-shot HTTP server answering `status`; returns its port and the raw request it got.
-    async fn serve_once(status: u16, extra_headers: &'static str) -> (u16, tokio::task::JoinHandle<String>) {
+    async fn serve_once(
+        status: u16,
+        extra_headers: &'static str,
+    ) -> (u16, tokio::task::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
@@ -184,7 +218,11 @@ mod tests {
                 if let Some(head_end) = text.find("\r\n\r\n") {
                     let len = text[..head_end]
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
                         .unwrap_or(0);
                     if got.len() >= head_end + 4 + len {
                         break;
@@ -202,14 +240,24 @@ mod tests {
     }
 
     fn request(url: String, policy: Policy) -> OutboundRequest {
-        OutboundRequest { url, policy, headers: vec![("svc-event", "contact.created".into())], body: br#"{"a":1}"#.to_vec() }
+        OutboundRequest {
+            url,
+            policy,
+            headers: vec![("svc-event", "contact.created".into())],
+            body: br#"{"a":1}"#.to_vec(),
+        }
     }
 
     #[tokio::test]
     async fn sends_the_body_and_headers_and_reports_the_status() {
         let out = HttpOutbound::new(Duration::from_secs(5), 4).unwrap();
         let (port, got) = serve_once(204, "").await;
-        let r = out.send(request(format!("http://127.0.0.1:{port}/hook"), Policy::TEST)).await;
+        let r = out
+            .send(request(
+                format!("http://127.0.0.1:{port}/hook"),
+                Policy::TEST,
+            ))
+            .await;
         assert_eq!(r.status, Some(204));
         assert!(r.succeeded());
         let raw = got.await.unwrap();
@@ -222,7 +270,9 @@ mod tests {
     async fn redirects_are_not_followed() {
         let out = HttpOutbound::new(Duration::from_secs(5), 4).unwrap();
         let (port, _got) = serve_once(302, "location: http://169.254.169.254/\r\n").await;
-        let r = out.send(request(format!("http://localhost:{port}/"), Policy::TEST)).await;
+        let r = out
+            .send(request(format!("http://localhost:{port}/"), Policy::TEST))
+            .await;
         assert_eq!(r.status, Some(302));
         assert!(!r.succeeded());
     }
@@ -239,18 +289,31 @@ mod tests {
         ] {
             let r = out.send(request(url.clone(), Policy::LIVE)).await;
             assert_eq!(r.status, None, "{url}");
-            assert!(r.error.as_deref().unwrap().starts_with("refused"), "{url}: {:?}", r.error);
+            assert!(
+                r.error.as_deref().unwrap().starts_with("refused"),
+                "{url}: {:?}",
+                r.error
+            );
         }
     }
 
     #[tokio::test]
     async fn the_resolver_refuses_blocked_names_and_checks_their_addresses() {
         // `localhost` passes the test policy; under a policy without loopback its address is refused.
-        let strict_but_http = Policy { allow_http: true, allow_loopback: false };
-        let e = resolve_checked("localhost", 80, strict_but_http).await.unwrap_err();
+        let strict_but_http = Policy {
+            allow_http: true,
+            allow_loopback: false,
+        };
+        let e = resolve_checked("localhost", 80, strict_but_http)
+            .await
+            .unwrap_err();
         assert!(e.contains("localhost"), "{e}");
         assert!(resolve_checked("localhost", 80, Policy::TEST).await.is_ok());
-        assert!(resolve_checked("metadata.google.internal", 80, Policy::TEST).await.is_err());
+        assert!(
+            resolve_checked("metadata.google.internal", 80, Policy::TEST)
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]
@@ -263,9 +326,15 @@ mod tests {
             drop(sock);
         });
         let out = HttpOutbound::new(Duration::from_millis(300), 4).unwrap();
-        let r = out.send(request(format!("http://127.0.0.1:{port}/"), Policy::TEST)).await;
+        let r = out
+            .send(request(format!("http://127.0.0.1:{port}/"), Policy::TEST))
+            .await;
         assert_eq!(r.status, None);
-        assert!(r.error.as_deref().unwrap().contains("timed out"), "{:?}", r.error);
+        assert!(
+            r.error.as_deref().unwrap().contains("timed out"),
+            "{:?}",
+            r.error
+        );
         hold.abort();
     }
 }

@@ -49,28 +49,45 @@ impl RedisRateLimiter {
     async fn run(&self, tenant: &Tenant, per_minute: u32) -> Result<RateStatus, String> {
         let interval_us = 60_000_000 / u64::from(per_minute);
         let mut conn = self.conn.clone();
-        let mut invocation = self.script.key(format!("crm:rate:{}:{}", tenant.workspace_id, tenant.mode.as_str()));
+        let mut invocation = self.script.key(format!(
+            "crm:rate:{}:{}",
+            tenant.workspace_id,
+            tenant.mode.as_str()
+        ));
         invocation.arg(interval_us.max(1)).arg(per_minute);
         let call = invocation.invoke_async::<(i64, i64, i64, i64)>(&mut conn);
-        let (allowed, remaining, reset_us, retry_us) = match tokio::time::timeout(REDIS_TIMEOUT, call).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err("timed out".into()),
-        };
+        let (allowed, remaining, reset_us, retry_us) =
+            match tokio::time::timeout(REDIS_TIMEOUT, call).await {
+                Ok(Ok(reply)) => reply,
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err("timed out".into()),
+            };
         let micros = |v: i64| u128::from(v.max(0).unsigned_abs()) * 1_000;
         Ok(RateStatus {
             allowed: allowed == 1,
             limit: per_minute,
             remaining: u32::try_from(remaining.max(0)).unwrap_or(u32::MAX),
             reset_secs: ceil_secs(micros(reset_us)),
-            retry_after_secs: if allowed == 1 { 0 } else { ceil_secs(micros(retry_us)).max(1) },
+            retry_after_secs: if allowed == 1 {
+                0
+            } else {
+                ceil_secs(micros(retry_us)).max(1)
+            },
         })
     }
 
     fn warn(&self, error: &str) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
         let last = self.last_warning.load(Ordering::Relaxed);
-        if now - last >= WARN_EVERY_SECS && self.last_warning.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        if now - last >= WARN_EVERY_SECS
+            && self
+                .last_warning
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
             tracing::warn!(%error, "Redis rate limiter unavailable; limiting in this process only until it is back");
         }
     }
@@ -103,7 +120,10 @@ mod tests {
 
     /// A tenant of its own, so runs never share a budget.
     fn tenant() -> Tenant {
-        Tenant { workspace_id: crm_domain::WorkspaceId::from_uuid(uuid::Uuid::now_v7()), mode: crm_domain::Mode::Test }
+        Tenant {
+            workspace_id: crm_domain::WorkspaceId::from_uuid(uuid::Uuid::now_v7()),
+            mode: crm_domain::Mode::Test,
+        }
     }
 
     async fn limiter() -> RedisRateLimiter {
@@ -130,7 +150,10 @@ mod tests {
         assert_eq!(admitted, 30, "the burst of 30 is shared, not 30 each");
         let refused = a.acquire(key, 30).await;
         assert!(!refused.allowed);
-        assert_eq!(refused.retry_after_secs, 2, "one request every 2 s at 30 per minute");
+        assert_eq!(
+            refused.retry_after_secs, 2,
+            "one request every 2 s at 30 per minute"
+        );
     }
 
     #[tokio::test]

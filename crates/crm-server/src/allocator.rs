@@ -128,16 +128,40 @@ mod tests {
     #[test]
     fn blocks_meet_their_layouts() {
         let a = Mimalloc;
-        for size in [1usize, 3, 8, 15, 16, 24, 40, 1000, 1025, 1500, 4097, 70_000, 1 << 20] {
+        for size in [
+            1usize,
+            3,
+            8,
+            15,
+            16,
+            24,
+            40,
+            1000,
+            1025,
+            1500,
+            4097,
+            70_000,
+            1 << 20,
+        ] {
             for align in [1usize, 2, 8, 16, 32, 64, 128, 4096] {
                 let layout = Layout::from_size_align(size, align).unwrap();
                 unsafe {
                     let p = a.alloc(layout);
-                    assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{size} bytes aligned to {align}");
+                    assert!(
+                        !p.is_null() && (p as usize).is_multiple_of(align),
+                        "{size} bytes aligned to {align}"
+                    );
                     p.write_bytes(0xab, size);
                     let grown = a.realloc(p, layout, size * 3);
-                    assert!(!grown.is_null() && (grown as usize).is_multiple_of(align), "{size} → {} aligned to {align}", size * 3);
-                    assert!((0..size).all(|i| *grown.add(i) == 0xab), "realloc kept the bytes of {size}/{align}");
+                    assert!(
+                        !grown.is_null() && (grown as usize).is_multiple_of(align),
+                        "{size} → {} aligned to {align}",
+                        size * 3
+                    );
+                    assert!(
+                        (0..size).all(|i| *grown.add(i) == 0xab),
+                        "realloc kept the bytes of {size}/{align}"
+                    );
                     a.dealloc(grown, Layout::from_size_align(size * 3, align).unwrap());
                     let z = a.alloc_zeroed(layout);
                     assert!(!z.is_null() && (z as usize).is_multiple_of(align));
@@ -157,25 +181,60 @@ mod tests {
         assert!(route_sqlite_allocations(), "SQLite refused the methods");
         unsafe {
             let block = sq::sqlite3_malloc(1000);
-            assert!(mi::mi_check_owned(block.cast_const()), "a SQLite block from mimalloc's heap");
+            assert!(
+                mi::mi_check_owned(block.cast_const()),
+                "a SQLite block from mimalloc's heap"
+            );
             sq::sqlite3_free(block);
 
             let mut db = std::ptr::null_mut();
-            assert_eq!(sq::sqlite3_open(c":memory:".as_ptr(), &raw mut db), sq::SQLITE_OK);
+            assert_eq!(
+                sq::sqlite3_open(c":memory:".as_ptr(), &raw mut db),
+                sq::SQLITE_OK
+            );
             let sql = c"CREATE TABLE t (n INTEGER, b BLOB, s TEXT);
                 WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 5000)
                 INSERT INTO t SELECT n, randomblob(n % 3000), printf('%.*c', n % 700, 'x') FROM k;
                 UPDATE t SET s = s || s || s WHERE n % 7 = 0;
                 CREATE TABLE r AS SELECT count(*) AS c, sum(length(b)) AS lb, sum(length(s)) AS ls FROM (SELECT * FROM t ORDER BY b);";
-            assert_eq!(sq::sqlite3_exec(db, sql.as_ptr(), None, std::ptr::null_mut(), std::ptr::null_mut()), sq::SQLITE_OK);
+            assert_eq!(
+                sq::sqlite3_exec(
+                    db,
+                    sql.as_ptr(),
+                    None,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut()
+                ),
+                sq::SQLITE_OK
+            );
             // `randomblob(0)` and `printf('%.0c', …)` are one byte long: hence the `max(1)`s.
             let mut stmt = std::ptr::null_mut();
-            assert_eq!(sq::sqlite3_prepare_v2(db, c"SELECT c, lb, ls FROM r".as_ptr(), -1, &raw mut stmt, std::ptr::null_mut()), sq::SQLITE_OK);
+            assert_eq!(
+                sq::sqlite3_prepare_v2(
+                    db,
+                    c"SELECT c, lb, ls FROM r".as_ptr(),
+                    -1,
+                    &raw mut stmt,
+                    std::ptr::null_mut()
+                ),
+                sq::SQLITE_OK
+            );
             assert_eq!(sq::sqlite3_step(stmt), sq::SQLITE_ROW);
             let column = |i| sq::sqlite3_column_int64(stmt, i);
-            let (blobs, texts): (i64, i64) = (1..=5000).map(|n: i64| ((n % 3000).max(1), (n % 700).max(1) * if n % 7 == 0 { 3 } else { 1 })).fold((0, 0), |(b, t), (x, y)| (b + x, t + y));
+            let (blobs, texts): (i64, i64) = (1..=5000)
+                .map(|n: i64| {
+                    (
+                        (n % 3000).max(1),
+                        (n % 700).max(1) * if n % 7 == 0 { 3 } else { 1 },
+                    )
+                })
+                .fold((0, 0), |(b, t), (x, y)| (b + x, t + y));
             assert_eq!((column(0), column(1), column(2)), (5000, blobs, texts));
-            assert_eq!(sq::sqlite3_memory_used(), 0, "SQLITE_DEFAULT_MEMSTATUS=0 reached the build (.cargo/config.toml)");
+            assert_eq!(
+                sq::sqlite3_memory_used(),
+                0,
+                "SQLITE_DEFAULT_MEMSTATUS=0 reached the build (.cargo/config.toml)"
+            );
             sq::sqlite3_finalize(stmt);
             assert_eq!(sq::sqlite3_close(db), sq::SQLITE_OK);
         }

@@ -55,7 +55,9 @@ pub struct ServeArgs {
 /// Colours only when stderr is a terminal. Keep the returned guard alive: dropping it flushes.
 pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal;
-    use tracing_subscriber::{filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+    use tracing_subscriber::{
+        filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer,
+    };
 
     use crate::log_format::WithRequestId;
     let spec = std::env::var("CRM_LOG").unwrap_or_else(|_| "info".to_owned());
@@ -63,16 +65,25 @@ pub fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     // directives) takes a lock on every span enter and exit, twice per request.
     let filter = match spec.parse::<Targets>() {
         Ok(targets) => targets.boxed(),
-        Err(_) => EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info")).boxed(),
+        Err(_) => EnvFilter::try_new(&spec)
+            .unwrap_or_else(|_| EnvFilter::new("info"))
+            .boxed(),
     };
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default().lossy(false).finish(std::io::stderr());
-    let layer = fmt::layer().with_writer(writer).with_ansi(std::io::stderr().is_terminal());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
+    let layer = fmt::layer()
+        .with_writer(writer)
+        .with_ansi(std::io::stderr().is_terminal());
     let layer = if std::env::var("CRM_LOG_FORMAT").is_ok_and(|f| f == "json") {
         layer.json().map_event_format(WithRequestId::json).boxed()
     } else {
         layer.map_event_format(WithRequestId::text).boxed()
     };
-    tracing_subscriber::registry().with(layer).with(filter).init();
+    tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .init();
     guard
 }
 

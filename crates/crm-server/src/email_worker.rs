@@ -17,9 +17,13 @@ pub fn parse_schedule(raw: &str) -> Result<Vec<i64>, String> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|item| {
-            let split = item.find(|c: char| !c.is_ascii_digit()).unwrap_or(item.len());
+            let split = item
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(item.len());
             let (n, unit) = item.split_at(split);
-            let n: i64 = n.parse().map_err(|_| format!("`{item}` is not a duration such as 30s or 2m"))?;
+            let n: i64 = n
+                .parse()
+                .map_err(|_| format!("`{item}` is not a duration such as 30s or 2m"))?;
             let factor = match unit {
                 "ms" => 1,
                 "s" | "" => 1_000,
@@ -34,9 +38,17 @@ pub fn parse_schedule(raw: &str) -> Result<Vec<i64>, String> {
 
 /// Runs until aborted. An email being sent when the task is aborted is claimed again when its
 /// lease expires (delivery is at least once).
-pub async fn deliver_emails_forever(app: App, sender: Arc<dyn EmailSender>, backoff_ms: Vec<i64>, poll: Duration) {
+pub async fn deliver_emails_forever(
+    app: App,
+    sender: Arc<dyn EmailSender>,
+    backoff_ms: Vec<i64>,
+    poll: Duration,
+) {
     loop {
-        match app.deliver_due_emails(&*sender, &backoff_ms, BATCH, LEASE_MS).await {
+        match app
+            .deliver_due_emails(&*sender, &backoff_ms, BATCH, LEASE_MS)
+            .await
+        {
             // A full batch: more may be due right away.
             Ok(n) if n as u32 == BATCH => continue,
             Ok(_) => {}
@@ -52,7 +64,10 @@ mod tests {
 
     #[test]
     fn schedules_parse() {
-        assert_eq!(parse_schedule("30s,2m,10m,1h,6h").unwrap(), vec![30_000, 120_000, 600_000, 3_600_000, 21_600_000]);
+        assert_eq!(
+            parse_schedule("30s,2m,10m,1h,6h").unwrap(),
+            vec![30_000, 120_000, 600_000, 3_600_000, 21_600_000]
+        );
         assert_eq!(parse_schedule("200ms, 1").unwrap(), vec![200, 1_000]);
         assert!(parse_schedule("5 days").is_err());
         assert_eq!(parse_schedule("").unwrap(), Vec::<i64>::new());

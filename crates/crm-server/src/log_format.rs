@@ -36,11 +36,19 @@ where
     N: for<'w> FormatFields<'w> + 'static,
     F: FormatEvent<S, N>,
 {
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
         crm_http::with_request_id(|id| {
-            let Some(id) = id else { return self.inner.format_event(ctx, writer, event) };
+            let Some(id) = id else {
+                return self.inner.format_event(ctx, writer, event);
+            };
             let mut line = String::new();
-            self.inner.format_event(ctx, Writer::new(&mut line), event)?;
+            self.inner
+                .format_event(ctx, Writer::new(&mut line), event)?;
             writer.write_str(&with_id(&line, id, self.json))
         })
     }
@@ -103,27 +111,45 @@ mod tests {
     /// handler logs after an await.
     fn lines(json: bool) -> Vec<String> {
         let out = Buffer::default();
-        let layer = tracing_subscriber::fmt::layer().without_time().with_ansi(false).with_writer(out.clone());
+        let layer = tracing_subscriber::fmt::layer()
+            .without_time()
+            .with_ansi(false)
+            .with_writer(out.clone());
         let subscriber: Box<dyn Subscriber + Send + Sync> = if json {
-            Box::new(tracing_subscriber::registry().with(layer.json().map_event_format(WithRequestId::json)))
+            Box::new(
+                tracing_subscriber::registry()
+                    .with(layer.json().map_event_format(WithRequestId::json)),
+            )
         } else {
-            Box::new(tracing_subscriber::registry().with(layer.map_event_format(WithRequestId::text)))
+            Box::new(
+                tracing_subscriber::registry().with(layer.map_event_format(WithRequestId::text)),
+            )
         };
         let handler = || async {
             tokio::task::yield_now().await;
             tracing::warn!(status = 500, "inside");
         };
         let mut app = crm_http::RequestContext::new(Router::new().route("/", get(handler)));
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!("before");
-            let req = Request::builder().header("request-id", "upstream-1\"x").body(Body::empty()).unwrap();
-            let res: Result<_, Infallible> = runtime.block_on(async { app.ready().await?.call(req).await });
+            let req = Request::builder()
+                .header("request-id", "upstream-1\"x")
+                .body(Body::empty())
+                .unwrap();
+            let res: Result<_, Infallible> =
+                runtime.block_on(async { app.ready().await?.call(req).await });
             assert!(res.unwrap().status().is_success());
             tracing::warn!("after");
         });
         let bytes = out.0.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap().lines().map(str::to_owned).collect()
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     #[test]
@@ -131,9 +157,18 @@ mod tests {
         let lines = lines(false);
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].ends_with("before"), "{lines:?}");
-        assert!(lines[1].ends_with("crm_server::log_format::tests: inside status=500 request_id=upstream-1\"x"), "{lines:?}");
+        assert!(
+            lines[1].ends_with(
+                "crm_server::log_format::tests: inside status=500 request_id=upstream-1\"x"
+            ),
+            "{lines:?}"
+        );
         // The response line, written by the request context as the response leaves.
-        assert!(lines[2].contains("response method=\"GET\" path=\"/\" status=200") && lines[2].ends_with(" request_id=upstream-1\"x"), "{lines:?}");
+        assert!(
+            lines[2].contains("response method=\"GET\" path=\"/\" status=200")
+                && lines[2].ends_with(" request_id=upstream-1\"x"),
+            "{lines:?}"
+        );
         assert!(lines[3].ends_with("after"), "{lines:?}");
     }
 
@@ -141,11 +176,17 @@ mod tests {
     fn a_requests_json_lines_carry_its_id_as_a_field() {
         let lines = lines(true);
         assert_eq!(lines.len(), 4, "{lines:?}");
-        let parsed: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let parsed: Vec<serde_json::Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(parsed[1]["request_id"], "upstream-1\"x");
         assert_eq!(parsed[1]["fields"]["message"], "inside");
         assert_eq!(parsed[2]["request_id"], "upstream-1\"x");
         assert_eq!(parsed[2]["fields"]["message"], "response");
-        assert!(parsed[0].get("request_id").is_none() && parsed[3].get("request_id").is_none(), "{lines:?}");
+        assert!(
+            parsed[0].get("request_id").is_none() && parsed[3].get("request_id").is_none(),
+            "{lines:?}"
+        );
     }
 }

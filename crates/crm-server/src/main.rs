@@ -3,10 +3,10 @@
 
 mod allocator;
 mod config;
-mod log_format;
-mod webhooks;
 mod email_worker;
+mod log_format;
 mod sequence_worker;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -31,7 +31,11 @@ use config::{DatabaseArgs, ServeArgs};
 static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 #[derive(Parser)]
-#[command(name = "crm-server", version, about = "An API-first CRM: REST, MCP and A2A over one operation catalog")]
+#[command(
+    name = "crm-server",
+    version,
+    about = "An API-first CRM: REST, MCP and A2A over one operation catalog"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -113,19 +117,50 @@ async fn main() -> Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Command::Workspace(WorkspaceCommand::Create { name, plan, json, rate_limit_per_minute, included_requests, db }) => {
+        Command::Workspace(WorkspaceCommand::Create {
+            name,
+            plan,
+            json,
+            rate_limit_per_minute,
+            included_requests,
+            db,
+        }) => {
             let app = app(open_store(&db).await?);
             let created = app
-                .create_workspace(&name, plan, Overrides { rate_limit_per_minute, included_requests })
+                .create_workspace(
+                    &name,
+                    plan,
+                    Overrides {
+                        rate_limit_per_minute,
+                        included_requests,
+                    },
+                )
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             print_workspace(&created, json);
             Ok(())
         }
-        Command::Workspace(WorkspaceCommand::SetPlan { workspace, plan, rate_limit_per_minute, included_requests, clear_overrides, db }) => {
+        Command::Workspace(WorkspaceCommand::SetPlan {
+            workspace,
+            plan,
+            rate_limit_per_minute,
+            included_requests,
+            clear_overrides,
+            db,
+        }) => {
             let app = app(open_store(&db).await?);
-            let change = PlanChange { plan, overrides: Overrides { rate_limit_per_minute, included_requests }, clear_overrides };
-            let ws = app.set_plan(&workspace, change).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let change = PlanChange {
+                plan,
+                overrides: Overrides {
+                    rate_limit_per_minute,
+                    included_requests,
+                },
+                clear_overrides,
+            };
+            let ws = app
+                .set_plan(&workspace, change)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             let limits = ws.limits();
             println!(
                 "workspace {} is on plan {}: {} included live requests per month, {} requests per minute",
@@ -143,11 +178,16 @@ async fn main() -> Result<()> {
 async fn open_store(db: &DatabaseArgs) -> Result<Arc<dyn Store>> {
     let url = db.database_url.as_str();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = crm_store_postgres::PostgresStore::connect_with(url, db.database_max_connections).await.context("connecting to Postgres")?;
+        let store =
+            crm_store_postgres::PostgresStore::connect_with(url, db.database_max_connections)
+                .await
+                .context("connecting to Postgres")?;
         store.migrate().await.context("migrating Postgres")?;
         Ok(Arc::new(store))
     } else {
-        let store = crm_store_sqlite::SqliteStore::connect(url).await.context("opening SQLite")?;
+        let store = crm_store_sqlite::SqliteStore::connect(url)
+            .await
+            .context("opening SQLite")?;
         store.migrate().await.context("migrating SQLite")?;
         Ok(Arc::new(store))
     }
@@ -166,7 +206,12 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
         });
         println!("{line}");
     } else {
-        println!("workspace {} ({}) on plan {}", created.workspace.id, created.workspace.name, created.workspace.plan.as_str());
+        println!(
+            "workspace {} ({}) on plan {}",
+            created.workspace.id,
+            created.workspace.name,
+            created.workspace.plan.as_str()
+        );
         println!("  test key: {}", created.test_key);
         println!("  live key: {}", created.live_key);
         println!("  (keys are shown once; store them now)");
@@ -177,7 +222,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let store = open_store(&args.db).await?;
     let mut app = app(store);
     if let Some(url) = &args.redis_url {
-        let limiter = crm_redis::RedisRateLimiter::connect(url).await.context("connecting to Redis (CRM_REDIS_URL)")?;
+        let limiter = crm_redis::RedisRateLimiter::connect(url)
+            .await
+            .context("connecting to Redis (CRM_REDIS_URL)")?;
         app = app.with_rate_limiter(Arc::new(limiter));
     }
     if let Some(created) = app.bootstrap().await.map_err(|e| anyhow::anyhow!("{e}"))? {
@@ -186,20 +233,29 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let worker_cfg = args.webhooks.config()?;
     let outbound: Arc<dyn crm_app::webhooks::Outbound> = Arc::new(
-        crm_outbound::HttpOutbound::new(worker_cfg.timeout, worker_cfg.concurrency).map_err(|e| anyhow::anyhow!(e))?,
+        crm_outbound::HttpOutbound::new(worker_cfg.timeout, worker_cfg.concurrency)
+            .map_err(|e| anyhow::anyhow!(e))?,
     );
     app = app.with_outbound(outbound.clone());
     if args.create_slots > 0 {
-        app.group_contact_creates(usize::from(args.create_slots), usize::from(args.create_group_max.max(1)));
+        app.group_contact_creates(
+            usize::from(args.create_slots),
+            usize::from(args.create_group_max.max(1)),
+        );
     }
     // Keys, plans, registries and rules are cached from here on, kept true by the store's feed.
     let config_feed = tokio::spawn({
         let app = app.clone();
         async move { app.follow_config_changes().await }
     });
-    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
     let api = Arc::new(Api::new(app.clone(), &public_url));
     let router = crm_http::router(api.clone(), axum_extra_routes(api));
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
@@ -208,11 +264,19 @@ async fn serve(args: ServeArgs) -> Result<()> {
         config::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
-    let worker = worker_cfg.enabled.then(|| webhooks::start(app.clone(), outbound, worker_cfg, stop_rx.clone()));
-    let backoff = email_worker::parse_schedule(&args.email_backoff).map_err(|e| anyhow::anyhow!("CRM_EMAIL_BACKOFF: {e}"))?;
+    let worker = worker_cfg
+        .enabled
+        .then(|| webhooks::start(app.clone(), outbound, worker_cfg, stop_rx.clone()));
+    let backoff = email_worker::parse_schedule(&args.email_backoff)
+        .map_err(|e| anyhow::anyhow!("CRM_EMAIL_BACKOFF: {e}"))?;
     let sender: Arc<dyn crm_app::ports::EmailSender> = Arc::new(crm_email::ProviderSender::new());
     let poll = std::time::Duration::from_millis(args.email_poll_ms.max(10));
-    let emailer = tokio::spawn(email_worker::deliver_emails_forever(app.clone(), sender, backoff, poll));
+    let emailer = tokio::spawn(email_worker::deliver_emails_forever(
+        app.clone(),
+        sender,
+        backoff,
+        poll,
+    ));
     let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
@@ -244,10 +308,16 @@ async fn flush_usage_forever(app: App) {
 
 /// The agent endpoints, beside REST: MCP at `/mcp`, A2A at `/a2a` with its agent card.
 fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
-    axum::Router::new().merge(crm_mcp::router(api.clone())).merge(crm_a2a::router(api))
+    axum::Router::new()
+        .merge(crm_mcp::router(api.clone()))
+        .merge(crm_a2a::router(api))
 }
 
-async fn axum_serve(listener: tokio::net::TcpListener, app: crm_http::RequestContext<crm_http::Dispatch>, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+async fn axum_serve(
+    listener: tokio::net::TcpListener,
+    app: crm_http::RequestContext<crm_http::Dispatch>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
     let stopped = async move {
         while !*stop.borrow() {
             if stop.changed().await.is_err() {
@@ -256,7 +326,10 @@ async fn axum_serve(listener: tokio::net::TcpListener, app: crm_http::RequestCon
         }
     };
     let make_service = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
-    axum::serve(listener, make_service).with_graceful_shutdown(stopped).await.context("serving HTTP")?;
+    axum::serve(listener, make_service)
+        .with_graceful_shutdown(stopped)
+        .await
+        .context("serving HTTP")?;
     tracing::info!("shut down cleanly");
     Ok(())
 }

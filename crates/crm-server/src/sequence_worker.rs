@@ -27,15 +27,24 @@ fn holder_name() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
     format!("seq-{}-{:016x}-{nanos}", std::process::id(), h.finish())
 }
 
 /// Starts `CRM_SEQUENCE_WORKERS` (default 2) scheduler loops, so one round's database work
 /// overlaps another's.
 pub fn spawn_all(app: &App) -> Vec<tokio::task::JoinHandle<()>> {
-    let n = std::env::var("CRM_SEQUENCE_WORKERS").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(2).clamp(1, 16);
-    (0..n).map(|_| tokio::spawn(SequenceWorker::from_env().run_forever(app.clone()))).collect()
+    let n = std::env::var("CRM_SEQUENCE_WORKERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .clamp(1, 16);
+    (0..n)
+        .map(|_| tokio::spawn(SequenceWorker::from_env().run_forever(app.clone())))
+        .collect()
 }
 
 impl SequenceWorker {
@@ -45,7 +54,9 @@ impl SequenceWorker {
             holder: holder_name(),
             poll: Duration::from_millis(env("CRM_SEQUENCE_POLL_MS").unwrap_or(1000).max(10)),
             batch: env("CRM_SEQUENCE_BATCH").unwrap_or(500).clamp(1, 5000) as u32,
-            hold_back_ms: env("CRM_SEQUENCE_HOLD_BACK_MS").unwrap_or(60_000).clamp(100, 86_400_000) as i64,
+            hold_back_ms: env("CRM_SEQUENCE_HOLD_BACK_MS")
+                .unwrap_or(60_000)
+                .clamp(100, 86_400_000) as i64,
         }
     }
 
@@ -53,14 +64,24 @@ impl SequenceWorker {
     /// next poll.
     pub async fn run_forever(self, app: App) {
         loop {
-            match app.send_due_sequence_steps(&self.holder, self.batch, self.hold_back_ms).await {
+            match app
+                .send_due_sequence_steps(&self.holder, self.batch, self.hold_back_ms)
+                .await
+            {
                 Ok(round) if round.claimed as u32 >= self.batch => continue,
                 Ok(round) => {
                     if round.claimed > 0 {
-                        tracing::debug!(claimed = round.claimed, sent = round.sent, exited = round.exited, "sequence round");
+                        tracing::debug!(
+                            claimed = round.claimed,
+                            sent = round.sent,
+                            exited = round.exited,
+                            "sequence round"
+                        );
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "sequence round failed; its steps are retried next round"),
+                Err(e) => {
+                    tracing::error!(error = %e, "sequence round failed; its steps are retried next round")
+                }
             }
             tokio::time::sleep(self.poll).await;
         }

@@ -29,7 +29,7 @@ use crm_app::{
     App,
 };
 use crm_domain::{webhook::parse_duration_ms, Backoff};
-use tokio::sync::{mpsc, futures::Notified, watch, Notify, Semaphore};
+use tokio::sync::{futures::Notified, mpsc, watch, Notify, Semaphore};
 
 /// Webhook delivery settings.
 #[derive(Args, Debug, Clone)]
@@ -86,7 +86,8 @@ fn duration(name: &str, raw: &str) -> Result<i64> {
 
 impl WebhookArgs {
     pub fn config(&self) -> Result<WorkerConfig> {
-        let backoff = Backoff::parse(&self.webhook_backoff).map_err(|e| anyhow::anyhow!("CRM_WEBHOOK_BACKOFF: {e}"))?;
+        let backoff = Backoff::parse(&self.webhook_backoff)
+            .map_err(|e| anyhow::anyhow!("CRM_WEBHOOK_BACKOFF: {e}"))?;
         let timeout = duration("CRM_WEBHOOK_TIMEOUT", &self.webhook_timeout)?;
         let lease_ms = duration("CRM_WEBHOOK_LEASE", &self.webhook_lease)?;
         let poll = duration("CRM_WEBHOOK_POLL", &self.webhook_poll)?;
@@ -94,7 +95,9 @@ impl WebhookArgs {
             bail!("CRM_WEBHOOK_TIMEOUT must be positive");
         }
         if lease_ms <= timeout {
-            bail!("CRM_WEBHOOK_LEASE ({lease_ms} ms) must exceed CRM_WEBHOOK_TIMEOUT ({timeout} ms)");
+            bail!(
+                "CRM_WEBHOOK_LEASE ({lease_ms} ms) must exceed CRM_WEBHOOK_TIMEOUT ({timeout} ms)"
+            );
         }
         if self.webhook_concurrency == 0 {
             bail!("CRM_WEBHOOK_CONCURRENCY must be at least 1");
@@ -166,7 +169,12 @@ impl Idle {
     /// that found work the wait is `poll` whatever else is announced meanwhile: each look is a
     /// transaction, and under load a look per write would multiply them. After an empty look,
     /// `woken` (armed before that look, so that a write during it counts) ends the wait at once.
-    async fn pause(&mut self, poll: Duration, woken: Pin<&mut Notified<'_>>, stop: &mut watch::Receiver<bool>) -> bool {
+    async fn pause(
+        &mut self,
+        poll: Duration,
+        woken: Pin<&mut Notified<'_>>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
         if self.empty_looks == 0 {
             return pause(stop, poll).await;
         }
@@ -187,8 +195,13 @@ impl Idle {
 /// Turns new events into deliveries: again at once after a full batch, else after the loop's
 /// wait ([`Idle`]), which `wake` (this process wrote events) ends early only after an empty
 /// look. `sender` is told when deliveries were made.
-async fn dispatch_loop<F, Fut>(mut dispatch: F, poll: Duration, wake: Arc<Notify>, sender: Arc<Notify>, mut stop: watch::Receiver<bool>)
-where
+async fn dispatch_loop<F, Fut>(
+    mut dispatch: F,
+    poll: Duration,
+    wake: Arc<Notify>,
+    sender: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Dispatched, crm_app::AppError>>,
 {
@@ -250,7 +263,8 @@ async fn send_loop(
         let mut permits = vec![first];
         let target = (cfg.concurrency / 2).clamp(1, CLAIM_BATCH);
         let linger = tokio::time::Instant::now() + LINGER;
-        while permits.len() < target && slots.available_permits() + permits.len() < cfg.concurrency {
+        while permits.len() < target && slots.available_permits() + permits.len() < cfg.concurrency
+        {
             match tokio::time::timeout_at(linger, slots.clone().acquire_owned()).await {
                 Ok(p) => permits.push(p.expect("never closed")),
                 Err(_) => break,
@@ -279,7 +293,12 @@ async fn send_loop(
         let got = claimed.len();
         for delivery in claimed {
             let permit = permits.pop().expect("claimed no more than the free slots");
-            let (app, outbound, backoff, record) = (app.clone(), outbound.clone(), backoff.clone(), record.clone());
+            let (app, outbound, backoff, record) = (
+                app.clone(),
+                outbound.clone(),
+                backoff.clone(),
+                record.clone(),
+            );
             tokio::spawn(async move {
                 let outcome = app.attempt_delivery(&*outbound, delivery, &backoff).await;
                 let _ = record.send(outcome).await;
@@ -293,7 +312,11 @@ async fn send_loop(
         }
     }
     // Let in-flight attempts finish (each is bounded by the timeout) so their outcomes are kept.
-    let _ = tokio::time::timeout(cfg.timeout + Duration::from_secs(1), slots.acquire_many(cfg.concurrency as u32)).await;
+    let _ = tokio::time::timeout(
+        cfg.timeout + Duration::from_secs(1),
+        slots.acquire_many(cfg.concurrency as u32),
+    )
+    .await;
 }
 
 async fn record_loop(app: App, mut outcomes: mpsc::Receiver<AttemptOutcome>) {
@@ -315,7 +338,12 @@ async fn record_loop(app: App, mut outcomes: mpsc::Receiver<AttemptOutcome>) {
 
 /// Starts the worker; the returned task ends after `stop` turns true and in-flight work is
 /// recorded.
-pub fn start(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn start(
+    app: App,
+    outbound: Arc<dyn Outbound>,
+    cfg: WorkerConfig,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let (tx, rx) = mpsc::channel(RECORD_BATCH * 4);
         let recorder = tokio::spawn(record_loop(app.clone(), rx));
@@ -327,7 +355,13 @@ pub fn start(app: App, outbound: Arc<dyn Outbound>, cfg: WorkerConfig, stop: wat
                 async move { app.dispatch_events(DISPATCH_BATCH).await }
             }
         };
-        let dispatcher = tokio::spawn(dispatch_loop(dispatch, cfg.poll, app.events_written().clone(), deliveries_made.clone(), stop.clone()));
+        let dispatcher = tokio::spawn(dispatch_loop(
+            dispatch,
+            cfg.poll,
+            app.events_written().clone(),
+            deliveries_made.clone(),
+            stop.clone(),
+        ));
         let sender = tokio::spawn(send_loop(app, outbound, cfg, tx, deliveries_made, stop));
         let _ = dispatcher.await;
         let _ = sender.await;
@@ -349,7 +383,10 @@ mod tests {
 
     /// Milliseconds between consecutive looks.
     fn gaps(looks: &[Instant]) -> Vec<u128> {
-        looks.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+        looks
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_millis())
+            .collect()
     }
 
     #[tokio::test(start_paused = true)]
@@ -361,12 +398,23 @@ mod tests {
             move || {
                 looks.lock().unwrap().push(Instant::now());
                 let n = pending.swap(0, Ordering::SeqCst);
-                async move { Ok(Dispatched { events: n, deliveries: n }) }
+                async move {
+                    Ok(Dispatched {
+                        events: n,
+                        deliveries: n,
+                    })
+                }
             }
         };
         let (wake, sender) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let (stop_tx, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(dispatch_loop(dispatch, Duration::from_millis(100), wake.clone(), sender.clone(), stop_rx));
+        let task = tokio::spawn(dispatch_loop(
+            dispatch,
+            Duration::from_millis(100),
+            wake.clone(),
+            sender.clone(),
+            stop_rx,
+        ));
 
         // Idle: the waits double from `poll` up to 8 × `poll`.
         tokio::time::sleep(Duration::from_millis(4_000)).await;
@@ -380,7 +428,9 @@ mod tests {
         told.as_mut().enable();
         let woken_at = Instant::now();
         wake.notify_waiters();
-        tokio::time::timeout(Duration::from_millis(1), told).await.expect("the sender is told at once");
+        tokio::time::timeout(Duration::from_millis(1), told)
+            .await
+            .expect("the sender is told at once");
         tokio::time::sleep(Duration::from_millis(50)).await;
         wake.notify_waiters();
         tokio::time::sleep(Duration::from_millis(650)).await;
@@ -397,8 +447,17 @@ mod tests {
         pending.store(2, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let held: Vec<Instant> = std::mem::take(&mut *looks.lock().unwrap());
-        assert_eq!(held.iter().map(|t| (*t - woken_at).as_millis()).collect::<Vec<_>>(), [0, 100, 200]);
-        assert_eq!(pending.load(Ordering::SeqCst), 0, "the committed events were taken at the third look");
+        assert_eq!(
+            held.iter()
+                .map(|t| (*t - woken_at).as_millis())
+                .collect::<Vec<_>>(),
+            [0, 100, 200]
+        );
+        assert_eq!(
+            pending.load(Ordering::SeqCst),
+            0,
+            "the committed events were taken at the third look"
+        );
 
         stop_tx.send(true).unwrap();
         task.await.unwrap();

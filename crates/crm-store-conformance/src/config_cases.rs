@@ -68,7 +68,10 @@ pub async fn follow(store: &Arc<dyn Store>) -> (Arc<Recorded>, tokio::task::Join
         let (store, recorded) = (store.clone(), recorded.clone());
         async move { store.follow_config_changes(recorded).await }
     });
-    assert!(eventually(|| recorded.heard().contains(&Heard::Connected)).await, "the feed never connected");
+    assert!(
+        eventually(|| recorded.heard().contains(&Heard::Connected)).await,
+        "the feed never connected"
+    );
     (recorded, task)
 }
 
@@ -99,7 +102,11 @@ pub async fn config_changes_reach_this_process_at_commit(store: Arc<dyn Store>) 
     let (changed, rolled_back) = (workspace().id, workspace().id);
 
     commit_marked(&store, &changed).await;
-    assert!(recorded.heard().contains(&Heard::Changed(changed.clone())), "{:?}", recorded.heard());
+    assert!(
+        recorded.heard().contains(&Heard::Changed(changed.clone())),
+        "{:?}",
+        recorded.heard()
+    );
 
     let mut tx = store.begin_write().await.unwrap();
     tx.mark_config_changed(&rolled_back);
@@ -110,7 +117,12 @@ pub async fn config_changes_reach_this_process_at_commit(store: Arc<dyn Store>) 
     tokio::time::sleep(Duration::from_millis(400)).await;
     let after = recorded.heard();
     assert!(!after.contains(&Heard::Changed(rolled_back)), "{after:?}");
-    assert!(after[before..].iter().all(|h| matches!(h, Heard::Changed(w) if *w == changed) || *h == Heard::Unknown), "{after:?}");
+    assert!(
+        after[before..]
+            .iter()
+            .all(|h| matches!(h, Heard::Changed(w) if *w == changed) || *h == Heard::Unknown),
+        "{after:?}"
+    );
     task.abort();
 }
 
@@ -120,6 +132,10 @@ pub async fn config_changes_reach_another_process(writer: Arc<dyn Store>, other:
     let (recorded, task) = follow(&other).await;
     let ws = workspace().id;
     commit_marked(&writer, &ws).await;
-    assert!(eventually(|| recorded.knows_of(&ws)).await, "{:?}", recorded.heard());
+    assert!(
+        eventually(|| recorded.knows_of(&ws)).await,
+        "{:?}",
+        recorded.heard()
+    );
     task.abort();
 }

@@ -14,7 +14,10 @@ use crm_domain::{
 use crate::fixtures::*;
 
 fn all() -> Slice {
-    Slice { before: None, limit: 1000 }
+    Slice {
+        before: None,
+        limit: 1000,
+    }
 }
 
 fn connection(from: &str) -> Connection {
@@ -38,7 +41,9 @@ pub fn email(status: EmailStatus, contact: Option<ContactId>, next: Option<i64>)
         text: "Hi".into(),
         status,
         error: None,
-        source: EmailSource::Automation { automation_id: AutomationId::from_uuid(uuid()) },
+        source: EmailSource::Automation {
+            automation_id: AutomationId::from_uuid(uuid()),
+        },
         contact_id: contact,
         deal_id: None,
         attempts: 0,
@@ -71,23 +76,42 @@ pub async fn connections_and_templates_round_trip_per_tenant(store: Arc<dyn Stor
     tx.commit().await.unwrap();
 
     let mut tx = store.begin_write().await.unwrap();
-    assert_eq!(tx.get_connection(&t, &old.id).await.unwrap(), Some(old.clone()));
-    assert_eq!(tx.list_connections(&t, &all()).await.unwrap(), vec![new.clone(), old.clone()]);
-    assert_eq!(tx.email_connection(&t).await.unwrap(), Some(new.clone()), "the newest connection sends");
+    assert_eq!(
+        tx.get_connection(&t, &old.id).await.unwrap(),
+        Some(old.clone())
+    );
+    assert_eq!(
+        tx.list_connections(&t, &all()).await.unwrap(),
+        vec![new.clone(), old.clone()]
+    );
+    assert_eq!(
+        tx.email_connection(&t).await.unwrap(),
+        Some(new.clone()),
+        "the newest connection sends"
+    );
     assert_eq!(tx.email_connection(&live).await.unwrap(), None);
     assert!(tx.get_connection(&live, &old.id).await.unwrap().is_none());
     assert!(tx.delete_connection(&t, &new.id).await.unwrap());
     assert!(!tx.delete_connection(&t, &new.id).await.unwrap());
     assert_eq!(tx.email_connection(&t).await.unwrap(), Some(old.clone()));
 
-    assert_eq!(tx.get_template(&t, &tpl.id).await.unwrap(), Some(tpl.clone()));
+    assert_eq!(
+        tx.get_template(&t, &tpl.id).await.unwrap(),
+        Some(tpl.clone())
+    );
     assert!(tx.get_template(&live, &tpl.id).await.unwrap().is_none());
     let mut changed = tpl.clone();
     changed.text = Some("Hi".into());
     changed.version = 2;
     tx.update_template(&t, &changed).await.unwrap();
-    assert!(matches!(tx.update_template(&t, &changed).await, Err(StoreError::Stale)));
-    assert_eq!(tx.list_templates(&t, &all()).await.unwrap(), vec![changed.clone()]);
+    assert!(matches!(
+        tx.update_template(&t, &changed).await,
+        Err(StoreError::Stale)
+    ));
+    assert_eq!(
+        tx.list_templates(&t, &all()).await.unwrap(),
+        vec![changed.clone()]
+    );
     assert!(tx.delete_template(&t, &tpl.id).await.unwrap());
     assert!(tx.list_templates(&t, &all()).await.unwrap().is_empty());
     tx.commit().await.unwrap();
@@ -105,13 +129,31 @@ pub async fn emails_list_newest_first_with_filters(store: Arc<dyn Store>) {
     tx.insert_email(&t, &b).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.list_emails(&t, &EmailFilter::default(), &all()).await.unwrap(), vec![b.clone(), a.clone()]);
-    let by_contact = EmailFilter { contact_id: Some(c), ..Default::default() };
-    assert_eq!(tx.list_emails(&t, &by_contact, &all()).await.unwrap(), vec![a.clone()]);
-    let sent = EmailFilter { status: Some(EmailStatus::Sent), ..Default::default() };
+    assert_eq!(
+        tx.list_emails(&t, &EmailFilter::default(), &all())
+            .await
+            .unwrap(),
+        vec![b.clone(), a.clone()]
+    );
+    let by_contact = EmailFilter {
+        contact_id: Some(c),
+        ..Default::default()
+    };
+    assert_eq!(
+        tx.list_emails(&t, &by_contact, &all()).await.unwrap(),
+        vec![a.clone()]
+    );
+    let sent = EmailFilter {
+        status: Some(EmailStatus::Sent),
+        ..Default::default()
+    };
     assert!(tx.list_emails(&t, &sent, &all()).await.unwrap().is_empty());
     assert_eq!(tx.get_email(&t, &a.id).await.unwrap(), Some(a.clone()));
-    assert!(tx.list_emails(&tenant(&ws, Mode::Live), &EmailFilter::default(), &all()).await.unwrap().is_empty());
+    assert!(tx
+        .list_emails(&tenant(&ws, Mode::Live), &EmailFilter::default(), &all())
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 pub async fn due_emails_are_claimed_once_until_the_claim_expires(store: Arc<dyn Store>) {
@@ -131,16 +173,31 @@ pub async fn due_emails_are_claimed_once_until_the_claim_expires(store: Arc<dyn 
         let store = store.clone();
         async move {
             let mut tx = store.begin_write().await.unwrap();
-            let got = tx.claim_due_emails(Timestamp::from_millis(now), Timestamp::from_millis(now + 1_000), 10).await.unwrap();
+            let got = tx
+                .claim_due_emails(
+                    Timestamp::from_millis(now),
+                    Timestamp::from_millis(now + 1_000),
+                    10,
+                )
+                .await
+                .unwrap();
             tx.commit().await.unwrap();
             got
         }
     };
     let got = claim(2_000).await;
-    assert_eq!(got, vec![(t.clone(), due.clone())], "only due, queued emails");
+    assert_eq!(
+        got,
+        vec![(t.clone(), due.clone())],
+        "only due, queued emails"
+    );
     assert!(claim(2_500).await.is_empty(), "claimed until 3000");
     let again = claim(3_000).await;
-    assert_eq!(again.len(), 1, "an expired claim is taken over (the worker died)");
+    assert_eq!(
+        again.len(),
+        1,
+        "an expired claim is taken over (the worker died)"
+    );
 
     let mut sent = due.clone();
     sent.status = EmailStatus::Sent;
@@ -163,7 +220,9 @@ pub async fn concurrent_claimers_never_share_an_email(store: Arc<dyn Store>) {
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_workspace(&ws).await.unwrap();
     for _ in 0..40 {
-        tx.insert_email(&t, &email(EmailStatus::Queued, None, Some(1_000))).await.unwrap();
+        tx.insert_email(&t, &email(EmailStatus::Queued, None, Some(1_000)))
+            .await
+            .unwrap();
     }
     tx.commit().await.unwrap();
     let mut tasks = Vec::new();
@@ -173,7 +232,14 @@ pub async fn concurrent_claimers_never_share_an_email(store: Arc<dyn Store>) {
             let mut ids = Vec::new();
             loop {
                 let mut tx = store.begin_write().await.unwrap();
-                let got = tx.claim_due_emails(Timestamp::from_millis(2_000), Timestamp::from_millis(60_000), 3).await.unwrap();
+                let got = tx
+                    .claim_due_emails(
+                        Timestamp::from_millis(2_000),
+                        Timestamp::from_millis(60_000),
+                        3,
+                    )
+                    .await
+                    .unwrap();
                 tx.commit().await.unwrap();
                 if got.is_empty() {
                     return ids;
@@ -189,5 +255,9 @@ pub async fn concurrent_claimers_never_share_an_email(store: Arc<dyn Store>) {
     let n = all_ids.len();
     all_ids.sort();
     all_ids.dedup();
-    assert_eq!((n, all_ids.len()), (40, 40), "every email claimed exactly once");
+    assert_eq!(
+        (n, all_ids.len()),
+        (40, 40),
+        "every email claimed exactly once"
+    );
 }

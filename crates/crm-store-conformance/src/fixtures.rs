@@ -2,7 +2,8 @@
 
 use crm_app::auth::{ApiKeyRecord, Workspace};
 use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Tenant, Timestamp, WorkspaceId,
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Tenant,
+    Timestamp, WorkspaceId,
 };
 use uuid::Uuid;
 
@@ -23,7 +24,10 @@ pub fn workspace() -> Workspace {
 }
 
 pub fn tenant(ws: &Workspace, mode: Mode) -> Tenant {
-    Tenant { workspace_id: ws.id.clone(), mode }
+    Tenant {
+        workspace_id: ws.id.clone(),
+        mode,
+    }
 }
 
 pub fn api_key(ws: &Workspace, mode: Mode, hash: &str) -> ApiKeyRecord {
@@ -79,11 +83,21 @@ pub fn pipeline(key: &str, stages: &[&str]) -> crm_domain::Pipeline {
         key: Some(key.into()),
         name: Some(format!("{key} pipeline")),
         is_default: false,
-        stages: stages.iter().map(|k| crm_domain::StageDraft { key: (*k).into(), label: None, stage_type: None }).collect(),
+        stages: stages
+            .iter()
+            .map(|k| crm_domain::StageDraft {
+                key: (*k).into(),
+                label: None,
+                stage_type: None,
+            })
+            .collect(),
     };
-    crm_domain::Pipeline::create(crm_domain::PipelineId::from_uuid(uuid()), Timestamp::from_millis(1_700_000_000_000), draft, || {
-        crm_domain::StageId::from_uuid(uuid())
-    })
+    crm_domain::Pipeline::create(
+        crm_domain::PipelineId::from_uuid(uuid()),
+        Timestamp::from_millis(1_700_000_000_000),
+        draft,
+        || crm_domain::StageId::from_uuid(uuid()),
+    )
     .expect("valid pipeline")
 }
 

@@ -8,8 +8,8 @@ pub mod automation_cases;
 pub mod cases;
 pub mod config_cases;
 pub mod email_cases;
-pub mod sequence_cases;
 mod fixtures;
+pub mod sequence_cases;
 pub mod webhook_cases;
 
 pub use fixtures::*;
@@ -19,7 +19,8 @@ pub use fixtures::*;
 /// and sets the variable when neither is there. Tests never skip silently: when the server cannot
 /// be reached they fail with [`POSTGRES_HELP`].
 pub fn postgres_admin_url() -> String {
-    std::env::var("CRM_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+    std::env::var("CRM_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
 pub const POSTGRES_HELP: &str = "these tests need Postgres: set CRM_TEST_DATABASE_URL=postgres://user@host:port/db, \

@@ -9,9 +9,13 @@ use crm_domain::{
     mail::{Connection, EmailMessage, EmailSource, EmailStatus, Provider, Template},
     ConnectionId, ContactId, DealId, EmailId, TemplateId, Tenant, Timestamp,
 };
-use sqlx::{postgres::PgRow, QueryBuilder, Postgres};
+use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
-use crate::{rows::{corrupt, get, tenant_of}, tx::{slice_clause, tenant_where}, PostgresTx};
+use crate::{
+    rows::{corrupt, get, tenant_of},
+    tx::{slice_clause, tenant_where},
+    PostgresTx,
+};
 
 fn ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
     Ok(get::<Option<i64>>(row, column)?.map(Timestamp::from_millis))
@@ -22,7 +26,8 @@ const CONNECTION_COLUMNS: &str = "id, provider, api_key, from_addr, base_url, cr
 fn connection(row: &PgRow) -> Result<Connection, StoreError> {
     Ok(Connection {
         id: ConnectionId::from_trusted(get(row, "id")?),
-        provider: Provider::parse(&get::<String>(row, "provider")?).ok_or_else(|| corrupt("provider"))?,
+        provider: Provider::parse(&get::<String>(row, "provider")?)
+            .ok_or_else(|| corrupt("provider"))?,
         api_key: get(row, "api_key")?,
         from: get(row, "from_addr")?,
         base_url: get(row, "base_url")?,
@@ -49,7 +54,8 @@ const EMAIL_COLUMNS: &str = "workspace_id, mode, id, to_addr, from_addr, subject
      attempts, next_attempt_at, provider_message_id, created_at, sent_at";
 
 fn email(row: &PgRow) -> Result<EmailMessage, StoreError> {
-    let source: serde_json::Value = serde_json::from_str(&get::<String>(row, "source")?).map_err(|_| corrupt("source"))?;
+    let source: serde_json::Value =
+        serde_json::from_str(&get::<String>(row, "source")?).map_err(|_| corrupt("source"))?;
     Ok(EmailMessage {
         id: EmailId::from_trusted(get(row, "id")?),
         to: get(row, "to_addr")?,
@@ -57,7 +63,8 @@ fn email(row: &PgRow) -> Result<EmailMessage, StoreError> {
         subject: get(row, "subject")?,
         html: get(row, "html")?,
         text: get(row, "text")?,
-        status: EmailStatus::parse(&get::<String>(row, "status")?).ok_or_else(|| corrupt("status"))?,
+        status: EmailStatus::parse(&get::<String>(row, "status")?)
+            .ok_or_else(|| corrupt("status"))?,
         error: get(row, "error")?,
         source: EmailSource::from_snapshot(&source).ok_or_else(|| corrupt("source"))?,
         contact_id: get::<Option<String>>(row, "contact_id")?.map(ContactId::from_trusted),
@@ -72,7 +79,11 @@ fn email(row: &PgRow) -> Result<EmailMessage, StoreError> {
 
 #[async_trait]
 impl EmailRepo for PostgresTx {
-    async fn insert_connection(&mut self, tenant: &Tenant, c: &Connection) -> Result<(), StoreError> {
+    async fn insert_connection(
+        &mut self,
+        tenant: &Tenant,
+        c: &Connection,
+    ) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO connections (workspace_id, mode, id, provider, api_key, from_addr, base_url, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -88,34 +99,67 @@ impl EmailRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_connection(&mut self, tenant: &Tenant, id: &ConnectionId) -> Result<Option<Connection>, StoreError> {
+    async fn get_connection(
+        &mut self,
+        tenant: &Tenant,
+        id: &ConnectionId,
+    ) -> Result<Option<Connection>, StoreError> {
         let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
-        row.as_ref().map(connection).transpose()
-    }
-
-    async fn list_connections(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Connection>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
-        tenant_where(&mut qb, tenant);
-        slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
-        rows.iter().map(connection).collect()
-    }
-
-    async fn delete_connection(&mut self, tenant: &Tenant, id: &ConnectionId) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM connections WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+        let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
             .bind(id.as_str())
-            .execute(self.conn())
+            .fetch_optional(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
+        row.as_ref().map(connection).transpose()
+    }
+
+    async fn list_connections(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Connection>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
+        tenant_where(&mut qb, tenant);
+        slice_clause(&mut qb, slice);
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
+        rows.iter().map(connection).collect()
+    }
+
+    async fn delete_connection(
+        &mut self,
+        tenant: &Tenant,
+        id: &ConnectionId,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM connections WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(id.as_str())
+        .execute(self.conn())
+        .await
+        .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
-    async fn email_connection(&mut self, tenant: &Tenant) -> Result<Option<Connection>, StoreError> {
+    async fn email_connection(
+        &mut self,
+        tenant: &Tenant,
+    ) -> Result<Option<Connection>, StoreError> {
         let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE workspace_id = $1 AND mode = $2 ORDER BY id DESC LIMIT 1");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         row.as_ref().map(connection).transpose()
     }
 
@@ -139,9 +183,19 @@ impl EmailRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_template(&mut self, tenant: &Tenant, id: &TemplateId) -> Result<Option<Template>, StoreError> {
+    async fn get_template(
+        &mut self,
+        tenant: &Tenant,
+        id: &TemplateId,
+    ) -> Result<Option<Template>, StoreError> {
         let sql = format!("SELECT {TEMPLATE_COLUMNS} FROM templates WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         row.as_ref().map(template).transpose()
     }
 
@@ -169,22 +223,36 @@ impl EmailRepo for PostgresTx {
         }
     }
 
-    async fn delete_template(&mut self, tenant: &Tenant, id: &TemplateId) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM templates WHERE workspace_id = $1 AND mode = $2 AND id = $3")
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(|e| self.failed(e))?;
+    async fn delete_template(
+        &mut self,
+        tenant: &Tenant,
+        id: &TemplateId,
+    ) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("DELETE FROM templates WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+                .bind(tenant.workspace_id.as_str())
+                .bind(tenant.mode.as_str())
+                .bind(id.as_str())
+                .execute(self.conn())
+                .await
+                .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_templates(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Template>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {TEMPLATE_COLUMNS} FROM templates"));
+    async fn list_templates(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Template>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {TEMPLATE_COLUMNS} FROM templates"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         rows.iter().map(template).collect()
     }
 
@@ -218,13 +286,30 @@ impl EmailRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_email(&mut self, tenant: &Tenant, id: &EmailId) -> Result<Option<EmailMessage>, StoreError> {
-        let sql = format!("SELECT {EMAIL_COLUMNS} FROM emails WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str()).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
+    async fn get_email(
+        &mut self,
+        tenant: &Tenant,
+        id: &EmailId,
+    ) -> Result<Option<EmailMessage>, StoreError> {
+        let sql = format!(
+            "SELECT {EMAIL_COLUMNS} FROM emails WHERE workspace_id = $1 AND mode = $2 AND id = $3"
+        );
+        let row = sqlx::query(&sql)
+            .bind(tenant.workspace_id.as_str())
+            .bind(tenant.mode.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         row.as_ref().map(email).transpose()
     }
 
-    async fn list_emails(&mut self, tenant: &Tenant, filter: &EmailFilter, slice: &Slice) -> Result<Vec<EmailMessage>, StoreError> {
+    async fn list_emails(
+        &mut self,
+        tenant: &Tenant,
+        filter: &EmailFilter,
+        slice: &Slice,
+    ) -> Result<Vec<EmailMessage>, StoreError> {
         let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {EMAIL_COLUMNS} FROM emails"));
         tenant_where(&mut qb, tenant);
         if let Some(c) = &filter.contact_id {
@@ -237,11 +322,20 @@ impl EmailRepo for PostgresTx {
             qb.push(" AND status = ").push_bind(s.as_str());
         }
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         rows.iter().map(email).collect()
     }
 
-    async fn claim_due_emails(&mut self, now: Timestamp, claim_until: Timestamp, limit: u32) -> Result<Vec<(Tenant, EmailMessage)>, StoreError> {
+    async fn claim_due_emails(
+        &mut self,
+        now: Timestamp,
+        claim_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<(Tenant, EmailMessage)>, StoreError> {
         let sql = format!(
             "UPDATE emails SET claimed_until = $1
              WHERE (workspace_id, mode, id) IN (
@@ -257,10 +351,16 @@ impl EmailRepo for PostgresTx {
             .fetch_all(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        rows.iter().map(|r| Ok((tenant_of(r)?, email(r)?))).collect()
+        rows.iter()
+            .map(|r| Ok((tenant_of(r)?, email(r)?)))
+            .collect()
     }
 
-    async fn finish_email_attempt(&mut self, tenant: &Tenant, e: &EmailMessage) -> Result<(), StoreError> {
+    async fn finish_email_attempt(
+        &mut self,
+        tenant: &Tenant,
+        e: &EmailMessage,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE emails SET status = $4, error = $5, attempts = $6, next_attempt_at = $7, provider_message_id = $8, sent_at = $9, claimed_until = NULL
              WHERE workspace_id = $1 AND mode = $2 AND id = $3",

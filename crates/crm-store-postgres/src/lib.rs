@@ -84,7 +84,10 @@ impl PostgresStore {
     }
 
     /// Connects with a pool of at most `max_connections`.
-    pub async fn connect_with(url: &str, max_connections: u32) -> Result<PostgresStore, StoreError> {
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+    ) -> Result<PostgresStore, StoreError> {
         let options: PgConnectOptions = url.parse().map_err(backend)?;
         let pool = Pool::builder(Connector { options })
             // A pool of none would only ever time out.
@@ -96,7 +99,10 @@ impl PostgresStore {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
-        let store = PostgresStore { pool, local: Arc::default() };
+        let store = PostgresStore {
+            pool,
+            local: Arc::default(),
+        };
         // Fail here, not at the first request, when the database cannot be reached.
         drop(store.lease().await?);
         Ok(store)
@@ -114,7 +120,9 @@ impl PostgresStore {
             let mut lease = self.lease().await?;
             let checked = match start {
                 WriteStart::Begin => lease.begin().await,
-                WriteStart::Alone if lease.idle_before() >= ALONE_PING_IF_IDLE_FOR => lease.ping().await,
+                WriteStart::Alone if lease.idle_before() >= ALONE_PING_IF_IDLE_FOR => {
+                    lease.ping().await
+                }
                 WriteStart::Alone => Ok(()),
             };
             match checked {
@@ -137,7 +145,10 @@ impl PostgresStore {
     /// once: sqlx serializes them with an advisory lock.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let mut lease = self.lease().await?;
-        MIGRATOR.run(lease.raw()).await.map_err(|e| StoreError::Backend(Box::new(e)))
+        MIGRATOR
+            .run(lease.raw())
+            .await
+            .map_err(|e| StoreError::Backend(Box::new(e)))
     }
 
     pub fn into_arc(self) -> Arc<dyn Store> {
@@ -154,13 +165,24 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
         let lease = self.write_lease(WriteStart::Begin).await?;
-        Ok(Box::new(PostgresTx::write(lease, ConfigMarks::new(self.local.get().cloned()))))
+        Ok(Box::new(PostgresTx::write(
+            lease,
+            ConfigMarks::new(self.local.get().cloned()),
+        )))
     }
 
-    async fn insert_contact_alone(&self, tenant: &Tenant, contact: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+    async fn insert_contact_alone(
+        &self,
+        tenant: &Tenant,
+        contact: &Contact,
+        refs: &[Reference<'_>],
+        event: &Event,
+    ) -> Result<(), StoreError> {
         // No transaction: the one statement is atomic on its own.
         let lease = self.write_lease(WriteStart::Alone).await?;
-        PostgresTx::read(lease).insert_contact_alone(tenant, contact, refs, event).await
+        PostgresTx::read(lease)
+            .insert_contact_alone(tenant, contact, refs, event)
+            .await
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
@@ -194,7 +216,10 @@ impl Store for PostgresStore {
 
 impl PostgresStore {
     async fn listen(&self, events: &dyn ConfigEvents) -> Result<(), sqlx::Error> {
-        let own = PgPoolOptions::new().max_connections(1).connect_with(self.pool.manager().options.clone()).await?;
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(self.pool.manager().options.clone())
+            .await?;
         let mut listener = PgListener::connect_with(&own).await?;
         listener.listen(CONFIG_CHANNEL).await?;
         events.connected();

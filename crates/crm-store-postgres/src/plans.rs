@@ -30,11 +30,24 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
 
 #[async_trait]
 impl KeyRepo for PostgresTx {
-    async fn list_api_keys(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut qb = QueryBuilder::new(format!("SELECT {} FROM api_keys k WHERE k.workspace_id = ", rows::KEY_COLUMNS));
-        qb.push_bind(tenant.workspace_id.as_str()).push(" AND k.mode = ").push_bind(tenant.mode.as_str());
+    async fn list_api_keys(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let mut qb = QueryBuilder::new(format!(
+            "SELECT {} FROM api_keys k WHERE k.workspace_id = ",
+            rows::KEY_COLUMNS
+        ));
+        qb.push_bind(tenant.workspace_id.as_str())
+            .push(" AND k.mode = ")
+            .push_bind(tenant.mode.as_str());
         slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(crate::backend)?;
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(crate::backend)?;
         rows.iter().map(rows::api_key).collect()
     }
 
@@ -66,7 +79,10 @@ impl KeyRepo for PostgresTx {
 #[async_trait]
 impl PlanRepo for PostgresTx {
     async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws.included_requests_override.map(|v| count(v, "included_requests_override")).transpose()?;
+        let included = ws
+            .included_requests_override
+            .map(|v| count(v, "included_requests_override"))
+            .transpose()?;
         let q = sqlx::query(
             "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
              WHERE id = $6",
@@ -80,16 +96,32 @@ impl PlanRepo for PostgresTx {
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn lock_usage(&mut self, tenant: &Tenant, period_start: Timestamp, holder: &str, now: Timestamp) -> Result<UsageLock, StoreError> {
+    async fn lock_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        holder: &str,
+        now: Timestamp,
+    ) -> Result<UsageLock, StoreError> {
         let create = tenant_query(
             "INSERT INTO usage_counters (workspace_id, mode, period_start, used) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING",
             tenant,
         )
         .bind(period_start.millis());
         self.execute(create).await?;
-        let lock = if matches!(self, PostgresTx::Write(..)) { " FOR UPDATE" } else { "" };
+        let lock = if matches!(self, PostgresTx::Write(..)) {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
         let sql = format!("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3{lock}");
-        let used = self.optional(tenant_query(&sql, tenant).bind(period_start.millis()), |r| get::<i64>(r, "used")).await?.unwrap_or(0);
+        let used = self
+            .optional(
+                tenant_query(&sql, tenant).bind(period_start.millis()),
+                |r| get::<i64>(r, "used"),
+            )
+            .await?
+            .unwrap_or(0);
         let expired = tenant_query(
             "DELETE FROM usage_leases WHERE workspace_id = $1 AND mode = $2 AND period_start = $3 AND holder <> $4 AND expires_at <= $5",
             tenant,
@@ -107,7 +139,9 @@ impl PlanRepo for PostgresTx {
         .bind(period_start.millis())
         .bind(holder);
         let (others, own) = self
-            .optional(sums, |r| Ok((get::<i64>(r, "others")?, get::<i64>(r, "own")?)))
+            .optional(sums, |r| {
+                Ok((get::<i64>(r, "others")?, get::<i64>(r, "own")?))
+            })
             .await?
             .unwrap_or((0, 0));
         Ok(UsageLock {
@@ -117,7 +151,15 @@ impl PlanRepo for PostgresTx {
         })
     }
 
-    async fn record_usage(&mut self, tenant: &Tenant, period_start: Timestamp, counted: u64, holder: &str, reserved: u64, lease_until: Timestamp) -> Result<(), StoreError> {
+    async fn record_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        counted: u64,
+        holder: &str,
+        reserved: u64,
+        lease_until: Timestamp,
+    ) -> Result<(), StoreError> {
         let add = tenant_query(
             "INSERT INTO usage_counters (workspace_id, mode, period_start, used) VALUES ($1, $2, $3, $4)
              ON CONFLICT (workspace_id, mode, period_start) DO UPDATE SET used = usage_counters.used + excluded.used",
@@ -145,10 +187,17 @@ impl PlanRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_usage(&mut self, tenant: &Tenant, period_start: Timestamp) -> Result<u64, StoreError> {
+    async fn get_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+    ) -> Result<u64, StoreError> {
         let q = tenant_query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3", tenant)
             .bind(period_start.millis());
-        let used = self.optional(q, |r| get::<i64>(r, "used")).await?.unwrap_or(0);
+        let used = self
+            .optional(q, |r| get::<i64>(r, "used"))
+            .await?
+            .unwrap_or(0);
         unsigned(used, "used")
     }
 
@@ -156,11 +205,16 @@ impl PlanRepo for PostgresTx {
         if matches!(self, PostgresTx::Write(..)) {
             // Serialises plan-cap checks of one workspace: a create that counts and then inserts
             // must not interleave with another doing the same (see crm_app::plans::check_plan_cap).
-            let q = sqlx::query("SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE").bind(tenant.workspace_id.as_str());
+            let q = sqlx::query("SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE")
+                .bind(tenant.workspace_id.as_str());
             self.execute(q).await?;
         }
-        let active_automations = crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
+        let active_automations =
+            crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
         let sequences = crm_app::ports::SequenceRepo::count_sequences(self, tenant).await?;
-        Ok(PlanCounts { active_automations, sequences })
+        Ok(PlanCounts {
+            active_automations,
+            sequences,
+        })
     }
 }

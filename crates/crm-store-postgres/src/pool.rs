@@ -23,7 +23,8 @@ use std::time::Duration;
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use sqlx::{
     postgres::{PgConnectOptions, PgDatabaseError, PgSeverity},
-    Connection, Database, PgConnection, Postgres, TransactionManager};
+    Connection, Database, PgConnection, Postgres, TransactionManager,
+};
 
 /// A pooled connection idle this long is pinged before use.
 pub(crate) const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
@@ -57,15 +58,25 @@ impl managed::Manager for Connector {
 
     async fn create(&self) -> Result<PooledConnection, sqlx::Error> {
         let raw = PgConnection::connect_with(&self.options).await?;
-        Ok(PooledConnection { raw, broken: false, idle_before: Duration::ZERO })
+        Ok(PooledConnection {
+            raw,
+            broken: false,
+            idle_before: Duration::ZERO,
+        })
     }
 
-    async fn recycle(&self, conn: &mut PooledConnection, metrics: &Metrics) -> RecycleResult<sqlx::Error> {
+    async fn recycle(
+        &self,
+        conn: &mut PooledConnection,
+        metrics: &Metrics,
+    ) -> RecycleResult<sqlx::Error> {
         if conn.broken {
             return Err(RecycleError::message("the connection failed in use"));
         }
         if metrics.age() >= MAX_LIFETIME {
-            return Err(RecycleError::message("the connection reached its maximum lifetime"));
+            return Err(RecycleError::message(
+                "the connection reached its maximum lifetime",
+            ));
         }
         if metrics.last_used() >= PING_IF_IDLE_FOR {
             conn.raw.ping().await.map_err(RecycleError::Backend)?;
@@ -87,7 +98,9 @@ impl Lease {
     }
 
     fn pooled(&mut self) -> &mut PooledConnection {
-        self.0.as_mut().expect("a lease holds its connection until dropped")
+        self.0
+            .as_mut()
+            .expect("a lease holds its connection until dropped")
     }
 
     pub(crate) fn raw(&mut self) -> &mut PgConnection {
@@ -144,17 +157,23 @@ impl Lease {
 /// database error before the socket closes).
 fn is_connection_error(e: &sqlx::Error) -> bool {
     match e {
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db
-            .try_downcast_ref::<PgDatabaseError>()
-            .is_some_and(|pg| matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic) || pg.code().starts_with("08")),
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.try_downcast_ref::<PgDatabaseError>().is_some_and(|pg| {
+            matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic)
+                || pg.code().starts_with("08")
+        }),
         _ => false,
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let Some(mut conn) = self.0.take() else { return };
+        let Some(mut conn) = self.0.take() else {
+            return;
+        };
         if TxManager::get_transaction_depth(&conn.raw) == 0 {
             return; // back to the pool as it is
         }

@@ -7,12 +7,18 @@ use crm_app::{
     ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, RowLock, Slice},
     StoreError,
 };
-use crm_domain::{Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType, Tenant, Timestamp};
+use crm_domain::{
+    Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType,
+    Tenant, Timestamp,
+};
 use sqlx::{Postgres, QueryBuilder};
 
 use crate::{
     rows::{self, get},
-    tx::{json_text, planned_per_needle, search_filter, search_page, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{
+        and_equals, json_text, planned_per_needle, search_filter, search_page, slice_clause,
+        tenant_query, tenant_where, PgQuery, PostgresTx,
+    },
 };
 
 /// How often a statement is repeated when a concurrent transaction changed the default
@@ -27,7 +33,11 @@ impl PostgresTx {
 
     /// Whether the tenant has a default pipeline other than `except`, as of now (a statement of
     /// its own sees every transaction that has committed, including those it waited for).
-    async fn other_default_exists(&mut self, tenant: &Tenant, except: Option<&PipelineId>) -> Result<bool, StoreError> {
+    async fn other_default_exists(
+        &mut self,
+        tenant: &Tenant,
+        except: Option<&PipelineId>,
+    ) -> Result<bool, StoreError> {
         let q = tenant_query(
             "SELECT EXISTS (SELECT 1 FROM pipelines
                             WHERE workspace_id = $1 AND mode = $2 AND is_default AND ($3::text IS NULL OR id <> $3))",
@@ -62,22 +72,34 @@ impl PipelineRepo for PostgresTx {
         }
     }
 
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
+    async fn get_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        id: &PipelineId,
+        lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!(
             "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             rows::PIPELINE_COLUMNS,
             self.locking(lock)
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::pipeline).await
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::pipeline)
+            .await
     }
 
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
+    async fn get_pipeline_by_key(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError> {
         let sql = format!(
             "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND key = $3{}",
             rows::PIPELINE_COLUMNS,
             self.locking(lock)
         );
-        self.optional(tenant_query(&sql, tenant).bind(key), rows::pipeline).await
+        self.optional(tenant_query(&sql, tenant).bind(key), rows::pipeline)
+            .await
     }
 
     /// Share-locked in a write transaction: a deal created in the default pipeline must not land
@@ -92,19 +114,27 @@ impl PipelineRepo for PostgresTx {
             self.locking(RowLock::Share)
         );
         for _ in 0..DEFAULT_ROUNDS {
-            if let Some(p) = self.optional(tenant_query(&sql, tenant), rows::pipeline).await? {
+            if let Some(p) = self
+                .optional(tenant_query(&sql, tenant), rows::pipeline)
+                .await?
+            {
                 return Ok(Some(p));
             }
             if self.is_read() || !self.other_default_exists(tenant, None).await? {
                 return Ok(None);
             }
         }
-        Err(StoreError::Backend("the default pipeline kept changing while being read".into()))
+        Err(StoreError::Backend(
+            "the default pipeline kept changing while being read".into(),
+        ))
     }
 
     async fn list_pipelines(&mut self, tenant: &Tenant) -> Result<Vec<Pipeline>, StoreError> {
         // Ids are time-ordered: ascending is oldest first.
-        let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 ORDER BY id", rows::PIPELINE_COLUMNS);
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 ORDER BY id",
+            rows::PIPELINE_COLUMNS
+        );
         self.all(tenant_query(&sql, tenant), rows::pipeline).await
     }
 
@@ -135,7 +165,12 @@ impl PipelineRepo for PostgresTx {
     /// clears again while another default has appeared. Every change of default locks the
     /// current default row (clearing it, or editing it), so a transaction that commits a new
     /// default before this one finishes is always one this one waited for, and seen.
-    async fn clear_default_pipeline(&mut self, tenant: &Tenant, keep: &PipelineId, now: Timestamp) -> Result<(), StoreError> {
+    async fn clear_default_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        keep: &PipelineId,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         for _ in 0..DEFAULT_ROUNDS {
             let q = tenant_query(
                 "UPDATE pipelines SET is_default = FALSE, updated_at = $4, version = version + 1
@@ -149,16 +184,31 @@ impl PipelineRepo for PostgresTx {
                 return Ok(());
             }
         }
-        Err(StoreError::Backend("the default pipeline kept changing while being cleared".into()))
+        Err(StoreError::Backend(
+            "the default pipeline kept changing while being cleared".into(),
+        ))
     }
 
-    async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<(), StoreError> {
-        let q = tenant_query("DELETE FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+    async fn delete_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        id: &PipelineId,
+    ) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "DELETE FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str());
         self.execute(q).await?;
         Ok(())
     }
 
-    async fn count_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: Option<&str>) -> Result<i64, StoreError> {
+    async fn count_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: Option<&str>,
+    ) -> Result<i64, StoreError> {
         let q = tenant_query(
             "SELECT COUNT(*) AS n FROM deals
              WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND ($4::text IS NULL OR stage = $4)",
@@ -170,16 +220,35 @@ impl PipelineRepo for PostgresTx {
         get(&row, "n")
     }
 
-    async fn lock_stage_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str) -> Result<(), StoreError> {
+    async fn lock_stage_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: &str,
+    ) -> Result<(), StoreError> {
         let sql = format!(
             "SELECT id FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4 ORDER BY id{}",
             self.for_update()
         );
-        self.all(tenant_query(&sql, tenant).bind(pipeline.as_str()).bind(stage), |_| Ok(())).await?;
+        self.all(
+            tenant_query(&sql, tenant)
+                .bind(pipeline.as_str())
+                .bind(stage),
+            |_| Ok(()),
+        )
+        .await?;
         Ok(())
     }
 
-    async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError> {
+    async fn move_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        from: &str,
+        to: &str,
+        to_type: StageType,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         let q = tenant_query(
             "UPDATE deals SET stage = $5, stage_type = $6, updated_at = $7, version = version + 1
              WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4",
@@ -193,7 +262,13 @@ impl PipelineRepo for PostgresTx {
         self.execute(q).await
     }
 
-    async fn set_deals_stage_type(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str, stage_type: StageType) -> Result<(), StoreError> {
+    async fn set_deals_stage_type(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: &str,
+        stage_type: StageType,
+    ) -> Result<(), StoreError> {
         let q = tenant_query(
             "UPDATE deals SET stage_type = $5 WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4",
             tenant,
@@ -235,7 +310,8 @@ impl DealRepo for PostgresTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17, $18)",
             tenant,
         );
-        self.execute(bind_deal(q, d).bind(d.created_at.millis())).await?;
+        self.execute(bind_deal(q, d).bind(d.created_at.millis()))
+            .await?;
         Ok(())
     }
 
@@ -245,7 +321,8 @@ impl DealRepo for PostgresTx {
             rows::DEAL_COLUMNS,
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::deal).await
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::deal)
+            .await
     }
 
     async fn update_deal(&mut self, tenant: &Tenant, d: &Deal) -> Result<(), StoreError> {
@@ -263,17 +340,36 @@ impl DealRepo for PostgresTx {
         }
     }
 
-    async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError> {
-        let indexed_filter = filter.pipeline_id.is_some() || filter.stage.is_some() || filter.company_id.is_some() || filter.primary_contact_id.is_some();
+    async fn list_deals(
+        &mut self,
+        tenant: &Tenant,
+        filter: &DealFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Deal>, StoreError> {
+        let indexed_filter = filter.pipeline_id.is_some()
+            || filter.stage.is_some()
+            || filter.company_id.is_some()
+            || filter.primary_contact_id.is_some();
         if filter.q.is_some() && !indexed_filter {
             let table = ("deals", rows::DEAL_COLUMNS);
-            return search_page(self, tenant, table, slice, &|qb| deal_conditions(qb, filter), rows::deal, |d| d.id.as_str()).await;
+            return search_page(
+                self,
+                tenant,
+                table,
+                slice,
+                &|qb| deal_conditions(qb, filter),
+                rows::deal,
+                |d| d.id.as_str(),
+            )
+            .await;
         }
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
         tenant_where(&mut qb, tenant);
         deal_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::deal).await
+        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::deal)
+            .await
     }
 }
 
@@ -282,18 +378,22 @@ fn deal_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a DealFilt
     if !filter.include_deleted {
         qb.push(" AND deleted_at IS NULL");
     }
-    if let Some(p) = &filter.pipeline_id {
-        qb.push(" AND pipeline_id = ").push_bind(p.as_str());
-    }
-    if let Some(s) = &filter.stage {
-        qb.push(" AND stage = ").push_bind(s.as_str());
-    }
-    if let Some(c) = &filter.company_id {
-        qb.push(" AND company_id = ").push_bind(c.as_str());
-    }
-    if let Some(c) = &filter.primary_contact_id {
-        qb.push(" AND primary_contact_id = ").push_bind(c.as_str());
-    }
+    and_equals(
+        qb,
+        "pipeline_id",
+        filter.pipeline_id.as_ref().map(PipelineId::as_str),
+    );
+    and_equals(qb, "stage", filter.stage.as_deref());
+    and_equals(
+        qb,
+        "company_id",
+        filter.company_id.as_ref().map(CompanyId::as_str),
+    );
+    and_equals(
+        qb,
+        "primary_contact_id",
+        filter.primary_contact_id.as_ref().map(ContactId::as_str),
+    );
     if let Some(q) = &filter.q {
         search_filter(qb, q);
     }
@@ -314,8 +414,13 @@ fn bind_activity<'q>(q: PgQuery<'q>, a: &'q Activity) -> PgQuery<'q> {
 
 /// An activity cursor is `"<occurred_at ms>:<id>"`.
 fn activity_position(before: &str) -> Result<(i64, &str), StoreError> {
-    let (ms, id) = before.split_once(':').ok_or_else(|| rows::corrupt("activity cursor"))?;
-    Ok((ms.parse().map_err(|_| rows::corrupt("activity cursor"))?, id))
+    let (ms, id) = before
+        .split_once(':')
+        .ok_or_else(|| rows::corrupt("activity cursor"))?;
+    Ok((
+        ms.parse().map_err(|_| rows::corrupt("activity cursor"))?,
+        id,
+    ))
 }
 
 #[async_trait]
@@ -327,17 +432,23 @@ impl ActivityRepo for PostgresTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12)",
             tenant,
         );
-        self.execute(bind_activity(q, a).bind(a.created_at.millis())).await?;
+        self.execute(bind_activity(q, a).bind(a.created_at.millis()))
+            .await?;
         Ok(())
     }
 
-    async fn get_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<Option<Activity>, StoreError> {
+    async fn get_activity(
+        &mut self,
+        tenant: &Tenant,
+        id: &ActivityId,
+    ) -> Result<Option<Activity>, StoreError> {
         let sql = format!(
             "SELECT {} FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             rows::ACTIVITY_COLUMNS,
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::activity).await
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::activity)
+            .await
     }
 
     async fn update_activity(&mut self, tenant: &Tenant, a: &Activity) -> Result<(), StoreError> {
@@ -347,20 +458,39 @@ impl ActivityRepo for PostgresTx {
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12",
             tenant,
         );
-        match self.execute(bind_activity(q, a).bind(a.version - 1)).await? {
+        match self
+            .execute(bind_activity(q, a).bind(a.version - 1))
+            .await?
+        {
             0 => Err(StoreError::Stale),
             _ => Ok(()),
         }
     }
 
-    async fn delete_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<(), StoreError> {
-        let q = tenant_query("DELETE FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+    async fn delete_activity(
+        &mut self,
+        tenant: &Tenant,
+        id: &ActivityId,
+    ) -> Result<(), StoreError> {
+        let q = tenant_query(
+            "DELETE FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str());
         self.execute(q).await?;
         Ok(())
     }
 
-    async fn list_activities(&mut self, tenant: &Tenant, filter: &ActivityFilter, slice: &Slice) -> Result<Vec<Activity>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM activities", rows::ACTIVITY_COLUMNS));
+    async fn list_activities(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ActivityFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Activity>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {} FROM activities",
+            rows::ACTIVITY_COLUMNS
+        ));
         tenant_where(&mut qb, tenant);
         if let Some(c) = &filter.contact_id {
             qb.push(" AND contact_id = ").push_bind(c.as_str());
@@ -374,9 +504,14 @@ impl ActivityRepo for PostgresTx {
         if let Some(before) = &slice.before {
             let (ms, id) = activity_position(before)?;
             // A row comparison, which the (…, occurred_at, id) indexes serve as one range.
-            qb.push(" AND (occurred_at, id) < (").push_bind(ms).push(", ").push_bind(id.to_owned()).push(")");
+            qb.push(" AND (occurred_at, id) < (")
+                .push_bind(ms)
+                .push(", ")
+                .push_bind(id.to_owned())
+                .push(")");
         }
-        qb.push(" ORDER BY occurred_at DESC, id DESC LIMIT ").push_bind(i64::from(slice.limit));
+        qb.push(" ORDER BY occurred_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(slice.limit));
         self.all(qb.build(), rows::activity).await
     }
 }

@@ -9,8 +9,9 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
-    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Date, Deal, DealId, Email, Event, JsonMap, Mode,
-    Pipeline, PipelineId, Plan, Stage, StageId, StageType, Timestamp, WorkspaceId,
+    Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Date, Deal, DealId,
+    Email, Event, JsonMap, Mode, Pipeline, PipelineId, Plan, Stage, StageId, StageType, Timestamp,
+    WorkspaceId,
 };
 use sqlx::{postgres::PgRow, Decode, Postgres, Row, Type};
 
@@ -42,7 +43,8 @@ where
 }
 
 fn json_map(row: &PgRow) -> Result<JsonMap, StoreError> {
-    serde_json::from_str(&get::<String>(row, "custom_fields")?).map_err(|_| corrupt("custom_fields"))
+    serde_json::from_str(&get::<String>(row, "custom_fields")?)
+        .map_err(|_| corrupt("custom_fields"))
 }
 
 fn ts(row: &PgRow, column: &str) -> Result<Timestamp, StoreError> {
@@ -53,7 +55,8 @@ fn opt_ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
     Ok(get::<Option<i64>>(row, column)?.map(Timestamp::from_millis))
 }
 
-pub(crate) const CONTACT_COLUMNS: &str = "id, first_name, last_name, email, phone, linkedin_url, company_id, type, \
+pub(crate) const CONTACT_COLUMNS: &str =
+    "id, first_name, last_name, email, phone, linkedin_url, company_id, type, \
      custom_fields::text AS custom_fields, created_at, updated_at, version, deleted_at";
 
 pub(crate) fn contact(row: &PgRow) -> Result<Contact, StoreError> {
@@ -90,7 +93,8 @@ pub(crate) fn company(row: &PgRow) -> Result<Company, StoreError> {
     })
 }
 
-pub(crate) const WORKSPACE_COLUMNS: &str = "w.id AS w_id, w.name AS w_name, w.plan AS w_plan, w.created_at AS w_created_at, \
+pub(crate) const WORKSPACE_COLUMNS: &str =
+    "w.id AS w_id, w.name AS w_name, w.plan AS w_plan, w.created_at AS w_created_at, \
      w.overage_cap_usd, w.rate_limit_override, w.included_requests_override";
 
 pub(crate) fn workspace(row: &PgRow) -> Result<Workspace, StoreError> {
@@ -103,7 +107,9 @@ pub(crate) fn workspace(row: &PgRow) -> Result<Workspace, StoreError> {
         plan: Plan::parse(&plan).ok_or_else(|| corrupt("plan"))?,
         created_at: ts(row, "w_created_at")?,
         overage_cap_usd: get(row, "overage_cap_usd")?,
-        rate_limit_override: rate_limit.map(|v| u32::try_from(v).map_err(|_| corrupt("rate_limit_override"))).transpose()?,
+        rate_limit_override: rate_limit
+            .map(|v| u32::try_from(v).map_err(|_| corrupt("rate_limit_override")))
+            .transpose()?,
         included_requests_override: included
             .map(|v| u64::try_from(v).map_err(|_| corrupt("included_requests_override")))
             .transpose()?,
@@ -133,11 +139,13 @@ pub(crate) fn api_key(row: &PgRow) -> Result<ApiKeyRecord, StoreError> {
 pub(crate) const EVENT_COLUMNS: &str = "body::text AS body";
 
 pub(crate) fn event(row: &PgRow) -> Result<Event, StoreError> {
-    let body: serde_json::Value = serde_json::from_str(&get::<String>(row, "body")?).map_err(|_| corrupt("event body"))?;
+    let body: serde_json::Value =
+        serde_json::from_str(&get::<String>(row, "body")?).map_err(|_| corrupt("event body"))?;
     Event::from_snapshot(&body).ok_or_else(|| corrupt("event body"))
 }
 
-pub(crate) const IDEM_COLUMNS: &str = "key, fingerprint, reply_status, reply_body, created_at, locked_until";
+pub(crate) const IDEM_COLUMNS: &str =
+    "key, fingerprint, reply_status, reply_body, created_at, locked_until";
 
 pub(crate) fn idem_record(row: &PgRow) -> Result<IdemRecord, StoreError> {
     let status: Option<i64> = get(row, "reply_status")?;
@@ -145,7 +153,10 @@ pub(crate) fn idem_record(row: &PgRow) -> Result<IdemRecord, StoreError> {
     let reply = status
         .map(|s| {
             let status = u16::try_from(s).map_err(|_| corrupt("reply_status"))?;
-            Ok(StoredReply { status, body: body.unwrap_or_default() })
+            Ok(StoredReply {
+                status,
+                body: body.unwrap_or_default(),
+            })
         })
         .transpose()?;
     Ok(IdemRecord {
@@ -164,12 +175,21 @@ pub(crate) fn stages_json(stages: &[Stage]) -> String {
 }
 
 fn stages_from_json(text: &str) -> Result<Vec<Stage>, StoreError> {
-    let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
+    let values: Vec<serde_json::Value> =
+        serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
     values
         .iter()
         .map(|v| {
-            let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).ok_or_else(|| corrupt("stage"));
-            let ordinal = v.get("ordinal").and_then(serde_json::Value::as_u64).ok_or_else(|| corrupt("stage ordinal"))?;
+            let s = |k: &str| {
+                v.get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| corrupt("stage"))
+            };
+            let ordinal = v
+                .get("ordinal")
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| corrupt("stage ordinal"))?;
             Ok(Stage {
                 id: StageId::from_trusted(s("id")?),
                 key: s("key")?,
@@ -210,11 +230,14 @@ pub(crate) fn deal(row: &PgRow) -> Result<Deal, StoreError> {
         pipeline_key: get(row, "pipeline_key")?,
         stage: get(row, "stage")?,
         stage_type: StageType::parse(&stage_type).ok_or_else(|| corrupt("stage_type"))?,
-        primary_contact_id: get::<Option<String>>(row, "primary_contact_id")?.map(ContactId::from_trusted),
+        primary_contact_id: get::<Option<String>>(row, "primary_contact_id")?
+            .map(ContactId::from_trusted),
         company_id: get::<Option<String>>(row, "company_id")?.map(CompanyId::from_trusted),
         value_cents: get(row, "value_cents")?,
         currency: get(row, "currency")?,
-        close_date: close_date.map(|d| Date::parse(&d).ok_or_else(|| corrupt("close_date"))).transpose()?,
+        close_date: close_date
+            .map(|d| Date::parse(&d).ok_or_else(|| corrupt("close_date")))
+            .transpose()?,
         custom_fields: json_map(row)?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,

@@ -8,7 +8,8 @@ use crm_app::{
 use crm_domain::{
     mail::EmailMessage,
     sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant,
+    Timestamp, WorkspaceId,
 };
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
@@ -44,7 +45,9 @@ fn sequence(row: &PgRow) -> Result<Sequence, StoreError> {
 }
 
 fn enrollment(row: &PgRow) -> Result<Enrollment, StoreError> {
-    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> { Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis)) };
+    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> {
+        Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis))
+    };
     let exit_reason = match get::<Option<String>>(row, "exit_reason")? {
         Some(r) => Some(ExitReason::parse(&r).ok_or_else(|| corrupt("exit_reason"))?),
         None => None,
@@ -53,11 +56,14 @@ fn enrollment(row: &PgRow) -> Result<Enrollment, StoreError> {
         id: EnrollmentId::from_trusted(get(row, "id")?),
         sequence_id: SequenceId::from_trusted(get(row, "sequence_id")?),
         contact_id: ContactId::from_trusted(get(row, "contact_id")?),
-        source_object: SourceObject::parse(&get::<String>(row, "source_object")?).ok_or_else(|| corrupt("source_object"))?,
+        source_object: SourceObject::parse(&get::<String>(row, "source_object")?)
+            .ok_or_else(|| corrupt("source_object"))?,
         source_id: get(row, "source_id")?,
-        state: EnrollmentState::parse(&get::<String>(row, "state")?).ok_or_else(|| corrupt("state"))?,
+        state: EnrollmentState::parse(&get::<String>(row, "state")?)
+            .ok_or_else(|| corrupt("state"))?,
         exit_reason,
-        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?).map_err(|_| corrupt("steps_sent"))?,
+        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?)
+            .map_err(|_| corrupt("steps_sent"))?,
         next_send_at: ts("next_send_at")?,
         enrolled_at: Timestamp::from_millis(get(row, "enrolled_at")?),
         updated_at: Timestamp::from_millis(get(row, "updated_at")?),
@@ -131,7 +137,11 @@ impl SequenceRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<Option<Sequence>, StoreError> {
+    async fn get_sequence(
+        &mut self,
+        tenant: &Tenant,
+        id: &SequenceId,
+    ) -> Result<Option<Sequence>, StoreError> {
         let sql = format!(
             "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             self.for_update()
@@ -140,13 +150,18 @@ impl SequenceRepo for PostgresTx {
         self.optional(q, sequence).await
     }
 
-    async fn get_sequences(&mut self, tenant: &Tenant, ids: &[SequenceId]) -> Result<Vec<Sequence>, StoreError> {
+    async fn get_sequences(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[SequenceId],
+    ) -> Result<Vec<Sequence>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let ids: Vec<&str> = ids.iter().map(SequenceId::as_str).collect();
         let sql = format!("SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)");
-        self.all(tenant_query(&sql, tenant).bind(ids), sequence).await
+        self.all(tenant_query(&sql, tenant).bind(ids), sequence)
+            .await
     }
 
     async fn update_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
@@ -172,33 +187,58 @@ impl SequenceRepo for PostgresTx {
         }
     }
 
-    async fn delete_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<bool, StoreError> {
-        let q = tenant_query("DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+    async fn delete_sequence(
+        &mut self,
+        tenant: &Tenant,
+        id: &SequenceId,
+    ) -> Result<bool, StoreError> {
+        let q = tenant_query(
+            "DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str());
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn list_sequences(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Sequence>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
+    async fn list_sequences(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Sequence>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
         self.all(qb.build(), sequence).await
     }
 
-    async fn triggered_sequences(&mut self, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
+    async fn triggered_sequences(
+        &mut self,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Sequence>, StoreError> {
         let types: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
         let sql = format!(
             "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND enabled AND trigger_event = ANY($3) ORDER BY id"
         );
-        self.all(tenant_query(&sql, tenant).bind(types), sequence).await
+        self.all(tenant_query(&sql, tenant).bind(types), sequence)
+            .await
     }
 
     async fn count_sequences(&mut self, tenant: &Tenant) -> Result<u64, StoreError> {
-        let q = tenant_query("SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2", tenant);
+        let q = tenant_query(
+            "SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2",
+            tenant,
+        );
         let n = self.optional(q, |r| get::<i64>(r, "n")).await?.unwrap_or(0);
         Ok(n.max(0) as u64)
     }
 
-    async fn insert_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<Vec<EnrollmentId>, StoreError> {
+    async fn insert_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        enrollments: &[Enrollment],
+    ) -> Result<Vec<EnrollmentId>, StoreError> {
         let mut inserted = Vec::new();
         for chunk in enrollments.chunks(1000) {
             let mut qb = QueryBuilder::<Postgres>::new(
@@ -222,30 +262,55 @@ impl SequenceRepo for PostgresTx {
                     .push_bind(e.ended_at.map(Timestamp::millis));
             });
             qb.push(" ON CONFLICT DO NOTHING RETURNING id");
-            let ids = self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?;
+            let ids = self
+                .all(qb.build(), |r| {
+                    Ok(EnrollmentId::from_trusted(get(r, "id")?))
+                })
+                .await?;
             inserted.extend(ids);
         }
         Ok(inserted)
     }
 
-    async fn get_enrollment(&mut self, tenant: &Tenant, seq: &SequenceId, id: &EnrollmentId) -> Result<Option<Enrollment>, StoreError> {
+    async fn get_enrollment(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        id: &EnrollmentId,
+    ) -> Result<Option<Enrollment>, StoreError> {
         let sql = format!(
             "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND sequence_id = $4{}",
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()).bind(seq.as_str()), enrollment)
-            .await
+        self.optional(
+            tenant_query(&sql, tenant)
+                .bind(id.as_str())
+                .bind(seq.as_str()),
+            enrollment,
+        )
+        .await
     }
 
-    async fn list_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, slice: &Slice) -> Result<Vec<Enrollment>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"));
+    async fn list_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        slice: &Slice,
+    ) -> Result<Vec<Enrollment>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
+        ));
         tenant_where(&mut qb, tenant);
         qb.push(" AND sequence_id = ").push_bind(seq.as_str());
         slice_clause(&mut qb, slice);
         self.all(qb.build(), enrollment).await
     }
 
-    async fn active_enrollments_by_source(&mut self, tenant: &Tenant, source_ids: &[String]) -> Result<Vec<Enrollment>, StoreError> {
+    async fn active_enrollments_by_source(
+        &mut self,
+        tenant: &Tenant,
+        source_ids: &[String],
+    ) -> Result<Vec<Enrollment>, StoreError> {
         if source_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -254,10 +319,16 @@ impl SequenceRepo for PostgresTx {
              AND source_id = ANY($3) ORDER BY id{}",
             self.for_update()
         );
-        self.all(tenant_query(&sql, tenant).bind(source_ids), enrollment).await
+        self.all(tenant_query(&sql, tenant).bind(source_ids), enrollment)
+            .await
     }
 
-    async fn enrolled_contacts(&mut self, tenant: &Tenant, seq: &SequenceId, contacts: &[ContactId]) -> Result<Vec<ContactId>, StoreError> {
+    async fn enrolled_contacts(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        contacts: &[ContactId],
+    ) -> Result<Vec<ContactId>, StoreError> {
         if contacts.is_empty() {
             return Ok(Vec::new());
         }
@@ -268,24 +339,36 @@ impl SequenceRepo for PostgresTx {
         )
         .bind(seq.as_str())
         .bind(ids);
-        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "contact_id")?))).await
+        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "contact_id")?)))
+            .await
     }
 
-    async fn update_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<(), StoreError> {
+    async fn update_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        enrollments: &[Enrollment],
+    ) -> Result<(), StoreError> {
         if enrollments.is_empty() {
             return Ok(());
         }
         let updates: Vec<(Enrollment, u32)> = enrollments.iter().map(|e| (e.clone(), 0)).collect();
         let mut qb = QueryBuilder::<Postgres>::new(SET_STATES);
         push_states(&mut qb, &updates);
-        qb.push(" WHERE e.workspace_id = ").push_bind(tenant.workspace_id.as_str());
+        qb.push(" WHERE e.workspace_id = ")
+            .push_bind(tenant.workspace_id.as_str());
         qb.push(" AND e.mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND e.id = v.id");
         self.execute(qb.build()).await?;
         Ok(())
     }
 
-    async fn end_sequence_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, reason: ExitReason, now: Timestamp) -> Result<u64, StoreError> {
+    async fn end_sequence_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        reason: ExitReason,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         let q = tenant_query(
             "UPDATE sequence_enrollments SET state = 'exited', exit_reason = $4, next_send_at = NULL, updated_at = $5, ended_at = $5,
                     lease_holder = NULL, lease_until = NULL
@@ -298,7 +381,11 @@ impl SequenceRepo for PostgresTx {
         self.execute(q).await
     }
 
-    async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError> {
+    async fn lock_due_enrollments(
+        &mut self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
         // Through `sequence_enrollments_due` in its order, skipping rows another round holds.
         // Locking writes no row version and no index entry: a claim that leased each row cost a
         // round 500 updates of five indexes and a commit of its own (docs/performance-history.md).
@@ -311,7 +398,13 @@ impl SequenceRepo for PostgresTx {
         self.all(q, claimed).await
     }
 
-    async fn hold_back_enrollments(&mut self, tenant: &Tenant, ids: &[EnrollmentId], holder: &str, until: Timestamp) -> Result<(), StoreError> {
+    async fn hold_back_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[EnrollmentId],
+        holder: &str,
+        until: Timestamp,
+    ) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -326,23 +419,38 @@ impl SequenceRepo for PostgresTx {
         self.execute(q).await.map(drop)
     }
 
-    async fn advance_claimed_enrollments(&mut self, tenant: &Tenant, updates: &[(Enrollment, u32)]) -> Result<Vec<EnrollmentId>, StoreError> {
+    async fn advance_claimed_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        updates: &[(Enrollment, u32)],
+    ) -> Result<Vec<EnrollmentId>, StoreError> {
         if updates.is_empty() {
             return Ok(Vec::new());
         }
         let mut qb = QueryBuilder::<Postgres>::new(SET_STATES);
         push_states(&mut qb, updates);
-        qb.push(" WHERE e.workspace_id = ").push_bind(tenant.workspace_id.as_str());
+        qb.push(" WHERE e.workspace_id = ")
+            .push_bind(tenant.workspace_id.as_str());
         qb.push(" AND e.mode = ").push_bind(tenant.mode.as_str());
         qb.push(" AND e.id = v.id AND e.state = 'active' AND e.steps_sent = v.sent_before RETURNING e.id");
-        self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await
+        self.all(qb.build(), |r| {
+            Ok(EnrollmentId::from_trusted(get(r, "id")?))
+        })
+        .await
     }
 
-    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
+    async fn insert_step_emails(
+        &mut self,
+        tenant: &Tenant,
+        emails: &[EmailMessage],
+        activities: &[Activity],
+    ) -> Result<(), StoreError> {
         // One statement for both tables, over arrays: its text and plan are the same for any
         // number of rows, and the activities ride in the emails' round trip.
-        let email_col = |f: fn(&EmailMessage) -> Option<&str>| emails.iter().map(f).collect::<Vec<_>>();
-        let activity_col = |f: fn(&Activity) -> Option<&str>| activities.iter().map(f).collect::<Vec<_>>();
+        let email_col =
+            |f: fn(&EmailMessage) -> Option<&str>| emails.iter().map(f).collect::<Vec<_>>();
+        let activity_col =
+            |f: fn(&Activity) -> Option<&str>| activities.iter().map(f).collect::<Vec<_>>();
         let q = tenant_query(
             "WITH sent AS (
                  INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id,
@@ -393,7 +501,11 @@ impl SequenceRepo for PostgresTx {
         Ok(())
     }
 
-    async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError> {
+    async fn contacts_by_ids(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[ContactId],
+    ) -> Result<Vec<Contact>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -402,10 +514,15 @@ impl SequenceRepo for PostgresTx {
             "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
             rows::CONTACT_COLUMNS
         );
-        self.all(tenant_query(&sql, tenant).bind(ids), rows::contact).await
+        self.all(tenant_query(&sql, tenant).bind(ids), rows::contact)
+            .await
     }
 
-    async fn deals_by_ids(&mut self, tenant: &Tenant, ids: &[DealId]) -> Result<Vec<Deal>, StoreError> {
+    async fn deals_by_ids(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[DealId],
+    ) -> Result<Vec<Deal>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -414,6 +531,7 @@ impl SequenceRepo for PostgresTx {
             "SELECT {} FROM deals WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
             rows::DEAL_COLUMNS
         );
-        self.all(tenant_query(&sql, tenant).bind(ids), rows::deal).await
+        self.all(tenant_query(&sql, tenant).bind(ids), rows::deal)
+            .await
     }
 }

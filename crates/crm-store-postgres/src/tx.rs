@@ -9,16 +9,15 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
-        ConfigMarks, Reference, RowLock,
-        CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
-        WorkspaceRepo,
+        CompanyFilter, CompanyRepo, ConfigMarks, ContactFilter, ContactRepo, EventRepo,
+        IdempotencyRepo, RecordRepo, Reference, RegistryRepo, RowLock, Slice, WorkspaceRepo,
     },
     StoreError, Tx,
 };
 use crm_domain::{
     registry::{DataType, EnumValue, FieldDef},
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, ObjectKind, ObjectType, Registry, Tenant,
-    Timestamp, WorkspaceId,
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, JsonMap, ObjectKind,
+    ObjectType, Registry, Tenant, Timestamp, WorkspaceId,
 };
 use sqlx::{
     postgres::{PgArguments, PgRow},
@@ -88,7 +87,10 @@ impl PostgresTx {
         q: PgQuery<'_>,
         map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
     ) -> Result<Option<T>, StoreError> {
-        let row = q.fetch_optional(self.conn()).await.map_err(|e| self.failed(e))?;
+        let row = q
+            .fetch_optional(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         row.as_ref().map(map).transpose()
     }
 
@@ -109,7 +111,10 @@ impl PostgresTx {
 
     /// Runs a statement; returns how many rows it touched.
     pub(crate) async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
-        Ok(q.execute(self.conn()).await.map_err(|e| self.failed(e))?.rows_affected())
+        Ok(q.execute(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?
+            .rows_affected())
     }
 
     /// Runs a statement that may break a uniqueness rule no `ON CONFLICT` can catch (an UPDATE),
@@ -121,7 +126,11 @@ impl PostgresTx {
             PostgresTx::Write(lease, _) => {
                 lease.begin().await.map_err(backend)?; // a savepoint, inside the transaction
                 let result = q.execute(lease.raw()).await;
-                let closed = if result.is_ok() { lease.commit().await } else { lease.rollback().await };
+                let closed = if result.is_ok() {
+                    lease.commit().await
+                } else {
+                    lease.rollback().await
+                };
                 closed.map_err(backend)?;
                 result
             }
@@ -143,7 +152,9 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 
 /// `sql` with the tenant bound as `$1` (workspace) and `$2` (mode).
 pub(crate) fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> PgQuery<'q> {
-    sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
+    sqlx::query(sql)
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
 }
 
 /// The table holding records of `object`.
@@ -173,7 +184,13 @@ impl PostgresTx {
     /// queue row as one statement, which Postgres runs atomically on its own. The event is
     /// written only when the contact was (`EXISTS (SELECT 1 FROM c)`), so a contact skipped by
     /// its guard or its email writes nothing at all.
-    pub(crate) async fn insert_contact_alone(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>], event: &Event) -> Result<(), StoreError> {
+    pub(crate) async fn insert_contact_alone(
+        &mut self,
+        tenant: &Tenant,
+        c: &Contact,
+        refs: &[Reference<'_>],
+        event: &Event,
+    ) -> Result<(), StoreError> {
         let mut sql = format!("WITH c AS ({INSERT_CONTACT}");
         push_reference_guard(&mut sql, refs, 20);
         sql.push_str(
@@ -183,11 +200,16 @@ impl PostgresTx {
                     RETURNING workspace_id, mode, id, type, created_at)
              INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
         );
-        let q = bind_contact(tenant_query(&sql, tenant).bind(c.id.as_str()).bind(c.created_at.millis()), c)
-            .bind(event.id.as_str())
-            .bind(event.event_type.as_str())
-            .bind(event.created_at.millis())
-            .bind(event.snapshot().to_string());
+        let q = bind_contact(
+            tenant_query(&sql, tenant)
+                .bind(c.id.as_str())
+                .bind(c.created_at.millis()),
+            c,
+        )
+        .bind(event.id.as_str())
+        .bind(event.event_type.as_str())
+        .bind(event.created_at.millis())
+        .bind(event.snapshot().to_string());
         let q = refs.iter().fold(q, |q, r| q.bind(r.id));
         match self.execute(q).await? {
             0 => Err(self.why_not_inserted(tenant, refs).await?),
@@ -197,7 +219,11 @@ impl PostgresTx {
 
     /// Why an insert guarded by `refs` wrote nothing: the first missing reference, else the
     /// uniqueness rule its `ON CONFLICT DO NOTHING` hit. Only failed inserts pay these reads.
-    async fn why_not_inserted(&mut self, tenant: &Tenant, refs: &[Reference<'_>]) -> Result<StoreError, StoreError> {
+    async fn why_not_inserted(
+        &mut self,
+        tenant: &Tenant,
+        refs: &[Reference<'_>],
+    ) -> Result<StoreError, StoreError> {
         for (i, r) in refs.iter().enumerate() {
             if !self.record_exists(tenant, r.object, r.id).await? {
                 return Ok(StoreError::MissingReference(i));
@@ -227,7 +253,21 @@ pub(crate) fn json_text(map: &JsonMap) -> String {
 }
 
 pub(crate) fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Postgres>, tenant: &'a Tenant) {
-    qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+    qb.push(" WHERE workspace_id = ")
+        .push_bind(tenant.workspace_id.as_str())
+        .push(" AND mode = ")
+        .push_bind(tenant.mode.as_str());
+}
+
+/// ` AND <column> = value` when a list filters on `value`; nothing when it does not.
+pub(crate) fn and_equals<'a>(
+    qb: &mut QueryBuilder<'a, Postgres>,
+    column: &str,
+    value: Option<&'a str>,
+) {
+    if let Some(value) = value {
+        qb.push(format!(" AND {column} = ")).push_bind(value);
+    }
 }
 
 /// ` AND search_text LIKE lower(p)`: `q` as a case-insensitive, literal substring of the row's
@@ -240,7 +280,9 @@ pub(crate) fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Postgres>, tenant: &'a 
 ///
 /// A list with this filter must run unprepared ([`planned_per_needle`]).
 pub(crate) fn search_filter(qb: &mut QueryBuilder<'_, Postgres>, q: &str) {
-    qb.push(" AND search_text LIKE lower(").push_bind(like_pattern(q)).push(r") ESCAPE '\'");
+    qb.push(" AND search_text LIKE lower(")
+        .push_bind(like_pattern(q))
+        .push(r") ESCAPE '\'");
 }
 
 /// A list query, kept out of the connection's statement cache when it searches text, so that
@@ -250,7 +292,10 @@ pub(crate) fn search_filter(qb: &mut QueryBuilder<'_, Postgres>, q: &str) {
 /// it reads every row of the tenant and sorts them, where the plan for the actual needle walks
 /// the primary key newest first and stops at the limit (5,000 contacts: about 100 ms against
 /// under 1 ms). A burst of selective searches (phone numbers) is enough to make the switch.
-pub(crate) fn planned_per_needle<'q>(qb: &'q mut QueryBuilder<'_, Postgres>, searches_text: bool) -> PgQuery<'q> {
+pub(crate) fn planned_per_needle<'q>(
+    qb: &'q mut QueryBuilder<'_, Postgres>,
+    searches_text: bool,
+) -> PgQuery<'q> {
     qb.build().persistent(!searches_text)
 }
 
@@ -296,11 +341,13 @@ pub(crate) async fn search_page<'a, T>(
             qb.push(" AND id < ").push_bind(before.as_str());
         }
     };
-    let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {columns} FROM (SELECT * FROM {table}"));
+    let mut qb =
+        QueryBuilder::<Postgres>::new(format!("SELECT {columns} FROM (SELECT * FROM {table}"));
     newest(&mut qb);
     qb.push(format!(" ORDER BY id DESC LIMIT {window}) r WHERE TRUE"));
     filters(&mut qb);
-    qb.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(slice.limit));
+    qb.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(i64::from(slice.limit));
     let mut page = tx.all(planned_per_needle(&mut qb, true), map).await?;
     if page.len() >= slice.limit as usize {
         return Ok(page);
@@ -320,12 +367,21 @@ pub(crate) async fn search_page<'a, T>(
         }
     };
     let rest = i64::from(slice.limit) - page.len() as i64;
-    let mut qb = QueryBuilder::<Postgres>::new(format!("WITH hits AS MATERIALIZED (SELECT {columns} FROM {table}"));
+    let mut qb = QueryBuilder::<Postgres>::new(format!(
+        "WITH hits AS MATERIALIZED (SELECT {columns} FROM {table}"
+    ));
     older(&mut qb);
     qb.push(format!(" LIMIT {cap}) SELECT *, (SELECT count(*) FROM hits) AS found FROM hits ORDER BY id DESC LIMIT "));
     qb.push_bind(rest);
-    let hits = tx.all(planned_per_needle(&mut qb, true), |row| Ok((map(row)?, rows::get::<i64>(row, "found")?))).await?;
-    if hits.first().is_none_or(|(_, found)| *found < i64::from(cap)) {
+    let hits = tx
+        .all(planned_per_needle(&mut qb, true), |row| {
+            Ok((map(row)?, rows::get::<i64>(row, "found")?))
+        })
+        .await?;
+    if hits
+        .first()
+        .is_none_or(|(_, found)| *found < i64::from(cap))
+    {
         page.extend(hits.into_iter().map(|(row, _)| row));
         return Ok(page);
     }
@@ -345,7 +401,8 @@ pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Postgres>, id: &str,
     if let Some(before) = &slice.before {
         qb.push(format!(" AND {id} < ")).push_bind(before.as_str());
     }
-    qb.push(format!(" ORDER BY {id} DESC LIMIT ")).push_bind(i64::from(slice.limit));
+    qb.push(format!(" ORDER BY {id} DESC LIMIT "))
+        .push_bind(i64::from(slice.limit));
 }
 
 pub(crate) fn out_of_range(what: &str) -> StoreError {
@@ -355,7 +412,11 @@ pub(crate) fn out_of_range(what: &str) -> StoreError {
 #[async_trait]
 impl WorkspaceRepo for PostgresTx {
     async fn insert_workspace(&mut self, ws: &Workspace) -> Result<(), StoreError> {
-        let included = ws.included_requests_override.map(i64::try_from).transpose().map_err(|_| out_of_range("included_requests_override"))?;
+        let included = ws
+            .included_requests_override
+            .map(i64::try_from)
+            .transpose()
+            .map_err(|_| out_of_range("included_requests_override"))?;
         let q = sqlx::query(
             "INSERT INTO workspaces (id, name, plan, created_at, overage_cap_usd, rate_limit_override, included_requests_override)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -372,16 +433,22 @@ impl WorkspaceRepo for PostgresTx {
     }
 
     async fn get_workspace(&mut self, id: &WorkspaceId) -> Result<Option<Workspace>, StoreError> {
-        let sql = format!("SELECT {} FROM workspaces w WHERE w.id = $1", rows::WORKSPACE_COLUMNS);
-        self.optional(sqlx::query(&sql).bind(id.as_str()), rows::workspace).await
+        let sql = format!(
+            "SELECT {} FROM workspaces w WHERE w.id = $1",
+            rows::WORKSPACE_COLUMNS
+        );
+        self.optional(sqlx::query(&sql).bind(id.as_str()), rows::workspace)
+            .await
     }
 
     async fn has_workspaces(&mut self) -> Result<bool, StoreError> {
-        self.exists(sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)")).await
+        self.exists(sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)"))
+            .await
     }
 
     async fn insert_api_key(&mut self, key: &ApiKeyRecord) -> Result<(), StoreError> {
-        let scopes = serde_json::to_string(&key.scopes).map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let scopes =
+            serde_json::to_string(&key.scopes).map_err(|e| StoreError::Backend(Box::new(e)))?;
         // The id and the hash are unique; ON CONFLICT reports a clash without aborting the transaction.
         let q = sqlx::query(
             "INSERT INTO api_keys (workspace_id, mode, id, name, scopes, key_hash, created_at, last_used_at, revoked_at, expires_at)
@@ -403,24 +470,42 @@ impl WorkspaceRepo for PostgresTx {
         }
     }
 
-    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
+    async fn find_api_key(
+        &mut self,
+        hash: &str,
+    ) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
         let sql = format!(
             "SELECT {}, {} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = $1",
             rows::KEY_COLUMNS,
             rows::WORKSPACE_COLUMNS
         );
-        self.optional(sqlx::query(&sql).bind(hash), |r| Ok((rows::api_key(r)?, rows::workspace(r)?))).await
+        self.optional(sqlx::query(&sql).bind(hash), |r| {
+            Ok((rows::api_key(r)?, rows::workspace(r)?))
+        })
+        .await
     }
 
-    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let sql = format!("SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3", rows::KEY_COLUMNS);
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::api_key).await
+    async fn get_api_key(
+        &mut self,
+        tenant: &Tenant,
+        id: &ApiKeyId,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3",
+            rows::KEY_COLUMNS
+        );
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::api_key)
+            .await
     }
 }
 
 #[async_trait]
 impl RegistryRepo for PostgresTx {
-    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError> {
+    async fn load_registry(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<Registry, StoreError> {
         let fields = tenant_query(
             "SELECT key, label, data_type, enum_group, required FROM custom_fields
              WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position, key",
@@ -428,7 +513,10 @@ impl RegistryRepo for PostgresTx {
         )
         .bind(object.as_str());
         let fields = self.all(fields, |r| field_def(r, object)).await?;
-        let groups = tenant_query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2", tenant);
+        let groups = tenant_query(
+            "SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2",
+            tenant,
+        );
         let groups = self.all(groups, |r| get::<String>(r, "grp")).await?;
         let values = tenant_query(
             "SELECT grp, value, label FROM enum_values WHERE workspace_id = $1 AND mode = $2 ORDER BY grp, position",
@@ -436,7 +524,10 @@ impl RegistryRepo for PostgresTx {
         );
         let values = self.all(values, enum_value).await?;
 
-        let mut registry = Registry { fields, ..Registry::default() };
+        let mut registry = Registry {
+            fields,
+            ..Registry::default()
+        };
         for group in groups {
             registry.enums.insert(group, Vec::new());
         }
@@ -446,7 +537,12 @@ impl RegistryRepo for PostgresTx {
         Ok(registry)
     }
 
-    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_enum_group(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let q = tenant_query(
             "INSERT INTO enum_groups (workspace_id, mode, grp, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
             tenant,
@@ -456,7 +552,14 @@ impl RegistryRepo for PostgresTx {
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_enum_value(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        value: &str,
+        label: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         self.insert_enum_group(tenant, group, now).await?;
         self.lock_enum_group(tenant, group).await?;
         let q = tenant_query(
@@ -473,8 +576,14 @@ impl RegistryRepo for PostgresTx {
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn insert_field(&mut self, tenant: &Tenant, field: &FieldDef, now: Timestamp) -> Result<bool, StoreError> {
-        self.lock_registry_list(tenant, &format!("custom_fields:{}", field.object.as_str())).await?;
+    async fn insert_field(
+        &mut self,
+        tenant: &Tenant,
+        field: &FieldDef,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.lock_registry_list(tenant, &format!("custom_fields:{}", field.object.as_str()))
+            .await?;
         let q = tenant_query(
             "INSERT INTO custom_fields (workspace_id, mode, object, key, label, data_type, enum_group, required, created_at, position)
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE(MAX(position), 0) + 1 FROM custom_fields
@@ -500,12 +609,20 @@ impl RegistryRepo for PostgresTx {
         );
         self.all(q, |r| {
             let object: String = get(r, "object")?;
-            field_def(r, ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?)
+            field_def(
+                r,
+                ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?,
+            )
         })
         .await
     }
 
-    async fn insert_object_type(&mut self, tenant: &Tenant, t: &ObjectType, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_object_type(
+        &mut self,
+        tenant: &Tenant,
+        t: &ObjectType,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         self.lock_registry_list(tenant, "object_types").await?;
         let q = tenant_query(
             "INSERT INTO object_types (workspace_id, mode, key, label, created_at, position)
@@ -522,7 +639,13 @@ impl RegistryRepo for PostgresTx {
 
     async fn list_object_types(&mut self, tenant: &Tenant) -> Result<Vec<ObjectType>, StoreError> {
         let q = tenant_query("SELECT key, label FROM object_types WHERE workspace_id = $1 AND mode = $2 ORDER BY position, key", tenant);
-        self.all(q, |r| Ok(ObjectType { key: get(r, "key")?, label: get(r, "label")? })).await
+        self.all(q, |r| {
+            Ok(ObjectType {
+                key: get(r, "key")?,
+                label: get(r, "label")?,
+            })
+        })
+        .await
     }
 }
 
@@ -535,7 +658,11 @@ impl PostgresTx {
         if let PostgresTx::Read(_) = self {
             return Ok(());
         }
-        let q = tenant_query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2 || ':' || $3, 0))", tenant).bind(list);
+        let q = tenant_query(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2 || ':' || $3, 0))",
+            tenant,
+        )
+        .bind(list);
         q.fetch_one(self.conn()).await.map_err(|e| self.failed(e))?;
         Ok(())
     }
@@ -569,7 +696,13 @@ fn field_def(row: &PgRow, object: ObjectKind) -> Result<FieldDef, StoreError> {
 }
 
 fn enum_value(row: &PgRow) -> Result<(String, EnumValue), StoreError> {
-    Ok((get(row, "grp")?, EnumValue { value: get(row, "value")?, label: get(row, "label")? }))
+    Ok((
+        get(row, "grp")?,
+        EnumValue {
+            value: get(row, "value")?,
+            label: get(row, "label")?,
+        },
+    ))
 }
 
 /// One contact's INSERT, its values bound by `tenant_query`, the id and `created_at`, then
@@ -595,13 +728,20 @@ fn bind_contact<'q>(q: PgQuery<'q>, c: &'q Contact) -> PgQuery<'q> {
 
 #[async_trait]
 impl ContactRepo for PostgresTx {
-    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
+    async fn insert_contact(
+        &mut self,
+        tenant: &Tenant,
+        c: &Contact,
+        refs: &[Reference<'_>],
+    ) -> Result<(), StoreError> {
         // The references are checked by the INSERT itself (one round trip for both); ON
         // CONFLICT, unlike a failed INSERT, leaves the transaction usable.
         let mut sql = String::from(INSERT_CONTACT);
         push_reference_guard(&mut sql, refs, 16);
         sql.push_str(" ON CONFLICT DO NOTHING");
-        let q = tenant_query(&sql, tenant).bind(c.id.as_str()).bind(c.created_at.millis());
+        let q = tenant_query(&sql, tenant)
+            .bind(c.id.as_str())
+            .bind(c.created_at.millis());
         let q = refs.iter().fold(bind_contact(q, c), |q, r| q.bind(r.id));
         match self.execute(q).await? {
             0 => Err(self.why_not_inserted(tenant, refs).await?),
@@ -609,12 +749,17 @@ impl ContactRepo for PostgresTx {
         }
     }
 
-    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+    async fn insert_contacts(
+        &mut self,
+        tenant: &Tenant,
+        contacts: &[&Contact],
+    ) -> Result<Vec<ContactId>, StoreError> {
         // One statement over arrays, so that its text (and its prepared plan) is the same for
         // any number of contacts. `ORDER BY n` inserts them in the caller's order, so of two
         // with one email the first is kept; `ON CONFLICT DO NOTHING` skips the later one and any
         // whose email is taken, the guard any whose company does not exist.
-        let col = |f: fn(&Contact) -> Option<&str>| contacts.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let col =
+            |f: fn(&Contact) -> Option<&str>| contacts.iter().map(|c| f(c)).collect::<Vec<_>>();
         let q = tenant_query(
             "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
                                    company_id, type, custom_fields, updated_at, version, deleted_at)
@@ -644,21 +789,38 @@ impl ContactRepo for PostgresTx {
         .bind(contacts.iter().map(|c| c.updated_at.millis()).collect::<Vec<_>>())
         .bind(contacts.iter().map(|c| c.version).collect::<Vec<_>>())
         .bind(contacts.iter().map(|c| c.deleted_at.map(Timestamp::millis)).collect::<Vec<_>>());
-        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "id")?))).await
+        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "id")?)))
+            .await
     }
 
-    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
+    async fn get_contact(
+        &mut self,
+        tenant: &Tenant,
+        id: &ContactId,
+    ) -> Result<Option<Contact>, StoreError> {
         let sql = format!(
             "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             rows::CONTACT_COLUMNS,
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::contact).await
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::contact)
+            .await
     }
 
-    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError> {
-        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3", rows::CONTACT_COLUMNS);
-        self.optional(tenant_query(&sql, tenant).bind(email.as_str()), rows::contact).await
+    async fn get_contact_by_email(
+        &mut self,
+        tenant: &Tenant,
+        email: &Email,
+    ) -> Result<Option<Contact>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3",
+            rows::CONTACT_COLUMNS
+        );
+        self.optional(
+            tenant_query(&sql, tenant).bind(email.as_str()),
+            rows::contact,
+        )
+        .await
     }
 
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
@@ -676,15 +838,33 @@ impl ContactRepo for PostgresTx {
         }
     }
 
-    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
-        let indexed_filter = filter.email.is_some() || filter.company_id.is_some() || filter.contact_type.is_some();
+    async fn list_contacts(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ContactFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Contact>, StoreError> {
+        let indexed_filter =
+            filter.email.is_some() || filter.company_id.is_some() || filter.contact_type.is_some();
         if filter.custom_fields.is_empty() && !indexed_filter && filter.q.is_some() {
             let table = ("contacts", rows::CONTACT_COLUMNS);
-            return search_page(self, tenant, table, slice, &|qb| contact_conditions(qb, filter), rows::contact, |c| c.id.as_str()).await;
+            return search_page(
+                self,
+                tenant,
+                table,
+                slice,
+                &|qb| contact_conditions(qb, filter),
+                rows::contact,
+                |c| c.id.as_str(),
+            )
+            .await;
         }
         let (mut qb, id_column) = match filter.custom_fields.split_first() {
             None => {
-                let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+                let mut qb = QueryBuilder::<Postgres>::new(format!(
+                    "SELECT {} FROM contacts",
+                    rows::CONTACT_COLUMNS
+                ));
                 tenant_where(&mut qb, tenant);
                 (qb, "id")
             }
@@ -697,8 +877,14 @@ impl ContactRepo for PostgresTx {
                      WHERE v.workspace_id = ",
                     rows::CONTACT_COLUMNS
                 ));
-                qb.push_bind(tenant.workspace_id.as_str()).push(" AND v.mode = ").push_bind(tenant.mode.as_str());
-                qb.push(" AND v.field_key = ").push_bind(first.key.as_str()).push(" AND v.value = ").push_bind(indexed_value(&first.value)).push("::jsonb");
+                qb.push_bind(tenant.workspace_id.as_str())
+                    .push(" AND v.mode = ")
+                    .push_bind(tenant.mode.as_str());
+                qb.push(" AND v.field_key = ")
+                    .push_bind(first.key.as_str())
+                    .push(" AND v.value = ")
+                    .push_bind(indexed_value(&first.value))
+                    .push("::jsonb");
                 for f in rest {
                     qb.push(" AND EXISTS (SELECT 1 FROM contact_field_values w WHERE w.workspace_id = v.workspace_id AND w.mode = v.mode AND w.field_key = ")
                         .push_bind(f.key.as_str())
@@ -709,7 +895,11 @@ impl ContactRepo for PostgresTx {
                 for f in &filter.custom_fields {
                     if is_truncated(&f.value) {
                         // `->` then `@>`: equal to a string, or an element of a multiselect array.
-                        qb.push(" AND (c.custom_fields -> ").push_bind(f.key.as_str()).push(") @> ").push_bind(f.value.to_string()).push("::jsonb");
+                        qb.push(" AND (c.custom_fields -> ")
+                            .push_bind(f.key.as_str())
+                            .push(") @> ")
+                            .push_bind(f.value.to_string())
+                            .push("::jsonb");
                     }
                 }
                 (qb, "v.contact_id")
@@ -717,7 +907,11 @@ impl ContactRepo for PostgresTx {
         };
         contact_conditions(&mut qb, filter);
         slice_clause_on(&mut qb, id_column, slice);
-        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::contact).await
+        self.all(
+            planned_per_needle(&mut qb, filter.q.is_some()),
+            rows::contact,
+        )
+        .await
     }
 }
 
@@ -726,15 +920,13 @@ fn contact_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a Conta
     if !filter.include_deleted {
         qb.push(" AND deleted_at IS NULL");
     }
-    if let Some(email) = &filter.email {
-        qb.push(" AND email = ").push_bind(email.as_str());
-    }
-    if let Some(company) = &filter.company_id {
-        qb.push(" AND company_id = ").push_bind(company.as_str());
-    }
-    if let Some(t) = &filter.contact_type {
-        qb.push(" AND type = ").push_bind(t.as_str());
-    }
+    and_equals(qb, "email", filter.email.as_ref().map(Email::as_str));
+    and_equals(
+        qb,
+        "company_id",
+        filter.company_id.as_ref().map(CompanyId::as_str),
+    );
+    and_equals(qb, "type", filter.contact_type.as_deref());
     if let Some(q) = &filter.q {
         search_filter(qb, q);
     }
@@ -747,13 +939,17 @@ const INDEXED_TEXT_CHARS: usize = 200;
 /// A filter value as `contact_field_values.value` holds it, as JSON text.
 fn indexed_value(value: &serde_json::Value) -> String {
     match value {
-        serde_json::Value::String(s) if is_truncated(value) => serde_json::Value::String(s.chars().take(INDEXED_TEXT_CHARS).collect()).to_string(),
+        serde_json::Value::String(s) if is_truncated(value) => {
+            serde_json::Value::String(s.chars().take(INDEXED_TEXT_CHARS).collect()).to_string()
+        }
         other => other.to_string(),
     }
 }
 
 fn is_truncated(value: &serde_json::Value) -> bool {
-    value.as_str().is_some_and(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some())
+    value
+        .as_str()
+        .is_some_and(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some())
 }
 
 /// Binds a company's writable fields as `$5` to `$10` (after the tenant, the id and one more).
@@ -780,13 +976,18 @@ impl CompanyRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError> {
+    async fn get_company(
+        &mut self,
+        tenant: &Tenant,
+        id: &CompanyId,
+    ) -> Result<Option<Company>, StoreError> {
         let sql = format!(
             "SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             rows::COMPANY_COLUMNS,
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::company).await
+        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::company)
+            .await
     }
 
     async fn update_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
@@ -804,16 +1005,37 @@ impl CompanyRepo for PostgresTx {
         }
     }
 
-    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
+    async fn list_companies(
+        &mut self,
+        tenant: &Tenant,
+        filter: &CompanyFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Company>, StoreError> {
         if filter.q.is_some() && filter.domain.is_none() {
             let table = ("companies", rows::COMPANY_COLUMNS);
-            return search_page(self, tenant, table, slice, &|qb| company_conditions(qb, filter), rows::company, |c| c.id.as_str()).await;
+            return search_page(
+                self,
+                tenant,
+                table,
+                slice,
+                &|qb| company_conditions(qb, filter),
+                rows::company,
+                |c| c.id.as_str(),
+            )
+            .await;
         }
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {} FROM companies",
+            rows::COMPANY_COLUMNS
+        ));
         tenant_where(&mut qb, tenant);
         company_conditions(&mut qb, filter);
         slice_clause(&mut qb, slice);
-        self.all(planned_per_needle(&mut qb, filter.q.is_some()), rows::company).await
+        self.all(
+            planned_per_needle(&mut qb, filter.q.is_some()),
+            rows::company,
+        )
+        .await
     }
 }
 
@@ -832,8 +1054,16 @@ fn company_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a Compa
 
 #[async_trait]
 impl RecordRepo for PostgresTx {
-    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {} WHERE workspace_id = $1 AND mode = $2 AND id = $3)", record_table(object));
+    async fn record_exists(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE workspace_id = $1 AND mode = $2 AND id = $3)",
+            record_table(object)
+        );
         self.exists(tenant_query(&sql, tenant).bind(id)).await
     }
 }
@@ -880,8 +1110,14 @@ impl EventRepo for PostgresTx {
         }
     }
 
-    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {} FROM events", rows::EVENT_COLUMNS));
+    async fn list_events(
+        &mut self,
+        tenant: &Tenant,
+        event_type: Option<&str>,
+        slice: &Slice,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {} FROM events", rows::EVENT_COLUMNS));
         tenant_where(&mut qb, tenant);
         if let Some(t) = event_type {
             qb.push(" AND type = ").push_bind(t);
@@ -893,7 +1129,11 @@ impl EventRepo for PostgresTx {
 
 #[async_trait]
 impl IdempotencyRepo for PostgresTx {
-    async fn insert_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<bool, StoreError> {
+    async fn insert_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        rec: &IdemRecord,
+    ) -> Result<bool, StoreError> {
         let q = tenant_query(
             "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
@@ -908,27 +1148,45 @@ impl IdempotencyRepo for PostgresTx {
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError> {
+    async fn get_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+    ) -> Result<Option<IdemRecord>, StoreError> {
         let sql = format!(
             "SELECT {} FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
             rows::IDEM_COLUMNS
         );
-        self.optional(tenant_query(&sql, tenant).bind(key), rows::idem_record).await
+        self.optional(tenant_query(&sql, tenant).bind(key), rows::idem_record)
+            .await
     }
 
-    async fn put_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<(), StoreError> {
+    async fn put_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        rec: &IdemRecord,
+    ) -> Result<(), StoreError> {
         self.delete_idempotency(tenant, &rec.key).await?;
         self.insert_idempotency(tenant, rec).await?;
         Ok(())
     }
 
     async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
-        let q = tenant_query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3", tenant).bind(key);
+        let q = tenant_query(
+            "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+            tenant,
+        )
+        .bind(key);
         self.execute(q).await?;
         Ok(())
     }
 
-    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError> {
+    async fn finish_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        reply: &StoredReply,
+    ) -> Result<(), StoreError> {
         let q = tenant_query(
             "UPDATE idempotency_keys SET reply_status = $4, reply_body = $5 WHERE workspace_id = $1 AND mode = $2 AND key = $3",
             tenant,
@@ -948,7 +1206,11 @@ impl Tx for PostgresTx {
             PostgresTx::Write(mut lease, marks) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
-                    let notify = sqlx::query("SELECT pg_notify($1, $2)").bind(crate::CONFIG_CHANNEL).bind(ws.as_str()).execute(lease.raw()).await;
+                    let notify = sqlx::query("SELECT pg_notify($1, $2)")
+                        .bind(crate::CONFIG_CHANNEL)
+                        .bind(ws.as_str())
+                        .execute(lease.raw())
+                        .await;
                     notify.map_err(|e| backend(lease.failed(e)))?;
                 }
                 lease.commit().await.map_err(backend)?;
@@ -962,7 +1224,9 @@ impl Tx for PostgresTx {
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
             PostgresTx::Write(_, marks) => marks.mark(workspace),
-            PostgresTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
+            PostgresTx::Read(_) => {
+                debug_assert!(false, "configuration changed through a read unit of work")
+            }
         }
     }
 
@@ -981,7 +1245,8 @@ impl Tx for PostgresTx {
     /// Also how a write transaction recovers from a failed statement, which aborts the whole
     /// transaction in Postgres: everything after the savepoint is undone and the rest is usable.
     async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        self.savepoint_statement("ROLLBACK TO SAVEPOINT", name).await
+        self.savepoint_statement("ROLLBACK TO SAVEPOINT", name)
+            .await
     }
 }
 
@@ -991,10 +1256,15 @@ impl PostgresTx {
     /// transaction to mark (Postgres refuses SAVEPOINT outside one) and nothing to undo, so
     /// there the statements are skipped.
     async fn savepoint_statement(&mut self, verb: &str, name: &str) -> Result<(), StoreError> {
-        let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let plain = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !plain {
-            return Err(StoreError::Backend(format!("invalid savepoint name {name:?}").into()));
+            return Err(StoreError::Backend(
+                format!("invalid savepoint name {name:?}").into(),
+            ));
         }
         if let PostgresTx::Read(_) = self {
             return Ok(());

@@ -5,13 +5,22 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
+    ports::{
+        AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
+        Slice, WebhookRepo,
+    },
     StoreError,
 };
-use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId};
+use crm_domain::{
+    ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook,
+    WebhookId,
+};
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
-use crate::{rows::{self, get, tenant_of}, PostgresTx};
+use crate::{
+    rows::{self, get, tenant_of},
+    PostgresTx,
+};
 
 /// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
 /// looked at again.
@@ -20,7 +29,8 @@ const PARKED_MS: i64 = 60_000;
 /// Rows per multi-row statement (Postgres allows 65535 bound values).
 const CHUNK: usize = 1000;
 
-const WEBHOOK_COLUMNS: &str = "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
+const WEBHOOK_COLUMNS: &str =
+    "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
 const ATTEMPT_COLUMNS: &str =
     "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
 
@@ -45,7 +55,8 @@ fn events_text(s: &Subscription) -> String {
 }
 
 fn subscription(text: &str) -> Result<Subscription, StoreError> {
-    let names: Vec<String> = serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
+    let names: Vec<String> =
+        serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
     Ok(Subscription::from_stored(&names))
 }
 
@@ -86,7 +97,10 @@ fn attempt(row: &PgRow) -> Result<DeliveryAttempt, StoreError> {
 /// `Svc-Delivery` (delivery is at least once anyway). This takes an fsync off every claim.
 /// Fan-out keeps full durability: a lost fan-out would re-create deliveries under new ids.
 async fn relaxed_commit(tx: &mut PostgresTx) -> Result<(), StoreError> {
-    sqlx::query("SET LOCAL synchronous_commit = off").execute(tx.conn()).await.map_err(|e| tx.failed(e))?;
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(tx.conn())
+        .await
+        .map_err(|e| tx.failed(e))?;
     Ok(())
 }
 
@@ -114,7 +128,11 @@ impl WebhookRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<Option<Webhook>, StoreError> {
+    async fn get_webhook(
+        &mut self,
+        tenant: &Tenant,
+        id: &WebhookId,
+    ) -> Result<Option<Webhook>, StoreError> {
         let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3");
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
@@ -126,11 +144,20 @@ impl WebhookRepo for PostgresTx {
         row.as_ref().map(webhook).transpose()
     }
 
-    async fn list_webhooks(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Webhook>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
+    async fn list_webhooks(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Webhook>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
         crate::tx::tenant_where(&mut qb, tenant);
         crate::tx::slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         rows.iter().map(webhook).collect()
     }
 
@@ -159,23 +186,30 @@ impl WebhookRepo for PostgresTx {
         }
     }
 
-    async fn delete_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<bool, StoreError> {
+    async fn delete_webhook(
+        &mut self,
+        tenant: &Tenant,
+        id: &WebhookId,
+    ) -> Result<bool, StoreError> {
         for table in ["webhook_delivery_attempts", "webhook_deliveries"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"))
-                .bind(tenant.workspace_id.as_str())
-                .bind(tenant.mode.as_str())
-                .bind(id.as_str())
-                .execute(self.conn())
-                .await
-                .map_err(|e| self.failed(e))?;
-        }
-        let done = sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"
+            ))
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
             .bind(id.as_str())
             .execute(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
+        }
+        let done =
+            sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+                .bind(tenant.workspace_id.as_str())
+                .bind(tenant.mode.as_str())
+                .bind(id.as_str())
+                .execute(self.conn())
+                .await
+                .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -194,7 +228,10 @@ impl WebhookRepo for PostgresTx {
         rows.iter()
             .map(|r| {
                 let webhook = match get::<Option<String>>(r, "webhook_id")? {
-                    Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
+                    Some(id) => Some((
+                        WebhookId::from_trusted(id),
+                        subscription(&get::<String>(r, "webhook_events")?)?,
+                    )),
                     None => None,
                 };
                 Ok(FanOutRow {
@@ -227,7 +264,12 @@ impl WebhookRepo for PostgresTx {
                     .push_bind(d.created_at.millis());
             });
             qb.push(" ON CONFLICT (workspace_id, mode, event_id, webhook_id) DO NOTHING");
-            inserted += qb.build().execute(self.conn()).await.map_err(|e| self.failed(e))?.rows_affected();
+            inserted += qb
+                .build()
+                .execute(self.conn())
+                .await
+                .map_err(|e| self.failed(e))?
+                .rows_affected();
         }
         Ok(inserted)
     }
@@ -237,9 +279,13 @@ impl WebhookRepo for PostgresTx {
     /// not turned into index lookups: Postgres compared every queued event against each of the
     /// 500 tuples, over a second per batch once a benchmark had left ~50,000 events in the
     /// outbox, and the backlog never drained.
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
+    async fn mark_events_dispatched(
+        &mut self,
+        events: &[(Tenant, EventId)],
+    ) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
-            let workspaces: Vec<&str> = chunk.iter().map(|(t, _)| t.workspace_id.as_str()).collect();
+            let workspaces: Vec<&str> =
+                chunk.iter().map(|(t, _)| t.workspace_id.as_str()).collect();
             let modes: Vec<&str> = chunk.iter().map(|(t, _)| t.mode.as_str()).collect();
             let ids: Vec<&str> = chunk.iter().map(|(_, id)| id.as_str()).collect();
             sqlx::query(
@@ -353,21 +399,57 @@ impl WebhookRepo for PostgresTx {
                     v.response_status, v.error, v.duration_ms, v.log_next_at, v.created_at
              FROM u JOIN v ON v.seq = u.seq"
         );
-        let col = |f: &dyn Fn(&AttemptOutcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
+        let col =
+            |f: &dyn Fn(&AttemptOutcome) -> String| outcomes.iter().map(f).collect::<Vec<String>>();
         let done = sqlx::query(&sql)
             .bind(col(&|o| o.tenant.workspace_id.as_str().to_owned()))
             .bind(col(&|o| o.tenant.mode.as_str().to_owned()))
             .bind(col(&|o| o.delivery_id.as_str().to_owned()))
             .bind(col(&|o| o.claim_token.clone()))
             .bind(col(&|o| o.status.as_str().to_owned()))
-            .bind(outcomes.iter().map(|o| o.attempt.attempt as i32).collect::<Vec<i32>>())
-            .bind(outcomes.iter().map(|o| o.next_attempt_at.unwrap_or(o.attempt.created_at).millis()).collect::<Vec<i64>>())
-            .bind(outcomes.iter().map(|o| o.attempt.created_at.millis()).collect::<Vec<i64>>())
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.attempt as i32)
+                    .collect::<Vec<i32>>(),
+            )
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.next_attempt_at.unwrap_or(o.attempt.created_at).millis())
+                    .collect::<Vec<i64>>(),
+            )
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.created_at.millis())
+                    .collect::<Vec<i64>>(),
+            )
             .bind(col(&|o| o.attempt.seq.clone()))
-            .bind(outcomes.iter().map(|o| o.attempt.response_status.map(i32::from)).collect::<Vec<Option<i32>>>())
-            .bind(outcomes.iter().map(|o| o.attempt.error.clone()).collect::<Vec<Option<String>>>())
-            .bind(outcomes.iter().map(|o| o.attempt.duration_ms as i64).collect::<Vec<i64>>())
-            .bind(outcomes.iter().map(|o| o.attempt.next_attempt_at.map(Timestamp::millis)).collect::<Vec<Option<i64>>>())
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.response_status.map(i32::from))
+                    .collect::<Vec<Option<i32>>>(),
+            )
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.error.clone())
+                    .collect::<Vec<Option<String>>>(),
+            )
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.duration_ms as i64)
+                    .collect::<Vec<i64>>(),
+            )
+            .bind(
+                outcomes
+                    .iter()
+                    .map(|o| o.attempt.next_attempt_at.map(Timestamp::millis))
+                    .collect::<Vec<Option<i64>>>(),
+            )
             .bind(col(&|o| o.attempt.webhook_id.as_str().to_owned()))
             .bind(col(&|o| o.attempt.event_id.as_str().to_owned()))
             .execute(self.conn())
@@ -437,15 +519,23 @@ impl WebhookRepo for PostgresTx {
         webhook_id: &WebhookId,
         slice: &Slice,
     ) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Postgres>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
-        qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "
+        ));
+        qb.push_bind(tenant.workspace_id.as_str())
+            .push(" AND mode = ")
+            .push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
         if let Some(before) = &slice.before {
             qb.push(" AND seq < ").push_bind(before.as_str());
         }
-        qb.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(slice.limit));
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
+        qb.push(" ORDER BY seq DESC LIMIT ")
+            .push_bind(i64::from(slice.limit));
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
         rows.iter().map(attempt).collect()
     }
 }

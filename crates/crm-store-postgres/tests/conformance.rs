@@ -16,8 +16,16 @@ crm_store_conformance::conformance_suite!(fresh_store());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_changes_reach_another_process_on_the_same_database() {
     let url = support::fresh_database().await;
-    let writer = crm_store_postgres::PostgresStore::connect_with(&url, 2).await.expect("connect");
+    let writer = crm_store_postgres::PostgresStore::connect_with(&url, 2)
+        .await
+        .expect("connect");
     writer.migrate().await.expect("migrate");
-    let other = crm_store_postgres::PostgresStore::connect_with(&url, 2).await.expect("connect again");
-    crm_store_conformance::config_cases::config_changes_reach_another_process(writer.into_arc(), other.into_arc()).await;
+    let other = crm_store_postgres::PostgresStore::connect_with(&url, 2)
+        .await
+        .expect("connect again");
+    crm_store_conformance::config_cases::config_changes_reach_another_process(
+        writer.into_arc(),
+        other.into_arc(),
+    )
+    .await;
 }

@@ -47,9 +47,17 @@ async fn update_to_a_taken_email_leaves_the_transaction_usable() {
     let mut tx = store.begin_write().await.unwrap();
     b.email = Some(Email::parse("a@b.co").unwrap());
     b.version = 2;
-    assert!(matches!(tx.update_contact(&t, &b).await, Err(StoreError::Duplicate)));
+    assert!(matches!(
+        tx.update_contact(&t, &b).await,
+        Err(StoreError::Duplicate)
+    ));
     // What the use case does next: read the holder of the email, and carry on writing.
-    assert_eq!(tx.get_contact_by_email(&t, &Email::parse("a@b.co").unwrap()).await.unwrap(), Some(a));
+    assert_eq!(
+        tx.get_contact_by_email(&t, &Email::parse("a@b.co").unwrap())
+            .await
+            .unwrap(),
+        Some(a)
+    );
     b.email = Some(Email::parse("c@b.co").unwrap());
     tx.update_contact(&t, &b).await.unwrap();
     tx.commit().await.unwrap();
@@ -84,13 +92,18 @@ async fn concurrent_updates_of_one_contact_queue_instead_of_going_stale() {
         w.await.unwrap().expect("every writer succeeds");
     }
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.get_contact(&t, &c.id).await.unwrap().unwrap().version, 1 + WRITERS);
+    assert_eq!(
+        tx.get_contact(&t, &c.id).await.unwrap().unwrap().version,
+        1 + WRITERS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appends_to_an_enum_group_get_distinct_positions() {
     let url = support::fresh_database().await;
-    let store = PostgresStore::connect_with(&url, WRITERS as u32).await.unwrap();
+    let store = PostgresStore::connect_with(&url, WRITERS as u32)
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     let store = store.into_arc();
     let (_, t) = setup(&store).await;
@@ -105,7 +118,8 @@ async fn concurrent_appends_to_an_enum_group_get_distinct_positions() {
             let (store, t) = (store.clone(), t.clone());
             tokio::spawn(async move {
                 let mut tx = store.begin_write().await?;
-                tx.insert_enum_value(&t, "deal.source", &format!("v{i}"), None, now).await?;
+                tx.insert_enum_value(&t, "deal.source", &format!("v{i}"), None, now)
+                    .await?;
                 tokio::time::sleep(OVERLAP).await;
                 tx.commit().await
             })
@@ -115,10 +129,12 @@ async fn concurrent_appends_to_an_enum_group_get_distinct_positions() {
         w.await.unwrap().expect("every writer succeeds");
     }
     let mut conn = PgConnection::connect(&url).await.unwrap();
-    let row = sqlx::query("SELECT COUNT(*) AS all_values, COUNT(DISTINCT position) AS positions FROM enum_values")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS all_values, COUNT(DISTINCT position) AS positions FROM enum_values",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
     assert_eq!(row.get::<i64, _>("all_values"), WRITERS);
     assert_eq!(row.get::<i64, _>("positions"), WRITERS);
 }
@@ -138,21 +154,36 @@ async fn three_pipelines(store: &Arc<dyn Store>, t: &Tenant) -> [PipelineId; 3] 
 
 /// What updating a pipeline does in the use case: read it for update, write it, and when it is
 /// the default, clear every other default.
-async fn save_pipeline(tx: &mut dyn Tx, t: &Tenant, id: &PipelineId, make_default: bool) -> Result<(), StoreError> {
-    let mut p = tx.get_pipeline(t, id, crm_app::ports::RowLock::Update).await?.expect("pipeline");
+async fn save_pipeline(
+    tx: &mut dyn Tx,
+    t: &Tenant,
+    id: &PipelineId,
+    make_default: bool,
+) -> Result<(), StoreError> {
+    let mut p = tx
+        .get_pipeline(t, id, crm_app::ports::RowLock::Update)
+        .await?
+        .expect("pipeline");
     p.name = format!("{} (edited)", p.name);
     p.is_default |= make_default;
     p.version += 1;
     tx.update_pipeline(t, &p).await?;
     if p.is_default {
-        tx.clear_default_pipeline(t, id, Timestamp::from_millis(1_800_000_000_000)).await?;
+        tx.clear_default_pipeline(t, id, Timestamp::from_millis(1_800_000_000_000))
+            .await?;
     }
     Ok(())
 }
 
 async fn defaults(store: &Arc<dyn Store>, t: &Tenant) -> Vec<PipelineId> {
     let mut tx = store.begin_read().await.unwrap();
-    tx.list_pipelines(t).await.unwrap().into_iter().filter(|p| p.is_default).map(|p| p.id).collect()
+    tx.list_pipelines(t)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.is_default)
+        .map(|p| p.id)
+        .collect()
 }
 
 /// Some work inside a transaction.
@@ -199,14 +230,28 @@ async fn two_transactions_making_different_pipelines_the_default_leave_one_defau
         move |tx| Box::pin(async move { save_pipeline(tx, &t2, &b2, true).await }),
     )
     .await;
-    assert_eq!(defaults(&store, &t).await, vec![b.clone()], "the later commit wins, alone");
+    assert_eq!(
+        defaults(&store, &t).await,
+        vec![b.clone()],
+        "the later commit wins, alone"
+    );
     let mut tx = store.begin_read().await.unwrap();
-    assert_eq!(tx.default_pipeline(&t).await.unwrap().map(|p| p.id), Some(b));
-    assert!(!tx.get_pipeline(&t, &old, crm_app::ports::RowLock::Update).await.unwrap().unwrap().is_default);
+    assert_eq!(
+        tx.default_pipeline(&t).await.unwrap().map(|p| p.id),
+        Some(b)
+    );
+    assert!(
+        !tx.get_pipeline(&t, &old, crm_app::ports::RowLock::Update)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_default
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn editing_the_default_while_another_pipeline_becomes_the_default_neither_deadlocks_nor_keeps_two() {
+async fn editing_the_default_while_another_pipeline_becomes_the_default_neither_deadlocks_nor_keeps_two(
+) {
     let store = support::fresh_store().await.into_arc();
     let (_, t) = setup(&store).await;
     let [old, _, b] = three_pipelines(&store, &t).await;
@@ -256,8 +301,14 @@ async fn a_pipeline_key_taken_by_a_concurrent_transaction_is_a_duplicate_once_th
         move |tx| {
             Box::pin(async move {
                 // Waits for the first transaction, then reports the clash without aborting.
-                assert!(matches!(tx.insert_pipeline(&t2, &pipeline("sales", &["x"])).await, Err(StoreError::Duplicate)));
-                let holder = tx.get_pipeline_by_key(&t2, "sales", crm_app::ports::RowLock::Update).await?.map(|p| p.id);
+                assert!(matches!(
+                    tx.insert_pipeline(&t2, &pipeline("sales", &["x"])).await,
+                    Err(StoreError::Duplicate)
+                ));
+                let holder = tx
+                    .get_pipeline_by_key(&t2, "sales", crm_app::ports::RowLock::Update)
+                    .await?
+                    .map(|p| p.id);
                 assert_eq!(holder, Some(first_id));
                 tx.insert_pipeline(&t2, &pipeline("hiring", &["x"])).await
             })
@@ -285,8 +336,14 @@ async fn rolling_back_to_a_savepoint_makes_a_failed_transaction_usable_again() {
     tx.savepoint("op").await.unwrap();
     // The same id again breaks the primary key: an error no ON CONFLICT absorbs, which aborts
     // a Postgres transaction; every statement fails until the savepoint is rolled back.
-    assert!(matches!(tx.insert_deal(&t, &d).await, Err(StoreError::Backend(_))));
-    assert!(matches!(tx.get_deal(&t, &d.id).await, Err(StoreError::Backend(_))));
+    assert!(matches!(
+        tx.insert_deal(&t, &d).await,
+        Err(StoreError::Backend(_))
+    ));
+    assert!(matches!(
+        tx.get_deal(&t, &d.id).await,
+        Err(StoreError::Backend(_))
+    ));
     tx.rollback_to_savepoint("op").await.unwrap();
     tx.release_savepoint("op").await.unwrap();
     assert_eq!(tx.get_deal(&t, &d.id).await.unwrap(), Some(d.clone()));
@@ -296,7 +353,10 @@ async fn rolling_back_to_a_savepoint_makes_a_failed_transaction_usable_again() {
     tx.savepoint("op").await.unwrap();
     b.email = Some(Email::parse("a@b.co").unwrap());
     b.version = 2;
-    assert!(matches!(tx.update_contact(&t, &b).await, Err(StoreError::Duplicate)));
+    assert!(matches!(
+        tx.update_contact(&t, &b).await,
+        Err(StoreError::Duplicate)
+    ));
     tx.insert_activity(&t, &note).await.unwrap();
     tx.rollback_to_savepoint("op").await.unwrap();
     tx.release_savepoint("op").await.unwrap();
@@ -318,7 +378,10 @@ async fn savepoints_are_no_ops_when_reading_and_refuse_names_that_are_not_identi
     tx.release_savepoint("op").await.unwrap();
     let mut tx = store.begin_write().await.unwrap();
     for bad in ["", "1op", "op; COMMIT", "op name"] {
-        assert!(matches!(tx.savepoint(bad).await, Err(StoreError::Backend(_))), "{bad:?}");
+        assert!(
+            matches!(tx.savepoint(bad).await, Err(StoreError::Backend(_))),
+            "{bad:?}"
+        );
     }
     tx.savepoint("batch_op_2").await.unwrap();
     tx.release_savepoint("batch_op_2").await.unwrap();
@@ -342,13 +405,36 @@ async fn any_stored_text_finds_itself_whatever_its_case_mapping() {
     tx.insert_pipeline(&t, &sales).await.unwrap();
     tx.insert_deal(&t, &d).await.unwrap();
     tx.commit().await.unwrap();
-    let all = Slice { before: None, limit: 100 };
+    let all = Slice {
+        before: None,
+        limit: 100,
+    };
     let mut tx = store.begin_read().await.unwrap();
     for q in ["ΣΊΣΥΦΟΣ", "İLKAY", "İlkay ΣΊΣ"] {
-        let found = tx.list_contacts(&t, &ContactFilter { q: Some(q.into()), ..Default::default() }, &all).await.unwrap();
+        let found = tx
+            .list_contacts(
+                &t,
+                &ContactFilter {
+                    q: Some(q.into()),
+                    ..Default::default()
+                },
+                &all,
+            )
+            .await
+            .unwrap();
         assert_eq!(found.len(), 1, "q={q}");
     }
-    let found = tx.list_deals(&t, &DealFilter { q: Some("ΟΔΥΣΣΕΥΣ".into()), ..Default::default() }, &all).await.unwrap();
+    let found = tx
+        .list_deals(
+            &t,
+            &DealFilter {
+                q: Some("ΟΔΥΣΣΕΥΣ".into()),
+                ..Default::default()
+            },
+            &all,
+        )
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1);
 }
 
@@ -365,7 +451,9 @@ async fn backends(url: &str) -> Vec<i32> {
 /// A migrated store on a fresh database with a pool of `connections`, and the database's URL.
 async fn store_with_pool(connections: u32) -> (String, Arc<dyn Store>) {
     let url = support::fresh_database().await;
-    let store = PostgresStore::connect_with(&url, connections).await.unwrap();
+    let store = PostgresStore::connect_with(&url, connections)
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     (url, store.into_arc())
 }
@@ -373,7 +461,11 @@ async fn store_with_pool(connections: u32) -> (String, Arc<dyn Store>) {
 /// Ends a backend's session from outside, as a server restart or an operator would.
 async fn terminate(url: &str, pid: i32) {
     let mut admin = PgConnection::connect(url).await.unwrap();
-    sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut admin).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(&mut admin)
+        .await
+        .unwrap();
     admin.close().await.unwrap();
 }
 
@@ -386,11 +478,28 @@ async fn a_connection_killed_under_the_pool_fails_one_unit_of_work_and_is_replac
     terminate(&url, before[0]).await;
     // The pool hands the dead connection out once (it is not pinged when recently used); the
     // failure marks it, and the next unit of work gets a new connection.
-    assert!(store.ping().await.is_err(), "the killed connection fails its statement");
-    store.ping().await.expect("a new connection replaces the broken one");
+    assert!(
+        store.ping().await.is_err(),
+        "the killed connection fails its statement"
+    );
+    store
+        .ping()
+        .await
+        .expect("a new connection replaces the broken one");
     let (_, t) = setup(&store).await;
     let mut tx = store.begin_read().await.unwrap();
-    assert!(tx.list_contacts(&t, &ContactFilter::default(), &Slice { before: None, limit: 10 }).await.unwrap().is_empty());
+    assert!(tx
+        .list_contacts(
+            &t,
+            &ContactFilter::default(),
+            &Slice {
+                before: None,
+                limit: 10
+            }
+        )
+        .await
+        .unwrap()
+        .is_empty());
     drop(tx);
     // The killed backend may take a moment to leave pg_stat_activity.
     let mut after = backends(&url).await;
@@ -426,10 +535,25 @@ async fn a_write_alone_pings_an_idle_connection_and_replaces_a_dead_one() {
         changed_fields: None,
         previous_stage: None,
     };
-    store.insert_contact_alone(&t, &c, &[], &event).await.expect("the dead connection is replaced before the write");
+    store
+        .insert_contact_alone(&t, &c, &[], &event)
+        .await
+        .expect("the dead connection is replaced before the write");
     let mut tx = store.begin_read().await.unwrap();
     assert_eq!(tx.get_contact(&t, &c.id).await.unwrap(), Some(c));
-    assert_eq!(tx.list_events(&t, None, &Slice { before: None, limit: 10 }).await.unwrap(), vec![event]);
+    assert_eq!(
+        tx.list_events(
+            &t,
+            None,
+            &Slice {
+                before: None,
+                limit: 10
+            }
+        )
+        .await
+        .unwrap(),
+        vec![event]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,19 +576,29 @@ async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once()
     // The pool's connection is idle now and no one uses it: the rollback must not wait for its
     // next user. A writer on a connection of its own (outside the store) gets the row.
     let mut other = PgConnection::connect(&url).await.unwrap();
-    sqlx::query("SET lock_timeout = '10s'").execute(&mut other).await.unwrap();
-    let mut tx = other.begin().await.unwrap();
-    let updated = sqlx::query("UPDATE contacts SET first_name = 'Grace' WHERE id = $1 AND version = 1")
-        .bind(c.id.as_str())
-        .execute(&mut *tx)
+    sqlx::query("SET lock_timeout = '10s'")
+        .execute(&mut other)
         .await
-        .expect("the abandoned transaction's lock is released")
-        .rows_affected();
+        .unwrap();
+    let mut tx = other.begin().await.unwrap();
+    let updated =
+        sqlx::query("UPDATE contacts SET first_name = 'Grace' WHERE id = $1 AND version = 1")
+            .bind(c.id.as_str())
+            .execute(&mut *tx)
+            .await
+            .expect("the abandoned transaction's lock is released")
+            .rows_affected();
     assert_eq!(updated, 1, "the abandoned change was rolled back");
     tx.commit().await.unwrap();
     c.first_name = Some("Grace".into());
     let mut read = store.begin_read().await.unwrap();
-    assert_eq!(read.get_contact(&t, &c.id).await.unwrap().and_then(|c| c.first_name), Some("Grace".into()));
+    assert_eq!(
+        read.get_contact(&t, &c.id)
+            .await
+            .unwrap()
+            .and_then(|c| c.first_name),
+        Some("Grace".into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -474,8 +608,13 @@ async fn a_write_that_finds_its_pooled_connection_dead_at_begin_takes_another() 
     terminate(&url, backends(&url).await[0]).await;
     // Nothing was sent but BEGIN, so the write retries on a new connection instead of failing.
     let (_, t) = setup(&store).await;
-    let mut tx = store.begin_write().await.expect("a write begins on a fresh connection");
-    tx.insert_contact(&t, &contact(Some("a@b.co")), &[]).await.unwrap();
+    let mut tx = store
+        .begin_write()
+        .await
+        .expect("a write begins on a fresh connection");
+    tx.insert_contact(&t, &contact(Some("a@b.co")), &[])
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 }
 
@@ -505,17 +644,35 @@ async fn a_search_whose_capped_read_fills_up_reads_the_newest_matches_after_all(
     let insert = async |rows: &[crm_domain::Contact]| {
         let mut tx = store.begin_write().await.unwrap();
         for chunk in rows.chunks(500) {
-            tx.insert_contacts(&t, &chunk.iter().collect::<Vec<_>>()).await.unwrap();
+            tx.insert_contacts(&t, &chunk.iter().collect::<Vec<_>>())
+                .await
+                .unwrap();
         }
         tx.commit().await.unwrap();
     };
     insert(&newer).await;
     let mut admin = PgConnection::connect(&url).await.unwrap();
-    sqlx::query("ANALYZE contacts").execute(&mut admin).await.unwrap();
+    sqlx::query("ANALYZE contacts")
+        .execute(&mut admin)
+        .await
+        .unwrap();
     insert(&legacy).await;
     let mut tx = store.begin_read().await.unwrap();
-    let needle = ContactFilter { q: Some("legacy".into()), ..Default::default() };
-    let found = tx.list_contacts(&t, &needle, &Slice { before: None, limit: 3 }).await.unwrap();
+    let needle = ContactFilter {
+        q: Some("legacy".into()),
+        ..Default::default()
+    };
+    let found = tx
+        .list_contacts(
+            &t,
+            &needle,
+            &Slice {
+                before: None,
+                limit: 3,
+            },
+        )
+        .await
+        .unwrap();
     let newest: Vec<_> = legacy.iter().rev().take(3).map(|c| c.id.clone()).collect();
     assert_eq!(found.into_iter().map(|c| c.id).collect::<Vec<_>>(), newest);
 }

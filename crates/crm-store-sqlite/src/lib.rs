@@ -26,7 +26,9 @@ use crm_app::{
     ports::{ConfigEvents, ConfigMarks},
     Store, StoreError, Tx,
 };
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 pub use tx::SqliteTx;
 
@@ -77,7 +79,11 @@ impl SqliteStore {
             .connect_with(writer_options)
             .await
             .map_err(backend)?;
-        let readers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2).clamp(2, 8) * 2;
+        let readers = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(2)
+            .clamp(2, 8)
+            * 2;
         // Readers keep 4 MB each: they share the OS page cache anyway, and 16 MB apiece was most
         // of the server's resident memory under load (peak RSS at 128 clients above 100 MiB).
         let reader_options = options.clone().pragma("cache_size", "-4000");
@@ -88,12 +94,19 @@ impl SqliteStore {
             .connect_with(reader_options)
             .await
             .map_err(backend)?;
-        Ok(SqliteStore { writer, reader, local: Arc::default() })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            local: Arc::default(),
+        })
     }
 
     /// Applies the migrations under `migrations/sqlite`.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.writer).await.map_err(|e| StoreError::Backend(Box::new(e)))
+        MIGRATOR
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Backend(Box::new(e)))
     }
 
     pub fn into_arc(self) -> Arc<dyn Store> {
@@ -109,8 +122,15 @@ impl SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError> {
-        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
-        Ok(Box::new(SqliteTx::write(tx, ConfigMarks::new(self.local.get().cloned()))))
+        let tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(backend)?;
+        Ok(Box::new(SqliteTx::write(
+            tx,
+            ConfigMarks::new(self.local.get().cloned()),
+        )))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
@@ -119,7 +139,10 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.reader).await.map_err(backend)?;
+        sqlx::query("SELECT 1")
+            .execute(&self.reader)
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
@@ -130,7 +153,10 @@ impl Store for SqliteStore {
         let _ = self.local.set(events.clone());
         let mut last: Option<i64> = None;
         loop {
-            match sqlx::query_scalar::<_, i64>("SELECT seq FROM config_epoch WHERE id = 1").fetch_one(&self.reader).await {
+            match sqlx::query_scalar::<_, i64>("SELECT seq FROM config_epoch WHERE id = 1")
+                .fetch_one(&self.reader)
+                .await
+            {
                 Ok(seq) => {
                     match last {
                         None => events.connected(),
@@ -162,15 +188,21 @@ mod tests {
     /// writes), not 40. A checkpoint on another connection cannot promise that (docs/decisions.md).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn steady_writes_keep_the_wal_bounded() {
-        let path = std::env::temp_dir().join(format!("crm-wal-{}.db", uuid::Uuid::now_v7().simple()));
-        let store = SqliteStore::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let path =
+            std::env::temp_dir().join(format!("crm-wal-{}.db", uuid::Uuid::now_v7().simple()));
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
         let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
         let mut largest = 0;
         for round in 0..400 {
             let tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
             let mut tx = SqliteTx::write(tx, ConfigMarks::new(None));
             if round == 0 {
-                sqlx::query("CREATE TABLE filler (round INTEGER, data BLOB)").execute(tx.conn()).await.unwrap();
+                sqlx::query("CREATE TABLE filler (round INTEGER, data BLOB)")
+                    .execute(tx.conn())
+                    .await
+                    .unwrap();
             }
             sqlx::query("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) INSERT INTO filler SELECT $1, randomblob(1000) FROM n")
                 .bind(round)

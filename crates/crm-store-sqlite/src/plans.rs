@@ -22,9 +22,18 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
 
 #[async_trait]
 impl KeyRepo for SqliteTx {
-    async fn list_api_keys(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM api_keys k WHERE k.workspace_id = ", rows::KEY_COLUMNS));
-        qb.push_bind(tenant.workspace_id.as_str()).push(" AND k.mode = ").push_bind(tenant.mode.as_str());
+    async fn list_api_keys(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {} FROM api_keys k WHERE k.workspace_id = ",
+            rows::KEY_COLUMNS
+        ));
+        qb.push_bind(tenant.workspace_id.as_str())
+            .push(" AND k.mode = ")
+            .push_bind(tenant.mode.as_str());
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(rows::api_key).collect()
@@ -64,7 +73,10 @@ impl KeyRepo for SqliteTx {
 #[async_trait]
 impl PlanRepo for SqliteTx {
     async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws.included_requests_override.map(|v| count(v, "included_requests_override")).transpose()?;
+        let included = ws
+            .included_requests_override
+            .map(|v| count(v, "included_requests_override"))
+            .transpose()?;
         let done = sqlx::query(
             "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
              WHERE id = $6",
@@ -81,8 +93,18 @@ impl PlanRepo for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn lock_usage(&mut self, tenant: &Tenant, period_start: Timestamp, holder: &str, now: Timestamp) -> Result<UsageLock, StoreError> {
-        let (ws, mode, start) = (tenant.workspace_id.as_str(), tenant.mode.as_str(), period_start.millis());
+    async fn lock_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        holder: &str,
+        now: Timestamp,
+    ) -> Result<UsageLock, StoreError> {
+        let (ws, mode, start) = (
+            tenant.workspace_id.as_str(),
+            tenant.mode.as_str(),
+            period_start.millis(),
+        );
         sqlx::query("INSERT INTO usage_counters (workspace_id, mode, period_start, used) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING")
             .bind(ws)
             .bind(mode)
@@ -121,8 +143,20 @@ impl PlanRepo for SqliteTx {
         })
     }
 
-    async fn record_usage(&mut self, tenant: &Tenant, period_start: Timestamp, counted: u64, holder: &str, reserved: u64, lease_until: Timestamp) -> Result<(), StoreError> {
-        let (ws, mode, start) = (tenant.workspace_id.as_str(), tenant.mode.as_str(), period_start.millis());
+    async fn record_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+        counted: u64,
+        holder: &str,
+        reserved: u64,
+        lease_until: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (ws, mode, start) = (
+            tenant.workspace_id.as_str(),
+            tenant.mode.as_str(),
+            period_start.millis(),
+        );
         sqlx::query(
             "INSERT INTO usage_counters (workspace_id, mode, period_start, used) VALUES ($1, $2, $3, $4)
              ON CONFLICT (workspace_id, mode, period_start) DO UPDATE SET used = usage_counters.used + excluded.used",
@@ -156,7 +190,11 @@ impl PlanRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_usage(&mut self, tenant: &Tenant, period_start: Timestamp) -> Result<u64, StoreError> {
+    async fn get_usage(
+        &mut self,
+        tenant: &Tenant,
+        period_start: Timestamp,
+    ) -> Result<u64, StoreError> {
         let row = sqlx::query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3")
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -172,8 +210,12 @@ impl PlanRepo for SqliteTx {
 
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
         // The single writer already serialises a count and the insert that follows it.
-        let active_automations = crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
+        let active_automations =
+            crm_app::ports::AutomationRepo::count_active_automations(self, tenant).await?;
         let sequences = crm_app::ports::SequenceRepo::count_sequences(self, tenant).await?;
-        Ok(PlanCounts { active_automations, sequences })
+        Ok(PlanCounts {
+            active_automations,
+            sequences,
+        })
     }
 }

@@ -5,7 +5,10 @@ use crm_app::{
     ports::{ActivityFilter, ActivityRepo, DealFilter, DealRepo, PipelineRepo, RowLock, Slice},
     StoreError,
 };
-use crm_domain::{Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType, Tenant, Timestamp};
+use crm_domain::{
+    Activity, ActivityId, CompanyId, ContactId, Deal, DealId, Pipeline, PipelineId, StageType,
+    Tenant, Timestamp,
+};
 use sqlx::{sqlite::SqliteArguments, QueryBuilder, Row, Sqlite};
 
 use crate::{
@@ -17,7 +20,9 @@ type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
 
 /// Binds `$1` workspace and `$2` mode, which every tenant statement here starts with.
 fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> Query<'q> {
-    sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
+    sqlx::query(sql)
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
 }
 
 #[async_trait]
@@ -46,27 +51,63 @@ impl PipelineRepo for SqliteTx {
     }
 
     // The single writer serializes write transactions: there is nothing to lock.
-    async fn get_pipeline(&mut self, tenant: &Tenant, id: &PipelineId, _lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
-        let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::PIPELINE_COLUMNS);
-        let row = tenant_query(&sql, tenant).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+    async fn get_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        id: &PipelineId,
+        _lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            rows::PIPELINE_COLUMNS
+        );
+        let row = tenant_query(&sql, tenant)
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::pipeline).transpose()
     }
 
-    async fn get_pipeline_by_key(&mut self, tenant: &Tenant, key: &str, _lock: RowLock) -> Result<Option<Pipeline>, StoreError> {
-        let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND key = $3", rows::PIPELINE_COLUMNS);
-        let row = tenant_query(&sql, tenant).bind(key).fetch_optional(self.conn()).await.map_err(backend)?;
+    async fn get_pipeline_by_key(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        _lock: RowLock,
+    ) -> Result<Option<Pipeline>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+            rows::PIPELINE_COLUMNS
+        );
+        let row = tenant_query(&sql, tenant)
+            .bind(key)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::pipeline).transpose()
     }
 
     async fn default_pipeline(&mut self, tenant: &Tenant) -> Result<Option<Pipeline>, StoreError> {
-        let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND is_default LIMIT 1", rows::PIPELINE_COLUMNS);
-        let row = tenant_query(&sql, tenant).fetch_optional(self.conn()).await.map_err(backend)?;
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND is_default LIMIT 1",
+            rows::PIPELINE_COLUMNS
+        );
+        let row = tenant_query(&sql, tenant)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::pipeline).transpose()
     }
 
     async fn list_pipelines(&mut self, tenant: &Tenant) -> Result<Vec<Pipeline>, StoreError> {
-        let sql = format!("SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 ORDER BY id", rows::PIPELINE_COLUMNS);
-        let rows = tenant_query(&sql, tenant).fetch_all(self.conn()).await.map_err(backend)?;
+        let sql = format!(
+            "SELECT {} FROM pipelines WHERE workspace_id = $1 AND mode = $2 ORDER BY id",
+            rows::PIPELINE_COLUMNS
+        );
+        let rows = tenant_query(&sql, tenant)
+            .fetch_all(self.conn())
+            .await
+            .map_err(backend)?;
         rows.iter().map(rows::pipeline).collect()
     }
 
@@ -92,7 +133,12 @@ impl PipelineRepo for SqliteTx {
         Ok(())
     }
 
-    async fn clear_default_pipeline(&mut self, tenant: &Tenant, keep: &PipelineId, now: Timestamp) -> Result<(), StoreError> {
+    async fn clear_default_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        keep: &PipelineId,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         tenant_query(
             "UPDATE pipelines SET is_default = FALSE, updated_at = $4, version = version + 1
              WHERE workspace_id = $1 AND mode = $2 AND is_default AND id <> $3",
@@ -106,16 +152,28 @@ impl PipelineRepo for SqliteTx {
         Ok(())
     }
 
-    async fn delete_pipeline(&mut self, tenant: &Tenant, id: &PipelineId) -> Result<(), StoreError> {
-        tenant_query("DELETE FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant)
-            .bind(id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
+    async fn delete_pipeline(
+        &mut self,
+        tenant: &Tenant,
+        id: &PipelineId,
+    ) -> Result<(), StoreError> {
+        tenant_query(
+            "DELETE FROM pipelines WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 
-    async fn count_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: Option<&str>) -> Result<i64, StoreError> {
+    async fn count_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: Option<&str>,
+    ) -> Result<i64, StoreError> {
         let row = tenant_query(
             "SELECT COUNT(*) FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND ($4 IS NULL OR stage = $4)",
             tenant,
@@ -128,11 +186,24 @@ impl PipelineRepo for SqliteTx {
         row.try_get(0).map_err(backend)
     }
 
-    async fn lock_stage_deals(&mut self, _: &Tenant, _: &PipelineId, _: &str) -> Result<(), StoreError> {
+    async fn lock_stage_deals(
+        &mut self,
+        _: &Tenant,
+        _: &PipelineId,
+        _: &str,
+    ) -> Result<(), StoreError> {
         Ok(()) // the write transaction holds the single writer's lock
     }
 
-    async fn move_deals(&mut self, tenant: &Tenant, pipeline: &PipelineId, from: &str, to: &str, to_type: StageType, now: Timestamp) -> Result<u64, StoreError> {
+    async fn move_deals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        from: &str,
+        to: &str,
+        to_type: StageType,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         let done = tenant_query(
             "UPDATE deals SET stage = $5, stage_type = $6, updated_at = $7, version = version + 1
              WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4",
@@ -149,7 +220,13 @@ impl PipelineRepo for SqliteTx {
         Ok(done.rows_affected())
     }
 
-    async fn set_deals_stage_type(&mut self, tenant: &Tenant, pipeline: &PipelineId, stage: &str, stage_type: StageType) -> Result<(), StoreError> {
+    async fn set_deals_stage_type(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+        stage: &str,
+        stage_type: StageType,
+    ) -> Result<(), StoreError> {
         tenant_query("UPDATE deals SET stage_type = $5 WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4", tenant)
             .bind(pipeline.as_str())
             .bind(stage)
@@ -189,13 +266,24 @@ impl DealRepo for SqliteTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
             tenant,
         );
-        bind_deal(q, d).bind(d.created_at.millis()).execute(self.conn()).await.map_err(backend)?;
+        bind_deal(q, d)
+            .bind(d.created_at.millis())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
     async fn get_deal(&mut self, tenant: &Tenant, id: &DealId) -> Result<Option<Deal>, StoreError> {
-        let sql = format!("SELECT {} FROM deals WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::DEAL_COLUMNS);
-        let row = tenant_query(&sql, tenant).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let sql = format!(
+            "SELECT {} FROM deals WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            rows::DEAL_COLUMNS
+        );
+        let row = tenant_query(&sql, tenant)
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::deal).transpose()
     }
 
@@ -207,15 +295,25 @@ impl DealRepo for SqliteTx {
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $18",
             tenant,
         );
-        let done = bind_deal(q, d).bind(d.version - 1).execute(self.conn()).await.map_err(backend)?;
+        let done = bind_deal(q, d)
+            .bind(d.version - 1)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Stale);
         }
         Ok(())
     }
 
-    async fn list_deals(&mut self, tenant: &Tenant, filter: &DealFilter, slice: &Slice) -> Result<Vec<Deal>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
+    async fn list_deals(
+        &mut self,
+        tenant: &Tenant,
+        filter: &DealFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Deal>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
         tenant_where(&mut qb, tenant);
         if !filter.include_deleted {
             qb.push(" AND deleted_at IS NULL");
@@ -255,8 +353,13 @@ fn bind_activity<'q>(q: Query<'q>, a: &'q Activity) -> Query<'q> {
 
 /// An activity cursor is `"<occurred_at ms>:<id>"`.
 fn activity_position(before: &str) -> Result<(i64, &str), StoreError> {
-    let (ms, id) = before.split_once(':').ok_or_else(|| rows::corrupt("activity cursor"))?;
-    Ok((ms.parse().map_err(|_| rows::corrupt("activity cursor"))?, id))
+    let (ms, id) = before
+        .split_once(':')
+        .ok_or_else(|| rows::corrupt("activity cursor"))?;
+    Ok((
+        ms.parse().map_err(|_| rows::corrupt("activity cursor"))?,
+        id,
+    ))
 }
 
 #[async_trait]
@@ -268,13 +371,28 @@ impl ActivityRepo for SqliteTx {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             tenant,
         );
-        bind_activity(q, a).bind(a.created_at.millis()).execute(self.conn()).await.map_err(backend)?;
+        bind_activity(q, a)
+            .bind(a.created_at.millis())
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
-    async fn get_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<Option<Activity>, StoreError> {
-        let sql = format!("SELECT {} FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::ACTIVITY_COLUMNS);
-        let row = tenant_query(&sql, tenant).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+    async fn get_activity(
+        &mut self,
+        tenant: &Tenant,
+        id: &ActivityId,
+    ) -> Result<Option<Activity>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            rows::ACTIVITY_COLUMNS
+        );
+        let row = tenant_query(&sql, tenant)
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::activity).transpose()
     }
 
@@ -285,24 +403,43 @@ impl ActivityRepo for SqliteTx {
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12",
             tenant,
         );
-        let done = bind_activity(q, a).bind(a.version - 1).execute(self.conn()).await.map_err(backend)?;
+        let done = bind_activity(q, a)
+            .bind(a.version - 1)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Stale);
         }
         Ok(())
     }
 
-    async fn delete_activity(&mut self, tenant: &Tenant, id: &ActivityId) -> Result<(), StoreError> {
-        tenant_query("DELETE FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant)
-            .bind(id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
+    async fn delete_activity(
+        &mut self,
+        tenant: &Tenant,
+        id: &ActivityId,
+    ) -> Result<(), StoreError> {
+        tenant_query(
+            "DELETE FROM activities WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str())
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 
-    async fn list_activities(&mut self, tenant: &Tenant, filter: &ActivityFilter, slice: &Slice) -> Result<Vec<Activity>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM activities", rows::ACTIVITY_COLUMNS));
+    async fn list_activities(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ActivityFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Activity>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {} FROM activities",
+            rows::ACTIVITY_COLUMNS
+        ));
         tenant_where(&mut qb, tenant);
         if let Some(c) = &filter.contact_id {
             qb.push(" AND contact_id = ").push_bind(c.as_str());
@@ -315,9 +452,14 @@ impl ActivityRepo for SqliteTx {
         }
         if let Some(before) = &slice.before {
             let (ms, id) = activity_position(before)?;
-            qb.push(" AND (occurred_at, id) < (").push_bind(ms).push(", ").push_bind(id.to_owned()).push(")");
+            qb.push(" AND (occurred_at, id) < (")
+                .push_bind(ms)
+                .push(", ")
+                .push_bind(id.to_owned())
+                .push(")");
         }
-        qb.push(" ORDER BY occurred_at DESC, id DESC LIMIT ").push_bind(i64::from(slice.limit));
+        qb.push(" ORDER BY occurred_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(slice.limit));
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(rows::activity).collect()
     }

@@ -5,7 +5,8 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Timestamp, WorkspaceId,
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Timestamp,
+    WorkspaceId,
 };
 use sqlx::{sqlite::SqliteRow, Row};
 
@@ -70,7 +71,8 @@ pub(crate) fn contact(row: &SqliteRow) -> Result<Contact, StoreError> {
     })
 }
 
-pub(crate) const COMPANY_COLUMNS: &str = "id, name, domain, custom_fields, created_at, updated_at, version, deleted_at";
+pub(crate) const COMPANY_COLUMNS: &str =
+    "id, name, domain, custom_fields, created_at, updated_at, version, deleted_at";
 
 pub(crate) fn company(row: &SqliteRow) -> Result<Company, StoreError> {
     Ok(Company {
@@ -96,8 +98,14 @@ pub(crate) fn workspace(row: &SqliteRow) -> Result<Workspace, StoreError> {
         plan: Plan::parse(&plan).ok_or_else(|| corrupt("plan"))?,
         created_at: Timestamp::from_millis(row.try_get("w_created_at").map_err(backend)?),
         overage_cap_usd: row.try_get("overage_cap_usd").map_err(backend)?,
-        rate_limit_override: row.try_get::<Option<i64>, _>("rate_limit_override").map_err(backend)?.map(|v| v as u32),
-        included_requests_override: row.try_get::<Option<i64>, _>("included_requests_override").map_err(backend)?.map(|v| v as u64),
+        rate_limit_override: row
+            .try_get::<Option<i64>, _>("rate_limit_override")
+            .map_err(backend)?
+            .map(|v| v as u32),
+        included_requests_override: row
+            .try_get::<Option<i64>, _>("included_requests_override")
+            .map_err(backend)?
+            .map(|v| v as u64),
     })
 }
 
@@ -120,24 +128,35 @@ pub(crate) fn api_key(row: &SqliteRow) -> Result<ApiKeyRecord, StoreError> {
     })
 }
 
-pub(crate) const PIPELINE_COLUMNS: &str = "id, key, name, is_default, stages, created_at, updated_at, version";
+pub(crate) const PIPELINE_COLUMNS: &str =
+    "id, key, name, is_default, stages, created_at, updated_at, version";
 
 pub(crate) fn stages_json(stages: &[crm_domain::Stage]) -> String {
     serde_json::Value::Array(stages.iter().map(crm_domain::Stage::snapshot).collect()).to_string()
 }
 
 fn stages_from_json(text: &str) -> Result<Vec<crm_domain::Stage>, StoreError> {
-    let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
+    let values: Vec<serde_json::Value> =
+        serde_json::from_str(text).map_err(|_| corrupt("stages"))?;
     values
         .iter()
         .map(|v| {
-            let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_owned).ok_or_else(|| corrupt("stage"));
+            let s = |k: &str| {
+                v.get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| corrupt("stage"))
+            };
             Ok(crm_domain::Stage {
                 id: crm_domain::StageId::from_trusted(s("id")?),
                 key: s("key")?,
                 label: s("label")?,
-                stage_type: crm_domain::StageType::parse(&s("type")?).ok_or_else(|| corrupt("stage type"))?,
-                ordinal: v.get("ordinal").and_then(serde_json::Value::as_u64).ok_or_else(|| corrupt("ordinal"))? as u32,
+                stage_type: crm_domain::StageType::parse(&s("type")?)
+                    .ok_or_else(|| corrupt("stage type"))?,
+                ordinal: v
+                    .get("ordinal")
+                    .and_then(serde_json::Value::as_u64)
+                    .ok_or_else(|| corrupt("ordinal"))? as u32,
             })
         })
         .collect()
@@ -156,7 +175,8 @@ pub(crate) fn pipeline(row: &SqliteRow) -> Result<crm_domain::Pipeline, StoreErr
     })
 }
 
-pub(crate) const DEAL_COLUMNS: &str = "id, title, pipeline_id, pipeline_key, stage, stage_type, primary_contact_id, company_id, \
+pub(crate) const DEAL_COLUMNS: &str =
+    "id, title, pipeline_id, pipeline_key, stage, stage_type, primary_contact_id, company_id, \
      value_cents, currency, close_date, custom_fields, created_at, updated_at, version, deleted_at";
 
 pub(crate) fn deal(row: &SqliteRow) -> Result<crm_domain::Deal, StoreError> {
@@ -165,15 +185,20 @@ pub(crate) fn deal(row: &SqliteRow) -> Result<crm_domain::Deal, StoreError> {
     Ok(crm_domain::Deal {
         id: crm_domain::DealId::from_trusted(row.try_get("id").map_err(backend)?),
         title: row.try_get("title").map_err(backend)?,
-        pipeline_id: crm_domain::PipelineId::from_trusted(row.try_get("pipeline_id").map_err(backend)?),
+        pipeline_id: crm_domain::PipelineId::from_trusted(
+            row.try_get("pipeline_id").map_err(backend)?,
+        ),
         pipeline_key: row.try_get("pipeline_key").map_err(backend)?,
         stage: row.try_get("stage").map_err(backend)?,
-        stage_type: crm_domain::StageType::parse(&stage_type).ok_or_else(|| corrupt("stage_type"))?,
+        stage_type: crm_domain::StageType::parse(&stage_type)
+            .ok_or_else(|| corrupt("stage_type"))?,
         primary_contact_id: get_s("primary_contact_id")?.map(ContactId::from_trusted),
         company_id: get_s("company_id")?.map(CompanyId::from_trusted),
         value_cents: row.try_get("value_cents").map_err(backend)?,
         currency: get_s("currency")?,
-        close_date: get_s("close_date")?.map(|d| crm_domain::Date::parse(&d).ok_or_else(|| corrupt("close_date"))).transpose()?,
+        close_date: get_s("close_date")?
+            .map(|d| crm_domain::Date::parse(&d).ok_or_else(|| corrupt("close_date")))
+            .transpose()?,
         custom_fields: json_map(&row.try_get::<String, _>("custom_fields").map_err(backend)?)?,
         created_at: Timestamp::from_millis(row.try_get("created_at").map_err(backend)?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at").map_err(backend)?),

@@ -8,7 +8,8 @@ use crm_app::{
 use crm_domain::{
     mail::EmailMessage,
     sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant, Timestamp, WorkspaceId,
+    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant,
+    Timestamp, WorkspaceId,
 };
 use serde_json::Value;
 use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
@@ -29,7 +30,9 @@ const ENROLLMENT_COLUMNS: &str =
 type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
 
 fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> SqliteQuery<'q> {
-    sqlx::query(sql).bind(tenant.workspace_id.as_str()).bind(tenant.mode.as_str())
+    sqlx::query(sql)
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
 }
 
 impl SqliteTx {
@@ -37,23 +40,39 @@ impl SqliteTx {
         ""
     }
 
-    async fn optional<T>(&mut self, q: SqliteQuery<'_>, map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send) -> Result<Option<T>, StoreError> {
+    async fn optional<T>(
+        &mut self,
+        q: SqliteQuery<'_>,
+        map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send,
+    ) -> Result<Option<T>, StoreError> {
         let row = q.fetch_optional(self.conn()).await.map_err(backend)?;
         row.as_ref().map(map).transpose()
     }
 
-    async fn all<T>(&mut self, q: SqliteQuery<'_>, map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send) -> Result<Vec<T>, StoreError> {
+    async fn all<T>(
+        &mut self,
+        q: SqliteQuery<'_>,
+        map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send,
+    ) -> Result<Vec<T>, StoreError> {
         let rows = q.fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(map).collect()
     }
 
     async fn execute(&mut self, q: SqliteQuery<'_>) -> Result<u64, StoreError> {
-        Ok(q.execute(self.conn()).await.map_err(backend)?.rows_affected())
+        Ok(q.execute(self.conn())
+            .await
+            .map_err(backend)?
+            .rows_affected())
     }
 }
 
 /// `WHERE <tenant> AND <column> IN (<values>)`.
-fn tenant_in<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant, column: &str, values: impl IntoIterator<Item = &'a str>) {
+fn tenant_in<'a>(
+    qb: &mut QueryBuilder<'a, Sqlite>,
+    tenant: &'a Tenant,
+    column: &str,
+    values: impl IntoIterator<Item = &'a str>,
+) {
     tenant_where(qb, tenant);
     qb.push(format!(" AND {column} IN ("));
     let mut list = qb.separated(", ");
@@ -83,7 +102,9 @@ fn sequence(row: &SqliteRow) -> Result<Sequence, StoreError> {
 }
 
 fn enrollment(row: &SqliteRow) -> Result<Enrollment, StoreError> {
-    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> { Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis)) };
+    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> {
+        Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis))
+    };
     let exit_reason = match get::<Option<String>>(row, "exit_reason")? {
         Some(r) => Some(ExitReason::parse(&r).ok_or_else(|| corrupt("exit_reason"))?),
         None => None,
@@ -92,11 +113,14 @@ fn enrollment(row: &SqliteRow) -> Result<Enrollment, StoreError> {
         id: EnrollmentId::from_trusted(get(row, "id")?),
         sequence_id: SequenceId::from_trusted(get(row, "sequence_id")?),
         contact_id: ContactId::from_trusted(get(row, "contact_id")?),
-        source_object: SourceObject::parse(&get::<String>(row, "source_object")?).ok_or_else(|| corrupt("source_object"))?,
+        source_object: SourceObject::parse(&get::<String>(row, "source_object")?)
+            .ok_or_else(|| corrupt("source_object"))?,
         source_id: get(row, "source_id")?,
-        state: EnrollmentState::parse(&get::<String>(row, "state")?).ok_or_else(|| corrupt("state"))?,
+        state: EnrollmentState::parse(&get::<String>(row, "state")?)
+            .ok_or_else(|| corrupt("state"))?,
         exit_reason,
-        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?).map_err(|_| corrupt("steps_sent"))?,
+        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?)
+            .map_err(|_| corrupt("steps_sent"))?,
         next_send_at: ts("next_send_at")?,
         enrolled_at: Timestamp::from_millis(get(row, "enrolled_at")?),
         updated_at: Timestamp::from_millis(get(row, "updated_at")?),
@@ -153,7 +177,11 @@ impl SequenceRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<Option<Sequence>, StoreError> {
+    async fn get_sequence(
+        &mut self,
+        tenant: &Tenant,
+        id: &SequenceId,
+    ) -> Result<Option<Sequence>, StoreError> {
         let sql = format!(
             "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
             self.for_update()
@@ -162,11 +190,16 @@ impl SequenceRepo for SqliteTx {
         self.optional(q, sequence).await
     }
 
-    async fn get_sequences(&mut self, tenant: &Tenant, ids: &[SequenceId]) -> Result<Vec<Sequence>, StoreError> {
+    async fn get_sequences(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[SequenceId],
+    ) -> Result<Vec<Sequence>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
         tenant_in(&mut qb, tenant, "id", ids.iter().map(SequenceId::as_str));
         self.all(qb.build(), sequence).await
     }
@@ -194,35 +227,65 @@ impl SequenceRepo for SqliteTx {
         }
     }
 
-    async fn delete_sequence(&mut self, tenant: &Tenant, id: &SequenceId) -> Result<bool, StoreError> {
-        let q = tenant_query("DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3", tenant).bind(id.as_str());
+    async fn delete_sequence(
+        &mut self,
+        tenant: &Tenant,
+        id: &SequenceId,
+    ) -> Result<bool, StoreError> {
+        let q = tenant_query(
+            "DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .bind(id.as_str());
         Ok(self.execute(q).await? == 1)
     }
 
-    async fn list_sequences(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Sequence>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
+    async fn list_sequences(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Sequence>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
         tenant_where(&mut qb, tenant);
         slice_clause(&mut qb, slice);
         self.all(qb.build(), sequence).await
     }
 
-    async fn triggered_sequences(&mut self, tenant: &Tenant, events: &[EventType]) -> Result<Vec<Sequence>, StoreError> {
+    async fn triggered_sequences(
+        &mut self,
+        tenant: &Tenant,
+        events: &[EventType],
+    ) -> Result<Vec<Sequence>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
-        tenant_in(&mut qb, tenant, "trigger_event", events.iter().map(|e| e.as_str()));
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
+        tenant_in(
+            &mut qb,
+            tenant,
+            "trigger_event",
+            events.iter().map(|e| e.as_str()),
+        );
         qb.push(" AND enabled = 1 ORDER BY id");
         self.all(qb.build(), sequence).await
     }
 
     async fn count_sequences(&mut self, tenant: &Tenant) -> Result<u64, StoreError> {
-        let q = tenant_query("SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2", tenant);
+        let q = tenant_query(
+            "SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2",
+            tenant,
+        );
         let n = self.optional(q, |r| get::<i64>(r, "n")).await?.unwrap_or(0);
         Ok(n.max(0) as u64)
     }
 
-    async fn insert_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<Vec<EnrollmentId>, StoreError> {
+    async fn insert_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        enrollments: &[Enrollment],
+    ) -> Result<Vec<EnrollmentId>, StoreError> {
         let mut inserted = Vec::new();
         for chunk in enrollments.chunks(1000) {
             let mut qb = QueryBuilder::<Sqlite>::new(
@@ -246,50 +309,99 @@ impl SequenceRepo for SqliteTx {
                     .push_bind(e.ended_at.map(Timestamp::millis));
             });
             qb.push(" ON CONFLICT DO NOTHING RETURNING id");
-            let ids = self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?;
+            let ids = self
+                .all(qb.build(), |r| {
+                    Ok(EnrollmentId::from_trusted(get(r, "id")?))
+                })
+                .await?;
             inserted.extend(ids);
         }
         Ok(inserted)
     }
 
-    async fn get_enrollment(&mut self, tenant: &Tenant, seq: &SequenceId, id: &EnrollmentId) -> Result<Option<Enrollment>, StoreError> {
+    async fn get_enrollment(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        id: &EnrollmentId,
+    ) -> Result<Option<Enrollment>, StoreError> {
         let sql = format!(
             "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND sequence_id = $4{}",
             self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()).bind(seq.as_str()), enrollment)
-            .await
+        self.optional(
+            tenant_query(&sql, tenant)
+                .bind(id.as_str())
+                .bind(seq.as_str()),
+            enrollment,
+        )
+        .await
     }
 
-    async fn list_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, slice: &Slice) -> Result<Vec<Enrollment>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"));
+    async fn list_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        slice: &Slice,
+    ) -> Result<Vec<Enrollment>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
+        ));
         tenant_where(&mut qb, tenant);
         qb.push(" AND sequence_id = ").push_bind(seq.as_str());
         slice_clause(&mut qb, slice);
         self.all(qb.build(), enrollment).await
     }
 
-    async fn active_enrollments_by_source(&mut self, tenant: &Tenant, source_ids: &[String]) -> Result<Vec<Enrollment>, StoreError> {
+    async fn active_enrollments_by_source(
+        &mut self,
+        tenant: &Tenant,
+        source_ids: &[String],
+    ) -> Result<Vec<Enrollment>, StoreError> {
         if source_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"));
-        tenant_in(&mut qb, tenant, "source_id", source_ids.iter().map(String::as_str));
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
+        ));
+        tenant_in(
+            &mut qb,
+            tenant,
+            "source_id",
+            source_ids.iter().map(String::as_str),
+        );
         qb.push(" AND state = 'active' ORDER BY id");
         self.all(qb.build(), enrollment).await
     }
 
-    async fn enrolled_contacts(&mut self, tenant: &Tenant, seq: &SequenceId, contacts: &[ContactId]) -> Result<Vec<ContactId>, StoreError> {
+    async fn enrolled_contacts(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        contacts: &[ContactId],
+    ) -> Result<Vec<ContactId>, StoreError> {
         if contacts.is_empty() {
             return Ok(Vec::new());
         }
         let mut qb = QueryBuilder::<Sqlite>::new("SELECT contact_id FROM sequence_enrollments");
-        tenant_in(&mut qb, tenant, "contact_id", contacts.iter().map(ContactId::as_str));
+        tenant_in(
+            &mut qb,
+            tenant,
+            "contact_id",
+            contacts.iter().map(ContactId::as_str),
+        );
         qb.push(" AND sequence_id = ").push_bind(seq.as_str());
-        self.all(qb.build(), |r| Ok(ContactId::from_trusted(get(r, "contact_id")?))).await
+        self.all(qb.build(), |r| {
+            Ok(ContactId::from_trusted(get(r, "contact_id")?))
+        })
+        .await
     }
 
-    async fn update_enrollments(&mut self, tenant: &Tenant, enrollments: &[Enrollment]) -> Result<(), StoreError> {
+    async fn update_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        enrollments: &[Enrollment],
+    ) -> Result<(), StoreError> {
         for e in enrollments {
             let q = tenant_query(
                 "UPDATE sequence_enrollments SET state = $4, exit_reason = $5, steps_sent = $6, next_send_at = $7, updated_at = $8, ended_at = $9,
@@ -302,7 +414,13 @@ impl SequenceRepo for SqliteTx {
         Ok(())
     }
 
-    async fn end_sequence_enrollments(&mut self, tenant: &Tenant, seq: &SequenceId, reason: ExitReason, now: Timestamp) -> Result<u64, StoreError> {
+    async fn end_sequence_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        seq: &SequenceId,
+        reason: ExitReason,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         let q = tenant_query(
             "UPDATE sequence_enrollments SET state = 'exited', exit_reason = $4, next_send_at = NULL, updated_at = $5, ended_at = $5,
                     lease_holder = NULL, lease_until = NULL
@@ -315,7 +433,11 @@ impl SequenceRepo for SqliteTx {
         self.execute(q).await
     }
 
-    async fn lock_due_enrollments(&mut self, now: Timestamp, limit: u32) -> Result<Vec<ClaimedEnrollment>, StoreError> {
+    async fn lock_due_enrollments(
+        &mut self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ClaimedEnrollment>, StoreError> {
         // The single writer is the lock: no other write transaction runs until this one ends.
         let sql = format!(
             "SELECT workspace_id, mode, {ENROLLMENT_COLUMNS} FROM sequence_enrollments
@@ -326,11 +448,25 @@ impl SequenceRepo for SqliteTx {
         self.all(q, claimed).await
     }
 
-    async fn hold_back_enrollments(&mut self, tenant: &Tenant, ids: &[EnrollmentId], holder: &str, until: Timestamp) -> Result<(), StoreError> {
+    async fn hold_back_enrollments(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[EnrollmentId],
+        holder: &str,
+        until: Timestamp,
+    ) -> Result<(), StoreError> {
         for chunk in ids.chunks(500) {
-            let mut qb = QueryBuilder::<Sqlite>::new("UPDATE sequence_enrollments SET lease_holder = ");
-            qb.push_bind(holder).push(", lease_until = ").push_bind(until.millis());
-            tenant_in(&mut qb, tenant, "id", chunk.iter().map(EnrollmentId::as_str));
+            let mut qb =
+                QueryBuilder::<Sqlite>::new("UPDATE sequence_enrollments SET lease_holder = ");
+            qb.push_bind(holder)
+                .push(", lease_until = ")
+                .push_bind(until.millis());
+            tenant_in(
+                &mut qb,
+                tenant,
+                "id",
+                chunk.iter().map(EnrollmentId::as_str),
+            );
             self.execute(qb.build()).await?;
         }
         Ok(())
@@ -347,12 +483,22 @@ impl SequenceRepo for SqliteTx {
         let mut written = Vec::with_capacity(updates.len());
         for chunk in updates.chunks(1000) {
             let mut qb = advance_query("", tenant, chunk);
-            written.extend(self.all(qb.build(), |r| Ok(EnrollmentId::from_trusted(get(r, "id")?))).await?);
+            written.extend(
+                self.all(qb.build(), |r| {
+                    Ok(EnrollmentId::from_trusted(get(r, "id")?))
+                })
+                .await?,
+            );
         }
         Ok(written)
     }
 
-    async fn insert_step_emails(&mut self, tenant: &Tenant, emails: &[EmailMessage], activities: &[Activity]) -> Result<(), StoreError> {
+    async fn insert_step_emails(
+        &mut self,
+        tenant: &Tenant,
+        emails: &[EmailMessage],
+        activities: &[Activity],
+    ) -> Result<(), StoreError> {
         // Chunks keep each statement under the backend's limit of bound parameters.
         for chunk in emails.chunks(1000) {
             let mut qb = QueryBuilder::<Sqlite>::new(
@@ -405,20 +551,32 @@ impl SequenceRepo for SqliteTx {
         Ok(())
     }
 
-    async fn contacts_by_ids(&mut self, tenant: &Tenant, ids: &[ContactId]) -> Result<Vec<Contact>, StoreError> {
+    async fn contacts_by_ids(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[ContactId],
+    ) -> Result<Vec<Contact>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+            let mut qb = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {} FROM contacts",
+                rows::CONTACT_COLUMNS
+            ));
             tenant_in(&mut qb, tenant, "id", chunk.iter().map(ContactId::as_str));
             out.extend(self.all(qb.build(), rows::contact).await?);
         }
         Ok(out)
     }
 
-    async fn deals_by_ids(&mut self, tenant: &Tenant, ids: &[DealId]) -> Result<Vec<Deal>, StoreError> {
+    async fn deals_by_ids(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[DealId],
+    ) -> Result<Vec<Deal>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
+            let mut qb =
+                QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
             tenant_in(&mut qb, tenant, "id", chunk.iter().map(DealId::as_str));
             out.extend(self.all(qb.build(), rows::deal).await?);
         }
@@ -433,7 +591,11 @@ impl SequenceRepo for SqliteTx {
 /// statistics) takes the tenant's key range for a few rows, walks every enrollment of the tenant
 /// and looks each up in the CTE: a scan per round that grows with the table (at 10,000
 /// enrollments the statement was 3 times slower, and the whole round twice).
-fn advance_query<'a>(prefix: &str, tenant: &'a Tenant, chunk: &'a [(Enrollment, u32)]) -> QueryBuilder<'a, Sqlite> {
+fn advance_query<'a>(
+    prefix: &str,
+    tenant: &'a Tenant,
+    chunk: &'a [(Enrollment, u32)],
+) -> QueryBuilder<'a, Sqlite> {
     let mut qb = QueryBuilder::<Sqlite>::new(format!(
         "{prefix}WITH v(workspace_id, mode, id, state, exit_reason, steps_sent, next_send_at, updated_at, ended_at, sent_before) AS ("
     ));
@@ -473,16 +635,29 @@ mod tests {
     /// written.)
     #[tokio::test]
     async fn the_advance_looks_each_enrollment_up_by_its_key() {
-        let path = std::env::temp_dir().join(format!("crm-plan-{}.db", uuid::Uuid::now_v7().simple()));
-        let store = crate::SqliteStore::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let path =
+            std::env::temp_dir().join(format!("crm-plan-{}.db", uuid::Uuid::now_v7().simple()));
+        let store = crate::SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
         store.migrate().await.unwrap();
-        let tenant = Tenant { workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()), mode: Mode::Test };
+        let tenant = Tenant {
+            workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()),
+            mode: Mode::Test,
+        };
         let seq = sequence(None, true);
         let now = Timestamp::from_millis(1_700_000_000_000);
         let updates: Vec<(Enrollment, u32)> = (0..500)
             .map(|_| {
                 let contact = ContactId::from_uuid(uuid::Uuid::now_v7());
-                let e = Enrollment::start(EnrollmentId::from_uuid(uuid::Uuid::now_v7()), &seq, contact.clone(), SourceObject::Contact, contact.to_string(), now);
+                let e = Enrollment::start(
+                    EnrollmentId::from_uuid(uuid::Uuid::now_v7()),
+                    &seq,
+                    contact.clone(),
+                    SourceObject::Contact,
+                    contact.to_string(),
+                    now,
+                );
                 (e, 0)
             })
             .collect();
@@ -501,10 +676,22 @@ mod tests {
         .await
         .unwrap();
         let mut qb = advance_query("EXPLAIN QUERY PLAN ", &tenant, &updates);
-        let plan: Vec<String> = qb.build().fetch_all(&mut *conn).await.unwrap().iter().map(|r| r.get::<String, _>("detail")).collect();
+        let plan: Vec<String> = qb
+            .build()
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect();
         let scan_v = plan.iter().position(|d| d == "SCAN v");
-        let lookup = plan.iter().position(|d| d.starts_with("SEARCH e USING PRIMARY KEY (workspace_id=? AND mode=? AND id=?)"));
-        assert!(matches!((scan_v, lookup), (Some(v), Some(e)) if v < e), "plan: {plan:?}");
+        let lookup = plan.iter().position(|d| {
+            d.starts_with("SEARCH e USING PRIMARY KEY (workspace_id=? AND mode=? AND id=?)")
+        });
+        assert!(
+            matches!((scan_v, lookup), (Some(v), Some(e)) if v < e),
+            "plan: {plan:?}"
+        );
         drop(conn);
         store.close().await;
         let _ = std::fs::remove_file(&path);

@@ -6,18 +6,20 @@ use crm_app::{
     auth::{ApiKeyRecord, Workspace},
     idempotency::{IdemRecord, StoredReply},
     ports::{
-        ConfigMarks, Reference,
-        CompanyFilter, CompanyRepo, ContactFilter, ContactRepo, EventRepo, IdempotencyRepo, RecordRepo, RegistryRepo, Slice,
-        WorkspaceRepo,
+        CompanyFilter, CompanyRepo, ConfigMarks, ContactFilter, ContactRepo, EventRepo,
+        IdempotencyRepo, RecordRepo, Reference, RegistryRepo, Slice, WorkspaceRepo,
     },
     StoreError, Tx,
 };
 use crm_domain::{
     registry::{DataType, EnumValue, FieldDef},
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, ObjectKind, ObjectType, Registry, Tenant, Timestamp,
-    WorkspaceId,
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, ObjectKind, ObjectType,
+    Registry, Tenant, Timestamp, WorkspaceId,
 };
-use sqlx::{pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::{
+    pool::PoolConnection, sqlite::SqliteRow, QueryBuilder, Row, Sqlite, SqliteConnection,
+    Transaction,
+};
 
 use crate::{backend, rows};
 
@@ -69,9 +71,17 @@ pub(crate) fn push_search(qb: &mut QueryBuilder<'_, Sqlite>, fts_table: &'static
     let needle = q.to_lowercase();
     if needle.chars().count() >= 3 {
         let phrase = format!("\"{}\"", needle.replace('"', "\"\""));
-        qb.push(" AND rowid IN (SELECT rowid FROM ").push(fts_table).push(" WHERE ").push(fts_table).push(" MATCH ").push_bind(phrase).push(")");
+        qb.push(" AND rowid IN (SELECT rowid FROM ")
+            .push(fts_table)
+            .push(" WHERE ")
+            .push(fts_table)
+            .push(" MATCH ")
+            .push_bind(phrase)
+            .push(")");
     } else {
-        qb.push(" AND search_text LIKE ").push_bind(like_pattern(&needle)).push(" ESCAPE '\\'");
+        qb.push(" AND search_text LIKE ")
+            .push_bind(like_pattern(&needle))
+            .push(" ESCAPE '\\'");
     }
 }
 
@@ -80,7 +90,10 @@ pub(crate) fn json_text(map: &crm_domain::JsonMap) -> String {
 }
 
 pub(crate) fn tenant_where<'a>(qb: &mut QueryBuilder<'a, Sqlite>, tenant: &'a Tenant) {
-    qb.push(" WHERE workspace_id = ").push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+    qb.push(" WHERE workspace_id = ")
+        .push_bind(tenant.workspace_id.as_str())
+        .push(" AND mode = ")
+        .push_bind(tenant.mode.as_str());
 }
 
 pub(crate) fn slice_clause<'a>(qb: &mut QueryBuilder<'a, Sqlite>, slice: &'a Slice) {
@@ -92,7 +105,8 @@ pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Sqlite>, id: &str, s
     if let Some(before) = &slice.before {
         qb.push(format!(" AND {id} < ")).push_bind(before.as_str());
     }
-    qb.push(format!(" ORDER BY {id} DESC LIMIT ")).push_bind(i64::from(slice.limit));
+    qb.push(format!(" ORDER BY {id} DESC LIMIT "))
+        .push_bind(i64::from(slice.limit));
 }
 
 #[async_trait]
@@ -116,13 +130,23 @@ impl WorkspaceRepo for SqliteTx {
     }
 
     async fn get_workspace(&mut self, id: &WorkspaceId) -> Result<Option<Workspace>, StoreError> {
-        let sql = format!("SELECT {} FROM workspaces w WHERE w.id = $1", rows::WORKSPACE_COLUMNS);
-        let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(self.conn()).await.map_err(backend)?;
+        let sql = format!(
+            "SELECT {} FROM workspaces w WHERE w.id = $1",
+            rows::WORKSPACE_COLUMNS
+        );
+        let row = sqlx::query(&sql)
+            .bind(id.as_str())
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
         row.as_ref().map(rows::workspace).transpose()
     }
 
     async fn has_workspaces(&mut self) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)").fetch_one(self.conn()).await.map_err(backend)?;
+        let row = sqlx::query("SELECT EXISTS (SELECT 1 FROM workspaces)")
+            .fetch_one(self.conn())
+            .await
+            .map_err(backend)?;
         row.try_get::<bool, _>(0).map_err(backend)
     }
 
@@ -147,18 +171,33 @@ impl WorkspaceRepo for SqliteTx {
         Ok(())
     }
 
-    async fn find_api_key(&mut self, hash: &str) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
+    async fn find_api_key(
+        &mut self,
+        hash: &str,
+    ) -> Result<Option<(ApiKeyRecord, Workspace)>, StoreError> {
         let sql = format!(
             "SELECT {}, {} FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.key_hash = $1",
             rows::KEY_COLUMNS,
             rows::WORKSPACE_COLUMNS
         );
-        let row = sqlx::query(&sql).bind(hash).fetch_optional(self.conn()).await.map_err(backend)?;
-        row.map(|r| Ok((rows::api_key(&r)?, rows::workspace(&r)?))).transpose()
+        let row = sqlx::query(&sql)
+            .bind(hash)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(backend)?;
+        row.map(|r| Ok((rows::api_key(&r)?, rows::workspace(&r)?)))
+            .transpose()
     }
 
-    async fn get_api_key(&mut self, tenant: &Tenant, id: &ApiKeyId) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let sql = format!("SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3", rows::KEY_COLUMNS);
+    async fn get_api_key(
+        &mut self,
+        tenant: &Tenant,
+        id: &ApiKeyId,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM api_keys k WHERE k.workspace_id = $1 AND k.mode = $2 AND k.id = $3",
+            rows::KEY_COLUMNS
+        );
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -172,7 +211,11 @@ impl WorkspaceRepo for SqliteTx {
 
 #[async_trait]
 impl RegistryRepo for SqliteTx {
-    async fn load_registry(&mut self, tenant: &Tenant, object: ObjectKind) -> Result<Registry, StoreError> {
+    async fn load_registry(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+    ) -> Result<Registry, StoreError> {
         let (ws, mode) = (tenant.workspace_id.as_str(), tenant.mode.as_str());
         let field_rows = sqlx::query(
             "SELECT key, label, data_type, enum_group, required FROM custom_fields
@@ -188,14 +231,17 @@ impl RegistryRepo for SqliteTx {
         for r in &field_rows {
             registry.fields.push(field_def(r, object)?);
         }
-        let groups = sqlx::query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2")
-            .bind(ws)
-            .bind(mode)
-            .fetch_all(self.conn())
-            .await
-            .map_err(backend)?;
+        let groups =
+            sqlx::query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2")
+                .bind(ws)
+                .bind(mode)
+                .fetch_all(self.conn())
+                .await
+                .map_err(backend)?;
         for g in &groups {
-            registry.enums.insert(g.try_get("grp").map_err(backend)?, Vec::new());
+            registry
+                .enums
+                .insert(g.try_get("grp").map_err(backend)?, Vec::new());
         }
         let values = sqlx::query(
             "SELECT grp, value, label FROM enum_values WHERE workspace_id = $1 AND mode = $2 ORDER BY grp, position",
@@ -215,7 +261,12 @@ impl RegistryRepo for SqliteTx {
         Ok(registry)
     }
 
-    async fn insert_enum_group(&mut self, tenant: &Tenant, group: &str, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_enum_group(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "INSERT INTO enum_groups (workspace_id, mode, grp, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
         )
@@ -229,7 +280,14 @@ impl RegistryRepo for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn insert_enum_value(&mut self, tenant: &Tenant, group: &str, value: &str, label: Option<&str>, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_enum_value(
+        &mut self,
+        tenant: &Tenant,
+        group: &str,
+        value: &str,
+        label: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         self.insert_enum_group(tenant, group, now).await?;
         let done = sqlx::query(
             "INSERT INTO enum_values (workspace_id, mode, grp, value, label, created_at, position)
@@ -251,7 +309,12 @@ impl RegistryRepo for SqliteTx {
 
     // The single writer connection serializes write transactions, so reading the highest
     // position and inserting after it cannot interleave with another registration.
-    async fn insert_field(&mut self, tenant: &Tenant, field: &FieldDef, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_field(
+        &mut self,
+        tenant: &Tenant,
+        field: &FieldDef,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "INSERT INTO custom_fields (workspace_id, mode, object, key, label, data_type, enum_group, required, created_at, position)
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE(MAX(position), 0) + 1 FROM custom_fields
@@ -286,12 +349,20 @@ impl RegistryRepo for SqliteTx {
         rows.iter()
             .map(|r| {
                 let object: String = r.try_get("object").map_err(backend)?;
-                field_def(r, ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?)
+                field_def(
+                    r,
+                    ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?,
+                )
             })
             .collect()
     }
 
-    async fn insert_object_type(&mut self, tenant: &Tenant, t: &ObjectType, now: Timestamp) -> Result<bool, StoreError> {
+    async fn insert_object_type(
+        &mut self,
+        tenant: &Tenant,
+        t: &ObjectType,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "INSERT INTO object_types (workspace_id, mode, key, label, created_at, position)
              SELECT $1, $2, $3, $4, $5, COALESCE(MAX(position), 0) + 1 FROM object_types
@@ -317,7 +388,12 @@ impl RegistryRepo for SqliteTx {
             .await
             .map_err(backend)?;
         rows.iter()
-            .map(|r| Ok(ObjectType { key: r.try_get("key").map_err(backend)?, label: r.try_get("label").map_err(backend)? }))
+            .map(|r| {
+                Ok(ObjectType {
+                    key: r.try_get("key").map_err(backend)?,
+                    label: r.try_get("label").map_err(backend)?,
+                })
+            })
             .collect()
     }
 }
@@ -353,7 +429,12 @@ fn bind_contact<'q>(
 
 #[async_trait]
 impl ContactRepo for SqliteTx {
-    async fn insert_contact(&mut self, tenant: &Tenant, c: &Contact, refs: &[Reference<'_>]) -> Result<(), StoreError> {
+    async fn insert_contact(
+        &mut self,
+        tenant: &Tenant,
+        c: &Contact,
+        refs: &[Reference<'_>],
+    ) -> Result<(), StoreError> {
         // The references are checked by the INSERT itself, as on Postgres: every statement is a
         // round trip to the connection's thread, taken while the write lock is held. (`WHERE
         // true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT.)
@@ -372,7 +453,12 @@ impl ContactRepo for SqliteTx {
             .bind(tenant.mode.as_str())
             .bind(c.id.as_str())
             .bind(c.created_at.millis());
-        let done = refs.iter().fold(q, |q, r| q.bind(r.id)).execute(self.conn()).await.map_err(backend)?;
+        let done = refs
+            .iter()
+            .fold(q, |q, r| q.bind(r.id))
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         if done.rows_affected() > 0 {
             return Ok(());
         }
@@ -386,7 +472,11 @@ impl ContactRepo for SqliteTx {
         Err(StoreError::Duplicate)
     }
 
-    async fn insert_contacts(&mut self, tenant: &Tenant, contacts: &[&Contact]) -> Result<Vec<ContactId>, StoreError> {
+    async fn insert_contacts(
+        &mut self,
+        tenant: &Tenant,
+        contacts: &[&Contact],
+    ) -> Result<Vec<ContactId>, StoreError> {
         // One statement per 500 contacts (15 parameters each, under SQLite's 32,766): every
         // statement is a round trip to the connection's thread under the write lock. In the
         // caller's order (`ORDER BY n`), so of two with one email the first is kept.
@@ -429,14 +519,23 @@ impl ContactRepo for SqliteTx {
             );
             let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
             for row in &rows {
-                inserted.push(ContactId::from_trusted(row.try_get::<String, _>("id").map_err(backend)?));
+                inserted.push(ContactId::from_trusted(
+                    row.try_get::<String, _>("id").map_err(backend)?,
+                ));
             }
         }
         Ok(inserted)
     }
 
-    async fn get_contact(&mut self, tenant: &Tenant, id: &ContactId) -> Result<Option<Contact>, StoreError> {
-        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::CONTACT_COLUMNS);
+    async fn get_contact(
+        &mut self,
+        tenant: &Tenant,
+        id: &ContactId,
+    ) -> Result<Option<Contact>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            rows::CONTACT_COLUMNS
+        );
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -447,8 +546,15 @@ impl ContactRepo for SqliteTx {
         row.as_ref().map(rows::contact).transpose()
     }
 
-    async fn get_contact_by_email(&mut self, tenant: &Tenant, email: &Email) -> Result<Option<Contact>, StoreError> {
-        let sql = format!("SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3", rows::CONTACT_COLUMNS);
+    async fn get_contact_by_email(
+        &mut self,
+        tenant: &Tenant,
+        email: &Email,
+    ) -> Result<Option<Contact>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3",
+            rows::CONTACT_COLUMNS
+        );
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -472,17 +578,31 @@ impl ContactRepo for SqliteTx {
             .bind(c.version - 1)
             .execute(self.conn())
             .await
-            .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate } else { backend(e) })?;
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::Duplicate
+                } else {
+                    backend(e)
+                }
+            })?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Stale);
         }
         Ok(())
     }
 
-    async fn list_contacts(&mut self, tenant: &Tenant, filter: &ContactFilter, slice: &Slice) -> Result<Vec<Contact>, StoreError> {
+    async fn list_contacts(
+        &mut self,
+        tenant: &Tenant,
+        filter: &ContactFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Contact>, StoreError> {
         let (mut qb, id_column) = match filter.custom_fields.split_first() {
             None => {
-                let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM contacts", rows::CONTACT_COLUMNS));
+                let mut qb = QueryBuilder::<Sqlite>::new(format!(
+                    "SELECT {} FROM contacts",
+                    rows::CONTACT_COLUMNS
+                ));
                 tenant_where(&mut qb, tenant);
                 (qb, "id")
             }
@@ -495,8 +615,12 @@ impl ContactRepo for SqliteTx {
                      WHERE v.workspace_id = ",
                     rows::CONTACT_COLUMNS
                 ));
-                qb.push_bind(tenant.workspace_id.as_str()).push(" AND v.mode = ").push_bind(tenant.mode.as_str());
-                qb.push(" AND v.field_key = ").push_bind(first.key.as_str()).push(" AND v.value = ");
+                qb.push_bind(tenant.workspace_id.as_str())
+                    .push(" AND v.mode = ")
+                    .push_bind(tenant.mode.as_str());
+                qb.push(" AND v.field_key = ")
+                    .push_bind(first.key.as_str())
+                    .push(" AND v.value = ");
                 push_field_value(&mut qb, &first.value);
                 for f in rest {
                     qb.push(" AND EXISTS (SELECT 1 FROM contact_field_values w WHERE w.workspace_id = v.workspace_id AND w.mode = v.mode AND w.field_key = ")
@@ -506,7 +630,11 @@ impl ContactRepo for SqliteTx {
                     qb.push(" AND w.contact_id = v.contact_id)");
                 }
                 for f in &filter.custom_fields {
-                    if let Some(full) = f.value.as_str().filter(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some()) {
+                    if let Some(full) = f
+                        .value
+                        .as_str()
+                        .filter(|s| s.chars().nth(INDEXED_TEXT_CHARS).is_some())
+                    {
                         // json_each of a path yields the value itself, or each element of an array.
                         qb.push(" AND EXISTS (SELECT 1 FROM json_each(c.custom_fields, ")
                             .push_bind(format!("$.{}", f.key))
@@ -589,8 +717,15 @@ impl CompanyRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_company(&mut self, tenant: &Tenant, id: &CompanyId) -> Result<Option<Company>, StoreError> {
-        let sql = format!("SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3", rows::COMPANY_COLUMNS);
+    async fn get_company(
+        &mut self,
+        tenant: &Tenant,
+        id: &CompanyId,
+    ) -> Result<Option<Company>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            rows::COMPANY_COLUMNS
+        );
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -620,8 +755,14 @@ impl CompanyRepo for SqliteTx {
         Ok(())
     }
 
-    async fn list_companies(&mut self, tenant: &Tenant, filter: &CompanyFilter, slice: &Slice) -> Result<Vec<Company>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
+    async fn list_companies(
+        &mut self,
+        tenant: &Tenant,
+        filter: &CompanyFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Company>, StoreError> {
+        let mut qb =
+            QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
         tenant_where(&mut qb, tenant);
         if !filter.include_deleted {
             qb.push(" AND deleted_at IS NULL");
@@ -649,7 +790,12 @@ fn record_table(object: ObjectKind) -> &'static str {
 
 #[async_trait]
 impl RecordRepo for SqliteTx {
-    async fn record_exists(&mut self, tenant: &Tenant, object: ObjectKind, id: &str) -> Result<bool, StoreError> {
+    async fn record_exists(
+        &mut self,
+        tenant: &Tenant,
+        object: ObjectKind,
+        id: &str,
+    ) -> Result<bool, StoreError> {
         let table = record_table(object);
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $1 AND mode = $2 AND id = $3)");
         let row = sqlx::query(&sql)
@@ -668,14 +814,17 @@ impl RecordRepo for SqliteTx {
 #[async_trait]
 impl EventRepo for SqliteTx {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
-        self.insert_events(tenant, std::slice::from_ref(event)).await
+        self.insert_events(tenant, std::slice::from_ref(event))
+            .await
     }
 
     /// Two statements per 1,000 events (6 parameters each, under SQLite's 32,766): the events,
     /// then their queue rows.
     async fn insert_events(&mut self, tenant: &Tenant, events: &[Event]) -> Result<(), StoreError> {
         for chunk in events.chunks(1000) {
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO events (workspace_id, mode, id, type, created_at, body) ");
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO events (workspace_id, mode, id, type, created_at, body) ",
+            );
             qb.push_values(chunk, |mut b, e| {
                 b.push_bind(tenant.workspace_id.as_str())
                     .push_bind(tenant.mode.as_str())
@@ -685,7 +834,9 @@ impl EventRepo for SqliteTx {
                     .push_bind(e.snapshot().to_string());
             });
             qb.build().execute(self.conn()).await.map_err(backend)?;
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) ");
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) ",
+            );
             qb.push_values(chunk, |mut b, e| {
                 b.push_bind(tenant.workspace_id.as_str())
                     .push_bind(tenant.mode.as_str())
@@ -698,7 +849,12 @@ impl EventRepo for SqliteTx {
         Ok(())
     }
 
-    async fn list_events(&mut self, tenant: &Tenant, event_type: Option<&str>, slice: &Slice) -> Result<Vec<Event>, StoreError> {
+    async fn list_events(
+        &mut self,
+        tenant: &Tenant,
+        event_type: Option<&str>,
+        slice: &Slice,
+    ) -> Result<Vec<Event>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new("SELECT body FROM events");
         tenant_where(&mut qb, tenant);
         if let Some(t) = event_type {
@@ -709,7 +865,8 @@ impl EventRepo for SqliteTx {
         rows.iter()
             .map(|r: &SqliteRow| {
                 let body: String = r.try_get("body").map_err(backend)?;
-                let v: serde_json::Value = serde_json::from_str(&body).map_err(|_| rows::corrupt("event body"))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(&body).map_err(|_| rows::corrupt("event body"))?;
                 Event::from_snapshot(&v).ok_or_else(|| rows::corrupt("event body"))
             })
             .collect()
@@ -722,7 +879,10 @@ fn idem_record(r: &SqliteRow) -> Result<IdemRecord, StoreError> {
     Ok(IdemRecord {
         key: r.try_get("key").map_err(backend)?,
         fingerprint: r.try_get("fingerprint").map_err(backend)?,
-        reply: status.map(|s| StoredReply { status: s as u16, body: body.unwrap_or_default() }),
+        reply: status.map(|s| StoredReply {
+            status: s as u16,
+            body: body.unwrap_or_default(),
+        }),
         created_at: Timestamp::from_millis(r.try_get("created_at").map_err(backend)?),
         locked_until: Timestamp::from_millis(r.try_get("locked_until").map_err(backend)?),
     })
@@ -730,7 +890,11 @@ fn idem_record(r: &SqliteRow) -> Result<IdemRecord, StoreError> {
 
 #[async_trait]
 impl IdempotencyRepo for SqliteTx {
-    async fn insert_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<bool, StoreError> {
+    async fn insert_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        rec: &IdemRecord,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
@@ -749,7 +913,11 @@ impl IdempotencyRepo for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn get_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<Option<IdemRecord>, StoreError> {
+    async fn get_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+    ) -> Result<Option<IdemRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT key, fingerprint, reply_status, reply_body, created_at, locked_until FROM idempotency_keys
              WHERE workspace_id = $1 AND mode = $2 AND key = $3",
@@ -763,24 +931,35 @@ impl IdempotencyRepo for SqliteTx {
         row.as_ref().map(idem_record).transpose()
     }
 
-    async fn put_idempotency(&mut self, tenant: &Tenant, rec: &IdemRecord) -> Result<(), StoreError> {
+    async fn put_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        rec: &IdemRecord,
+    ) -> Result<(), StoreError> {
         self.delete_idempotency(tenant, &rec.key).await?;
         self.insert_idempotency(tenant, rec).await?;
         Ok(())
     }
 
     async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3")
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(key)
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
+        )
+        .bind(tenant.workspace_id.as_str())
+        .bind(tenant.mode.as_str())
+        .bind(key)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 
-    async fn finish_idempotency(&mut self, tenant: &Tenant, key: &str, reply: &StoredReply) -> Result<(), StoreError> {
+    async fn finish_idempotency(
+        &mut self,
+        tenant: &Tenant,
+        key: &str,
+        reply: &StoredReply,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE idempotency_keys SET reply_status = $1, reply_body = $2
              WHERE workspace_id = $3 AND mode = $4 AND key = $5",
@@ -801,7 +980,9 @@ impl IdempotencyRepo for SqliteTx {
 /// identifier rather than splice it into SQL unchecked.
 fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(StoreError::Backend(format!("invalid savepoint name {name:?}").into()));
+        return Err(StoreError::Backend(
+            format!("invalid savepoint name {name:?}").into(),
+        ));
     }
     Ok(format!("{verb} {name}"))
 }
@@ -813,7 +994,10 @@ impl Tx for SqliteTx {
             SqliteTx::Write(mut tx, marks) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
-                    sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1").execute(&mut *tx).await.map_err(backend)?;
+                    sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1")
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(backend)?;
                 }
                 tx.commit().await.map_err(backend)?;
                 marks.committed();
@@ -826,7 +1010,9 @@ impl Tx for SqliteTx {
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
             SqliteTx::Write(_, marks) => marks.mark(workspace),
-            SqliteTx::Read(_) => debug_assert!(false, "configuration changed through a read unit of work"),
+            SqliteTx::Read(_) => {
+                debug_assert!(false, "configuration changed through a read unit of work")
+            }
         }
     }
 
@@ -835,17 +1021,26 @@ impl Tx for SqliteTx {
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        sqlx::query(&savepoint_sql("SAVEPOINT", name)?)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
     async fn release_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("RELEASE SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        sqlx::query(&savepoint_sql("RELEASE SAVEPOINT", name)?)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("ROLLBACK TO SAVEPOINT", name)?).execute(self.conn()).await.map_err(backend)?;
+        sqlx::query(&savepoint_sql("ROLLBACK TO SAVEPOINT", name)?)
+            .execute(self.conn())
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 }

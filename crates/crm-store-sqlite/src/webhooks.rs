@@ -6,18 +6,29 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery, Slice, WebhookRepo},
+    ports::{
+        AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
+        Slice, WebhookRepo,
+    },
     StoreError,
 };
-use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook, WebhookId};
+use crm_domain::{
+    ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook,
+    WebhookId,
+};
 use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 
-use crate::{backend, rows::{self, get, tenant_of}, SqliteTx};
+use crate::{
+    backend,
+    rows::{self, get, tenant_of},
+    SqliteTx,
+};
 
 /// Rows per multi-row statement (SQLite allows 32766 bound values).
 const CHUNK: usize = 1000;
 
-const WEBHOOK_COLUMNS: &str = "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
+const WEBHOOK_COLUMNS: &str =
+    "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
 const ATTEMPT_COLUMNS: &str =
     "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
 
@@ -34,7 +45,8 @@ fn events_text(s: &Subscription) -> String {
 }
 
 fn subscription(text: &str) -> Result<Subscription, StoreError> {
-    let names: Vec<String> = serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
+    let names: Vec<String> =
+        serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
     Ok(Subscription::from_stored(&names))
 }
 
@@ -75,12 +87,20 @@ fn attempt(row: &SqliteRow) -> Result<DeliveryAttempt, StoreError> {
 const PARKED_MS: i64 = 60_000;
 
 /// Sets when deliveries come due next, and their claim token.
-async fn set_due(tx: &mut SqliteTx, keys: &[(&Tenant, &DeliveryId)], at: Timestamp, token: Option<&str>) -> Result<(), StoreError> {
+async fn set_due(
+    tx: &mut SqliteTx,
+    keys: &[(&Tenant, &DeliveryId)],
+    at: Timestamp,
+    token: Option<&str>,
+) -> Result<(), StoreError> {
     if keys.is_empty() {
         return Ok(());
     }
     let mut qb = QueryBuilder::<Sqlite>::new("UPDATE webhook_deliveries SET next_attempt_at = ");
-    qb.push_bind(at.millis()).push(", claim_token = ").push_bind(token).push(" WHERE (workspace_id, mode, id) IN (");
+    qb.push_bind(at.millis())
+        .push(", claim_token = ")
+        .push_bind(token)
+        .push(" WHERE (workspace_id, mode, id) IN (");
     let mut sep = qb.separated(", ");
     for (t, id) in keys {
         sep.push("(")
@@ -139,12 +159,19 @@ async fn record_round(tx: &mut SqliteTx, round: &[&AttemptOutcome]) -> Result<u6
     let rows = qb.build().fetch_all(tx.conn()).await.map_err(backend)?;
     let mut updated: HashMap<(String, String, String), String> = HashMap::with_capacity(rows.len());
     for r in &rows {
-        updated.insert((get(r, "workspace_id")?, get(r, "mode")?, get(r, "id")?), get(r, "event_type")?);
+        updated.insert(
+            (get(r, "workspace_id")?, get(r, "mode")?, get(r, "id")?),
+            get(r, "event_type")?,
+        );
     }
     let held: Vec<(&AttemptOutcome, String)> = round
         .iter()
         .filter_map(|o| {
-            let key = (o.tenant.workspace_id.as_str().to_owned(), o.tenant.mode.as_str().to_owned(), o.delivery_id.as_str().to_owned());
+            let key = (
+                o.tenant.workspace_id.as_str().to_owned(),
+                o.tenant.mode.as_str().to_owned(),
+                o.delivery_id.as_str().to_owned(),
+            );
             updated.remove(&key).map(|event_type| (*o, event_type))
         })
         .collect();
@@ -152,7 +179,9 @@ async fn record_round(tx: &mut SqliteTx, round: &[&AttemptOutcome]) -> Result<u6
         return Ok(0);
     }
     let n = held.len() as u64;
-    let mut qb = QueryBuilder::<Sqlite>::new(format!("INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS}) "));
+    let mut qb = QueryBuilder::<Sqlite>::new(format!(
+        "INSERT INTO webhook_delivery_attempts (workspace_id, mode, {ATTEMPT_COLUMNS}) "
+    ));
     qb.push_values(held, |mut b, (o, event_type)| {
         let a = &o.attempt;
         b.push_bind(o.tenant.workspace_id.as_str())
@@ -198,7 +227,11 @@ impl WebhookRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<Option<Webhook>, StoreError> {
+    async fn get_webhook(
+        &mut self,
+        tenant: &Tenant,
+        id: &WebhookId,
+    ) -> Result<Option<Webhook>, StoreError> {
         let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3");
         let row = sqlx::query(&sql)
             .bind(tenant.workspace_id.as_str())
@@ -210,7 +243,11 @@ impl WebhookRepo for SqliteTx {
         row.as_ref().map(webhook).transpose()
     }
 
-    async fn list_webhooks(&mut self, tenant: &Tenant, slice: &Slice) -> Result<Vec<Webhook>, StoreError> {
+    async fn list_webhooks(
+        &mut self,
+        tenant: &Tenant,
+        slice: &Slice,
+    ) -> Result<Vec<Webhook>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
         crate::tx::tenant_where(&mut qb, tenant);
         crate::tx::slice_clause(&mut qb, slice);
@@ -243,23 +280,30 @@ impl WebhookRepo for SqliteTx {
         }
     }
 
-    async fn delete_webhook(&mut self, tenant: &Tenant, id: &WebhookId) -> Result<bool, StoreError> {
+    async fn delete_webhook(
+        &mut self,
+        tenant: &Tenant,
+        id: &WebhookId,
+    ) -> Result<bool, StoreError> {
         for table in ["webhook_delivery_attempts", "webhook_deliveries"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"))
-                .bind(tenant.workspace_id.as_str())
-                .bind(tenant.mode.as_str())
-                .bind(id.as_str())
-                .execute(self.conn())
-                .await
-                .map_err(backend)?;
-        }
-        let done = sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"
+            ))
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
             .bind(id.as_str())
             .execute(self.conn())
             .await
             .map_err(backend)?;
+        }
+        let done =
+            sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
+                .bind(tenant.workspace_id.as_str())
+                .bind(tenant.mode.as_str())
+                .bind(id.as_str())
+                .execute(self.conn())
+                .await
+                .map_err(backend)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -277,7 +321,10 @@ impl WebhookRepo for SqliteTx {
         rows.iter()
             .map(|r| {
                 let webhook = match get::<Option<String>>(r, "webhook_id")? {
-                    Some(id) => Some((WebhookId::from_trusted(id), subscription(&get::<String>(r, "webhook_events")?)?)),
+                    Some(id) => Some((
+                        WebhookId::from_trusted(id),
+                        subscription(&get::<String>(r, "webhook_events")?)?,
+                    )),
                     None => None,
                 };
                 Ok(FanOutRow {
@@ -310,15 +357,25 @@ impl WebhookRepo for SqliteTx {
                     .push_bind(d.created_at.millis());
             });
             qb.push(" ON CONFLICT (workspace_id, mode, event_id, webhook_id) DO NOTHING");
-            inserted += qb.build().execute(self.conn()).await.map_err(backend)?.rows_affected();
+            inserted += qb
+                .build()
+                .execute(self.conn())
+                .await
+                .map_err(backend)?
+                .rows_affected();
         }
         Ok(inserted)
     }
 
-    async fn mark_events_dispatched(&mut self, events: &[(Tenant, EventId)]) -> Result<(), StoreError> {
+    async fn mark_events_dispatched(
+        &mut self,
+        events: &[(Tenant, EventId)],
+    ) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK) {
             // By primary key: SQLite's planner takes it for a list of row values.
-            let mut qb = QueryBuilder::<Sqlite>::new("DELETE FROM event_dispatch_queue WHERE (workspace_id, mode, id) IN (");
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "DELETE FROM event_dispatch_queue WHERE (workspace_id, mode, id) IN (",
+            );
             let mut sep = qb.separated(", ");
             for (t, id) in chunk {
                 sep.push("(")
@@ -382,9 +439,11 @@ impl WebhookRepo for SqliteTx {
                 _ => parked.push((t, id)),
             }
         }
-        let keys: Vec<(&Tenant, &DeliveryId)> = claimed.iter().map(|c| (&c.tenant, &c.id)).collect();
+        let keys: Vec<(&Tenant, &DeliveryId)> =
+            claimed.iter().map(|c| (&c.tenant, &c.id)).collect();
         set_due(self, &keys, lease_until, Some(claim_token)).await?;
-        let parked_keys: Vec<(&Tenant, &DeliveryId)> = parked.iter().map(|(t, id)| (t, id)).collect();
+        let parked_keys: Vec<(&Tenant, &DeliveryId)> =
+            parked.iter().map(|(t, id)| (t, id)).collect();
         set_due(self, &parked_keys, now.plus_millis(PARKED_MS), None).await?;
         Ok(claimed)
     }
@@ -402,8 +461,9 @@ impl WebhookRepo for SqliteTx {
             let mut pending: Vec<&AttemptOutcome> = chunk.iter().collect();
             while !pending.is_empty() {
                 let mut named = HashSet::new();
-                let (round, later): (Vec<&AttemptOutcome>, Vec<&AttemptOutcome>) =
-                    pending.into_iter().partition(|o| named.insert((&o.tenant, &o.delivery_id)));
+                let (round, later): (Vec<&AttemptOutcome>, Vec<&AttemptOutcome>) = pending
+                    .into_iter()
+                    .partition(|o| named.insert((&o.tenant, &o.delivery_id)));
                 pending = later;
                 recorded += record_round(self, &round).await?;
             }
@@ -472,13 +532,18 @@ impl WebhookRepo for SqliteTx {
         webhook_id: &WebhookId,
         slice: &Slice,
     ) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "));
-        qb.push_bind(tenant.workspace_id.as_str()).push(" AND mode = ").push_bind(tenant.mode.as_str());
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "
+        ));
+        qb.push_bind(tenant.workspace_id.as_str())
+            .push(" AND mode = ")
+            .push_bind(tenant.mode.as_str());
         qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
         if let Some(before) = &slice.before {
             qb.push(" AND seq < ").push_bind(before.as_str());
         }
-        qb.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(slice.limit));
+        qb.push(" ORDER BY seq DESC LIMIT ")
+            .push_bind(i64::from(slice.limit));
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(attempt).collect()
     }

@@ -6,8 +6,13 @@ use crm_app::Store;
 use crm_store_sqlite::SqliteStore;
 
 async fn fresh_store() -> Arc<dyn Store> {
-    let path = std::env::temp_dir().join(format!("crm-conformance-{}.db", uuid::Uuid::now_v7().simple()));
-    let store = SqliteStore::connect(&format!("sqlite://{}", path.display())).await.expect("open sqlite");
+    let path = std::env::temp_dir().join(format!(
+        "crm-conformance-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("open sqlite");
     store.migrate().await.expect("migrate");
     Arc::new(store)
 }
@@ -17,10 +22,17 @@ crm_store_conformance::conformance_suite!(fresh_store());
 /// The CLI writing the same file is another process: the server hears of its changes by polling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_changes_reach_another_process_on_the_same_file() {
-    let path = std::env::temp_dir().join(format!("crm-conformance-{}.db", uuid::Uuid::now_v7().simple()));
+    let path = std::env::temp_dir().join(format!(
+        "crm-conformance-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
     let url = format!("sqlite://{}", path.display());
     let writer = SqliteStore::connect(&url).await.expect("open sqlite");
     writer.migrate().await.expect("migrate");
     let other = SqliteStore::connect(&url).await.expect("open sqlite again");
-    crm_store_conformance::config_cases::config_changes_reach_another_process(Arc::new(writer), Arc::new(other)).await;
+    crm_store_conformance::config_cases::config_changes_reach_another_process(
+        Arc::new(writer),
+        Arc::new(other),
+    )
+    .await;
 }

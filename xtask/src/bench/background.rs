@@ -262,7 +262,17 @@ pub async fn webhook_fanout(
         .filter(|d| d.event_ms.is_some_and(|e| e >= since_ms))
         .collect();
     if let Ok(path) = std::env::var("CRM_BENCH_FANOUT_CSV") {
-        let text: String = seen.iter().map(|d| format!("{},{},{}\n", d.event, d.event_ms.unwrap_or(0.0), d.received_ms)).collect();
+        let text: String = seen
+            .iter()
+            .map(|d| {
+                format!(
+                    "{},{},{}\n",
+                    d.event,
+                    d.event_ms.unwrap_or(0.0),
+                    d.received_ms
+                )
+            })
+            .collect();
         std::fs::write(path, text)?;
     }
     let mut ids = HashSet::new();
@@ -405,8 +415,18 @@ pub enum BenchDb {
 impl BenchDb {
     pub async fn open(store: &str, db_url: &str) -> Result<BenchDb> {
         Ok(match store {
-            "sqlite" => BenchDb::Sqlite(sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect(db_url).await?),
-            _ => BenchDb::Postgres(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(db_url).await?),
+            "sqlite" => BenchDb::Sqlite(
+                sqlx::sqlite::SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect(db_url)
+                    .await?,
+            ),
+            _ => BenchDb::Postgres(
+                sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect(db_url)
+                    .await?,
+            ),
         })
     }
 
@@ -415,12 +435,18 @@ impl BenchDb {
         Ok(match self {
             BenchDb::Sqlite(pool) => {
                 let q = sqlx::query_scalar(sql);
-                let q = match bind { Some(b) => q.bind(b.to_owned()), None => q };
+                let q = match bind {
+                    Some(b) => q.bind(b.to_owned()),
+                    None => q,
+                };
                 q.fetch_one(pool).await?
             }
             BenchDb::Postgres(pool) => {
                 let q = sqlx::query_scalar(sql);
-                let q = match bind { Some(b) => q.bind(b.to_owned()), None => q };
+                let q = match bind {
+                    Some(b) => q.bind(b.to_owned()),
+                    None => q,
+                };
                 q.fetch_one(pool).await?
             }
         })
@@ -428,12 +454,17 @@ impl BenchDb {
 
     /// The emails of a workspace.
     async fn emails(&self, workspace: &str) -> Result<i64> {
-        self.count("SELECT COUNT(*) FROM emails WHERE workspace_id = $1", Some(workspace)).await
+        self.count(
+            "SELECT COUNT(*) FROM emails WHERE workspace_id = $1",
+            Some(workspace),
+        )
+        .await
     }
 
     /// Events not yet turned into deliveries: the rows of the dispatch queue (migration 0011).
     pub async fn undispatched_events(&self) -> Result<i64> {
-        self.count("SELECT COUNT(*) FROM event_dispatch_queue", None).await
+        self.count("SELECT COUNT(*) FROM event_dispatch_queue", None)
+            .await
     }
 }
 

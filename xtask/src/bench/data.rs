@@ -43,22 +43,52 @@ async fn post(addr: &str, key: &str, path: &str, body: Value) -> Result<Value> {
 }
 
 /// Creates the data through the API and bulk-fills contacts to `total_contacts`.
-pub async fn load(addr: &str, key: &str, workspace: &str, db: Db<'_>, total_contacts: u64) -> Result<Ctx> {
+pub async fn load(
+    addr: &str,
+    key: &str,
+    workspace: &str,
+    db: Db<'_>,
+    total_contacts: u64,
+) -> Result<Ctx> {
     // Registry: three custom fields on contacts, the enum values they and `type` use.
     for (k, t) in [("tier", "select"), ("score", "number"), ("region", "text")] {
-        post(addr, key, "/v1/fields", json!({"object": "contact", "key": k, "data_type": t})).await?;
+        post(
+            addr,
+            key,
+            "/v1/fields",
+            json!({"object": "contact", "key": k, "data_type": t}),
+        )
+        .await?;
     }
     for v in ["gold", "silver", "bronze"] {
-        post(addr, key, "/v1/enums", json!({"group": "contact.tier", "value": v})).await?;
+        post(
+            addr,
+            key,
+            "/v1/enums",
+            json!({"group": "contact.tier", "value": v}),
+        )
+        .await?;
     }
-    post(addr, key, "/v1/enums", json!({"group": "contact.type", "value": "customer"})).await?;
+    post(
+        addr,
+        key,
+        "/v1/enums",
+        json!({"group": "contact.type", "value": "customer"}),
+    )
+    .await?;
     post(addr, key, "/v1/pipelines", json!({"key": "partners", "name": "Partners", "stages": ["lead", "qualified", "proposal", "won", "lost"]})).await?;
 
     let mut rng = StdRng::seed_from_u64(42);
     let mut company_ids = Vec::with_capacity(COMPANIES);
     for i in 0..COMPANIES {
         let (_, last) = name(i as u64 * 7 + 1);
-        let c = post(addr, key, "/v1/companies", json!({"name": format!("{last} {i} gmbh"), "domain": format!("{last}{i}.example")})).await?;
+        let c = post(
+            addr,
+            key,
+            "/v1/companies",
+            json!({"name": format!("{last} {i} gmbh"), "domain": format!("{last}{i}.example")}),
+        )
+        .await?;
         company_ids.push(c["id"].as_str().context("company id")?.to_owned());
     }
     let pre = Ctx::new(Vec::new(), company_ids.clone(), Vec::new(), Vec::new());
@@ -111,16 +141,24 @@ pub async fn load(addr: &str, key: &str, workspace: &str, db: Db<'_>, total_cont
         }
         Db::Sqlite { path } => bulk_sqlite(path, workspace, &company_ids, bulk).await?,
     }
-    eprintln!("xtask bench: bulk-loaded {bulk} contacts in {:.1}s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask bench: bulk-loaded {bulk} contacts in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     let step = (bulk / BULK_SAMPLE).max(1);
     contact_ids.extend((1..=bulk).step_by(step as usize).map(bulk_id));
     Ok(Ctx::new(contact_ids, company_ids, deals, needles()))
 }
 
 fn collect_ids(res: &Value, out: &mut Vec<String>) -> Result<()> {
-    let results = res["results"].as_array().with_context(|| format!("batch answer without results: {res}"))?;
+    let results = res["results"]
+        .as_array()
+        .with_context(|| format!("batch answer without results: {res}"))?;
     for r in results {
-        let id = r["data"]["id"].as_str().or_else(|| r["id"].as_str()).with_context(|| format!("batch result without an id: {r}"))?;
+        let id = r["data"]["id"]
+            .as_str()
+            .or_else(|| r["id"].as_str())
+            .with_context(|| format!("batch result without an id: {r}"))?;
         out.push(id.to_owned());
     }
     Ok(())
@@ -144,7 +182,8 @@ fn bulk_row(n: u64, companies: &[String], now_ms: i64, bulk: u64) -> [String; 13
         format!("https://www.linkedin.com/in/{first}-{last}-{n}"),
         companies[(n as usize * 31) % companies.len()].clone(),
         "customer".to_owned(),
-        json!({"tier": TIERS[(n % 3) as usize], "score": n % 1000, "region": region(n)}).to_string(),
+        json!({"tier": TIERS[(n % 3) as usize], "score": n % 1000, "region": region(n)})
+            .to_string(),
         created.to_string(),
         created.to_string(),
         "1".to_owned(),
@@ -158,7 +197,9 @@ pub const RARE_NAME: &str = "yxqvist";
 const BULK_COLUMNS: &str = "id, first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields, created_at, updated_at, version";
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn bulk_postgres(url: &str, workspace: &str, companies: &[String], bulk: u64) -> Result<()> {
@@ -180,12 +221,16 @@ fn bulk_postgres(url: &str, workspace: &str, companies: &[String], bulk: u64) ->
         .spawn()
         .context("starting psql")?;
     {
-        let mut stdin = std::io::BufWriter::with_capacity(1 << 20, child.stdin.take().context("psql stdin")?);
+        let mut stdin =
+            std::io::BufWriter::with_capacity(1 << 20, child.stdin.take().context("psql stdin")?);
         stdin.write_all(copy.as_bytes())?;
         let now = now_ms();
         for n in 1..=bulk {
             let row = bulk_row(n, companies, now, bulk);
-            let csv: Vec<String> = row[..12].iter().map(|f| format!("\"{}\"", f.replace('"', "\"\""))).collect();
+            let csv: Vec<String> = row[..12]
+                .iter()
+                .map(|f| format!("\"{}\"", f.replace('"', "\"\"")))
+                .collect();
             writeln!(stdin, "{}", csv.join(","))?;
         }
         writeln!(stdin, "\\.")?;
@@ -203,8 +248,13 @@ async fn bulk_sqlite(path: &Path, workspace: &str, companies: &[String], bulk: u
     if bulk == 0 {
         return Ok(());
     }
-    let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?.busy_timeout(Duration::from_secs(60));
-    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.context("opening the database for the bulk load")?;
+    let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+        .busy_timeout(Duration::from_secs(60));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .context("opening the database for the bulk load")?;
     let companies = Arc::new(companies.to_vec());
     let now = now_ms();
     let mut n = 1;
@@ -213,10 +263,15 @@ async fn bulk_sqlite(path: &Path, workspace: &str, companies: &[String], bulk: u
         let end = (n + 50_000).min(bulk + 1);
         // The server writes beside the load: take the write lock up front, as the store does, so
         // that waiting for it goes through the busy timeout.
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.context("beginning a bulk-load transaction")?;
+        let mut tx = pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .context("beginning a bulk-load transaction")?;
         while n < end {
             let upto = (n + 200).min(end);
-            let mut qb = sqlx::QueryBuilder::new(format!("INSERT INTO contacts (workspace_id, mode, {BULK_COLUMNS}) "));
+            let mut qb = sqlx::QueryBuilder::new(format!(
+                "INSERT INTO contacts (workspace_id, mode, {BULK_COLUMNS}) "
+            ));
             qb.push_values(n..upto, |mut b, k| {
                 let row = bulk_row(k, &companies, now, bulk);
                 b.push_bind(workspace.to_owned()).push_bind("test");
@@ -228,12 +283,20 @@ async fn bulk_sqlite(path: &Path, workspace: &str, companies: &[String], bulk: u
                     }
                 }
             });
-            qb.build().execute(&mut *tx).await.with_context(|| format!("bulk-loading contacts {n}..{upto}"))?;
+            qb.build()
+                .execute(&mut *tx)
+                .await
+                .with_context(|| format!("bulk-loading contacts {n}..{upto}"))?;
             n = upto;
         }
-        tx.commit().await.context("committing a bulk-load transaction")?;
+        tx.commit()
+            .await
+            .context("committing a bulk-load transaction")?;
     }
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&pool).await.context("checkpointing after the bulk load")?;
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&pool)
+        .await
+        .context("checkpointing after the bulk load")?;
     pool.close().await;
     Ok(())
 }

@@ -24,11 +24,21 @@ pub struct Req {
 
 impl Req {
     pub fn get(path: impl Into<String>) -> Req {
-        Req { method: "GET", path: path.into(), body: None, headers: Vec::new() }
+        Req {
+            method: "GET",
+            path: path.into(),
+            body: None,
+            headers: Vec::new(),
+        }
     }
 
     pub fn with_body(method: &'static str, path: impl Into<String>, body: String) -> Req {
-        Req { method, path: path.into(), body: Some(body), headers: Vec::new() }
+        Req {
+            method,
+            path: path.into(),
+            body: Some(body),
+            headers: Vec::new(),
+        }
     }
 
     pub fn header(mut self, line: String) -> Req {
@@ -68,7 +78,9 @@ pub struct Conn {
 
 impl Conn {
     pub async fn open(addr: &str, key: Option<&str>) -> Result<Conn> {
-        let stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         Ok(Conn {
             stream,
@@ -86,7 +98,11 @@ impl Conn {
     pub async fn send(&mut self, req: &Req) -> Result<Resp<'_>> {
         use std::io::Write as _;
         self.out.clear();
-        let _ = write!(self.out, "{} {} HTTP/1.1\r\nHost: {}\r\n", req.method, req.path, self.host);
+        let _ = write!(
+            self.out,
+            "{} {} HTTP/1.1\r\nHost: {}\r\n",
+            req.method, req.path, self.host
+        );
         if let Some(a) = &self.auth {
             self.out.extend_from_slice(a.as_bytes());
         }
@@ -95,7 +111,11 @@ impl Conn {
             self.out.extend_from_slice(b"\r\n");
         }
         if let Some(body) = &req.body {
-            let _ = write!(self.out, "Content-Type: application/json\r\nContent-Length: {}\r\n", body.len());
+            let _ = write!(
+                self.out,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            );
         }
         self.out.extend_from_slice(b"\r\n");
         if let Some(body) = &req.body {
@@ -147,12 +167,17 @@ impl Conn {
         let (status, head, length, chunked, etag) = loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut parsed = httparse::Response::new(&mut headers);
-            match parsed.parse(&self.input[self.start..self.end]).context("malformed response head")? {
+            match parsed
+                .parse(&self.input[self.start..self.end])
+                .context("malformed response head")?
+            {
                 httparse::Status::Complete(head) => {
                     let (mut length, mut chunked, mut etag) = (None, false, None);
                     for h in parsed.headers.iter() {
                         if h.name.eq_ignore_ascii_case("content-length") {
-                            length = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<usize>().ok());
+                            length = std::str::from_utf8(h.value)
+                                .ok()
+                                .and_then(|v| v.trim().parse::<usize>().ok());
                         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                             chunked = h.value.eq_ignore_ascii_case(b"chunked");
                         } else if h.name.eq_ignore_ascii_case("etag") {
@@ -167,12 +192,20 @@ impl Conn {
         self.start += head;
         if chunked {
             self.read_chunked().await?;
-            return Ok(Resp { status, etag, body: &self.chunked });
+            return Ok(Resp {
+                status,
+                etag,
+                body: &self.chunked,
+            });
         }
         let len = length.unwrap_or(0);
         self.need(len).await?;
         self.consumed = len;
-        Ok(Resp { status, etag, body: &self.input[self.start..self.start + len] })
+        Ok(Resp {
+            status,
+            etag,
+            body: &self.input[self.start..self.start + len],
+        })
     }
 
     /// Decodes a chunked body into `self.chunked` (trailers are skipped).
@@ -180,13 +213,15 @@ impl Conn {
         self.chunked.clear();
         loop {
             let line = self.line().await?;
-            let size = usize::from_str_radix(line.split(';').next().unwrap_or("0").trim(), 16).context("bad chunk size")?;
+            let size = usize::from_str_radix(line.split(';').next().unwrap_or("0").trim(), 16)
+                .context("bad chunk size")?;
             if size == 0 {
                 while !self.line().await?.is_empty() {}
                 return Ok(());
             }
             self.need(size + 2).await?;
-            self.chunked.extend_from_slice(&self.input[self.start..self.start + size]);
+            self.chunked
+                .extend_from_slice(&self.input[self.start..self.start + size]);
             self.start += size + 2;
         }
     }
@@ -194,8 +229,12 @@ impl Conn {
     /// One CRLF-terminated line, consumed.
     async fn line(&mut self) -> Result<String> {
         loop {
-            if let Some(at) = self.input[self.start..self.end].windows(2).position(|w| w == b"\r\n") {
-                let line = String::from_utf8_lossy(&self.input[self.start..self.start + at]).into_owned();
+            if let Some(at) = self.input[self.start..self.end]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+            {
+                let line =
+                    String::from_utf8_lossy(&self.input[self.start..self.start + at]).into_owned();
                 self.start += at + 2;
                 return Ok(line);
             }
@@ -208,7 +247,11 @@ impl Conn {
 pub async fn call(addr: &str, key: &str, req: &Req) -> Result<(u16, serde_json::Value)> {
     let mut conn = Conn::open(addr, Some(key)).await?;
     let resp = conn.send(req).await?;
-    let value = if resp.body.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(resp.body).unwrap_or(serde_json::Value::Null) };
+    let value = if resp.body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(resp.body).unwrap_or(serde_json::Value::Null)
+    };
     Ok((resp.status, value))
 }
 

@@ -25,7 +25,10 @@ pub struct Window {
 impl Window {
     pub fn new(warmup: Duration, duration: Duration) -> Window {
         let now = Instant::now();
-        Window { measure_from: now + warmup, end: now + warmup + duration }
+        Window {
+            measure_from: now + warmup,
+            end: now + warmup + duration,
+        }
     }
 
     pub fn running(&self) -> bool {
@@ -82,7 +85,10 @@ pub struct Stats {
 /// A process's CPU time so far (all its threads, user + system), in microseconds: `/proc`'s
 /// clock ticks (100 a second), so a window of a few seconds at full load reads within 1 %.
 fn cpu_us(pid: Option<u32>) -> Option<f64> {
-    let path = pid.map_or_else(|| "/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let path = pid.map_or_else(
+        || "/proc/self/stat".to_owned(),
+        |p| format!("/proc/{p}/stat"),
+    );
     let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name (which may hold spaces): state is the 3rd; utime, stime the 14th, 15th.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -96,7 +102,10 @@ async fn cpu_over(window: Window, server: Option<u32>) -> (Option<f64>, Option<f
     let (s0, c0) = (server.and_then(|p| cpu_us(Some(p))), cpu_us(None));
     tokio::time::sleep_until(window.end).await;
     let (s1, c1) = (server.and_then(|p| cpu_us(Some(p))), cpu_us(None));
-    (s0.zip(s1).map(|(a, b)| b - a), c0.zip(c1).map(|(a, b)| b - a))
+    (
+        s0.zip(s1).map(|(a, b)| b - a),
+        c0.zip(c1).map(|(a, b)| b - a),
+    )
 }
 
 impl Stats {
@@ -112,8 +121,22 @@ impl Stats {
             }
         }
         lat.sort_unstable();
-        let q = |f: f64| if lat.is_empty() { 0.0 } else { f64::from(lat[((lat.len() - 1) as f64 * f).round() as usize]) / 1000.0 };
-        Stats { requests, errors, secs, p50_ms: q(0.50), p99_ms: q(0.99), first_error, ..Stats::default() }
+        let q = |f: f64| {
+            if lat.is_empty() {
+                0.0
+            } else {
+                f64::from(lat[((lat.len() - 1) as f64 * f).round() as usize]) / 1000.0
+            }
+        };
+        Stats {
+            requests,
+            errors,
+            secs,
+            p50_ms: q(0.50),
+            p99_ms: q(0.99),
+            first_error,
+            ..Stats::default()
+        }
     }
 
     pub fn rps(&self) -> f64 {
@@ -137,14 +160,22 @@ impl Stats {
 
 /// Runs `workers` copies of `work` over one window and merges what they recorded, with the CPU
 /// time per request of `server` (a process id) and of this process over the measured window.
-pub async fn run_workers<F, Fut>(workers: usize, warmup: Duration, duration: Duration, server: Option<u32>, work: F) -> Stats
+pub async fn run_workers<F, Fut>(
+    workers: usize,
+    warmup: Duration,
+    duration: Duration,
+    server: Option<u32>,
+    work: F,
+) -> Stats
 where
     F: Fn(usize, Window) -> Fut,
     Fut: Future<Output = Recorder> + Send + 'static,
 {
     let window = Window::new(warmup, duration);
     let cpu = tokio::spawn(cpu_over(window, server));
-    let handles: Vec<_> = (0..workers).map(|i| tokio::spawn(work(i, window))).collect();
+    let handles: Vec<_> = (0..workers)
+        .map(|i| tokio::spawn(work(i, window)))
+        .collect();
     let mut parts = Vec::with_capacity(workers);
     for h in handles {
         parts.push(h.await.unwrap_or_default());
@@ -152,7 +183,8 @@ where
     let mut stats = Stats::merge(parts, duration.as_secs_f64());
     let (server_us, client_us) = cpu.await.unwrap_or_default();
     let per_request = |us: f64| us / stats.requests.max(1) as f64;
-    (stats.server_cpu_us, stats.client_cpu_us) = (server_us.map(per_request), client_us.map(per_request));
+    (stats.server_cpu_us, stats.client_cpu_us) =
+        (server_us.map(per_request), client_us.map(per_request));
     stats
 }
 
@@ -200,7 +232,15 @@ async fn http_worker(
             Ok(resp) => {
                 let ok = (200..300).contains(&resp.status);
                 if !ok {
-                    rec.error(|| format!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(resp.body)));
+                    rec.error(|| {
+                        format!(
+                            "{} {} -> {}: {}",
+                            req.method,
+                            req.path,
+                            resp.status,
+                            String::from_utf8_lossy(resp.body)
+                        )
+                    });
                 }
                 if let Some(after) = scenario.after {
                     after(&ctx, &mut worker, &resp);
@@ -218,37 +258,81 @@ async fn http_worker(
 }
 
 fn worker(id: usize, workers: usize, seed: u64) -> Worker {
-    Worker { id, workers, n: 0, rng: StdRng::seed_from_u64(seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)), last: 0 }
+    Worker {
+        id,
+        workers,
+        n: 0,
+        rng: StdRng::seed_from_u64(seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        last: 0,
+    }
 }
 
 /// Closed loop: `concurrency` connections, each sending as fast as answers come.
 /// `server` is the server's process id, for its CPU time per request.
 #[allow(clippy::too_many_arguments)]
-pub async fn closed(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, concurrency: usize, warmup: Duration, duration: Duration, server: Option<u32>) -> Stats {
+pub async fn closed(
+    addr: &str,
+    key: Option<&str>,
+    ctx: Arc<Ctx>,
+    scenario: &'static Scenario,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+    server: Option<u32>,
+) -> Stats {
     let addr: Arc<str> = addr.into();
     let key: Option<Arc<str>> = key.map(Into::into);
     let seed = ctx.next_seed();
     run_workers(concurrency, warmup, duration, server, |i, window| {
-        http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, concurrency, seed), window, None)
+        http_worker(
+            addr.clone(),
+            key.clone(),
+            ctx.clone(),
+            scenario,
+            worker(i, concurrency, seed),
+            window,
+            None,
+        )
     })
     .await
 }
 
 /// Open loop: `connections` connections sharing `rate` requests per second between them.
 #[allow(clippy::too_many_arguments)]
-pub async fn open(addr: &str, key: Option<&str>, ctx: Arc<Ctx>, scenario: &'static Scenario, connections: usize, rate: f64, warmup: Duration, duration: Duration) -> Stats {
+pub async fn open(
+    addr: &str,
+    key: Option<&str>,
+    ctx: Arc<Ctx>,
+    scenario: &'static Scenario,
+    connections: usize,
+    rate: f64,
+    warmup: Duration,
+    duration: Duration,
+) -> Stats {
     let addr: Arc<str> = addr.into();
     let key: Option<Arc<str>> = key.map(Into::into);
     let seed = ctx.next_seed();
     let interval = Duration::from_secs_f64(connections as f64 / rate.max(1.0));
     run_workers(connections, warmup, duration, None, |i, window| {
         let offset = interval.mul_f64(i as f64 / connections as f64);
-        http_worker(addr.clone(), key.clone(), ctx.clone(), scenario, worker(i, connections, seed), window, Some((interval, offset)))
+        http_worker(
+            addr.clone(),
+            key.clone(),
+            ctx.clone(),
+            scenario,
+            worker(i, connections, seed),
+            window,
+            Some((interval, offset)),
+        )
     })
     .await
 }
 
 /// Runs `f` in a fresh multi-threaded runtime (the load generator's own).
 pub fn block_on<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(f)
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(f)
 }

@@ -59,7 +59,8 @@ impl Store {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [--quick | --long] [--store sqlite|postgres] [--only a,b,…] \
+const USAGE: &str =
+    "usage: cargo xtask bench [--quick | --long] [--store sqlite|postgres] [--only a,b,…] \
                      [--contacts N] [--seconds S] [--keep] (docs/performance.md)";
 
 struct Opts {
@@ -84,7 +85,8 @@ impl Opts {
             match arg.as_str() {
                 "--quick" | "--long" | "--keep" => {}
                 "--store" | "--contacts" | "--seconds" | "--only" => {
-                    rest.next().with_context(|| format!("{arg} takes a value\n{USAGE}"))?;
+                    rest.next()
+                        .with_context(|| format!("{arg} takes a value\n{USAGE}"))?;
                 }
                 "--help" | "-h" => {
                     println!("{USAGE}");
@@ -95,7 +97,12 @@ impl Opts {
         }
         let quick = args.iter().any(|a| a == "--quick");
         let long = args.iter().any(|a| a == "--long");
-        let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+        };
         let stores = match value("--store").as_deref() {
             None => vec![Store::Sqlite, Store::Postgres],
             Some("sqlite") => vec![Store::Sqlite],
@@ -113,7 +120,13 @@ impl Opts {
             None if quick => secs(3),
             None => secs(10),
         };
-        let (mixed, mixed_windows) = if long { (secs(600), 10) } else if quick { (secs(20), 4) } else { (secs(60), 6) };
+        let (mixed, mixed_windows) = if long {
+            (secs(600), 10)
+        } else if quick {
+            (secs(20), 4)
+        } else {
+            (secs(60), 6)
+        };
         Ok(Opts {
             stores,
             contacts,
@@ -129,7 +142,9 @@ impl Opts {
     }
 
     fn wants(&self, scenario: &str) -> bool {
-        self.only.as_deref().is_none_or(|o| o.split(',').any(|s| s == scenario))
+        self.only
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s == scenario))
     }
 }
 
@@ -220,7 +235,11 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
 
     // The hello-world ceiling (when a selected scenario compares with it): its rows now, and
     // kept running to bracket each scenario compared with it.
-    let wants_baseline = |b: Baseline| scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && s.baseline == b);
+    let wants_baseline = |b: Baseline| {
+        scenarios::SCENARIOS
+            .iter()
+            .any(|s| opts.wants(s.name) && s.baseline == b)
+    };
     let hello = Ceiling::start(&run_dir, wants_baseline(Baseline::Hello))?;
     if let Some(proc) = &hello.proc {
         for scenario in [&scenarios::HELLO, &scenarios::HELLO_BODY] {
@@ -296,8 +315,17 @@ struct Ceiling {
 
 impl Ceiling {
     fn start(run_dir: &Path, wanted: bool) -> Result<Ceiling> {
-        let proc = if wanted { Some(procs::start_hello(&run_dir.join("hello.log"))?) } else { None };
-        let ctx = Arc::new(Ctx::new(vec![String::new()], vec![String::new()], vec![(String::new(), 1)], vec![String::new()]));
+        let proc = if wanted {
+            Some(procs::start_hello(&run_dir.join("hello.log"))?)
+        } else {
+            None
+        };
+        let ctx = Arc::new(Ctx::new(
+            vec![String::new()],
+            vec![String::new()],
+            vec![(String::new(), 1)],
+            vec![String::new()],
+        ));
         Ok(Ceiling { proc, ctx })
     }
 
@@ -311,17 +339,50 @@ impl Ceiling {
         self.closed(scenario, c, opts.warmup, opts.duration)
     }
 
-    fn closed(&self, scenario: &'static Scenario, c: usize, warmup: Duration, duration: Duration) -> Result<load::Stats> {
-        let proc = self.proc.as_ref().context("the hello-world ceiling is not running")?;
-        load::block_on(async { Ok(load::closed(&proc.addr, None, self.ctx.clone(), scenario, c, warmup, duration, Some(proc.pid())).await) })
+    fn closed(
+        &self,
+        scenario: &'static Scenario,
+        c: usize,
+        warmup: Duration,
+        duration: Duration,
+    ) -> Result<load::Stats> {
+        let proc = self
+            .proc
+            .as_ref()
+            .context("the hello-world ceiling is not running")?;
+        load::block_on(async {
+            Ok(load::closed(
+                &proc.addr,
+                None,
+                self.ctx.clone(),
+                scenario,
+                c,
+                warmup,
+                duration,
+                Some(proc.pid()),
+            )
+            .await)
+        })
     }
 }
 
-fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path, hello: &Ceiling, rows: &mut Vec<Row>) -> Result<Value> {
+fn run_store(
+    store: Store,
+    opts: &Opts,
+    bin: &Path,
+    root: &Path,
+    run_dir: &Path,
+    hello: &Ceiling,
+    rows: &mut Vec<Row>,
+) -> Result<Value> {
     let sname = store.name();
     eprintln!("xtask bench: === {sname} ===");
     // Databases: one for the server, one for the raw baselines, same migrations.
-    let pg = if store == Store::Postgres { Some(crate::postgres::find_or_start(root)?) } else { None };
+    let pg = if store == Store::Postgres {
+        Some(crate::postgres::find_or_start(root)?)
+    } else {
+        None
+    };
     let tag = format!("crm_bench_{}", std::process::id());
     let (api_url, raw_url, sqlite_api, sqlite_raw) = match &pg {
         Some(pg) => {
@@ -331,12 +392,22 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
                 raw::psql(&pg.url, &format!("DROP DATABASE IF EXISTS {db}"))?;
                 raw::psql(&pg.url, &format!("CREATE DATABASE {db}"))?;
             }
-            (db_url(&pg.url, &api_db), db_url(&pg.url, &raw_db), None, None)
+            (
+                db_url(&pg.url, &api_db),
+                db_url(&pg.url, &raw_db),
+                None,
+                None,
+            )
         }
         None => {
             let api = run_dir.join("api.db");
             let rawp = run_dir.join("raw.db");
-            (format!("sqlite://{}", api.display()), format!("sqlite://{}", rawp.display()), Some(api), Some(rawp))
+            (
+                format!("sqlite://{}", api.display()),
+                format!("sqlite://{}", rawp.display()),
+                Some(api),
+                Some(rawp),
+            )
         }
     };
     let cleanup = || {
@@ -345,7 +416,10 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         }
         if let Some(pg) = &pg {
             for db in [format!("{tag}_api"), format!("{tag}_raw")] {
-                let _ = raw::psql(&pg.url, &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+                let _ = raw::psql(
+                    &pg.url,
+                    &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+                );
             }
         }
     };
@@ -356,7 +430,9 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         let mut raw_insert: BTreeMap<usize, f64> = BTreeMap::new();
         let mut raw_get: BTreeMap<usize, f64> = BTreeMap::new();
         let secs = opts.duration.as_secs().max(1);
-        let wants_raw = scenarios::SCENARIOS.iter().any(|s| opts.wants(s.name) && matches!(s.baseline, Baseline::RawInsert | Baseline::RawGet));
+        let wants_raw = scenarios::SCENARIOS.iter().any(|s| {
+            opts.wants(s.name) && matches!(s.baseline, Baseline::RawInsert | Baseline::RawGet)
+        });
         match store {
             _ if !wants_raw => {}
             Store::Postgres => {
@@ -365,10 +441,26 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
                     // A shared server allows 100 connections in all (and other users hold some):
                     // pgbench's clients stop at PG_MAX_CLIENTS, past Postgres' own peak on 2 cores.
                     let clients = c.min(PG_MAX_CLIENTS);
-                    let s = raw::pgbench(&raw_url, run_dir, "insert", &raw::pg_insert_script(), clients, secs, None)?;
+                    let s = raw::pgbench(
+                        &raw_url,
+                        run_dir,
+                        "insert",
+                        &raw::pg_insert_script(),
+                        clients,
+                        secs,
+                        None,
+                    )?;
                     raw_insert.insert(c, s.rps());
                     push_raw(rows, sname, "raw_insert_contact_event", c, s, clients);
-                    let s = raw::pgbench(&raw_url, run_dir, "get", &raw::pg_get_script(raw_rows), clients, secs, None)?;
+                    let s = raw::pgbench(
+                        &raw_url,
+                        run_dir,
+                        "get",
+                        &raw::pg_get_script(raw_rows),
+                        clients,
+                        secs,
+                        None,
+                    )?;
                     raw_get.insert(c, s.rps());
                     push_raw(rows, sname, "raw_get_by_pk", c, s, clients);
                 }
@@ -397,14 +489,27 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
         // that both sides of a ratio use the database at the same concurrency (the default, 16,
         // is sized for several processes sharing one database: docs/operations.md).
         // `CRM_BENCH_PG_CONNECTIONS` overrides it, to measure another pool size.
-        let pg_connections = std::env::var("CRM_BENCH_PG_CONNECTIONS").unwrap_or_else(|_| PG_MAX_CLIENTS.to_string());
-        let server_env: &[(&str, &str)] = if sname == "postgres" { &[("CRM_DATABASE_MAX_CONNECTIONS", &pg_connections)] } else { &[] };
-        let server = procs::start_server_env(bin, &api_url, &run_dir.join(format!("server-{sname}.log")), server_env)?;
+        let pg_connections = std::env::var("CRM_BENCH_PG_CONNECTIONS")
+            .unwrap_or_else(|_| PG_MAX_CLIENTS.to_string());
+        let server_env: &[(&str, &str)] = if sname == "postgres" {
+            &[("CRM_DATABASE_MAX_CONNECTIONS", &pg_connections)]
+        } else {
+            &[]
+        };
+        let server = procs::start_server_env(
+            bin,
+            &api_url,
+            &run_dir.join(format!("server-{sname}.log")),
+            server_env,
+        )?;
         std::thread::sleep(Duration::from_secs(2));
         let (idle, _) = server.memory();
         let mut row = Row::new(sname, "idle_rss", 0, "-");
         row.rss_peak_mib = Some(idle);
-        row.check(format!("idle RSS ≤ {IDLE_RSS_MIB} MiB"), idle <= IDLE_RSS_MIB);
+        row.check(
+            format!("idle RSS ≤ {IDLE_RSS_MIB} MiB"),
+            idle <= IDLE_RSS_MIB,
+        );
         rows.push(row);
 
         let addr = server.addr.clone();
@@ -415,31 +520,79 @@ fn run_store(store: Store, opts: &Opts, bin: &Path, root: &Path, run_dir: &Path,
             (None, Some(p)) => data::Db::Sqlite { path: p },
             _ => bail!("no database"),
         };
-        let ctx = Arc::new(load::block_on(data::load(&addr, &key, &ws.id, db, opts.contacts))?);
-        eprintln!("xtask bench: data set ready in {:.1}s ({} contacts)", started.elapsed().as_secs_f64(), opts.contacts);
+        let ctx = Arc::new(load::block_on(data::load(
+            &addr,
+            &key,
+            &ws.id,
+            db,
+            opts.contacts,
+        ))?);
+        eprintln!(
+            "xtask bench: data set ready in {:.1}s ({} contacts)",
+            started.elapsed().as_secs_f64(),
+            opts.contacts
+        );
         let explain = match store {
             Store::Postgres => explain_postgres(&api_url, &ws.id)?,
-            Store::Sqlite => load::block_on(explain_sqlite(sqlite_api.as_deref().context("api path")?, &ws.id))?,
+            Store::Sqlite => load::block_on(explain_sqlite(
+                sqlite_api.as_deref().context("api path")?,
+                &ws.id,
+            ))?,
         };
 
         // The webhook outbox after each scenario: whether the fan-out keeps up under load.
         let outbox = |after: &str| {
-            let left = load::block_on(async { background::BenchDb::open(sname, &api_url).await?.undispatched_events().await });
+            let left = load::block_on(async {
+                background::BenchDb::open(sname, &api_url)
+                    .await?
+                    .undispatched_events()
+                    .await
+            });
             if let Ok(left) = left {
                 eprintln!("xtask bench: {sname} outbox after {after}: {left} undispatched events");
             }
         };
         for sc in scenarios::SCENARIOS.iter().filter(|s| opts.wants(s.name)) {
-            let raw_pg = (store == Store::Postgres && wants_raw).then(|| RawPg { url: &raw_url, dir: run_dir, rows: raw_rows });
-            run_scenario(sc, store, opts, &server, &addr, &key, &ctx, hello, &raw_insert, &raw_get, raw_pg.as_ref(), rows)?;
+            let raw_pg = (store == Store::Postgres && wants_raw).then(|| RawPg {
+                url: &raw_url,
+                dir: run_dir,
+                rows: raw_rows,
+            });
+            run_scenario(
+                sc,
+                store,
+                opts,
+                &server,
+                &addr,
+                &key,
+                &ctx,
+                hello,
+                &raw_insert,
+                &raw_get,
+                raw_pg.as_ref(),
+                rows,
+            )?;
             outbox(sc.name);
         }
         if opts.wants("mixed") {
-            mixed(store, opts, &server, &addr, &key, &ctx, sqlite_api.as_deref(), rows)?;
+            mixed(
+                store,
+                opts,
+                &server,
+                &addr,
+                &key,
+                &ctx,
+                sqlite_api.as_deref(),
+                rows,
+            )?;
             outbox("mixed");
         }
         if opts.wants("webhook_fanout") || opts.wants("sequence_steps") {
-            let (backlog, took) = load::block_on(background::drain_outbox(sname, &api_url, Duration::from_secs(300)))?;
+            let (backlog, took) = load::block_on(background::drain_outbox(
+                sname,
+                &api_url,
+                Duration::from_secs(300),
+            ))?;
             eprintln!("xtask bench: {sname} outbox drained before the background scenarios: {backlog} events in {:.1} s", took.as_secs_f64());
         }
         if opts.wants("webhook_fanout") {
@@ -462,9 +615,25 @@ struct RawPg<'a> {
     rows: u64,
 }
 
-fn push_raw(rows: &mut Vec<Row>, store: &'static str, name: &str, c: usize, s: load::Stats, clients: usize) {
-    eprintln!("xtask bench: {store} {name} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms", s.rps(), s.p50_ms, s.p99_ms);
-    let mode = if clients == c { "closed".to_owned() } else { format!("closed, {clients} conns") };
+fn push_raw(
+    rows: &mut Vec<Row>,
+    store: &'static str,
+    name: &str,
+    c: usize,
+    s: load::Stats,
+    clients: usize,
+) {
+    eprintln!(
+        "xtask bench: {store} {name} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms",
+        s.rps(),
+        s.p50_ms,
+        s.p99_ms
+    );
+    let mode = if clients == c {
+        "closed".to_owned()
+    } else {
+        format!("closed, {clients} conns")
+    };
     let mut row = Row::new(store, name, c, &mode);
     row.stats = Some(s);
     rows.push(row);
@@ -486,7 +655,11 @@ fn run_scenario(
     rows: &mut Vec<Row>,
 ) -> Result<()> {
     let sname = store.name();
-    let concurrencies: &[usize] = if sc.all_concurrencies { &CONCURRENCIES } else { &[32] };
+    let concurrencies: &[usize] = if sc.all_concurrencies {
+        &CONCURRENCIES
+    } else {
+        &[32]
+    };
     let mut closed32 = None;
     for &c in concurrencies {
         server.reset_peak();
@@ -494,7 +667,22 @@ fn run_scenario(
             let ab = alternate_with_hello(sc, opts, server, addr, key, ctx, hello, c)?;
             (ab.median_round.clone(), Some(ab))
         } else {
-            (load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, opts.warmup, opts.duration, Some(server.pid())).await) })?, None)
+            (
+                load::block_on(async {
+                    Ok(load::closed(
+                        addr,
+                        Some(key),
+                        ctx.clone(),
+                        sc,
+                        c,
+                        opts.warmup,
+                        opts.duration,
+                        Some(server.pid()),
+                    )
+                    .await)
+                })?,
+                None,
+            )
         };
         eprintln!(
             "xtask bench: {sname} {} c={c}: {:.0}/s p50 {:.2} ms p99 {:.2} ms errors {}{}",
@@ -503,16 +691,24 @@ fn run_scenario(
             stats.p50_ms,
             stats.p99_ms,
             stats.errors,
-            stats.first_error.as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+            stats
+                .first_error
+                .as_deref()
+                .map(|e| format!(" (first: {e})"))
+                .unwrap_or_default()
         );
         let mut row = Row::new(sname, sc.name, c, "closed");
         row.per_request = sc.per_request;
         row.rss_peak_mib = Some(server.memory().1);
         row.baseline = match sc.baseline {
             Baseline::None => None,
-            Baseline::RawInsert => raw_insert.get(&c).map(|v| ("raw_insert_contact_event".to_owned(), *v)),
+            Baseline::RawInsert => raw_insert
+                .get(&c)
+                .map(|v| ("raw_insert_contact_event".to_owned(), *v)),
             Baseline::RawGet => raw_get.get(&c).map(|v| ("raw_get_by_pk".to_owned(), *v)),
-            Baseline::Hello => hello_ab.as_ref().map(|ab| ("hello_world".to_owned(), ab.median_base)),
+            Baseline::Hello => hello_ab
+                .as_ref()
+                .map(|ab| ("hello_world".to_owned(), ab.median_base)),
         };
         if let Some(ab) = &hello_ab {
             row.note = Some(ab.note());
@@ -522,9 +718,18 @@ fn run_scenario(
         }
         row.stats = Some(stats);
         for t in sc.targets {
-            if let Target::Ratio { concurrency, postgres, sqlite } = *t {
+            if let Target::Ratio {
+                concurrency,
+                postgres,
+                sqlite,
+            } = *t
+            {
                 if concurrency == c {
-                    let min = if store == Store::Postgres { postgres } else { sqlite };
+                    let min = if store == Store::Postgres {
+                        postgres
+                    } else {
+                        sqlite
+                    };
                     let ratio = row.ratio().unwrap_or(0.0);
                     row.check(format!("ratio ≥ {:.0} %", min * 100.0), ratio >= min);
                 }
@@ -532,7 +737,10 @@ fn run_scenario(
         }
         if c == 128 {
             let peak = row.rss_peak_mib.unwrap_or(0.0);
-            row.check(format!("peak RSS ≤ {LOADED_RSS_MIB} MiB"), peak <= LOADED_RSS_MIB);
+            row.check(
+                format!("peak RSS ≤ {LOADED_RSS_MIB} MiB"),
+                peak <= LOADED_RSS_MIB,
+            );
         }
         if row.stats.as_ref().is_some_and(|s| s.errors > 0) {
             row.note = row.stats.as_ref().and_then(|s| s.first_error.clone());
@@ -542,33 +750,83 @@ fn run_scenario(
     if sc.open_loop {
         let rate = closed32.unwrap_or(100.0) * OPEN_LOOP_LOAD;
         server.reset_peak();
-        let stats = load::block_on(async { Ok(load::open(addr, Some(key), ctx.clone(), sc, OPEN_LOOP_CONNECTIONS, rate, opts.warmup, opts.duration).await) })?;
-        eprintln!("xtask bench: {sname} {} open-loop {rate:.0}/s: p50 {:.2} ms p99 {:.2} ms", sc.name, stats.p50_ms, stats.p99_ms);
-        let mut row = Row::new(sname, sc.name, OPEN_LOOP_CONNECTIONS, &format!("open@{rate:.0}/s"));
+        let stats = load::block_on(async {
+            Ok(load::open(
+                addr,
+                Some(key),
+                ctx.clone(),
+                sc,
+                OPEN_LOOP_CONNECTIONS,
+                rate,
+                opts.warmup,
+                opts.duration,
+            )
+            .await)
+        })?;
+        eprintln!(
+            "xtask bench: {sname} {} open-loop {rate:.0}/s: p50 {:.2} ms p99 {:.2} ms",
+            sc.name, stats.p50_ms, stats.p99_ms
+        );
+        let mut row = Row::new(
+            sname,
+            sc.name,
+            OPEN_LOOP_CONNECTIONS,
+            &format!("open@{rate:.0}/s"),
+        );
         row.rss_peak_mib = Some(server.memory().1);
         let (p50, p99) = (stats.p50_ms, stats.p99_ms);
         row.stats = Some(stats);
         // The database's own tail at the same offered load, with the server idle: whether a
         // tail figure is the API's or the machine's (docs/performance.md).
         let raw_script = match (sc.baseline, raw_pg) {
-            (Baseline::RawInsert, Some(pg)) => Some(("raw_insert_contact_event", raw::pg_insert_script(), pg)),
-            (Baseline::RawGet, Some(pg)) => Some(("raw_get_by_pk", raw::pg_get_script(pg.rows), pg)),
+            (Baseline::RawInsert, Some(pg)) => {
+                Some(("raw_insert_contact_event", raw::pg_insert_script(), pg))
+            }
+            (Baseline::RawGet, Some(pg)) => {
+                Some(("raw_get_by_pk", raw::pg_get_script(pg.rows), pg))
+            }
             _ => None,
         };
         if let Some((name, script, pg)) = raw_script {
             let secs = opts.duration.as_secs().max(1);
-            let raw = raw::pgbench(pg.url, pg.dir, &format!("{name}-open"), &script, OPEN_LOOP_CONNECTIONS.min(PG_MAX_CLIENTS), secs, Some(rate))?;
-            eprintln!("xtask bench: {sname} {name} open-loop {rate:.0}/s: p50 {:.2} ms p99 {:.2} ms", raw.p50_ms, raw.p99_ms);
-            row.note = Some(format!("raw at the same rate: p50 {:.2} ms, p99 {:.2} ms", raw.p50_ms, raw.p99_ms));
-            let mut raw_row = Row::new(sname, name, OPEN_LOOP_CONNECTIONS, &format!("open@{rate:.0}/s"));
+            let raw = raw::pgbench(
+                pg.url,
+                pg.dir,
+                &format!("{name}-open"),
+                &script,
+                OPEN_LOOP_CONNECTIONS.min(PG_MAX_CLIENTS),
+                secs,
+                Some(rate),
+            )?;
+            eprintln!(
+                "xtask bench: {sname} {name} open-loop {rate:.0}/s: p50 {:.2} ms p99 {:.2} ms",
+                raw.p50_ms, raw.p99_ms
+            );
+            row.note = Some(format!(
+                "raw at the same rate: p50 {:.2} ms, p99 {:.2} ms",
+                raw.p50_ms, raw.p99_ms
+            ));
+            let mut raw_row = Row::new(
+                sname,
+                name,
+                OPEN_LOOP_CONNECTIONS,
+                &format!("open@{rate:.0}/s"),
+            );
             raw_row.stats = Some(raw);
             rows.push(raw_row);
         }
         for t in sc.targets {
             match *t {
-                Target::PostgresOpenP99 { max_ms } if store == Store::Postgres => row.check(format!("p99 ≤ {max_ms} ms"), p99 <= max_ms),
-                Target::OpenLatency { p50_ms, p99_ms } => row.check(format!("p50 ≤ {p50_ms} ms, p99 ≤ {p99_ms} ms"), p50 <= p50_ms && p99 <= p99_ms),
-                Target::OpenP99 { max_ms } => row.check(format!("p99 ≤ {max_ms} ms"), p99 <= max_ms),
+                Target::PostgresOpenP99 { max_ms } if store == Store::Postgres => {
+                    row.check(format!("p99 ≤ {max_ms} ms"), p99 <= max_ms)
+                }
+                Target::OpenLatency { p50_ms, p99_ms } => row.check(
+                    format!("p50 ≤ {p50_ms} ms, p99 ≤ {p99_ms} ms"),
+                    p50 <= p50_ms && p99 <= p99_ms,
+                ),
+                Target::OpenP99 { max_ms } => {
+                    row.check(format!("p99 ≤ {max_ms} ms"), p99 <= max_ms)
+                }
                 _ => {}
             }
         }
@@ -601,10 +859,27 @@ struct HelloAb {
 
 impl HelloAb {
     fn note(&self) -> String {
-        let pct: Vec<String> = self.ratios.iter().zip(&self.steady).map(|(r, s)| format!("{:.0}{}", r * 100.0, if *s { "" } else { "*" })).collect();
-        let hello: Vec<String> = self.hello.iter().map(|h| format!("{:.0}", h / 1000.0)).collect();
-        let unsteady = if self.steady.iter().all(|s| *s) { String::new() } else { " (* machine changed speed: not counted)".to_owned() };
-        format!("ratio per round {} %{unsteady}; hello-world {} k/s", pct.join(" / "), hello.join(" / "))
+        let pct: Vec<String> = self
+            .ratios
+            .iter()
+            .zip(&self.steady)
+            .map(|(r, s)| format!("{:.0}{}", r * 100.0, if *s { "" } else { "*" }))
+            .collect();
+        let hello: Vec<String> = self
+            .hello
+            .iter()
+            .map(|h| format!("{:.0}", h / 1000.0))
+            .collect();
+        let unsteady = if self.steady.iter().all(|s| *s) {
+            String::new()
+        } else {
+            " (* machine changed speed: not counted)".to_owned()
+        };
+        format!(
+            "ratio per round {} %{unsteady}; hello-world {} k/s",
+            pct.join(" / "),
+            hello.join(" / ")
+        )
     }
 }
 
@@ -615,7 +890,16 @@ impl HelloAb {
 /// of the steady rounds (at least three; else of all) is the row's ratio. Every round's ratio is
 /// in the row's note.
 #[allow(clippy::too_many_arguments)]
-fn alternate_with_hello(sc: &'static Scenario, opts: &Opts, server: &procs::Proc, addr: &str, key: &str, ctx: &Arc<Ctx>, hello: &Ceiling, c: usize) -> Result<HelloAb> {
+fn alternate_with_hello(
+    sc: &'static Scenario,
+    opts: &Opts,
+    server: &procs::Proc,
+    addr: &str,
+    key: &str,
+    ctx: &Arc<Ctx>,
+    hello: &Ceiling,
+    c: usize,
+) -> Result<HelloAb> {
     let round = (opts.duration / 2).max(Duration::from_secs(1));
     let short_warmup = Duration::from_millis(300);
     let warmup = |i: usize| if i == 0 { opts.warmup } else { short_warmup };
@@ -623,7 +907,19 @@ fn alternate_with_hello(sc: &'static Scenario, opts: &Opts, server: &procs::Proc
     let mut hello_rates = vec![hello_run(0)?];
     let mut rounds = Vec::with_capacity(HELLO_ROUNDS);
     for i in 0..HELLO_ROUNDS {
-        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), sc, c, warmup(i), round, Some(server.pid())).await) })?;
+        let stats = load::block_on(async {
+            Ok(load::closed(
+                addr,
+                Some(key),
+                ctx.clone(),
+                sc,
+                c,
+                warmup(i),
+                round,
+                Some(server.pid()),
+            )
+            .await)
+        })?;
         hello_rates.push(hello_run(i + 1)?);
         let base = (hello_rates[i] + hello_rates[i + 1]) / 2.0;
         let steady = (hello_rates[i] - hello_rates[i + 1]).abs() <= STEADY * base;
@@ -637,13 +933,28 @@ fn alternate_with_hello(sc: &'static Scenario, opts: &Opts, server: &procs::Proc
     rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
     // The lower of the two middle rounds when an even number are steady: never the kinder one.
     let (_, median_base, median_round, _) = rounds.swap_remove((rounds.len() - 1) / 2);
-    Ok(HelloAb { median_round, median_base, ratios, steady, hello: hello_rates })
+    Ok(HelloAb {
+        median_round,
+        median_base,
+        ratios,
+        steady,
+        hello: hello_rates,
+    })
 }
 
 /// The mixed run: closed loop at 32 connections (60 % get, 20 % create, 10 % deal stage, 10 %
 /// search) in consecutive windows, with the SQLite WAL size sampled throughout.
 #[allow(clippy::too_many_arguments)]
-fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str, ctx: &Arc<Ctx>, sqlite: Option<&Path>, rows: &mut Vec<Row>) -> Result<()> {
+fn mixed(
+    store: Store,
+    opts: &Opts,
+    server: &procs::Proc,
+    addr: &str,
+    key: &str,
+    ctx: &Arc<Ctx>,
+    sqlite: Option<&Path>,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
     let sname = store.name();
     let wal_path = sqlite.map(|p| PathBuf::from(format!("{}-wal", p.display())));
     let wal_max = Arc::new(AtomicU64::new(0));
@@ -662,21 +973,54 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
     let window = opts.mixed / opts.mixed_windows;
     let mut windows = Vec::new();
     for i in 0..opts.mixed_windows {
-        let stats = load::block_on(async { Ok(load::closed(addr, Some(key), ctx.clone(), &scenarios::MIXED, 32, Duration::ZERO, window, None).await) })?;
-        eprintln!("xtask bench: {sname} mixed window {i}: {:.0}/s p99 {:.2} ms errors {}", stats.rps(), stats.p99_ms, stats.errors);
+        let stats = load::block_on(async {
+            Ok(load::closed(
+                addr,
+                Some(key),
+                ctx.clone(),
+                &scenarios::MIXED,
+                32,
+                Duration::ZERO,
+                window,
+                None,
+            )
+            .await)
+        })?;
+        eprintln!(
+            "xtask bench: {sname} mixed window {i}: {:.0}/s p99 {:.2} ms errors {}",
+            stats.rps(),
+            stats.p99_ms,
+            stats.errors
+        );
         windows.push(stats);
     }
     stop.store(true, Ordering::Relaxed);
     if let Some(s) = sampler {
         let _ = s.join();
     }
-    let (first, last) = (windows.first().map_or(0.0, load::Stats::rps), windows.last().map_or(0.0, load::Stats::rps));
+    let (first, last) = (
+        windows.first().map_or(0.0, load::Stats::rps),
+        windows.last().map_or(0.0, load::Stats::rps),
+    );
     let requests: u64 = windows.iter().map(|s| s.requests).sum();
     let errors: u64 = windows.iter().map(|s| s.errors).sum();
     let p99 = windows.iter().map(|s| s.p99_ms).fold(0.0, f64::max);
     let p50 = windows.iter().map(|s| s.p50_ms).sum::<f64>() / windows.len().max(1) as f64;
-    let mut row = Row::new(sname, "mixed", 32, &format!("closed {}×{}s", opts.mixed_windows, window.as_secs()));
-    row.stats = Some(load::Stats { requests, errors, secs: opts.mixed.as_secs_f64(), p50_ms: p50, p99_ms: p99, first_error: windows.iter().find_map(|s| s.first_error.clone()), ..Default::default() });
+    let mut row = Row::new(
+        sname,
+        "mixed",
+        32,
+        &format!("closed {}×{}s", opts.mixed_windows, window.as_secs()),
+    );
+    row.stats = Some(load::Stats {
+        requests,
+        errors,
+        secs: opts.mixed.as_secs_f64(),
+        p50_ms: p50,
+        p99_ms: p99,
+        first_error: windows.iter().find_map(|s| s.first_error.clone()),
+        ..Default::default()
+    });
     row.rss_peak_mib = Some(server.memory().1);
     let ratio = if first > 0.0 { last / first } else { 0.0 };
     let mut note = format!("last window ÷ first = {:.0} %", ratio * 100.0);
@@ -696,10 +1040,23 @@ fn mixed(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str,
 /// `webhook_fanout` (see background.rs): 5 test-mode webhooks, contacts created at a fixed rate,
 /// deliveries per second at the local receiver and event-to-delivery latency.
 #[allow(clippy::too_many_arguments)]
-fn webhook_fanout(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, key: &str, ctx: &Arc<Ctx>, rows: &mut Vec<Row>) -> Result<()> {
+fn webhook_fanout(
+    store: Store,
+    opts: &Opts,
+    server: &procs::Proc,
+    addr: &str,
+    key: &str,
+    ctx: &Arc<Ctx>,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
     let sname = store.name();
     server.reset_peak();
-    let f = load::block_on(background::webhook_fanout(addr, key, ctx.clone(), opts.duration))?;
+    let f = load::block_on(background::webhook_fanout(
+        addr,
+        key,
+        ctx.clone(),
+        opts.duration,
+    ))?;
     eprintln!(
         "xtask bench: {sname} webhook_fanout: {} contacts, {} of {} deliveries ({} duplicates), {:.0}/s, p50 {:.2} ms p99 {:.2} ms",
         f.contacts,
@@ -710,7 +1067,11 @@ fn webhook_fanout(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, k
         f.stats.p50_ms,
         f.stats.p99_ms
     );
-    let mode = format!("{}×{:.0}/s", background::WEBHOOKS, background::CONTACTS_PER_SEC);
+    let mode = format!(
+        "{}×{:.0}/s",
+        background::WEBHOOKS,
+        background::CONTACTS_PER_SEC
+    );
     let mut row = Row::new(sname, "webhook_fanout", background::WEBHOOKS, &mode);
     row.rss_peak_mib = Some(server.memory().1);
     let (rps, p99) = (f.stats.rps(), f.stats.p99_ms);
@@ -723,7 +1084,11 @@ fn webhook_fanout(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, k
     }
     row.stats = Some(f.stats);
     row.check(
-        format!("≥ {} deliveries/s, p99 ≤ {} ms", background::FANOUT_MIN_PER_SEC, background::FANOUT_MAX_P99_MS),
+        format!(
+            "≥ {} deliveries/s, p99 ≤ {} ms",
+            background::FANOUT_MIN_PER_SEC,
+            background::FANOUT_MAX_P99_MS
+        ),
         rps >= background::FANOUT_MIN_PER_SEC && p99 <= background::FANOUT_MAX_P99_MS,
     );
     row.note = Some(note);
@@ -732,18 +1097,35 @@ fn webhook_fanout(store: Store, opts: &Opts, server: &procs::Proc, addr: &str, k
 }
 
 /// `sequence_steps` (see background.rs): 10,000 due steps sent by one test-mode server.
-fn sequence_steps(store: Store, bin: &Path, db_url: &str, run_dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
+fn sequence_steps(
+    store: Store,
+    bin: &Path,
+    db_url: &str,
+    run_dir: &Path,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
     let sname = store.name();
     let r = background::sequence_steps(bin, db_url, run_dir, sname)?;
     let rate = r.steps as f64 / r.secs;
-    let span_rate = if r.span_secs > 0.0 { r.steps as f64 / r.span_secs } else { 0.0 };
+    let span_rate = if r.span_secs > 0.0 {
+        r.steps as f64 / r.span_secs
+    } else {
+        0.0
+    };
     eprintln!(
         "xtask bench: {sname} sequence_steps: {} steps in {:.2} s (server start included): {rate:.0}/s; first to last email {:.2} s: {span_rate:.0}/s",
         r.steps, r.secs, r.span_secs
     );
     let mut row = Row::new(sname, "sequence_steps", 0, "10,000 due");
-    row.stats = Some(load::Stats { requests: r.steps as u64, secs: r.secs, ..Default::default() });
-    row.check(format!("≥ {} steps/s", background::SEQUENCE_MIN_PER_SEC), rate >= background::SEQUENCE_MIN_PER_SEC);
+    row.stats = Some(load::Stats {
+        requests: r.steps as u64,
+        secs: r.secs,
+        ..Default::default()
+    });
+    row.check(
+        format!("≥ {} steps/s", background::SEQUENCE_MIN_PER_SEC),
+        rate >= background::SEQUENCE_MIN_PER_SEC,
+    );
     row.note = Some(format!(
         "steps ÷ seconds from the sending server's start until the database holds them all (then listed through GET /v1/emails, untimed; no latency measured); first to last email created_at: {:.2} s = {span_rate:.0}/s",
         r.span_secs
@@ -764,7 +1146,9 @@ fn explain_postgres(url: &str, workspace: &str) -> Result<Value> {
              AND deleted_at IS NULL AND search_text LIKE lower('%{needle}%') ESCAPE '\\' ORDER BY id DESC LIMIT 11"
         );
         let plan = raw::psql_out(url, &sql)?;
-        println!("\nPostgres search plan for {needle:?} (the store's contact search query):\n{plan}");
+        println!(
+            "\nPostgres search plan for {needle:?} (the store's contact search query):\n{plan}"
+        );
         out.insert(needle.to_owned(), Value::String(plan));
     }
     for value in FILTER_VALUES {
@@ -776,7 +1160,13 @@ fn explain_postgres(url: &str, workspace: &str) -> Result<Value> {
              EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE f('\"{value}\"')",
             filter_sql("$1").replace("WORKSPACE", workspace)
         );
-        let custom = raw::psql_out(url, &format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}", select.replace("WORKSPACE", workspace)))?;
+        let custom = raw::psql_out(
+            url,
+            &format!(
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {}",
+                select.replace("WORKSPACE", workspace)
+            ),
+        )?;
         let generic = raw::psql_out(url, &sql)?;
         let plan = format!("{custom}\ngeneric plan:\n{generic}");
         println!("\nPostgres custom-field filter plan for region={value:?} (the store's list query):\n{plan}");
@@ -801,7 +1191,10 @@ fn filter_sql(value: &str) -> String {
 
 async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
     use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions};
-    let mut conn = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?.read_only(true).connect().await?;
+    let mut conn = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+        .read_only(true)
+        .connect()
+        .await?;
     let mut out = serde_json::Map::new();
     for needle in SEARCH_NEEDLES {
         let sql = format!(
@@ -813,7 +1206,10 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
         out.insert(needle.to_owned(), Value::String(text));
     }
     for value in FILTER_VALUES {
-        let sql = format!("{} LIMIT 26", filter_sql(&format!("'{value}'")).replace("WORKSPACE", workspace));
+        let sql = format!(
+            "{} LIMIT 26",
+            filter_sql(&format!("'{value}'")).replace("WORKSPACE", workspace)
+        );
         let text = sqlite_plan(&mut conn, &sql).await?;
         println!("\nSQLite custom-field filter plan for region={value:?} (the store's list query):\n{text}");
         out.insert(format!("custom_fields.region={value}"), Value::String(text));
@@ -824,8 +1220,13 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
 /// `sql`'s `EXPLAIN QUERY PLAN`, then how many rows it returned and how long it took.
 async fn sqlite_plan(conn: &mut sqlx::SqliteConnection, sql: &str) -> Result<String> {
     use sqlx::Row as _;
-    let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(&mut *conn).await?;
-    let lines: Vec<String> = plan.iter().map(|r| r.try_get::<String, _>("detail").unwrap_or_default()).collect();
+    let plan = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .fetch_all(&mut *conn)
+        .await?;
+    let lines: Vec<String> = plan
+        .iter()
+        .map(|r| r.try_get::<String, _>("detail").unwrap_or_default())
+        .collect();
     let t0 = std::time::Instant::now();
     let n = sqlx::query(sql).fetch_all(&mut *conn).await?.len();
     let ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -843,27 +1244,56 @@ fn print_table(rows: &[Row]) {
     println!();
     println!(
         "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>7}  target",
-        "store", "scenario", "conc", "mode", "thr/s", "p50 ms", "p99 ms", "RSS MiB", "srv µs", "cli µs", "base/s", "ratio"
+        "store",
+        "scenario",
+        "conc",
+        "mode",
+        "thr/s",
+        "p50 ms",
+        "p99 ms",
+        "RSS MiB",
+        "srv µs",
+        "cli µs",
+        "base/s",
+        "ratio"
     );
     for r in rows {
         let (thr, p50, p99) = match &r.stats {
             // No latency measured (sequence_steps): both quantiles are 0.
-            Some(s) if s.p50_ms == 0.0 && s.p99_ms == 0.0 => (format!("{:.0}", s.rps()), "-".into(), "-".into()),
-            Some(s) => (format!("{:.0}", s.rps()), format!("{:.2}", s.p50_ms), format!("{:.2}", s.p99_ms)),
+            Some(s) if s.p50_ms == 0.0 && s.p99_ms == 0.0 => {
+                (format!("{:.0}", s.rps()), "-".into(), "-".into())
+            }
+            Some(s) => (
+                format!("{:.0}", s.rps()),
+                format!("{:.2}", s.p50_ms),
+                format!("{:.2}", s.p99_ms),
+            ),
             None => ("-".into(), "-".into(), "-".into()),
         };
-        let base = r.baseline.as_ref().map_or("-".into(), |(_, v)| format!("{v:.0}"));
-        let ratio = r.ratio().map_or("-".into(), |v| format!("{:.0} %", v * 100.0));
+        let base = r
+            .baseline
+            .as_ref()
+            .map_or("-".into(), |(_, v)| format!("{v:.0}"));
+        let ratio = r
+            .ratio()
+            .map_or("-".into(), |v| format!("{:.0} %", v * 100.0));
         let rss = r.rss_peak_mib.map_or("-".into(), |v| format!("{v:.1}"));
         let cpu = |us: Option<f64>| us.map_or("-".into(), |v| format!("{v:.1}"));
-        let (srv, cli) = (cpu(r.stats.as_ref().and_then(|s| s.server_cpu_us)), cpu(r.stats.as_ref().and_then(|s| s.client_cpu_us)));
+        let (srv, cli) = (
+            cpu(r.stats.as_ref().and_then(|s| s.server_cpu_us)),
+            cpu(r.stats.as_ref().and_then(|s| s.client_cpu_us)),
+        );
         let target = match (&r.target, r.pass) {
             (Some(t), Some(true)) => format!("PASS {t}"),
             (Some(t), Some(false)) => format!("FAIL {t}"),
             (None, Some(false)) => "FAIL".into(),
             _ => String::new(),
         };
-        let note = r.note.as_deref().map(|n| format!("  [{}]", n.chars().take(160).collect::<String>())).unwrap_or_default();
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!("  [{}]", n.chars().take(160).collect::<String>()))
+            .unwrap_or_default();
         println!(
             "{:<9} {:<26} {:>4} {:<13} {:>10} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10} {:>7}  {target}{note}",
             r.store,
@@ -883,15 +1313,24 @@ fn print_table(rows: &[Row]) {
 }
 
 fn utc_now() -> String {
-    let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%SZ"]).output();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default()
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
 
 fn machine() -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned());
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned());
     let mem = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let total = mem.lines().find_map(|l| l.strip_prefix("MemTotal:")).map(|m| m.trim().to_owned());
+    let total = mem
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .map(|m| m.trim().to_owned());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     json!({
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -903,6 +1342,10 @@ fn machine() -> Value {
 }
 
 fn git_commit(root: &Path) -> Option<String> {
-    let out = std::process::Command::new("git").current_dir(root).args(["rev-parse", "--short", "HEAD"]).output().ok()?;
+    let out = std::process::Command::new("git")
+        .current_dir(root)
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
     Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }

@@ -18,7 +18,8 @@ pub struct Proc {
 impl Proc {
     /// Starts `cmd`, whose stdout announces `listening on http://<addr>`; stderr goes to `log`.
     pub fn start(mut cmd: Command, log: &Path) -> Result<Proc> {
-        let err = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let err =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         cmd.stdout(Stdio::piped()).stderr(err).stdin(Stdio::null());
         let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
         let stdout = child.stdout.take().context("stdout")?;
@@ -48,7 +49,8 @@ impl Proc {
 
     /// `(VmRSS, VmHWM)` in MiB.
     pub fn memory(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -68,7 +70,9 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         // Our own child, by its pid: SIGTERM for a clean shutdown, then wait a little.
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
         for _ in 0..50 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
@@ -82,7 +86,14 @@ impl Drop for Proc {
 
 /// Builds the release server and returns its path.
 pub fn build_server(root: &Path) -> Result<PathBuf> {
-    crate::run(crate::cargo().args(["build", "--release", "-p", "crm-server", "--bin", "crm-server"]))?;
+    crate::run(crate::cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "crm-server",
+        "--bin",
+        "crm-server",
+    ]))?;
     let bin = crate::target_dir(root).join("release/crm-server");
     if !bin.exists() {
         bail!("{} is missing after the build", bin.display());
@@ -99,27 +110,55 @@ pub struct Workspace {
 /// is unmetered.
 pub fn create_workspace(bin: &Path, db_url: &str) -> Result<Workspace> {
     let out = Command::new(bin)
-        .args(["workspace", "create", "--name", "bench", "--plan", "scale", "--rate-limit-per-minute", "1000000000", "--json", "--database-url", db_url])
+        .args([
+            "workspace",
+            "create",
+            "--name",
+            "bench",
+            "--plan",
+            "scale",
+            "--rate-limit-per-minute",
+            "1000000000",
+            "--json",
+            "--database-url",
+            db_url,
+        ])
         .output()
         .context("crm-server workspace create")?;
     if !out.status.success() {
-        bail!("crm-server workspace create failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "crm-server workspace create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let line = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(line.trim()).context("workspace create --json output")?;
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).context("workspace create --json output")?;
     Ok(Workspace {
-        id: v["workspace_id"].as_str().context("workspace_id")?.to_owned(),
+        id: v["workspace_id"]
+            .as_str()
+            .context("workspace_id")?
+            .to_owned(),
         test_key: v["test_key"].as_str().context("test_key")?.to_owned(),
     })
 }
 
 pub fn migrate(bin: &Path, db_url: &str) -> Result<()> {
-    crate::run(Command::new(bin).args(["migrate", "--database-url", db_url]).stdout(Stdio::null()))
+    crate::run(
+        Command::new(bin)
+            .args(["migrate", "--database-url", db_url])
+            .stdout(Stdio::null()),
+    )
 }
 
 /// `crm-server serve` on a free port, with extra environment (pool size, the sequence
 /// scheduler's settings).
-pub fn start_server_env(bin: &Path, db_url: &str, log: &Path, env: &[(&str, &str)]) -> Result<Proc> {
+pub fn start_server_env(
+    bin: &Path,
+    db_url: &str,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Result<Proc> {
     let mut cmd = Command::new(bin);
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url]);
     cmd.envs(env.iter().copied());
@@ -139,13 +178,22 @@ pub const BODY_BYTES: usize = 4051;
 /// `cargo xtask bench-hello`: an axum hello-world on a free port, on the same tokio runtime
 /// shape as crm-server (`#[tokio::main]`, one worker per core).
 pub fn hello_main() -> Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         // `/body`: the same, answering the size of `middleware_only`'s body (automations-capabilities),
         // to show what the body alone costs against `/` (docs/performance.md).
         static BODY: [u8; BODY_BYTES] = [b' '; BODY_BYTES];
-        let body = || async { ([(axum::http::header::CONTENT_TYPE, "application/json")], &BODY[..]) };
-        let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, World!" })).route("/body", axum::routing::get(body));
+        let body = || async {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                &BODY[..],
+            )
+        };
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "Hello, World!" }))
+            .route("/body", axum::routing::get(body));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         println!("listening on http://{}", listener.local_addr()?);
         axum::serve(listener, app).await?;

@@ -46,7 +46,10 @@ pub fn pg_prepare(url: &str, rows: u64) -> Result<()> {
 }
 
 pub fn psql(url: &str, sql: &str) -> Result<()> {
-    let out = Command::new("psql").args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql]).output().context("running psql")?;
+    let out = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .context("running psql")?;
     if !out.status.success() {
         bail!("psql failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -54,7 +57,10 @@ pub fn psql(url: &str, sql: &str) -> Result<()> {
 }
 
 pub fn psql_out(url: &str, sql: &str) -> Result<String> {
-    let out = Command::new("psql").args([url, "-v", "ON_ERROR_STOP=1", "-Atc", sql]).output().context("running psql")?;
+    let out = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-Atc", sql])
+        .output()
+        .context("running psql")?;
     if !out.status.success() {
         bail!("psql failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -65,7 +71,15 @@ pub fn psql_out(url: &str, sql: &str) -> Result<String> {
 /// With `rate` (transactions per second, all clients together) the run is open-loop: pgbench
 /// schedules the transactions and logs each one's latency from its scheduled start, lag
 /// included, as the server's open-loop runs count theirs.
-pub fn pgbench(url: &str, dir: &Path, name: &str, script: &str, clients: usize, secs: u64, rate: Option<f64>) -> Result<Stats> {
+pub fn pgbench(
+    url: &str,
+    dir: &Path,
+    name: &str,
+    script: &str,
+    clients: usize,
+    secs: u64,
+    rate: Option<f64>,
+) -> Result<Stats> {
     let run_dir = dir.join(format!("pgbench-{name}-{clients}"));
     let _ = std::fs::remove_dir_all(&run_dir);
     std::fs::create_dir_all(&run_dir)?;
@@ -84,28 +98,53 @@ pub fn pgbench(url: &str, dir: &Path, name: &str, script: &str, clients: usize, 
         .context("running pgbench")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        bail!("pgbench failed: {}{}", text, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "pgbench failed: {}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let tps = text
         .lines()
         .find(|l| l.starts_with("tps = "))
-        .and_then(|l| l["tps = ".len()..].split_whitespace().next()?.parse::<f64>().ok())
+        .and_then(|l| {
+            l["tps = ".len()..]
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
         .context("no tps in pgbench output")?;
     let failed = text
         .lines()
         .find(|l| l.starts_with("number of failed transactions"))
-        .and_then(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .and_then(|l| {
+            l.split(':')
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .unwrap_or(0);
     // Per-transaction log lines: client_id transaction_no latency_us script_no epoch epoch_us.
     let mut lat: Vec<u32> = Vec::new();
     for entry in std::fs::read_dir(&run_dir)?.flatten() {
         if entry.file_name().to_string_lossy().starts_with("tx") {
             let log = std::fs::read_to_string(entry.path())?;
-            lat.extend(log.lines().filter_map(|l| l.split_whitespace().nth(2)?.parse::<u32>().ok()));
+            lat.extend(
+                log.lines()
+                    .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u32>().ok()),
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&run_dir);
-    let mut rec = Recorder { ok: 0, errors: failed, lat_us: lat, first_error: None };
+    let mut rec = Recorder {
+        ok: 0,
+        errors: failed,
+        lat_us: lat,
+        first_error: None,
+    };
     // pgbench's tps is over the whole run; report it as such.
     rec.ok = (tps * secs as f64).round() as u64;
     Ok(Stats::merge(vec![rec], secs as f64))
@@ -148,7 +187,12 @@ async fn sqlite_pool(path: &Path, connections: u32) -> Result<SqlitePool> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(10));
-    Ok(SqlitePoolOptions::new().max_connections(connections).min_connections(connections).test_before_acquire(false).connect_with(options).await?)
+    Ok(SqlitePoolOptions::new()
+        .max_connections(connections)
+        .min_connections(connections)
+        .test_before_acquire(false)
+        .connect_with(options)
+        .await?)
 }
 
 impl RawSqlite {
@@ -157,7 +201,8 @@ impl RawSqlite {
         let writer = sqlite_pool(path, 1).await?;
         let mut tx = writer.begin().await?;
         for chunk in (1..=rows).collect::<Vec<_>>().chunks(500) {
-            let mut qb = sqlx::QueryBuilder::new(format!("INSERT INTO contacts ({CONTACT_COLUMNS}) "));
+            let mut qb =
+                sqlx::QueryBuilder::new(format!("INSERT INTO contacts ({CONTACT_COLUMNS}) "));
             qb.push_values(chunk, |mut b, &n| {
                 b.push_bind(RAW_WORKSPACE)
                     .push_bind("test")
@@ -178,9 +223,15 @@ impl RawSqlite {
             qb.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(2);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(2);
         let reader = sqlite_pool(path, cores.clamp(2, 8) * 2).await?;
-        Ok(RawSqlite { writer, reader, rows })
+        Ok(RawSqlite {
+            writer,
+            reader,
+            rows,
+        })
     }
 
     /// `clients` tasks inserting a contact and its event per transaction through the one writer.

@@ -25,7 +25,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(contact_ids: Vec<String>, company_ids: Vec<String>, deals: Vec<(String, i64)>, needles: Vec<String>) -> Ctx {
+    pub fn new(
+        contact_ids: Vec<String>,
+        company_ids: Vec<String>,
+        deals: Vec<(String, i64)>,
+        needles: Vec<String>,
+    ) -> Ctx {
         let (deal_ids, versions): (Vec<_>, Vec<_>) = deals.into_iter().unzip();
         Ctx {
             contact_ids,
@@ -39,7 +44,9 @@ impl Ctx {
     }
 
     pub fn next_seed(&self) -> u64 {
-        self.seeds.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.seeds
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 }
 
@@ -69,7 +76,11 @@ pub enum Baseline {
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
     /// API ÷ baseline throughput at this concurrency, at least `min` (per store: Postgres, SQLite).
-    Ratio { concurrency: usize, postgres: f64, sqlite: f64 },
+    Ratio {
+        concurrency: usize,
+        postgres: f64,
+        sqlite: f64,
+    },
     /// Open-loop p99 at 32 connections at most this many ms (Postgres only: the issue's figure).
     PostgresOpenP99 { max_ms: f64 },
     /// Open-loop median and p99 at most these (each store).
@@ -93,13 +104,41 @@ pub struct Scenario {
     pub all_concurrencies: bool,
 }
 
-const FIRST: &[&str] = &["anna", "boris", "carla", "dmitri", "elena", "felix", "greta", "hugo", "ines", "jonas", "karin", "lukas", "maria", "nils", "olga", "pavel", "quinn", "rosa", "sven", "tara", "ugo", "vera", "wanda", "xaver", "yusuf", "zoe"];
-const LAST: &[&str] = &["schmidt", "novak", "garcia", "rossi", "kowalski", "dubois", "jensen", "murphy", "silva", "tanaka", "okafor", "larsen", "moreau", "petrov", "haddad", "lindqvist", "fischer", "romero", "weber", "nakamura"];
+const FIRST: &[&str] = &[
+    "anna", "boris", "carla", "dmitri", "elena", "felix", "greta", "hugo", "ines", "jonas",
+    "karin", "lukas", "maria", "nils", "olga", "pavel", "quinn", "rosa", "sven", "tara", "ugo",
+    "vera", "wanda", "xaver", "yusuf", "zoe",
+];
+const LAST: &[&str] = &[
+    "schmidt",
+    "novak",
+    "garcia",
+    "rossi",
+    "kowalski",
+    "dubois",
+    "jensen",
+    "murphy",
+    "silva",
+    "tanaka",
+    "okafor",
+    "larsen",
+    "moreau",
+    "petrov",
+    "haddad",
+    "lindqvist",
+    "fischer",
+    "romero",
+    "weber",
+    "nakamura",
+];
 
 /// A deterministic name for record `n` (bulk data and API-created data alike).
 pub fn name(n: u64) -> (&'static str, &'static str) {
     let h = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (FIRST[(h >> 20) as usize % FIRST.len()], LAST[(h >> 40) as usize % LAST.len()])
+    (
+        FIRST[(h >> 20) as usize % FIRST.len()],
+        LAST[(h >> 40) as usize % LAST.len()],
+    )
 }
 
 /// Every 3-letter substring of the names: the search needles.
@@ -152,7 +191,11 @@ pub fn contact_body(ctx: &Ctx, rng: &mut StdRng, tag: &str) -> serde_json::Value
 fn create_contact(ctx: &Ctx, w: &mut Worker) -> Req {
     // Unique across runs: every run seeds its workers afresh.
     let tag = format!("c{}-{:x}", ctx.nonce, w.rng.gen::<u64>());
-    Req::with_body("POST", "/v1/contacts", contact_body(ctx, &mut w.rng, &tag).to_string())
+    Req::with_body(
+        "POST",
+        "/v1/contacts",
+        contact_body(ctx, &mut w.rng, &tag).to_string(),
+    )
 }
 
 fn get_contact(ctx: &Ctx, w: &mut Worker) -> Req {
@@ -177,21 +220,40 @@ fn my_deal(ctx: &Ctx, w: &mut Worker) -> usize {
 /// walks the tenant newest first and filters would read all of it), half for a common one (a
 /// fifth of the tenant: a plan that collects the matches and sorts them would sort 200,000).
 fn custom_field_filter(_: &Ctx, w: &mut Worker) -> Req {
-    let value = if w.rng.gen_bool(0.5) { RARE_REGION } else { REGIONS[w.rng.gen_range(0..REGIONS.len())] };
-    Req::get(format!("/v1/contacts?custom_fields.region={value}&limit=25"))
+    let value = if w.rng.gen_bool(0.5) {
+        RARE_REGION
+    } else {
+        REGIONS[w.rng.gen_range(0..REGIONS.len())]
+    };
+    Req::get(format!(
+        "/v1/contacts?custom_fields.region={value}&limit=25"
+    ))
 }
 
 fn update_deal_stage(ctx: &Ctx, w: &mut Worker) -> Req {
     let i = my_deal(ctx, w);
     let version = ctx.deal_versions[i].load(Ordering::Relaxed);
-    let stage = if version % 2 == 0 { "qualified" } else { "proposal" };
+    let stage = if version % 2 == 0 {
+        "qualified"
+    } else {
+        "proposal"
+    };
     w.last = i;
-    Req::with_body("PATCH", format!("/v1/deals/{}", ctx.deal_ids[i]), json!({"stage": stage}).to_string()).header(format!("If-Match: \"{version}\""))
+    Req::with_body(
+        "PATCH",
+        format!("/v1/deals/{}", ctx.deal_ids[i]),
+        json!({"stage": stage}).to_string(),
+    )
+    .header(format!("If-Match: \"{version}\""))
 }
 
 /// Keeps the deal's version in step with the server: its new `ETag` on success.
 fn after_update_deal(ctx: &Ctx, w: &mut Worker, resp: &Resp) {
-    if let Some(v) = resp.etag.as_deref().and_then(|e| e.trim_start_matches("W/").trim_matches('"').parse().ok()) {
+    if let Some(v) = resp
+        .etag
+        .as_deref()
+        .and_then(|e| e.trim_start_matches("W/").trim_matches('"').parse().ok())
+    {
         ctx.deal_versions[w.last].store(v, Ordering::Relaxed);
     }
 }
@@ -333,8 +395,22 @@ pub static SCENARIOS: &[Scenario] = &[
 ];
 
 /// A scenario of the tiny axum server (not crm-server): a ceiling row, without a target.
-const fn ceiling(name: &'static str, description: &'static str, make: fn(&Ctx, &mut Worker) -> Req) -> Scenario {
-    Scenario { name, description, make, after: None, baseline: Baseline::None, open_loop: false, per_request: 1, targets: &[], all_concurrencies: true }
+const fn ceiling(
+    name: &'static str,
+    description: &'static str,
+    make: fn(&Ctx, &mut Worker) -> Req,
+) -> Scenario {
+    Scenario {
+        name,
+        description,
+        make,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: false,
+        per_request: 1,
+        targets: &[],
+        all_concurrencies: true,
+    }
 }
 
 /// The hello-world ceiling.
@@ -342,8 +418,11 @@ pub static HELLO: Scenario = ceiling("hello_world", "GET / on a bare axum hello-
 
 /// The hello-world answering a body of `middleware_only`'s size: how much of that scenario's
 /// distance from `hello_world` the body alone makes.
-pub static HELLO_BODY: Scenario =
-    ceiling("hello_world_body", "GET /body on the bare axum hello-world: a static body the size of middleware_only's", hello_body);
+pub static HELLO_BODY: Scenario = ceiling(
+    "hello_world_body",
+    "GET /body on the bare axum hello-world: a static body the size of middleware_only's",
+    hello_body,
+);
 
 /// Scenarios issue 8 asks for that cannot run yet, and why.
 pub static PENDING: &[(&str, &str)] = &[];
@@ -381,7 +460,8 @@ fn after_mixed(ctx: &Ctx, w: &mut Worker, resp: &Resp) {
 
 pub static MIXED: Scenario = Scenario {
     name: "mixed",
-    description: "60 % get, 20 % create, 10 % deal stage (If-Match), 10 % search; closed loop at 32",
+    description:
+        "60 % get, 20 % create, 10 % deal stage (If-Match), 10 % search; closed loop at 32",
     make: mixed,
     after: Some(after_mixed),
     baseline: Baseline::None,

@@ -5,7 +5,9 @@ use crm_domain::{Activity, ActivityDraft, ActivityPatch, ContactId, DealId, Json
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use super::{
+    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
+};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
@@ -13,7 +15,8 @@ use crate::{
     Problem,
 };
 
-const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+const REGISTER_HINT: &str =
+    "custom fields go under `custom_fields`; register the key first with POST /fields";
 
 /// An activity to record.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -9,7 +9,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{contacts::{ContactCreate, ContactUpdate}, deals, handler};
+use super::{
+    contacts::{ContactCreate, ContactUpdate},
+    deals, handler,
+};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, Reply},
@@ -54,11 +57,22 @@ pub struct BatchRequest {
 
 fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
     let data = o.data.map(Value::Object);
-    let id = || o.id.clone().filter(|i| !i.is_empty()).ok_or_else(|| Problem::validation("id", "update and delete need the record's `id`"));
+    let id = || {
+        o.id.clone()
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| Problem::validation("id", "update and delete need the record's `id`"))
+    };
     let hint = Some(deals::UNKNOWN_FIELD_HINT);
     Ok(match (o.op.as_str(), o.object.as_str()) {
-        ("create", "contact") => BatchOp::CreateContact(ContactDraft::from(body::parse::<ContactCreate>(data.as_ref(), hint)?)),
-        ("update", "contact") => BatchOp::UpdateContact { id: id()?, patch: ContactPatch::from(body::parse::<ContactUpdate>(data.as_ref(), hint)?) },
+        ("create", "contact") => BatchOp::CreateContact(ContactDraft::from(body::parse::<
+            ContactCreate,
+        >(
+            data.as_ref(), hint
+        )?)),
+        ("update", "contact") => BatchOp::UpdateContact {
+            id: id()?,
+            patch: ContactPatch::from(body::parse::<ContactUpdate>(data.as_ref(), hint)?),
+        },
         ("delete", "contact") => BatchOp::DeleteContact { id: id()? },
         ("create", "deal") => {
             let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
@@ -66,18 +80,28 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
         }
         ("update", "deal") => {
             let (patch, pipeline) = deals::patch(body::parse(data.as_ref(), hint)?)?;
-            BatchOp::UpdateDeal { id: id()?, patch, pipeline }
+            BatchOp::UpdateDeal {
+                id: id()?,
+                patch,
+                pipeline,
+            }
         }
         ("delete", "deal") => BatchOp::DeleteDeal { id: id()? },
         (_, "contact" | "deal") => {
-            return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` is not a batch op", o.op))
-                .with("field", "op")
-                .with("valid_options", BATCH_OPS.to_vec()))
+            return Err(Problem::new(
+                ErrorCode::UnknownValue,
+                format!("`{}` is not a batch op", o.op),
+            )
+            .with("field", "op")
+            .with("valid_options", BATCH_OPS.to_vec()))
         }
         _ => {
-            return Err(Problem::new(ErrorCode::UnknownValue, format!("`{}` cannot be written in a batch", o.object))
-                .with("field", "object")
-                .with("valid_options", BATCH_OBJECTS.to_vec()))
+            return Err(Problem::new(
+                ErrorCode::UnknownValue,
+                format!("`{}` cannot be written in a batch", o.object),
+            )
+            .with("field", "object")
+            .with("valid_options", BATCH_OBJECTS.to_vec()))
         }
     })
 }
@@ -100,16 +124,28 @@ fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) 
     let failure = |i: usize, p: &Problem| json!({"index": i, "status": p.status(), "error": api.problem_json(p)});
     rows.extend(parse_failures.iter().map(|(i, p)| (*i, failure(*i, p))));
     for (i, r) in results {
-        rows.push((*i, match r {
-            Ok(data) => {
-                let status = if data.get("deleted").is_some() || data.get("version").and_then(Value::as_i64) != Some(1) { 200 } else { 201 };
-                json!({"index": i, "status": status, "data": data})
-            }
-            Err(e) => failure(*i, &Problem::from(clone_error(e))),
-        }));
+        rows.push((
+            *i,
+            match r {
+                Ok(data) => {
+                    let status = if data.get("deleted").is_some()
+                        || data.get("version").and_then(Value::as_i64) != Some(1)
+                    {
+                        200
+                    } else {
+                        201
+                    };
+                    json!({"index": i, "status": status, "data": data})
+                }
+                Err(e) => failure(*i, &Problem::from(clone_error(e))),
+            },
+        ));
     }
     rows.sort_by_key(|(i, _)| *i);
-    let failed = rows.iter().filter(|(_, r)| r.get("error").is_some()).count();
+    let failed = rows
+        .iter()
+        .filter(|(_, r)| r.get("error").is_some())
+        .count();
     let body = json!({
         "object": "batch",
         "results": rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
@@ -125,10 +161,18 @@ fn clone_error(e: &crm_app::AppError) -> crm_app::AppError {
     use crm_app::AppError as E;
     match e {
         E::Validation(v) => E::Validation(v.clone()),
-        E::NotFound { object, id } => E::NotFound { object, id: id.clone() },
-        E::Conflict { detail, existing } => E::Conflict { detail: detail.clone(), existing: existing.clone() },
+        E::NotFound { object, id } => E::NotFound {
+            object,
+            id: id.clone(),
+        },
+        E::Conflict { detail, existing } => E::Conflict {
+            detail: detail.clone(),
+            existing: existing.clone(),
+        },
         E::VersionConflict { current } => E::VersionConflict { current: *current },
-        E::Forbidden { scope } => E::Forbidden { scope: scope.clone() },
+        E::Forbidden { scope } => E::Forbidden {
+            scope: scope.clone(),
+        },
         other => E::Internal(other.to_string()),
     }
 }

@@ -5,14 +5,17 @@ use crm_domain::{Company, CompanyDraft, CompanyPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use super::{
+    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
+};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
     schema::{schema_of, PatchField},
 };
 
-const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+const REGISTER_HINT: &str =
+    "custom fields go under `custom_fields`; register the key first with POST /fields";
 
 /// A company to create; `name` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -223,11 +226,23 @@ mod tests {
 
     #[test]
     fn the_output_schema_describes_the_snapshot_exactly() {
-        let draft = CompanyDraft { name: Some("A".into()), ..Default::default() };
+        let draft = CompanyDraft {
+            name: Some("A".into()),
+            ..Default::default()
+        };
         let id = crm_domain::CompanyId::from_uuid(uuid::Uuid::nil());
-        let (c, _) = Company::create(id, crm_domain::Timestamp::from_millis(0), draft, &Default::default()).unwrap();
+        let (c, _) = Company::create(
+            id,
+            crm_domain::Timestamp::from_millis(0),
+            draft,
+            &Default::default(),
+        )
+        .unwrap();
         let keys: Vec<String> = c.snapshot().as_object().unwrap().keys().cloned().collect();
         assert_eq!(property_names(&schema_of::<CompanyOut>()), keys);
-        assert_eq!(property_names(&schema_of::<CompanyCreate>()), crm_domain::company::WRITABLE_FIELDS);
+        assert_eq!(
+            property_names(&schema_of::<CompanyCreate>()),
+            crm_domain::company::WRITABLE_FIELDS
+        );
     }
 }

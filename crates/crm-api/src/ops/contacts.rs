@@ -5,15 +5,21 @@ use crm_domain::{Contact, ContactDraft, ContactPatch, Email, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use super::{
+    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
+};
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT, MAX_FIELD_FILTERS},
+    catalog::{
+        Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+        MAX_FIELD_FILTERS,
+    },
     schema::{schema_of, PatchField},
     Problem,
 };
 
-const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+const REGISTER_HINT: &str =
+    "custom fields go under `custom_fields`; register the key first with POST /fields";
 
 /// A contact to create. At least one of a name, `email`, `phone`, `linkedin_url`, `company_id`
 /// or a custom field is required.
@@ -125,7 +131,10 @@ pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
 };
 
 const LIST_QUERY: &[QueryParam] = &[
-    QueryParam::string("q", "Case-insensitive substring of first or last name, email, phone or LinkedIn URL."),
+    QueryParam::string(
+        "q",
+        "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
+    ),
     QueryParam::string("email", "Exact email (case-insensitive)."),
     QueryParam::string("company_id", "Contacts of this company (`cmp_` id)."),
     QueryParam::string("type", "A registered `contact.type` value."),
@@ -314,16 +323,32 @@ mod tests {
 
     #[test]
     fn the_output_schema_describes_the_snapshot_exactly() {
-        let draft = ContactDraft { first_name: Some("A".into()), ..Default::default() };
+        let draft = ContactDraft {
+            first_name: Some("A".into()),
+            ..Default::default()
+        };
         let id = crm_domain::ContactId::from_uuid(uuid::Uuid::nil());
-        let (c, _) = Contact::create(id, crm_domain::Timestamp::from_millis(0), draft, &Default::default()).unwrap();
-        let snapshot_keys: Vec<String> = c.snapshot().as_object().unwrap().keys().cloned().collect();
+        let (c, _) = Contact::create(
+            id,
+            crm_domain::Timestamp::from_millis(0),
+            draft,
+            &Default::default(),
+        )
+        .unwrap();
+        let snapshot_keys: Vec<String> =
+            c.snapshot().as_object().unwrap().keys().cloned().collect();
         assert_eq!(property_names(&schema_of::<ContactOut>()), snapshot_keys);
     }
 
     #[test]
     fn create_and_update_accept_the_same_fields() {
-        assert_eq!(property_names(&schema_of::<ContactCreate>()), property_names(&schema_of::<ContactUpdate>()));
-        assert_eq!(property_names(&schema_of::<ContactCreate>()), crm_domain::contact::WRITABLE_FIELDS);
+        assert_eq!(
+            property_names(&schema_of::<ContactCreate>()),
+            property_names(&schema_of::<ContactUpdate>())
+        );
+        assert_eq!(
+            property_names(&schema_of::<ContactCreate>()),
+            crm_domain::contact::WRITABLE_FIELDS
+        );
     }
 }

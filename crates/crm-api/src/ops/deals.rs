@@ -5,7 +5,9 @@ use crm_domain::{CompanyId, ContactId, Deal, DealDraft, DealPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema};
+use super::{
+    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
+};
 use crate::{
     body,
     catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
@@ -13,7 +15,8 @@ use crate::{
     Problem,
 };
 
-const REGISTER_HINT: &str = "custom fields go under `custom_fields`; register the key first with POST /fields";
+const REGISTER_HINT: &str =
+    "custom fields go under `custom_fields`; register the key first with POST /fields";
 
 /// A deal to create; `title` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -87,9 +90,15 @@ pub struct DealOut {
 }
 
 /// `pipeline` and its alias `pipeline_id` must agree when both are given.
-pub(crate) fn pipeline_ref(pipeline: Option<String>, alias: Option<String>) -> Result<Option<String>, Problem> {
+pub(crate) fn pipeline_ref(
+    pipeline: Option<String>,
+    alias: Option<String>,
+) -> Result<Option<String>, Problem> {
     match (pipeline, alias) {
-        (Some(a), Some(b)) if a != b => Err(Problem::validation("pipeline_id", "pipeline and pipeline_id name different pipelines")),
+        (Some(a), Some(b)) if a != b => Err(Problem::validation(
+            "pipeline_id",
+            "pipeline and pipeline_id name different pipelines",
+        )),
         (a, b) => Ok(a.or(b).filter(|p| !p.trim().is_empty())),
     }
 }
@@ -132,9 +141,15 @@ fn render(d: &Deal) -> serde_json::Value {
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of the title."),
-    QueryParam::string("pipeline", "Pipeline key or `pl_` id. Without it, deals of all pipelines are merged."),
+    QueryParam::string(
+        "pipeline",
+        "Pipeline key or `pl_` id. Without it, deals of all pipelines are merged.",
+    ),
     QueryParam::string("pipeline_id", "Alias of `pipeline`."),
-    QueryParam::string("stage", "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel."),
+    QueryParam::string(
+        "stage",
+        "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel.",
+    ),
     QueryParam::string("company_id", "Deals of this company."),
     QueryParam::string("primary_contact_id", "Deals of this primary contact."),
     LIMIT,
@@ -315,16 +330,27 @@ mod tests {
     fn create_accepts_exactly_the_writable_fields() {
         let mut fields = property_names(&schema_of::<DealCreate>());
         fields.sort();
-        let mut expected: Vec<String> = crm_domain::deal::WRITABLE_FIELDS.iter().map(|f| (*f).to_owned()).collect();
+        let mut expected: Vec<String> = crm_domain::deal::WRITABLE_FIELDS
+            .iter()
+            .map(|f| (*f).to_owned())
+            .collect();
         expected.sort();
         assert_eq!(fields, expected);
     }
 
     #[test]
     fn whole_floats_are_integers() {
-        let c: DealCreate = body::parse(Some(&serde_json::json!({"title": "x", "value_cents": 1500.0})), None).unwrap();
+        let c: DealCreate = body::parse(
+            Some(&serde_json::json!({"title": "x", "value_cents": 1500.0})),
+            None,
+        )
+        .unwrap();
         assert_eq!(c.value_cents, Some(WholeNumber(1500)));
-        let err = body::parse::<DealCreate>(Some(&serde_json::json!({"title": "x", "value_cents": 15.5})), None).unwrap_err();
+        let err = body::parse::<DealCreate>(
+            Some(&serde_json::json!({"title": "x", "value_cents": 15.5})),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(err.extra["field"], "value_cents");
     }
 }

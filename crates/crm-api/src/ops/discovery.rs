@@ -169,7 +169,12 @@ pub fn capabilities() -> Capabilities {
         trigger_events: TRIGGER_EVENTS.iter().map(|e| e.as_str()).collect(),
         condition_ops: ConditionOp::ALL
             .iter()
-            .map(|op| OpDoc { op: op.as_str(), takes_value: op.takes_value(), value: op.operand().as_str(), description: op.description() })
+            .map(|op| OpDoc {
+                op: op.as_str(),
+                takes_value: op.takes_value(),
+                value: op.operand().as_str(),
+                description: op.description(),
+            })
             .collect(),
         condition_fields: CONDITION_FIELDS,
         action_types: ActionType::ALL
@@ -219,7 +224,11 @@ fn json_type(schema: &Value) -> String {
 }
 
 fn properties(schema: &Value) -> Vec<(String, Value)> {
-    schema.get("properties").and_then(Value::as_object).map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
 }
 
 /// The container of custom fields in bodies and records; its keys are listed one by one instead.
@@ -229,11 +238,24 @@ const CUSTOM_FIELDS: &str = "custom_fields";
 fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> {
     let create = catalog::find(&format!("svc_create_{}", object.as_str()))?;
     let body = create.body.map(|b| b()).unwrap_or(Value::Null);
-    let required_in_schema: Vec<&str> =
-        body.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let required_in_schema: Vec<&str> = body
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let writable = properties(&body);
-    let description = |s: &Value| s.get("description").and_then(Value::as_str).map(str::to_owned);
-    let enum_group = |key: &str| object.enum_fields().iter().find(|(f, _)| *f == key).map(|(_, g)| (*g).to_owned());
+    let description = |s: &Value| {
+        s.get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let enum_group = |key: &str| {
+        object
+            .enum_fields()
+            .iter()
+            .find(|(f, _)| *f == key)
+            .map(|(_, g)| (*g).to_owned())
+    };
 
     let mut fields: Vec<FieldDoc> = writable
         .iter()
@@ -241,7 +263,8 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
         .map(|(key, schema)| FieldDoc {
             key: key.clone(),
             field_type: json_type(schema),
-            required: required_in_schema.contains(&key.as_str()) || object.required_on_create().contains(&key.as_str()),
+            required: required_in_schema.contains(&key.as_str())
+                || object.required_on_create().contains(&key.as_str()),
             read_only: false,
             custom: false,
             enum_group: enum_group(key),
@@ -250,28 +273,37 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
         })
         .collect();
     let output = (create.output)();
-    fields.extend(properties(&output).into_iter().filter(|(key, _)| key != CUSTOM_FIELDS && !writable.iter().any(|(w, _)| w == key)).map(
-        |(key, schema)| FieldDoc {
-            field_type: json_type(&schema),
-            required: false,
-            read_only: true,
-            custom: false,
-            enum_group: None,
-            label: None,
-            description: description(&schema),
-            key,
-        },
-    ));
-    fields.extend(registry.fields.iter().filter(|f| f.object == object).map(|f| FieldDoc {
-        key: f.key.clone(),
-        field_type: f.data_type.as_str().to_owned(),
-        required: f.required,
-        read_only: false,
-        custom: true,
-        enum_group: f.enum_group.clone(),
-        label: f.label.clone(),
-        description: None,
-    }));
+    fields.extend(
+        properties(&output)
+            .into_iter()
+            .filter(|(key, _)| key != CUSTOM_FIELDS && !writable.iter().any(|(w, _)| w == key))
+            .map(|(key, schema)| FieldDoc {
+                field_type: json_type(&schema),
+                required: false,
+                read_only: true,
+                custom: false,
+                enum_group: None,
+                label: None,
+                description: description(&schema),
+                key,
+            }),
+    );
+    fields.extend(
+        registry
+            .fields
+            .iter()
+            .filter(|f| f.object == object)
+            .map(|f| FieldDoc {
+                key: f.key.clone(),
+                field_type: f.data_type.as_str().to_owned(),
+                required: f.required,
+                read_only: false,
+                custom: true,
+                enum_group: f.enum_group.clone(),
+                label: f.label.clone(),
+                description: None,
+            }),
+    );
 
     let controls = [LIMIT.name, CURSOR.name, INCLUDE_DELETED.name];
     let list_filters = catalog::find(&format!("svc_list_{}", collection(object)))
@@ -296,12 +328,23 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
                             enum_group: f.enum_group.clone(),
                         })
                         .collect::<Vec<_>>(),
-                    _ => vec![FilterDoc { name: q.name.to_owned(), filter_type: q.kind.as_str().to_owned(), description: q.description.to_owned(), enum_group: None }],
+                    _ => vec![FilterDoc {
+                        name: q.name.to_owned(),
+                        filter_type: q.kind.as_str().to_owned(),
+                        description: q.description.to_owned(),
+                        enum_group: None,
+                    }],
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Some(ObjectDoc { name: object.as_str(), id_prefix: object.id_prefix(), path: create.path, fields, list_filters })
+    Some(ObjectDoc {
+        name: object.as_str(),
+        id_prefix: object.id_prefix(),
+        path: create.path,
+        fields,
+        list_filters,
+    })
 }
 
 const NOTES: [&str; 9] = [
@@ -326,11 +369,17 @@ const NOTES: [&str; 9] = [
 pub fn document(registry: &RegistryView) -> SchemaDoc {
     SchemaDoc {
         version: SPEC_VERSION,
-        objects: ObjectKind::ALL.iter().filter_map(|o| object_doc(*o, registry)).collect(),
+        objects: ObjectKind::ALL
+            .iter()
+            .filter_map(|o| object_doc(*o, registry))
+            .collect(),
         enums: enum_groups(&registry.enums),
         types: registry.types.iter().map(TypeOut::from).collect(),
         list_controls: ListControls {
-            limit: LimitControl { default: crm_app::paging::DEFAULT_LIMIT, max: crm_app::paging::MAX_LIMIT },
+            limit: LimitControl {
+                default: crm_app::paging::DEFAULT_LIMIT,
+                max: crm_app::paging::MAX_LIMIT,
+            },
             cursor: CURSOR.name,
             include_deleted: INCLUDE_DELETED.name,
         },
@@ -349,8 +398,11 @@ handler!(describe_schema(api, caller, _input) {
 });
 
 /// Built from constants, so the same for everyone: serialized once.
-static CAPABILITIES: std::sync::LazyLock<crate::StaticBody> =
-    std::sync::LazyLock::new(|| crate::StaticBody::new(serde_json::to_value(capabilities()).expect("the capability catalog serializes")));
+static CAPABILITIES: std::sync::LazyLock<crate::StaticBody> = std::sync::LazyLock::new(|| {
+    crate::StaticBody::new(
+        serde_json::to_value(capabilities()).expect("the capability catalog serializes"),
+    )
+});
 
 handler!(get_capabilities(_api, _caller, _input) {
     Ok(Reply::fixed(200, &CAPABILITIES))
@@ -407,18 +459,48 @@ mod tests {
 
     fn registry() -> RegistryView {
         let mut view = RegistryView::default();
-        view.fields.push(FieldDef::new(ObjectKind::Contact, "tier", Some("Tier".into()), DataType::Select, None, true).unwrap());
-        view.fields.push(FieldDef::new(ObjectKind::Company, "size", None, DataType::Number, None, false).unwrap());
+        view.fields.push(
+            FieldDef::new(
+                ObjectKind::Contact,
+                "tier",
+                Some("Tier".into()),
+                DataType::Select,
+                None,
+                true,
+            )
+            .unwrap(),
+        );
+        view.fields.push(
+            FieldDef::new(
+                ObjectKind::Company,
+                "size",
+                None,
+                DataType::Number,
+                None,
+                false,
+            )
+            .unwrap(),
+        );
         view.enums.insert("contact.tier".into(), vec![]);
         view
     }
 
     fn object<'a>(doc: &'a Value, name: &str) -> &'a Value {
-        doc["objects"].as_array().unwrap().iter().find(|o| o["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+        doc["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
     }
 
     fn field<'a>(object: &'a Value, key: &str) -> &'a Value {
-        object["fields"].as_array().unwrap().iter().find(|f| f["key"] == key).unwrap_or_else(|| panic!("no {key}"))
+        object["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))
     }
 
     #[test]
@@ -427,31 +509,71 @@ mod tests {
         let contact = object(&doc, "contact");
         assert_eq!(contact["id_prefix"], "con_");
         assert_eq!(contact["path"], "/contacts");
-        assert_eq!(field(contact, "email"), &json!({"key": "email", "type": "string", "required": false, "read_only": false, "custom": false,
-            "description": "Unique per workspace and mode, compared case-insensitively."}));
+        assert_eq!(
+            field(contact, "email"),
+            &json!({"key": "email", "type": "string", "required": false, "read_only": false, "custom": false,
+            "description": "Unique per workspace and mode, compared case-insensitively."})
+        );
         assert_eq!(field(contact, "type")["enum_group"], "contact.type");
         assert_eq!(field(contact, "version")["read_only"], true);
         assert_eq!(field(contact, "version")["type"], "integer");
-        assert_eq!(field(contact, "tier"), &json!({"key": "tier", "type": "select", "required": true, "read_only": false, "custom": true,
-            "enum_group": "contact.tier", "label": "Tier"}));
-        assert!(contact["fields"].as_array().unwrap().iter().all(|f| f["key"] != "custom_fields"));
-        let filters: Vec<_> = contact["list_filters"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-        assert_eq!(filters, ["q", "email", "company_id", "type", "custom_fields.tier"]);
-        assert_eq!(contact["list_filters"][4], json!({"name": "custom_fields.tier", "type": "select", "enum_group": "contact.tier",
-            "description": "Records whose `tier` equals this value."}));
+        assert_eq!(
+            field(contact, "tier"),
+            &json!({"key": "tier", "type": "select", "required": true, "read_only": false, "custom": true,
+            "enum_group": "contact.tier", "label": "Tier"})
+        );
+        assert!(contact["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["key"] != "custom_fields"));
+        let filters: Vec<_> = contact["list_filters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            filters,
+            ["q", "email", "company_id", "type", "custom_fields.tier"]
+        );
+        assert_eq!(
+            contact["list_filters"][4],
+            json!({"name": "custom_fields.tier", "type": "select", "enum_group": "contact.tier",
+            "description": "Records whose `tier` equals this value."})
+        );
         let company = object(&doc, "company");
-        assert_eq!(field(company, "name")["required"], true, "required by the rule though optional in the wire schema");
+        assert_eq!(
+            field(company, "name")["required"],
+            true,
+            "required by the rule though optional in the wire schema"
+        );
         assert_eq!(field(company, "size")["custom"], true);
-        assert!(company["fields"].as_array().unwrap().iter().all(|f| f["key"] != "tier"), "custom fields stay with their object");
+        assert!(
+            company["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["key"] != "tier"),
+            "custom fields stay with their object"
+        );
     }
 
     #[test]
     fn every_operation_of_an_object_is_reflected() {
         // Whatever objects the catalog has create operations for are listed, and only those.
         let doc = serde_json::to_value(document(&RegistryView::default())).unwrap();
-        let listed: Vec<_> = doc["objects"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect();
-        let expected: Vec<_> =
-            ObjectKind::ALL.iter().filter(|o| catalog::find(&format!("svc_create_{}", o.as_str())).is_some()).map(|o| o.as_str()).collect();
+        let listed: Vec<_> = doc["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["name"].as_str().unwrap().to_owned())
+            .collect();
+        let expected: Vec<_> = ObjectKind::ALL
+            .iter()
+            .filter(|o| catalog::find(&format!("svc_create_{}", o.as_str())).is_some())
+            .map(|o| o.as_str())
+            .collect();
         assert_eq!(listed, expected);
         assert!(listed.contains(&"contact".to_owned()) && listed.contains(&"company".to_owned()));
     }
@@ -462,19 +584,44 @@ mod tests {
         let schema = schema_of::<SchemaDoc>();
         let keys: Vec<_> = doc.as_object().unwrap().keys().cloned().collect();
         assert_eq!(crate::schema::property_names(&schema), keys);
-        assert_eq!(doc["list_controls"], json!({"limit": {"default": 25, "max": 100}, "cursor": "cursor", "include_deleted": "include_deleted"}));
+        assert_eq!(
+            doc["list_controls"],
+            json!({"limit": {"default": 25, "max": 100}, "cursor": "cursor", "include_deleted": "include_deleted"})
+        );
         assert_eq!(doc["version"], "0.14.0");
     }
 
     #[test]
     fn capabilities_say_which_ops_take_no_value_and_which_params_are_required() {
         let caps = serde_json::to_value(capabilities()).unwrap();
-        let valueless: Vec<_> = caps["condition_ops"].as_array().unwrap().iter().filter(|o| o["takes_value"] == false).map(|o| o["op"].clone()).collect();
+        let valueless: Vec<_> = caps["condition_ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["takes_value"] == false)
+            .map(|o| o["op"].clone())
+            .collect();
         assert_eq!(valueless, [json!("exists"), json!("empty")]);
-        let send = caps["action_types"].as_array().unwrap().iter().find(|a| a["type"] == "send_email").unwrap();
-        assert_eq!(send["params"][1], json!({"name": "subject", "type": "string", "required": false, "required_without": "template_id",
-            "description": "the subject; placeholders allowed"}));
-        let stage = caps["action_types"].as_array().unwrap().iter().find(|a| a["type"] == "move_deal_stage").unwrap();
-        assert_eq!(stage["trigger_events"], json!(["deal.created", "deal.updated", "deal.stage_changed"]));
+        let send = caps["action_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["type"] == "send_email")
+            .unwrap();
+        assert_eq!(
+            send["params"][1],
+            json!({"name": "subject", "type": "string", "required": false, "required_without": "template_id",
+            "description": "the subject; placeholders allowed"})
+        );
+        let stage = caps["action_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["type"] == "move_deal_stage")
+            .unwrap();
+        assert_eq!(
+            stage["trigger_events"],
+            json!(["deal.created", "deal.updated", "deal.stage_changed"])
+        );
     }
 }

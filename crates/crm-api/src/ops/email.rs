@@ -243,7 +243,22 @@ fn op(
         Method::Patch => (200, Hints::UPDATE),
         Method::Delete => (200, Hints::DELETE),
     };
-    Operation { name, method, path, summary, description, scope, idempotency_key: false, if_match: false, success_status, query, body, output, hints, handler }
+    Operation {
+        name,
+        method,
+        path,
+        summary,
+        description,
+        scope,
+        idempotency_key: false,
+        if_match: false,
+        success_status,
+        query,
+        body,
+        output,
+        hints,
+        handler,
+    }
 }
 
 pub fn operations() -> Vec<Operation> {

@@ -31,7 +31,11 @@ pub struct EventOut {
     previous_stage: Option<String>,
 }
 
-const LIST_QUERY: &[QueryParam] = &[QueryParam::string("type", "Only events of this type."), LIMIT, CURSOR];
+const LIST_QUERY: &[QueryParam] = &[
+    QueryParam::string("type", "Only events of this type."),
+    LIMIT,
+    CURSOR,
+];
 
 fn render(e: &Event) -> serde_json::Value {
     e.snapshot()

@@ -97,7 +97,10 @@ fn whole_seconds(v: Option<f64>) -> Result<Option<u64>, Problem> {
     match v {
         None => Ok(None),
         Some(n) if n.fract() == 0.0 && n >= 0.0 && n <= u64::MAX as f64 => Ok(Some(n as u64)),
-        Some(_) => Err(Problem::validation("expire_old_after_seconds", "expire_old_after_seconds must be a whole number of seconds ≥ 0")),
+        Some(_) => Err(Problem::validation(
+            "expire_old_after_seconds",
+            "expire_old_after_seconds must be a whole number of seconds ≥ 0",
+        )),
     }
 }
 
@@ -262,8 +265,16 @@ mod tests {
         };
         let keys: Vec<String> = render(&key).as_object().unwrap().keys().cloned().collect();
         assert_eq!(property_names(&schema_of::<KeyOut>()), keys);
-        let new = NewKey { key, secret: "svc_test_x".into() };
-        let keys: Vec<String> = render_new(&new).as_object().unwrap().keys().cloned().collect();
+        let new = NewKey {
+            key,
+            secret: "svc_test_x".into(),
+        };
+        let keys: Vec<String> = render_new(&new)
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         assert_eq!(property_names(&schema_of::<KeyWithSecret>()), keys);
     }
 

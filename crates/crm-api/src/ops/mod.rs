@@ -75,20 +75,26 @@ pub(crate) fn deleted_schema() -> Value {
 
 /// `If-Match`: `"<version>"`, a bare version, `W/"<version>"` or `*` (no precondition).
 pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem> {
-    let Some(raw) = raw.map(str::trim) else { return Ok(None) };
+    let Some(raw) = raw.map(str::trim) else {
+        return Ok(None);
+    };
     if raw == "*" {
         return Ok(None);
     }
     let unquoted = raw.trim_start_matches("W/").trim_matches('"');
-    unquoted
-        .parse::<i64>()
-        .map(Some)
-        .map_err(|_| crate::Problem::bad_request("If-Match must be a record version such as \"3\", or *").with("field", "If-Match"))
+    unquoted.parse::<i64>().map(Some).map_err(|_| {
+        crate::Problem::bad_request("If-Match must be a record version such as \"3\", or *")
+            .with("field", "If-Match")
+    })
 }
 
 /// A string filter that may be given empty: empty means "not filtered".
 pub(crate) fn filter_value(input: &crate::Input, name: &str) -> Option<String> {
-    input.query_str(name).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+    input
+        .query_str(name)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -68,8 +68,16 @@ pub struct StageObject {
 impl From<StageIn> for StageDraft {
     fn from(s: StageIn) -> StageDraft {
         match s {
-            StageIn::Key(key) => StageDraft { key, label: None, stage_type: None },
-            StageIn::Object(o) => StageDraft { key: o.key, label: o.label, stage_type: o.stage_type },
+            StageIn::Key(key) => StageDraft {
+                key,
+                label: None,
+                stage_type: None,
+            },
+            StageIn::Object(o) => StageDraft {
+                key: o.key,
+                label: o.label,
+                stage_type: o.stage_type,
+            },
         }
     }
 }
@@ -182,18 +190,38 @@ handler!(delete(api, caller, input) {
 });
 
 fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
-    let key = || c.key.clone().filter(|k| !k.trim().is_empty()).ok_or_else(|| Problem::validation("key", "key is required"));
+    let key = || {
+        c.key
+            .clone()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or_else(|| Problem::validation("key", "key is required"))
+    };
     Ok(match c.action.as_deref().unwrap_or("add") {
         "add" => StageAction::Add {
-            draft: StageDraft { key: key()?, label: c.label, stage_type: c.stage_type },
+            draft: StageDraft {
+                key: key()?,
+                label: c.label,
+                stage_type: c.stage_type,
+            },
             position: c.position.map(|p| p.0),
         },
-        "update" => StageAction::Update { key: key()?, label: c.label, stage_type: c.stage_type, position: c.position.map(|p| p.0) },
-        "remove" => StageAction::Remove { key: key()?, move_to: c.move_to },
+        "update" => StageAction::Update {
+            key: key()?,
+            label: c.label,
+            stage_type: c.stage_type,
+            position: c.position.map(|p| p.0),
+        },
+        "remove" => StageAction::Remove {
+            key: key()?,
+            move_to: c.move_to,
+        },
         other => {
-            return Err(Problem::new(crate::ErrorCode::UnknownValue, format!("`{other}` is not a stage action"))
-                .with("field", "action")
-                .with("valid_options", vec!["add", "update", "remove"]))
+            return Err(Problem::new(
+                crate::ErrorCode::UnknownValue,
+                format!("`{other}` is not a stage action"),
+            )
+            .with("field", "action")
+            .with("valid_options", vec!["add", "update", "remove"]))
         }
     })
 }

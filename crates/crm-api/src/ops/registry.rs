@@ -20,7 +20,11 @@ use crate::{
 };
 
 /// Registry creates are idempotent: repeating one changes nothing (decisions §17).
-const REGISTER: Hints = Hints { read_only: false, destructive: false, idempotent: true };
+const REGISTER: Hints = Hints {
+    read_only: false,
+    destructive: false,
+    idempotent: true,
+};
 
 fn object_names(schema: &mut Schema) {
     string_enum(schema, &ObjectKind::ALL.map(|o| o.as_str()));
@@ -117,7 +121,10 @@ pub struct EnumValueOut {
 
 impl From<&EnumValue> for EnumValueOut {
     fn from(v: &EnumValue) -> Self {
-        EnumValueOut { value: v.value.clone(), label: v.label.clone() }
+        EnumValueOut {
+            value: v.value.clone(),
+            label: v.label.clone(),
+        }
     }
 }
 
@@ -149,7 +156,10 @@ pub struct TypeOut {
 
 impl From<&ObjectType> for TypeOut {
     fn from(t: &ObjectType) -> Self {
-        TypeOut { key: t.key.clone(), label: t.label.clone() }
+        TypeOut {
+            key: t.key.clone(),
+            label: t.label.clone(),
+        }
     }
 }
 
@@ -165,8 +175,18 @@ pub struct TypeSetOut {
 }
 
 /// The enum groups as the API shows them (also in `GET /schema`).
-pub(crate) fn enum_groups(enums: &BTreeMap<String, Vec<EnumValue>>) -> BTreeMap<String, Vec<EnumValueOut>> {
-    enums.iter().map(|(group, values)| (group.clone(), values.iter().map(EnumValueOut::from).collect())).collect()
+pub(crate) fn enum_groups(
+    enums: &BTreeMap<String, Vec<EnumValue>>,
+) -> BTreeMap<String, Vec<EnumValueOut>> {
+    enums
+        .iter()
+        .map(|(group, values)| {
+            (
+                group.clone(),
+                values.iter().map(EnumValueOut::from).collect(),
+            )
+        })
+        .collect()
 }
 
 fn to_json<T: Serialize>(out: &T) -> Result<serde_json::Value, Problem> {
@@ -307,9 +327,20 @@ mod tests {
     fn body_schemas_mark_required_fields_and_list_valid_names() {
         let s = schema_of::<FieldCreate>();
         assert_eq!(s["required"], json!(["object", "key"]));
-        assert_eq!(s["properties"]["object"]["enum"], json!(["contact", "company", "deal", "activity"]));
-        assert_eq!(s["properties"]["data_type"]["enum"].as_array().map(Vec::len), Some(10));
-        assert_eq!(schema_of::<EnumValueCreate>()["required"], json!(["group", "value"]));
+        assert_eq!(
+            s["properties"]["object"]["enum"],
+            json!(["contact", "company", "deal", "activity"])
+        );
+        assert_eq!(
+            s["properties"]["data_type"]["enum"]
+                .as_array()
+                .map(Vec::len),
+            Some(10)
+        );
+        assert_eq!(
+            schema_of::<EnumValueCreate>()["required"],
+            json!(["group", "value"])
+        );
         assert_eq!(schema_of::<TypeCreate>()["required"], json!(["key"]));
     }
 
@@ -317,7 +348,11 @@ mod tests {
     fn registry_operations_need_the_registry_scope() {
         for op in operations() {
             assert_eq!(op.scope.resource, "registry", "{}", op.name);
-            assert!(!op.idempotency_key, "{}: registrations are idempotent by themselves", op.name);
+            assert!(
+                !op.idempotency_key,
+                "{}: registrations are idempotent by themselves",
+                op.name
+            );
         }
     }
 }

@@ -28,7 +28,10 @@ pub const DEFAULT_LIMIT: u32 = 10;
 
 fn section<T>(s: Option<Section<T>>, render: impl Fn(&T) -> Value) -> (Value, bool) {
     match s {
-        Some(s) => (json!({"data": s.data.iter().map(render).collect::<Vec<_>>(), "has_more": s.has_more}), s.has_more),
+        Some(s) => (
+            json!({"data": s.data.iter().map(render).collect::<Vec<_>>(), "has_more": s.has_more}),
+            s.has_more,
+        ),
         None => (Value::Null, false),
     }
 }

@@ -230,10 +230,31 @@ mod tests {
         let doc = render_usage(&usage);
         let keys: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
         assert_eq!(property_names(&schema_of::<UsageOut>()), keys);
-        assert_eq!(keys, ["object", "mode", "plan", "period", "requests", "overage_cost_usd", "overage_cap_usd", "automations", "sequences", "rate_limit_per_minute"]);
-        assert_eq!(doc["sequences"]["limit"], Value::Null, "scale has unlimited sequences");
+        assert_eq!(
+            keys,
+            [
+                "object",
+                "mode",
+                "plan",
+                "period",
+                "requests",
+                "overage_cost_usd",
+                "overage_cap_usd",
+                "automations",
+                "sequences",
+                "rate_limit_per_minute"
+            ]
+        );
+        assert_eq!(
+            doc["sequences"]["limit"],
+            Value::Null,
+            "scale has unlimited sequences"
+        );
         assert_eq!(doc["period"]["start"], "1970-01-01T00:00:00.000Z");
-        assert_eq!(property_names(&schema_of::<SettingsOut>()), ["object", "overage_cap_usd"]);
+        assert_eq!(
+            property_names(&schema_of::<SettingsOut>()),
+            ["object", "overage_cap_usd"]
+        );
     }
 
     #[test]

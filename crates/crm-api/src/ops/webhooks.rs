@@ -383,7 +383,10 @@ pub fn operations() -> Vec<Operation> {
 mod tests {
     use super::*;
     use crate::schema::property_names;
-    use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, EventType, Mode, Subscription, Timestamp, WebhookId};
+    use crm_domain::{
+        ids::DeliveryId, DeliveryStatus, EventId, EventType, Mode, Subscription, Timestamp,
+        WebhookId,
+    };
     use uuid::Uuid;
 
     #[test]
@@ -400,9 +403,18 @@ mod tests {
             updated_at: Timestamp::from_millis(0),
             version: 1,
         };
-        let keys = |v: Value| v.as_object().unwrap().keys().cloned().collect::<Vec<String>>();
+        let keys = |v: Value| {
+            v.as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<String>>()
+        };
         assert_eq!(property_names(&schema_of::<WebhookOut>()), keys(render(&w)));
-        assert_eq!(property_names(&schema_of::<WebhookWithSecretOut>()), keys(render_with_secret(&w)));
+        assert_eq!(
+            property_names(&schema_of::<WebhookWithSecretOut>()),
+            keys(render_with_secret(&w))
+        );
         let a = DeliveryAttempt {
             seq: "x".into(),
             webhook_id: w.id.clone(),
@@ -417,7 +429,10 @@ mod tests {
             next_attempt_at: None,
             created_at: Timestamp::from_millis(0),
         };
-        assert_eq!(property_names(&schema_of::<DeliveryAttemptOut>()), keys(render_attempt(&a)));
+        assert_eq!(
+            property_names(&schema_of::<DeliveryAttemptOut>()),
+            keys(render_attempt(&a))
+        );
         let d = DeliveryRecord {
             id: a.delivery_id.clone(),
             webhook_id: w.id.clone(),
@@ -429,6 +444,9 @@ mod tests {
             created_at: Timestamp::from_millis(0),
             updated_at: Timestamp::from_millis(0),
         };
-        assert_eq!(property_names(&schema_of::<DeliveryOut>()), keys(render_delivery(&d)));
+        assert_eq!(
+            property_names(&schema_of::<DeliveryOut>()),
+            keys(render_delivery(&d))
+        );
     }
 }

@@ -22,17 +22,28 @@ const STALE_AFTER: Duration = Duration::from_secs(3600);
 /// Creates an empty database and returns its URL.
 pub async fn fresh_database() -> String {
     let admin_url = postgres_admin_url();
-    let mut admin = PgConnection::connect(&admin_url).await.unwrap_or_else(|e| panic!("{POSTGRES_HELP}\n{e}"));
+    let mut admin = PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("{POSTGRES_HELP}\n{e}"));
     drop_stale_databases_once(&mut admin).await;
     let name = format!("{DB_PREFIX}{}", Uuid::now_v7().simple());
-    admin.execute(format!(r#"CREATE DATABASE "{name}""#).as_str()).await.expect("create test database");
+    admin
+        .execute(format!(r#"CREATE DATABASE "{name}""#).as_str())
+        .await
+        .expect("create test database");
     admin.close().await.expect("close admin connection");
-    PgConnectOptions::from_str(&admin_url).expect("admin url").database(&name).to_url_lossy().to_string()
+    PgConnectOptions::from_str(&admin_url)
+        .expect("admin url")
+        .database(&name)
+        .to_url_lossy()
+        .to_string()
 }
 
 /// A store on a fresh, migrated database.
 pub async fn fresh_store() -> PostgresStore {
-    let store = PostgresStore::connect_with(&fresh_database().await, POOL_SIZE).await.expect("connect to test database");
+    let store = PostgresStore::connect_with(&fresh_database().await, POOL_SIZE)
+        .await
+        .expect("connect to test database");
     store.migrate().await.expect("migrate");
     store
 }
@@ -53,14 +64,23 @@ async fn drop_stale_databases_once(admin: &mut PgConnection) {
     for row in names {
         let name: String = row.get(0);
         if is_stale(&name) {
-            let _ = admin.execute(format!(r#"DROP DATABASE IF EXISTS "{name}""#).as_str()).await;
+            let _ = admin
+                .execute(format!(r#"DROP DATABASE IF EXISTS "{name}""#).as_str())
+                .await;
         }
     }
 }
 
 fn is_stale(name: &str) -> bool {
-    let created = name.strip_prefix(DB_PREFIX).and_then(|id| Uuid::parse_str(id).ok()).and_then(|id| id.get_timestamp());
-    let Some((secs, _)) = created.map(|t| t.to_unix()) else { return false };
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let created = name
+        .strip_prefix(DB_PREFIX)
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .and_then(|id| id.get_timestamp());
+    let Some((secs, _)) = created.map(|t| t.to_unix()) else {
+        return false;
+    };
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
     now.saturating_sub(Duration::from_secs(secs)) > STALE_AFTER
 }
