@@ -500,9 +500,14 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
     b.first_name = Some("Alan".into());
     b.last_name = Some("Turing".into());
     b.phone = Some("+1 555 0100".into());
+    // Letters beyond ASCII in either case: a search folds them as it folds ASCII ones.
+    let mut c = contact(None);
+    c.first_name = Some("ÉMILE".into());
+    c.last_name = Some("Zola-Müller".into());
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_contact(&t, &a, &[]).await.unwrap();
     tx.insert_contact(&t, &b, &[]).await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     let find = |f: ContactFilter| f;
@@ -534,6 +539,27 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
                 ..Default::default()
             }),
             vec![b.id.clone()],
+        ),
+        (
+            find(ContactFilter {
+                q: Some("émile".into()),
+                ..Default::default()
+            }),
+            vec![c.id.clone()],
+        ),
+        (
+            find(ContactFilter {
+                q: Some("MÜLLER".into()),
+                ..Default::default()
+            }),
+            vec![c.id.clone()],
+        ),
+        (
+            find(ContactFilter {
+                q: Some("ZOLA".into()),
+                ..Default::default()
+            }),
+            vec![c.id.clone()],
         ),
         (
             find(ContactFilter {
@@ -1826,6 +1852,17 @@ pub async fn a_search_finds_matches_among_old_rows_newest_first_across_pages(
     store: Arc<dyn Store>,
 ) {
     let (_, t) = setup(&store).await;
+    // First, so older than all the rows below (ids are time-ordered), 5,001 rows of an old
+    // import: a needle common among old rows but absent from the newest, with more matches than
+    // a search's capped trigram read takes.
+    let legacy: Vec<Contact> = (0..5_001)
+        .map(|i| {
+            let mut c = contact(None);
+            c.first_name = Some(format!("Imported {i}"));
+            c.last_name = Some("Legacy".into());
+            c
+        })
+        .collect();
     let rows: Vec<Contact> = (0..1_100)
         .map(|i| {
             let mut c = contact(None);
@@ -1838,16 +1875,6 @@ pub async fn a_search_finds_matches_among_old_rows_newest_first_across_pages(
             if i == 20 {
                 c.deleted_at = Some(c.updated_at);
             }
-            c
-        })
-        .collect();
-    // Older than all of them, 5,001 rows of an old import: a needle common among old rows but
-    // absent from the newest (on Postgres, more matches than its trigram read takes).
-    let legacy: Vec<Contact> = (0..5_001)
-        .map(|i| {
-            let mut c = contact(None);
-            c.first_name = Some(format!("Imported {i}"));
-            c.last_name = Some("Legacy".into());
             c
         })
         .collect();

@@ -13,7 +13,10 @@ use sqlx::{sqlite::SqliteArguments, QueryBuilder, Row, Sqlite};
 
 use crate::{
     backend, rows,
-    tx::{json_text, push_search, slice_clause, tenant_where, SqliteTx},
+    tx::{
+        json_text, push_not_deleted, push_search, search_page, slice_clause, tenant_where,
+        trigram_needle, SqliteTx,
+    },
 };
 
 type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
@@ -312,12 +315,27 @@ impl DealRepo for SqliteTx {
         filter: &DealFilter,
         slice: &Slice,
     ) -> Result<Vec<Deal>, StoreError> {
+        let indexed_filter = filter.pipeline_id.is_some()
+            || filter.stage.is_some()
+            || filter.company_id.is_some()
+            || filter.primary_contact_id.is_some();
+        if let Some(q) = trigram_needle(filter.q.as_ref()).filter(|_| !indexed_filter) {
+            return search_page(
+                self,
+                tenant,
+                ("deals", "deals_fts", rows::DEAL_COLUMNS),
+                q,
+                slice,
+                &|qb| push_not_deleted(qb, filter.include_deleted),
+                rows::deal,
+                |d| d.id.as_str(),
+            )
+            .await;
+        }
         let mut qb =
             QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
         tenant_where(&mut qb, tenant);
-        if !filter.include_deleted {
-            qb.push(" AND deleted_at IS NULL");
-        }
+        push_not_deleted(&mut qb, filter.include_deleted);
         if let Some(p) = &filter.pipeline_id {
             qb.push(" AND pipeline_id = ").push_bind(p.as_str());
         }

@@ -1196,13 +1196,32 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
         .connect()
         .await?;
     let mut out = serde_json::Map::new();
+    // The store's three steps for the contact section of `/search?limit=10` (crm-store-sqlite's
+    // `search_page`): the window of the newest 1,000 rows, the trigram matches older than it
+    // (capped at 5,000), and the one statement for a needle that reaches the cap.
+    let tenant = format!("workspace_id = '{workspace}' AND mode = 'test'");
+    let edge = format!("(SELECT id FROM contacts WHERE {tenant} ORDER BY id DESC LIMIT 1 OFFSET 999)");
     for needle in SEARCH_NEEDLES {
-        let sql = format!(
-            "SELECT * FROM contacts WHERE workspace_id = '{workspace}' AND mode = 'test' AND deleted_at IS NULL \
-             AND rowid IN (SELECT rowid FROM contacts_fts WHERE contacts_fts MATCH '\"{needle}\"') ORDER BY id DESC LIMIT 11"
-        );
-        let text = sqlite_plan(&mut conn, &sql).await?;
-        println!("\nSQLite search plan for {needle:?} (the store's contact search query):\n{text}");
+        let steps = [
+            format!(
+                "SELECT * FROM contacts WHERE {tenant} AND deleted_at IS NULL AND id >= coalesce({edge}, '') \
+                 AND search_text LIKE '%{needle}%' ESCAPE '\\' ORDER BY id DESC LIMIT 11"
+            ),
+            format!(
+                "WITH hits AS MATERIALIZED (SELECT * FROM (SELECT rowid AS hit FROM contacts_fts WHERE contacts_fts MATCH '\"{needle}\"') \
+                 CROSS JOIN contacts ON contacts.rowid = hit WHERE {tenant} AND deleted_at IS NULL AND id < {edge} AND {edge} IS NOT NULL LIMIT 5000) \
+                 SELECT *, (SELECT count(*) FROM hits) AS found FROM hits ORDER BY id DESC LIMIT 11"
+            ),
+            format!(
+                "SELECT * FROM contacts WHERE {tenant} AND deleted_at IS NULL AND id < {edge} \
+                 AND rowid IN (SELECT rowid FROM contacts_fts WHERE contacts_fts MATCH '\"{needle}\"') ORDER BY id DESC LIMIT 11"
+            ),
+        ];
+        let mut text = String::new();
+        for (i, sql) in steps.iter().enumerate() {
+            text.push_str(&format!("step {}:\n{}\n", i + 1, sqlite_plan(&mut conn, sql).await?));
+        }
+        println!("\nSQLite search plan for {needle:?} (the store's contact search, each step run alone):\n{text}");
         out.insert(needle.to_owned(), Value::String(text));
     }
     for value in FILTER_VALUES {
