@@ -504,10 +504,14 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
     let mut c = contact(None);
     c.first_name = Some("ÉMILE".into());
     c.last_name = Some("Zola-Müller".into());
+    // The KELVIN SIGN, which case folding takes to an ASCII "k".
+    let mut d = contact(None);
+    d.last_name = Some("\u{212A}elvin".into());
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_contact(&t, &a, &[]).await.unwrap();
     tx.insert_contact(&t, &b, &[]).await.unwrap();
     tx.insert_contact(&t, &c, &[]).await.unwrap();
+    tx.insert_contact(&t, &d, &[]).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = store.begin_read().await.unwrap();
     let find = |f: ContactFilter| f;
@@ -560,6 +564,13 @@ pub async fn contact_filters_match(store: Arc<dyn Store>) {
                 ..Default::default()
             }),
             vec![c.id.clone()],
+        ),
+        (
+            find(ContactFilter {
+                q: Some("kelvin".into()),
+                ..Default::default()
+            }),
+            vec![d.id.clone()],
         ),
         (
             find(ContactFilter {

@@ -90,14 +90,21 @@ pub(crate) fn push_search(qb: &mut QueryBuilder<'_, Sqlite>, fts_table: &'static
 }
 
 /// The needle of a text search that [`search_page`] can answer: three characters or more (the
-/// trigram index's shortest), all ASCII. Its first step filters with `LIKE`, which folds only
-/// ASCII letters (as `lower()` does when `search_text` is generated), where the trigram index
-/// folds every letter: for an ASCII needle the two agree, for "josé" against "JOSÉ" they do not,
-/// so such a needle keeps the one statement, all through the trigram index.
+/// trigram index's shortest), all printable ASCII. Its first step filters with `LIKE`, which
+/// folds only ASCII letters (as `lower()` does when `search_text` is generated), where the
+/// trigram index folds every letter: for "josé" against "JOSÉ" they disagree, so such a needle
+/// keeps the one statement, all through the trigram index. (A control character would end
+/// `LIKE`'s pattern early: a NUL makes `%ab\0cd%` match text ending in "ab".)
 pub(crate) fn trigram_needle(q: Option<&String>) -> Option<&str> {
-    q.map(String::as_str)
-        .filter(|q| q.len() >= 3 && q.is_ascii())
+    q.map(String::as_str).filter(|q| {
+        q.len() >= 3 && q.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    })
 }
+
+/// `search_text` as the trigram index sees it for an ASCII needle: of all the letters its case
+/// folding takes to another, only these two land in ASCII (the KELVIN SIGN and the long s), so
+/// with them replaced `LIKE` and the index agree on every printable ASCII needle.
+const SEARCH_TEXT_FOLDED: &str = "replace(replace(search_text, '\u{212A}', 'k'), '\u{17F}', 's')";
 
 /// ` AND deleted_at IS NULL` unless deleted rows are asked for.
 pub(crate) fn push_not_deleted(qb: &mut QueryBuilder<'_, Sqlite>, include_deleted: bool) {
@@ -163,7 +170,7 @@ pub(crate) async fn search_page<'a, T>(
     filters(&mut qb);
     qb.push(" AND id >= coalesce(");
     edge(&mut qb);
-    qb.push(", '') AND search_text LIKE ")
+    qb.push(format!(", '') AND {SEARCH_TEXT_FOLDED} LIKE "))
         .push_bind(like_pattern(q))
         .push(" ESCAPE '\\' ORDER BY id DESC LIMIT ")
         .push_bind(i64::from(slice.limit));

@@ -1205,7 +1205,7 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
         let steps = [
             format!(
                 "SELECT * FROM contacts WHERE {tenant} AND deleted_at IS NULL AND id >= coalesce({edge}, '') \
-                 AND search_text LIKE '%{needle}%' ESCAPE '\\' ORDER BY id DESC LIMIT 11"
+                 AND replace(replace(search_text, '\u{212A}', 'k'), '\u{17F}', 's') LIKE '%{needle}%' ESCAPE '\\' ORDER BY id DESC LIMIT 11"
             ),
             format!(
                 "WITH hits AS MATERIALIZED (SELECT * FROM (SELECT rowid AS hit FROM contacts_fts WHERE contacts_fts MATCH '\"{needle}\"') \
