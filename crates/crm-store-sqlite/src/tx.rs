@@ -73,18 +73,18 @@ fn fts_phrase(q: &str) -> String {
 /// index when the needle has at least three characters (the shortest a trigram can match),
 /// else a LIKE over the column.
 pub(crate) fn push_search(qb: &mut QueryBuilder<'_, Sqlite>, fts_table: &'static str, q: &str) {
-    let needle = q.to_lowercase();
-    if needle.chars().count() >= 3 {
+    // Counted lower-cased, as the index sees it; the helpers lower the needle themselves.
+    if q.to_lowercase().chars().count() >= 3 {
         qb.push(" AND rowid IN (SELECT rowid FROM ")
             .push(fts_table)
             .push(" WHERE ")
             .push(fts_table)
             .push(" MATCH ")
-            .push_bind(fts_phrase(&needle))
+            .push_bind(fts_phrase(q))
             .push(")");
     } else {
         qb.push(" AND search_text LIKE ")
-            .push_bind(like_pattern(&needle))
+            .push_bind(like_pattern(q))
             .push(" ESCAPE '\\'");
     }
 }
@@ -817,9 +817,7 @@ impl ContactRepo for SqliteTx {
                 (qb, "v.contact_id")
             }
         };
-        if !filter.include_deleted {
-            qb.push(" AND deleted_at IS NULL");
-        }
+        push_not_deleted(&mut qb, filter.include_deleted);
         if let Some(email) = &filter.email {
             qb.push(" AND email = ").push_bind(email.as_str());
         }
