@@ -4,6 +4,7 @@
 mod allocator;
 mod config;
 mod email_worker;
+mod http_server;
 mod log_format;
 mod sequence_worker;
 mod webhooks;
@@ -280,7 +281,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
-    let served = axum_serve(listener, router, stop_rx).await;
+    let served = serve_http(listener, router, stop_rx).await;
     if let Some(worker) = worker {
         let _ = worker.await;
     }
@@ -313,7 +314,7 @@ fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
         .merge(crm_a2a::router(api))
 }
 
-async fn axum_serve(
+async fn serve_http(
     listener: tokio::net::TcpListener,
     app: crm_http::RequestContext<crm_http::Dispatch>,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -325,11 +326,7 @@ async fn axum_serve(
             }
         }
     };
-    let make_service = axum::ServiceExt::<axum::extract::Request>::into_make_service(app);
-    axum::serve(listener, make_service)
-        .with_graceful_shutdown(stopped)
-        .await
-        .context("serving HTTP")?;
+    http_server::serve(listener, app, stopped).await;
     tracing::info!("shut down cleanly");
     Ok(())
 }

@@ -96,9 +96,8 @@ pub(crate) fn push_search(qb: &mut QueryBuilder<'_, Sqlite>, fts_table: &'static
 /// keeps the one statement, all through the trigram index. (A control character would end
 /// `LIKE`'s pattern early: a NUL makes `%ab\0cd%` match text ending in "ab".)
 pub(crate) fn trigram_needle(q: Option<&String>) -> Option<&str> {
-    q.map(String::as_str).filter(|q| {
-        q.len() >= 3 && q.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
-    })
+    q.map(String::as_str)
+        .filter(|q| q.len() >= 3 && q.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
 }
 
 /// `search_text` as the trigram index sees it for an ASCII needle: of all the letters its case

@@ -1200,7 +1200,8 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
     // `search_page`): the window of the newest 1,000 rows, the trigram matches older than it
     // (capped at 5,000), and the one statement for a needle that reaches the cap.
     let tenant = format!("workspace_id = '{workspace}' AND mode = 'test'");
-    let edge = format!("(SELECT id FROM contacts WHERE {tenant} ORDER BY id DESC LIMIT 1 OFFSET 999)");
+    let edge =
+        format!("(SELECT id FROM contacts WHERE {tenant} ORDER BY id DESC LIMIT 1 OFFSET 999)");
     for needle in SEARCH_NEEDLES {
         let steps = [
             format!(
@@ -1219,7 +1220,11 @@ async fn explain_sqlite(path: &Path, workspace: &str) -> Result<Value> {
         ];
         let mut text = String::new();
         for (i, sql) in steps.iter().enumerate() {
-            text.push_str(&format!("step {}:\n{}\n", i + 1, sqlite_plan(&mut conn, sql).await?));
+            text.push_str(&format!(
+                "step {}:\n{}\n",
+                i + 1,
+                sqlite_plan(&mut conn, sql).await?
+            ));
         }
         println!("\nSQLite search plan for {needle:?} (the store's contact search, each step run alone):\n{text}");
         out.insert(needle.to_owned(), Value::String(text));
