@@ -235,12 +235,10 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
 
     // The hello-world ceiling (when a selected scenario compares with it): its rows now, and
     // kept running to bracket each scenario compared with it.
-    let wants_baseline = |b: Baseline| {
-        scenarios::SCENARIOS
-            .iter()
-            .any(|s| opts.wants(s.name) && s.baseline == b)
-    };
-    let hello = Ceiling::start(&run_dir, wants_baseline(Baseline::Hello))?;
+    let wants_hello = scenarios::SCENARIOS
+        .iter()
+        .any(|s| opts.wants(s.name) && matches!(s.baseline, Baseline::Hello(_)));
+    let hello = Ceiling::start(&run_dir, wants_hello)?;
     if let Some(proc) = &hello.proc {
         for scenario in [&scenarios::HELLO, &scenarios::HELLO_BODY] {
             for &c in &CONCURRENCIES {
@@ -327,11 +325,6 @@ impl Ceiling {
             vec![String::new()],
         ));
         Ok(Ceiling { proc, ctx })
-    }
-
-    /// A closed-loop run of hello-world at `c` connections with the given warm-up and length.
-    fn run(&self, c: usize, warmup: Duration, duration: Duration) -> Result<load::Stats> {
-        self.closed(&scenarios::HELLO, c, warmup, duration)
     }
 
     /// A closed-loop run of one of the hello-world server's scenarios, for its own rows.
@@ -663,8 +656,8 @@ fn run_scenario(
     let mut closed32 = None;
     for &c in concurrencies {
         server.reset_peak();
-        let (stats, hello_ab) = if sc.baseline == Baseline::Hello {
-            let ab = alternate_with_hello(sc, opts, server, addr, key, ctx, hello, c)?;
+        let (stats, hello_ab) = if let Baseline::Hello(ceiling) = sc.baseline {
+            let ab = alternate_with_hello(sc, ceiling, opts, server, addr, key, ctx, hello, c)?;
             (ab.median_round.clone(), Some(ab))
         } else {
             (
@@ -706,9 +699,9 @@ fn run_scenario(
                 .get(&c)
                 .map(|v| ("raw_insert_contact_event".to_owned(), *v)),
             Baseline::RawGet => raw_get.get(&c).map(|v| ("raw_get_by_pk".to_owned(), *v)),
-            Baseline::Hello => hello_ab
+            Baseline::Hello(ceiling) => hello_ab
                 .as_ref()
-                .map(|ab| ("hello_world".to_owned(), ab.median_base)),
+                .map(|ab| (ceiling.name.to_owned(), ab.median_base)),
         };
         if let Some(ab) = &hello_ab {
             row.note = Some(ab.note());
@@ -855,6 +848,8 @@ struct HelloAb {
     /// Per round: whether the machine held its speed through it ([`STEADY`]).
     steady: Vec<bool>,
     hello: Vec<f64>,
+    /// The hello-world scenario compared with.
+    ceiling: &'static str,
 }
 
 impl HelloAb {
@@ -876,8 +871,9 @@ impl HelloAb {
             " (* machine changed speed: not counted)".to_owned()
         };
         format!(
-            "ratio per round {} %{unsteady}; hello-world {} k/s",
+            "ratio per round {} %{unsteady}; {} {} k/s",
             pct.join(" / "),
+            self.ceiling,
             hello.join(" / ")
         )
     }
@@ -892,6 +888,7 @@ impl HelloAb {
 #[allow(clippy::too_many_arguments)]
 fn alternate_with_hello(
     sc: &'static Scenario,
+    ceiling: &'static Scenario,
     opts: &Opts,
     server: &procs::Proc,
     addr: &str,
@@ -903,7 +900,8 @@ fn alternate_with_hello(
     let round = (opts.duration / 2).max(Duration::from_secs(1));
     let short_warmup = Duration::from_millis(300);
     let warmup = |i: usize| if i == 0 { opts.warmup } else { short_warmup };
-    let hello_run = |i: usize| -> Result<f64> { Ok(hello.run(c, warmup(i), round)?.rps()) };
+    let hello_run =
+        |i: usize| -> Result<f64> { Ok(hello.closed(ceiling, c, warmup(i), round)?.rps()) };
     let mut hello_rates = vec![hello_run(0)?];
     let mut rounds = Vec::with_capacity(HELLO_ROUNDS);
     for i in 0..HELLO_ROUNDS {
@@ -939,6 +937,7 @@ fn alternate_with_hello(
         ratios,
         steady,
         hello: hello_rates,
+        ceiling: ceiling.name,
     })
 }
 
