@@ -7,7 +7,14 @@
 //! This is the limiter of a single process; several processes share budgets through Redis
 //! (`crm-redis`), which runs the same algorithm.
 
-use std::{num::NonZeroU32, sync::Mutex};
+use std::{
+    cell::RefCell,
+    num::NonZeroU32,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+};
 
 use crate::FastMap as HashMap;
 
@@ -39,12 +46,60 @@ pub fn reset_secs(limit: u32, remaining: u32) -> u64 {
     (missing * 60).div_ceil(u64::from(limit.max(1)))
 }
 
-#[derive(Default)]
+/// One tenant's budget at one limit.
+struct Budget {
+    limit: u32,
+    gcra: Gcra,
+    /// Set (under the shared map's lock) when a new limit replaced this budget: the threads'
+    /// copies of it then look in the shared map again.
+    replaced: AtomicBool,
+}
+
+impl Budget {
+    fn new(limit: NonZeroU32) -> Budget {
+        Budget {
+            limit: limit.get(),
+            gcra: governor::RateLimiter::direct(Quota::per_minute(limit))
+                .with_middleware::<StateInformationMiddleware>(),
+            replaced: AtomicBool::new(false),
+        }
+    }
+
+    fn take(&self) -> Result<u32, governor::NotUntil<<DefaultClock as Clock>::Instant>> {
+        self.gcra
+            .check()
+            .map(|snapshot| snapshot.remaining_burst_capacity())
+    }
+}
+
+/// Tenants one thread keeps at most in [`THREAD_BUDGETS`]; past it each new one takes an old
+/// one's place.
+const THREAD_BUDGETS_MAX: usize = 4_096;
+
+thread_local! {
+    /// Per thread, by tenant: the budget this thread last took from, with its limiter's id. The
+    /// shared map's mutex, which both worker threads took on every request, moved its cache line
+    /// between the cores each time (as the key cache's and the meter's did, docs/performance-history.md);
+    /// a budget itself is one atomic word, which they still share.
+    static THREAD_BUDGETS: RefCell<HashMap<Tenant, (u64, Arc<Budget>)>> = RefCell::new(HashMap::default());
+}
+
 pub struct LocalRateLimiter {
+    /// Tells this limiter's budgets in [`THREAD_BUDGETS`] from another's (tests run many apps).
+    id: u64,
     clock: DefaultClock,
-    /// Each tenant's limit and budget. A budget is checked under the map's lock (one atomic
-    /// update), so a request neither clones the tenant nor counts references.
-    budgets: Mutex<HashMap<Tenant, (u32, Gcra)>>,
+    /// Each tenant's budget at its current limit.
+    budgets: Mutex<HashMap<Tenant, Arc<Budget>>>,
+}
+
+impl Default for LocalRateLimiter {
+    fn default() -> LocalRateLimiter {
+        LocalRateLimiter {
+            id: crate::instance_id(),
+            clock: DefaultClock::default(),
+            budgets: Mutex::default(),
+        }
+    }
 }
 
 impl LocalRateLimiter {
@@ -52,36 +107,56 @@ impl LocalRateLimiter {
         LocalRateLimiter::default()
     }
 
-    /// Takes one request from `tenant`'s budget at `per_minute`; a changed limit starts a fresh
-    /// budget.
+    /// Takes one request from `tenant`'s budget at `per_minute`: from this thread's copy of it
+    /// when it has one at that limit, else from the shared map (a changed limit starts a fresh
+    /// budget there), which this thread then keeps a copy of.
     fn check(
         &self,
         tenant: &Tenant,
         per_minute: NonZeroU32,
     ) -> Result<u32, governor::NotUntil<<DefaultClock as Clock>::Instant>> {
-        let mut budgets = self
-            .budgets
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let fresh = || {
-            governor::RateLimiter::direct(Quota::per_minute(per_minute))
-                .with_middleware::<StateInformationMiddleware>()
-        };
-        let budget = match budgets.get_mut(tenant) {
-            Some(budget) => {
-                if budget.0 != per_minute.get() {
-                    *budget = (per_minute.get(), fresh());
+        let mine = THREAD_BUDGETS.with(|budgets| {
+            let budgets = budgets.try_borrow().ok()?;
+            let (limiter, budget) = budgets.get(tenant)?;
+            (*limiter == self.id
+                && budget.limit == per_minute.get()
+                && !budget.replaced.load(Ordering::Relaxed))
+            .then(|| budget.take())
+        });
+        if let Some(taken) = mine {
+            return taken;
+        }
+        let budget = {
+            let mut budgets = self
+                .budgets
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match budgets.get_mut(tenant) {
+                Some(budget) => {
+                    if budget.limit != per_minute.get() {
+                        budget.replaced.store(true, Ordering::Relaxed);
+                        *budget = Arc::new(Budget::new(per_minute));
+                    }
+                    budget.clone()
                 }
-                budget
+                None => budgets
+                    .entry(tenant.clone())
+                    .or_insert_with(|| Arc::new(Budget::new(per_minute)))
+                    .clone(),
             }
-            None => budgets
-                .entry(tenant.clone())
-                .or_insert_with(|| (per_minute.get(), fresh())),
         };
-        budget
-            .1
-            .check()
-            .map(|snapshot| snapshot.remaining_burst_capacity())
+        let taken = budget.take();
+        THREAD_BUDGETS.with(|budgets| {
+            if let Ok(mut budgets) = budgets.try_borrow_mut() {
+                crate::insert_bounded(
+                    &mut budgets,
+                    THREAD_BUDGETS_MAX,
+                    tenant.clone(),
+                    (self.id, budget),
+                );
+            }
+        });
+        taken
     }
 
     /// The outcome of taking one request, as both ways of asking report it.
@@ -176,6 +251,49 @@ mod tests {
         let s = limiter.acquire(k, 100).await;
         assert!(s.allowed && s.limit == 100 && s.remaining == 99);
         assert!(!limiter.acquire(k, 0).await.allowed);
+    }
+
+    /// A thread keeps its own copy of a budget; a limit changed and changed back on another
+    /// thread started a fresh budget, which the first thread must take from, not its old copy.
+    #[test]
+    fn a_budget_replaced_on_another_thread_is_not_taken_from_a_copy() {
+        use std::sync::mpsc;
+        let limiter = &LocalRateLimiter::new();
+        let k = &tenant(Mode::Live);
+        // On a new thread each time.
+        let on_other = |per_minute| {
+            std::thread::scope(|s| {
+                s.spawn(|| limiter.acquire_now(k, per_minute).unwrap())
+                    .join()
+                    .unwrap()
+            })
+        };
+        let (to_worker, work) = mpsc::channel::<u32>();
+        let (to_main, answers) = mpsc::channel::<RateStatus>();
+        std::thread::scope(|s| {
+            // One long-lived thread, which keeps its copy of the budget between requests.
+            s.spawn(move || {
+                for per_minute in work {
+                    let status = limiter.acquire_now(k, per_minute).unwrap();
+                    to_main.send(status).unwrap();
+                }
+            });
+            let worker = |per_minute| {
+                to_worker.send(per_minute).unwrap();
+                answers.recv().unwrap()
+            };
+            assert_eq!(worker(2).remaining, 1);
+            assert_eq!(worker(2).remaining, 0);
+            assert!(!worker(2).allowed, "spent");
+            assert!(on_other(5).allowed);
+            assert_eq!(on_other(2).remaining, 1, "a fresh budget of 2");
+            let after = worker(2);
+            assert!(
+                after.allowed && after.remaining == 0,
+                "the worker takes from the fresh budget, not its spent copy: {after:?}"
+            );
+            drop(to_worker);
+        });
     }
 
     #[tokio::test]
