@@ -42,7 +42,10 @@ where
                     let task = connections.spawn(serve_connection(stream, app.clone(), closing));
                     closers.insert(task.id(), close);
                 }
-                Err(e) => wait_out_accept_error(e).await,
+                Err(e) => tokio::select! {
+                    () = wait_out_accept_error(e) => {}
+                    () = &mut stop => break,
+                },
             },
             Some(done) = connections.join_next_with_id() => {
                 let id = match done {
@@ -61,7 +64,8 @@ where
 }
 
 /// One connection: its requests in turn until the client closes it or the server is stopping
-/// (then the request in progress is answered, and the connection closed after it).
+/// (then the request in progress is answered, and the connection closed after it; hyper closes
+/// one that has sent nothing yet at once, as the tests check).
 async fn serve_connection<S>(stream: TcpStream, app: S, mut closing: oneshot::Receiver<Infallible>)
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
@@ -161,14 +165,17 @@ mod tests {
         let mut buf = [0u8; 256];
         let n = idle.read(&mut buf).await.unwrap();
         assert!(String::from_utf8_lossy(&buf[..n]).ends_with("fast"));
+        // A connection that has sent nothing yet.
+        let mut silent = TcpStream::connect(addr).await.unwrap();
         // A connection whose request is still being served.
         let mut busy = TcpStream::connect(addr).await.unwrap();
         send(&mut busy, "/slow").await;
         entered.notified().await;
 
         stop_tx.send(()).unwrap();
-        // The idle connection is closed without another answer.
+        // The idle connection is closed without another answer, and so is the silent one.
         assert_eq!(read_to_close(&mut idle).await, "");
+        assert_eq!(read_to_close(&mut silent).await, "");
         // New connections are refused once the loop has stopped accepting.
         tokio::time::timeout(Duration::from_secs(5), async {
             while TcpStream::connect(addr).await.is_ok() {
