@@ -326,7 +326,7 @@ impl DealRepo for SqliteTx {
                 ("deals", "deals_fts", rows::DEAL_COLUMNS),
                 q,
                 slice,
-                &|qb| push_not_deleted(qb, filter.include_deleted),
+                filter.include_deleted,
                 rows::deal,
                 |d| d.id.as_str(),
             )

@@ -134,8 +134,8 @@ const SEARCH_MATCHES_PER_WINDOW_ROW: u32 = 5;
 /// 3. only if that cap was reached (a needle common among the older rows but rare among the
 ///    newest, such as an old import's domain) does the one statement read the rest.
 ///
-/// `filters` pushes the list's other conditions as ` AND ...` clauses over `table`'s unqualified
-/// columns. Lists filtered by an indexed column keep one statement: that index serves them better.
+/// `include_deleted`: the list's one other condition here (lists filtered by an indexed column or
+/// a custom field keep one statement: that index serves them better).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn search_page<'a, T>(
     tx: &mut SqliteTx,
@@ -143,7 +143,7 @@ pub(crate) async fn search_page<'a, T>(
     (table, fts, columns): (&'static str, &'static str, &'static str),
     q: &'a str,
     slice: &'a Slice,
-    filters: &(dyn Fn(&mut QueryBuilder<'a, Sqlite>) + Sync),
+    include_deleted: bool,
     map: fn(&SqliteRow) -> Result<T, StoreError>,
     id_of: fn(&T) -> &str,
 ) -> Result<Vec<T>, StoreError> {
@@ -166,7 +166,7 @@ pub(crate) async fn search_page<'a, T>(
     // reads a few rows, a rare one at most the window.
     let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM {table}"));
     newest(&mut qb);
-    filters(&mut qb);
+    push_not_deleted(&mut qb, include_deleted);
     qb.push(" AND id >= coalesce(");
     edge(&mut qb);
     qb.push(format!(", '') AND {SEARCH_TEXT_FOLDED} LIKE "))
@@ -183,7 +183,7 @@ pub(crate) async fn search_page<'a, T>(
     let oldest = page.last().map(|row| id_of(row).to_owned());
     let older = |qb: &mut QueryBuilder<'a, Sqlite>| {
         tenant_where(qb, tenant);
-        filters(qb);
+        push_not_deleted(qb, include_deleted);
         qb.push(" AND id < ");
         edge(qb);
         // The same edge again as a term of its own: a constant, which SQLite tests once before
@@ -761,7 +761,7 @@ impl ContactRepo for SqliteTx {
                 ("contacts", "contacts_fts", rows::CONTACT_COLUMNS),
                 q,
                 slice,
-                &|qb| push_not_deleted(qb, filter.include_deleted),
+                filter.include_deleted,
                 rows::contact,
                 |c| c.id.as_str(),
             )
@@ -936,7 +936,7 @@ impl CompanyRepo for SqliteTx {
                 ("companies", "companies_fts", rows::COMPANY_COLUMNS),
                 q,
                 slice,
-                &|qb| push_not_deleted(qb, filter.include_deleted),
+                filter.include_deleted,
                 rows::company,
                 |c| c.id.as_str(),
             )
