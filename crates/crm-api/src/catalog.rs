@@ -1,7 +1,7 @@
 //! The operation catalog: every operation of the service, declared once. The REST router, the
 //! OpenAPI document, the MCP tool list and the A2A skills are all derived from [`catalog`].
 
-use std::{collections::BTreeMap, future::Future, pin::Pin, sync::OnceLock};
+use std::{borrow::Cow, collections::BTreeMap, future::Future, pin::Pin, sync::OnceLock};
 
 use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
 use serde_json::Value;
@@ -326,13 +326,16 @@ impl StaticBody {
 pub enum ReplyBody {
     Owned(Value),
     Static(&'static StaticBody),
+    /// A typed answer already serialized to JSON (see [`Reply::serialized`]).
+    Serialized(Vec<u8>),
 }
 
 impl ReplyBody {
-    pub fn value(&self) -> &Value {
+    pub fn value(&self) -> Cow<'_, Value> {
         match self {
-            ReplyBody::Owned(v) => v,
-            ReplyBody::Static(s) => &s.value,
+            ReplyBody::Owned(v) => Cow::Borrowed(v),
+            ReplyBody::Static(s) => Cow::Borrowed(&s.value),
+            ReplyBody::Serialized(json) => Cow::Owned(parse_serialized(json)),
         }
     }
 
@@ -340,8 +343,14 @@ impl ReplyBody {
         match self {
             ReplyBody::Owned(v) => v,
             ReplyBody::Static(s) => s.value.clone(),
+            ReplyBody::Serialized(json) => parse_serialized(&json),
         }
     }
+}
+
+/// What [`Reply::serialized`] wrote parses back: it came from `serde_json` itself.
+fn parse_serialized(json: &[u8]) -> Value {
+    serde_json::from_slice(json).expect("JSON serde_json wrote")
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -369,6 +378,19 @@ impl Reply {
         Reply {
             status,
             body: ReplyBody::Static(body),
+            etag: None,
+            replayed: false,
+        }
+    }
+
+    /// A typed answer, serialized here once: no `Value` is built for it, whose maps hash and
+    /// allocate every key. For documents rendered from their schema types (`ops::usage`).
+    pub fn serialized(status: u16, body: &impl serde::Serialize) -> Reply {
+        Reply {
+            status,
+            body: ReplyBody::Serialized(
+                serde_json::to_vec(body).expect("a schema type serializes to JSON"),
+            ),
             etag: None,
             replayed: false,
         }

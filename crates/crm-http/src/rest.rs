@@ -88,15 +88,16 @@ pub(crate) fn problem_response(
     res
 }
 
-fn reply_response(reply: &Reply, rate: Option<&RateStatus>) -> Response {
-    let mut res = match &reply.body {
-        ReplyBody::Owned(value) => json_response(reply.status, JSON, value, rate),
+fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
+    let mut res = match reply.body {
+        ReplyBody::Owned(value) => json_response(reply.status, JSON, &value, rate),
         ReplyBody::Static(fixed) => bytes_response(
             reply.status,
             JSON,
             Body::from(Bytes::from_static(&fixed.json)),
             rate,
         ),
+        ReplyBody::Serialized(json) => bytes_response(reply.status, JSON, Body::from(json), rate),
     };
     if let Some(v) = reply.etag {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
@@ -122,7 +123,7 @@ pub(crate) async fn serve(
     let (parts, body) = req.into_parts();
     let mut rate = None;
     match run(&api, target, path, &parts, body, &mut rate).await {
-        Ok(reply) => reply_response(&reply, rate.as_ref()),
+        Ok(reply) => reply_response(reply, rate.as_ref()),
         Err(problem) => problem_response(&api, &problem, rate.as_ref()),
     }
 }

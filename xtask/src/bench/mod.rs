@@ -1022,7 +1022,7 @@ fn mixed(
     });
     row.rss_peak_mib = Some(server.memory().1);
     let ratio = if first > 0.0 { last / first } else { 0.0 };
-    let mut note = format!("last window ÷ first = {:.0} %", ratio * 100.0);
+    let mut note = format!("last window ÷ first = {}", percent(ratio));
     if wal_path.is_some() {
         let wal_mib = wal_max.load(Ordering::Relaxed) as f64 / 1048576.0;
         note.push_str(&format!("; WAL max {wal_mib:.1} MiB"));
@@ -1297,9 +1297,7 @@ fn print_table(rows: &[Row]) {
             .baseline
             .as_ref()
             .map_or("-".into(), |(_, v)| format!("{v:.0}"));
-        let ratio = r
-            .ratio()
-            .map_or("-".into(), |v| format!("{:.0} %", v * 100.0));
+        let ratio = r.ratio().map_or("-".into(), percent);
         let rss = r.rss_peak_mib.map_or("-".into(), |v| format!("{v:.1}"));
         let cpu = |us: Option<f64>| us.map_or("-".into(), |v| format!("{v:.1}"));
         let (srv, cli) = (
@@ -1371,4 +1369,10 @@ fn git_commit(root: &Path) -> Option<String> {
         .output()
         .ok()?;
     Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// A ratio as a percentage to a tenth: rounded to a whole number, 79.8 % printed as a failing
+/// "80 %" beside a target of 80 %.
+fn percent(ratio: f64) -> String {
+    format!("{:.1} %", ratio * 100.0)
 }

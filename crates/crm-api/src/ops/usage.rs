@@ -4,7 +4,7 @@
 
 use crm_app::{plans::Usage, Scope};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::handler;
@@ -15,9 +15,12 @@ use crate::{
     Problem,
 };
 
+// The answers below are rendered from the types that describe them in the catalog's schemas,
+// so the two cannot drift apart, and serialized once, without a `serde_json::Value` between
+// (a map whose every key is hashed and allocated).
+
 /// The billing period.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered usage; never constructed
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PeriodOut {
     /// First instant of the billing period (the calendar month, UTC).
     start: String,
@@ -25,8 +28,7 @@ pub struct PeriodOut {
     end: String,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RequestsOut {
     /// Requests counted this period in this mode (all but GET /usage and GET/PATCH /settings;
     /// 401s and 429s are not counted). Other servers' counts arrive within about a second.
@@ -37,15 +39,13 @@ pub struct RequestsOut {
     overage: u64,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AutomationsOut {
     active: u64,
     limit: u32,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SequencesOut {
     count: u64,
     /// `null`: unlimited (scale plan).
@@ -53,15 +53,14 @@ pub struct SequencesOut {
 }
 
 /// Usage of the calling key's mode in the current billing period, with the effective limits.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct UsageOut {
     /// Always `usage`.
-    object: String,
+    object: &'static str,
     /// `test` or `live`.
-    mode: String,
+    mode: &'static str,
     /// `free`, `pro` or `scale`.
-    plan: String,
+    plan: &'static str,
     period: PeriodOut,
     requests: RequestsOut,
     /// `overage × price per request` (pro $0.001, scale $0.0005), unrounded.
@@ -75,11 +74,10 @@ pub struct UsageOut {
 }
 
 /// The workspace's settings (shared by both modes).
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SettingsOut {
     /// Always `settings`.
-    object: String,
+    object: &'static str,
     /// USD cap on metered overage per billing period: a number ≥ 0 (0 means no overage at all) or
     /// `null` (unlimited).
     overage_cap_usd: Option<f64>,
@@ -93,23 +91,39 @@ pub struct SettingsUpdate {
     pub overage_cap_usd: PatchField<f64>,
 }
 
-fn render_usage(u: &Usage) -> Value {
-    json!({
-        "object": "usage",
-        "mode": u.mode.as_str(),
-        "plan": u.plan.as_str(),
-        "period": {"start": u.period.start.to_string(), "end": u.period.end.to_string()},
-        "requests": {"used": u.used, "included": u.included(), "overage": u.overage()},
-        "overage_cost_usd": u.overage_cost_usd(),
-        "overage_cap_usd": u.overage_cap_usd,
-        "automations": {"active": u.counts.active_automations, "limit": u.limits.active_automations},
-        "sequences": {"count": u.counts.sequences, "limit": u.limits.sequences},
-        "rate_limit_per_minute": u.limits.rate_limit_per_minute,
-    })
+fn render_usage(u: &Usage) -> UsageOut {
+    UsageOut {
+        object: "usage",
+        mode: u.mode.as_str(),
+        plan: u.plan.as_str(),
+        period: PeriodOut {
+            start: u.period.start.to_string(),
+            end: u.period.end.to_string(),
+        },
+        requests: RequestsOut {
+            used: u.used,
+            included: u.included(),
+            overage: u.overage(),
+        },
+        overage_cost_usd: u.overage_cost_usd(),
+        overage_cap_usd: u.overage_cap_usd,
+        automations: AutomationsOut {
+            active: u.counts.active_automations,
+            limit: u.limits.active_automations,
+        },
+        sequences: SequencesOut {
+            count: u.counts.sequences,
+            limit: u.limits.sequences,
+        },
+        rate_limit_per_minute: u.limits.rate_limit_per_minute,
+    }
 }
 
-fn render_settings(cap: Option<f64>) -> Value {
-    json!({"object": "settings", "overage_cap_usd": cap})
+fn render_settings(cap: Option<f64>) -> SettingsOut {
+    SettingsOut {
+        object: "settings",
+        overage_cap_usd: cap,
+    }
 }
 
 fn update_schema() -> Value {
@@ -129,11 +143,11 @@ fn update_schema() -> Value {
 
 handler!(get_usage(api, caller, _input) {
     let usage = api.app.usage(caller).await?;
-    Ok(Reply::new(200, render_usage(&usage)))
+    Ok(Reply::serialized(200, &render_usage(&usage)))
 });
 
 handler!(get_settings(api, caller, _input) {
-    Ok(Reply::new(200, render_settings(api.app.settings(caller))))
+    Ok(Reply::serialized(200, &render_settings(api.app.settings(caller))))
 });
 
 handler!(update_settings(api, caller, input) {
@@ -146,7 +160,7 @@ handler!(update_settings(api, caller, input) {
         crm_domain::Patch::Value(v) => Some(v),
     };
     let cap = api.app.update_settings(caller, cap).await?;
-    Ok(Reply::new(200, render_settings(cap)))
+    Ok(Reply::serialized(200, &render_settings(cap)))
 });
 
 pub fn operations() -> Vec<Operation> {
