@@ -430,6 +430,33 @@ async fn an_unknown_tool_is_a_protocol_error_naming_the_valid_ones(s: Server) {
     );
 }
 
+/// Usage and settings are rendered straight to JSON bytes (`Reply::serialized`), which the
+/// agent transports parse back: the tool's result and the task's artifact are the REST body.
+async fn usage_and_settings_are_the_same_document_on_every_transport(s: Server) {
+    let key = Some(s.keys.test.as_str());
+    s.patch("/settings", json!({"overage_cap_usd": 12.5}))
+        .await
+        .ok(200);
+    for (tool, path) in [
+        ("svc_get_settings", "/settings"),
+        ("svc_get_usage", "/usage"),
+    ] {
+        let rest = s.get(path).await.ok(200).clone();
+        assert_eq!(rest["object"], path.trim_start_matches('/'));
+        let tool_result = call_tool(&s, tool, json!({})).await;
+        assert_eq!(tool_result["isError"], false);
+        assert_eq!(tool_result["structuredContent"], rest, "{tool} over MCP");
+        let done = a2a(&s, key, "SendMessage", tool_message(tool, json!({}))).await;
+        assert_eq!(
+            done.ok(200)["result"]["task"]["artifacts"][0]["parts"][0]["data"],
+            rest,
+            "{tool} over A2A"
+        );
+    }
+    let settings = call_tool(&s, "svc_get_settings", json!({})).await;
+    assert_eq!(settings["structuredContent"]["overage_cap_usd"], 12.5);
+}
+
 async fn a2a_answers_completed_failed_and_rejected_tasks(s: Server) {
     let key = Some(s.keys.test.as_str());
     let done = a2a(
@@ -616,6 +643,7 @@ crate::on_both_stores!(
     a_tool_filters_contacts_by_custom_field_with_one_object_argument,
     an_unknown_tool_is_a_protocol_error_naming_the_valid_ones,
     a2a_answers_completed_failed_and_rejected_tasks,
+    usage_and_settings_are_the_same_document_on_every_transport,
     a2a_tasks_are_visible_only_to_their_workspace_and_mode,
     a2a_answers_the_0_3_method_names_in_0_3_shapes,
 );
