@@ -331,6 +331,7 @@ pub enum ReplyBody {
 }
 
 impl ReplyBody {
+    /// The body as a document; a [`ReplyBody::Serialized`] one is parsed on each call.
     pub fn value(&self) -> Cow<'_, Value> {
         match self {
             ReplyBody::Owned(v) => Cow::Borrowed(v),

@@ -271,6 +271,50 @@ mod tests {
         );
     }
 
+    /// The typed answers are byte for byte the `json!` documents they replaced (key order,
+    /// numbers, nulls), for a live usage with overage, a cap, and unlimited sequences.
+    #[test]
+    fn typed_answers_serialize_as_the_maps_they_replaced() {
+        let usage = Usage {
+            mode: Mode::Live,
+            plan: Plan::Pro,
+            period: Period::containing(Timestamp::from_millis(1_764_547_200_000)),
+            used: Plan::Pro.limits().included_requests + 1_234,
+            limits: crm_domain::PlanLimits {
+                sequences: None,
+                ..Plan::Pro.limits()
+            },
+            overage_cap_usd: Some(12.5),
+            counts: crm_app::ports::PlanCounts {
+                active_automations: 3,
+                sequences: 7,
+            },
+        };
+        let u = &usage;
+        let before = json!({
+            "object": "usage",
+            "mode": u.mode.as_str(),
+            "plan": u.plan.as_str(),
+            "period": {"start": u.period.start.to_string(), "end": u.period.end.to_string()},
+            "requests": {"used": u.used, "included": u.included(), "overage": u.overage()},
+            "overage_cost_usd": u.overage_cost_usd(),
+            "overage_cap_usd": u.overage_cap_usd,
+            "automations": {"active": u.counts.active_automations, "limit": u.limits.active_automations},
+            "sequences": {"count": u.counts.sequences, "limit": u.limits.sequences},
+            "rate_limit_per_minute": u.limits.rate_limit_per_minute,
+        });
+        assert_eq!(
+            serde_json::to_vec(&render_usage(u)).unwrap(),
+            serde_json::to_vec(&before).unwrap()
+        );
+        for cap in [None, Some(0.0), Some(12.5)] {
+            assert_eq!(
+                serde_json::to_vec(&render_settings(cap)).unwrap(),
+                serde_json::to_vec(&json!({"object": "settings", "overage_cap_usd": cap})).unwrap()
+            );
+        }
+    }
+
     #[test]
     fn exempt_operations_exist_in_the_catalog() {
         for name in crm_app::metering::EXEMPT_OPERATIONS {
