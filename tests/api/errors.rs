@@ -111,7 +111,7 @@ async fn unknown_routes_are_problems(s: Server) {
     s.req(Method::PUT, "/contacts")
         .send()
         .await
-        .problem(404, "not_found");
+        .problem(405, "method_not_allowed");
 }
 
 crate::on_both_stores!(

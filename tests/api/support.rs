@@ -240,6 +240,12 @@ impl<'a> Req<'a> {
         self
     }
 
+    /// A body sent as it is, with no Content-Type of its own (set one with `header`).
+    pub fn json_text(mut self, body: impl Into<reqwest::Body>) -> Self {
+        self.builder = self.builder.body(body);
+        self
+    }
+
     pub async fn send(self) -> Res {
         let builder = match &self.key {
             Some(key) => self.builder.bearer_auth(key),

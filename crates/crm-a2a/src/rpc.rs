@@ -60,7 +60,7 @@ pub async fn handle(
     request_id: &str,
     rate: &RateSlot,
 ) -> Value {
-    let request: Value = match serde_json::from_slice(body) {
+    let request: Value = match crm_api::strict_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
             return response(

@@ -13,6 +13,7 @@ pub mod openapi;
 pub mod ops;
 pub mod problem;
 pub mod schema;
+pub mod strict_json;
 
 use crm_app::{idempotency::Claim, idempotency::StoredReply, Admission, App, Caller, RateStatus};
 use serde_json::Value;

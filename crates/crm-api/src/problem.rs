@@ -57,6 +57,10 @@ error_codes! {
     QuotaExceeded = ("quota_exceeded", 429, "Quota exceeded", "The monthly request quota of the plan is used up. Check GET /usage."),
     SpendCapReached = ("spend_cap_reached", 429, "Spend cap reached", "The next request would take metered overage past `overage_cap_usd`. Raise or clear it with PATCH /settings (null is unlimited)."),
     PayloadTooLarge = ("payload_too_large", 413, "Payload too large", "The request body exceeds 1 MiB."),
+    MethodNotAllowed = ("method_not_allowed", 405, "Method not allowed", "The path exists but does not serve this method. The `Allow` header lists the methods it serves."),
+    RequestTimeout = ("request_timeout", 408, "Request timeout", "The request body stalled: no data arrived for 30 seconds, or the whole body took longer than 60 seconds. The connection is closed; send the request again."),
+    HeadersTooLarge = ("headers_too_large", 431, "Request headers too large", "The request head exceeds 64 KiB or 100 header lines. Send fewer or shorter headers."),
+    UnsupportedMediaType = ("unsupported_media_type", 415, "Unsupported media type", "The body's Content-Type is not JSON. Send `Content-Type: application/json` (or any `+json` type), or no Content-Type at all."),
     InternalError = ("internal_error", 500, "Internal error", "An unexpected server error. It is safe to retry; quote the request id when reporting it."),
 }
 
@@ -285,6 +289,10 @@ mod tests {
             ("quota_exceeded", 429),
             ("spend_cap_reached", 429),
             ("payload_too_large", 413),
+            ("method_not_allowed", 405),
+            ("request_timeout", 408),
+            ("headers_too_large", 431),
+            ("unsupported_media_type", 415),
             ("internal_error", 500),
         ];
         assert_eq!(ErrorCode::ALL.len(), spec.len());

@@ -74,27 +74,66 @@ impl Dispatch {
     }
 }
 
-impl Routes {
-    fn find(&self, method: &http::Method, path: &str) -> Option<(Target, PathParams)> {
-        let method = match *method {
-            http::Method::GET | http::Method::HEAD => Method::Get,
-            http::Method::POST => Method::Post,
-            http::Method::PATCH => Method::Patch,
-            http::Method::DELETE => Method::Delete,
-            _ => return None,
-        };
-        let path = path.strip_prefix("/v1")?;
-        if let Some(methods) = self.fixed.get(path) {
-            return Some((methods.0[method as usize]?, Ok(BTreeMap::new())));
+/// What a request's method and path are among the operation routes.
+pub(crate) enum Lookup {
+    Operation(Target, PathParams),
+    /// The path is an operation's, the method none of its operations': 405 with this `Allow`.
+    OtherMethods(String),
+    /// Not an operation's path: axum's router takes it.
+    Elsewhere,
+}
+
+impl Methods {
+    fn target(&self, method: Method) -> Option<Target> {
+        self.0[method as usize]
+    }
+
+    /// The `Allow` value of the path: its methods (HEAD with GET).
+    fn allow(&self) -> String {
+        let mut allowed: Vec<&str> = Vec::new();
+        for (method, name) in [
+            (Method::Get, "GET, HEAD"),
+            (Method::Post, "POST"),
+            (Method::Patch, "PATCH"),
+            (Method::Delete, "DELETE"),
+        ] {
+            if self.0[method as usize].is_some() {
+                allowed.push(name);
+            }
         }
-        let found = self.tree.at(path).ok()?;
-        let target = found.value.0[method as usize]?;
-        let params = found
-            .params
-            .iter()
-            .map(|(k, v)| Ok((k.to_owned(), percent_decode(v)?)))
-            .collect();
-        Some((target, params))
+        allowed.join(", ")
+    }
+}
+
+impl Routes {
+    fn find(&self, method: &http::Method, path: &str) -> Lookup {
+        let Some(path) = path.strip_prefix("/v1") else {
+            return Lookup::Elsewhere;
+        };
+        let method = match *method {
+            http::Method::GET | http::Method::HEAD => Some(Method::Get),
+            http::Method::POST => Some(Method::Post),
+            http::Method::PATCH => Some(Method::Patch),
+            http::Method::DELETE => Some(Method::Delete),
+            _ => None,
+        };
+        let (methods, params) = if let Some(methods) = self.fixed.get(path) {
+            (methods, None)
+        } else if let Ok(found) = self.tree.at(path) {
+            (found.value, Some(found.params))
+        } else {
+            return Lookup::Elsewhere;
+        };
+        let Some(target) = method.and_then(|m| methods.target(m)) else {
+            return Lookup::OtherMethods(methods.allow());
+        };
+        let params = params.map_or(Ok(BTreeMap::new()), |params| {
+            params
+                .iter()
+                .map(|(k, v)| Ok((k.to_owned(), percent_decode(v)?)))
+                .collect()
+        });
+        Lookup::Operation(target, params)
     }
 }
 
@@ -167,10 +206,13 @@ impl Service<Request> for Dispatch {
     fn call(&mut self, req: Request) -> DispatchFuture {
         let inner = &*self.0;
         match inner.routes.find(req.method(), req.uri().path()) {
-            Some((target, path)) => DispatchFuture::Operation {
+            Lookup::Operation(target, path) => DispatchFuture::Operation {
                 inner: Box::pin(rest::serve(inner.api.clone(), target, path, req)),
             },
-            None => DispatchFuture::Rest {
+            Lookup::OtherMethods(allow) => DispatchFuture::Answered {
+                answer: Some(rest::method_not_allowed(&inner.api, &req, &allow)),
+            },
+            Lookup::Elsewhere => DispatchFuture::Rest {
                 inner: inner.rest.clone().call(with_request_id_header(req)),
             },
         }
@@ -193,6 +235,7 @@ pin_project_lite::pin_project! {
     pub enum DispatchFuture {
         Operation { inner: Pin<Box<dyn Future<Output = Response> + Send>> },
         Rest { #[pin] inner: RouteFuture<Infallible> },
+        Answered { answer: Option<Response> },
     }
 }
 
@@ -203,6 +246,9 @@ impl Future for DispatchFuture {
         match self.project() {
             DispatchProj::Operation { inner } => inner.as_mut().poll(cx).map(Ok),
             DispatchProj::Rest { inner } => inner.poll(cx),
+            DispatchProj::Answered { answer } => {
+                Poll::Ready(Ok(answer.take().expect("polled after it answered")))
+            }
         }
     }
 }
@@ -222,9 +268,11 @@ mod tests {
         };
         for op in catalog::catalog() {
             let concrete = format!("/v1{}", op.path.replace('{', "x").replace('}', ""));
-            let (target, params) = routes
-                .find(&http_method(op.method), &concrete)
-                .unwrap_or_else(|| panic!("{}", op.path));
+            let Lookup::Operation(target, params) =
+                routes.find(&http_method(op.method), &concrete)
+            else {
+                panic!("{}", op.path)
+            };
             assert_eq!(
                 target.op.name,
                 op.name,
@@ -241,14 +289,34 @@ mod tests {
         }
         for alias in ALIASES {
             let concrete = format!("/v1{}", alias.path.replace('{', "x").replace('}', ""));
-            let (target, _) = routes.find(&http_method(alias.method), &concrete).unwrap();
+            let Lookup::Operation(target, _) = routes.find(&http_method(alias.method), &concrete)
+            else {
+                panic!("{}", alias.path)
+            };
             assert_eq!(target.alias.map(|a| a.action), Some(alias.action));
         }
         assert!(!routes.fixed.is_empty() && routes.fixed.keys().all(|p| !p.contains('{')));
-        assert!(routes
-            .find(&http::Method::GET, "/v1/no-such-thing")
-            .is_none());
-        assert!(routes.find(&http::Method::PUT, "/v1/contacts").is_none());
+        assert!(matches!(
+            routes.find(&http::Method::GET, "/v1/no-such-thing"),
+            Lookup::Elsewhere
+        ));
+        assert!(matches!(
+            routes.find(&http::Method::GET, "/healthz"),
+            Lookup::Elsewhere
+        ));
+    }
+
+    #[test]
+    fn a_method_an_operation_path_does_not_serve_names_the_ones_it_does() {
+        let routes = operation_routes();
+        let allow = |method: http::Method, path: &str| match routes.find(&method, path) {
+            Lookup::OtherMethods(allow) => allow,
+            _ => panic!("{method} {path} is not refused"),
+        };
+        assert_eq!(allow(http::Method::PUT, "/v1/contacts"), "GET, HEAD, POST");
+        assert_eq!(allow(http::Method::TRACE, "/v1/contacts"), "GET, HEAD, POST");
+        assert_eq!(allow(http::Method::POST, "/v1/contacts/con_1"), "GET, HEAD, PATCH, DELETE");
+        assert_eq!(allow(http::Method::PUT, "/v1/settings"), "GET, HEAD, PATCH");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod dispatch;
 mod errors_pages;
 mod request_context;
 mod rest;
+pub mod server;
 
 use std::sync::Arc;
 
@@ -30,7 +31,7 @@ pub fn router(api: Arc<Api>, extra: Router) -> RequestContext<Dispatch> {
         .route("/errors", get(errors_pages::index))
         .route("/errors/{code}", get(errors_pages::page))
         .fallback(rest::no_route)
-        .method_not_allowed_fallback(rest::no_route)
+        .method_not_allowed_fallback(rest::no_method)
         .with_state(api.clone())
         .merge(extra);
     // Around the whole application once, not with `Router::layer`, which wraps every route in

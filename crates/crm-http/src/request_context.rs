@@ -86,7 +86,7 @@ impl<S> RequestContext<S> {
 /// logs. Its 74 random bits come from a per-thread generator seeded once from the OS, not from
 /// `Uuid::now_v7`, which locks a process-wide context and draws from a cryptographic generator
 /// (800 instructions of a request's 20,000): an id must be unique, not unguessable.
-fn new_request_id() -> HeaderValue {
+pub(crate) fn new_request_id() -> HeaderValue {
     thread_local! {
         // Seeded from a v7 UUID's random half (the OS's randomness, once per thread).
         static STATE: Cell<u64> = Cell::new(u64::from_le_bytes(uuid::Uuid::now_v7().as_bytes()[8..].try_into().expect("8 bytes")));

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::{
     dispatch::{PathParams, Target},
+    server::BodyTimeout,
     with_request_id, REQUEST_ID,
 };
 
@@ -78,6 +79,11 @@ pub(crate) fn problem_response(
     if problem.code == ErrorCode::Unauthorized {
         res.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    if problem.code == ErrorCode::RequestTimeout {
+        // The rest of the stalled body would be read as the next request.
+        res.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if problem.is_replayed() {
         res.headers_mut().insert(
@@ -292,7 +298,7 @@ async fn run(
         .into_owned()
         .collect();
     let body = if op.body.is_some() || alias.is_some() {
-        read_json(&parts.headers, body).await?
+        read_json(&parts.headers, body, || alias.is_none() && needs_body(op)).await?
     } else {
         None
     };
@@ -328,6 +334,17 @@ async fn run(
     }
     api.dispatch(op, &caller, input, idempotency_key.as_deref())
         .await
+}
+
+/// Whether `op` must be sent a body: when its body has a required member, as its OpenAPI
+/// `requestBody.required` says (the others, such as a restore or an update, read none as `{}`).
+fn needs_body(op: &Operation) -> bool {
+    op.body.is_some_and(|schema| {
+        schema()
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|required| !required.is_empty())
+    })
 }
 
 /// An alias route's extra path parameters and its query become body fields of the operation,
@@ -368,8 +385,14 @@ fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Pr
     Ok(())
 }
 
-/// Reads at most [`MAX_BODY_BYTES`] and parses them as JSON; an empty body is `None`.
-async fn read_json(headers: &HeaderMap, body: Body) -> Result<Option<Value>, Problem> {
+/// Reads at most [`MAX_BODY_BYTES`] and parses them as strict JSON (decisions §22, §24): a body
+/// of another media type answers 415, one that stalls 408, one that is too large 413, one with
+/// duplicate keys 400. An empty body is `None`, unless `required`: then 400.
+async fn read_json(
+    headers: &HeaderMap,
+    body: Body,
+    required: impl FnOnce() -> bool,
+) -> Result<Option<Value>, Problem> {
     let too_large = || {
         Problem::new(
             ErrorCode::PayloadTooLarge,
@@ -383,15 +406,71 @@ async fn read_json(headers: &HeaderMap, body: Body) -> Result<Option<Value>, Pro
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(too_large());
     }
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| too_large())?;
+    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) if BodyTimeout::caused(&e) => {
+            return Err(Problem::new(
+                ErrorCode::RequestTimeout,
+                "the request body stalled; send the request again",
+            ))
+        }
+        Err(e) if caused_by::<http_body_util::LengthLimitError>(&e) => return Err(too_large()),
+        Err(e) => {
+            tracing::debug!(error = %e, "the request body could not be read");
+            return Err(Problem::bad_request(
+                "the request body could not be read: the connection ended before the body did",
+            ));
+        }
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
+        if required() {
+            return Err(Problem::bad_request(
+                "this operation needs a JSON object as its body",
+            ));
+        }
         return Ok(None);
     }
-    serde_json::from_slice(&bytes)
+    if let Some(content_type) = headers.get(header::CONTENT_TYPE) {
+        if !is_json(content_type) {
+            return Err(Problem::new(
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "the body's Content-Type is {}; send application/json",
+                    String::from_utf8_lossy(content_type.as_bytes())
+                ),
+            ));
+        }
+    }
+    crm_api::strict_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
+}
+
+/// `application/json` or any `<type>/<subtype>+json`, with any parameters (decisions §24).
+fn is_json(content_type: &HeaderValue) -> bool {
+    let Ok(text) = content_type.to_str() else {
+        return false;
+    };
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    !kind.is_empty()
+        && (subtype.eq_ignore_ascii_case("json")
+            && kind.eq_ignore_ascii_case("application")
+            || subtype.len() > 5
+                && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
+}
+
+fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<E>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
@@ -409,7 +488,33 @@ pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
     }
 }
 
-/// Unknown paths and methods answer a problem document too.
+/// 405 `method_not_allowed` for a method an operation path does not serve, with its `Allow`.
+pub(crate) fn method_not_allowed(api: &Api, req: &Request, allow: &str) -> Response {
+    let mut res = problem_response(api, &not_allowed_problem(req), None);
+    if let Ok(allow) = HeaderValue::from_str(allow) {
+        res.headers_mut().insert(header::ALLOW, allow);
+    }
+    res
+}
+
+fn not_allowed_problem(req: &Request) -> Problem {
+    Problem::new(
+        ErrorCode::MethodNotAllowed,
+        format!(
+            "{} {} is not served; the Allow header lists the methods that are",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}
+
+/// The routes beside the operations (health, errors, the OpenAPI document, MCP, A2A) for a
+/// method they do not serve: axum adds their `Allow`.
+pub(crate) async fn no_method(State(api): State<Arc<Api>>, req: Request) -> Response {
+    problem_response(&api, &not_allowed_problem(&req), None)
+}
+
+/// Unknown paths answer a problem document too.
 pub(crate) async fn no_route(State(api): State<Arc<Api>>, req: Request) -> Response {
     let detail = format!(
         "no operation {} {}; see /v1/openapi.json",

@@ -1,5 +1,7 @@
 //! Configuration (flags and `CRM_*` environment variables), logging and shutdown signals.
 
+use std::time::Duration;
+
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
@@ -43,6 +45,85 @@ pub struct ServeArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub webhooks: crate::webhooks::WebhookArgs,
+    #[command(flatten)]
+    pub edge: EdgeArgs,
+}
+
+/// The HTTP edge's timers and caps (decisions §22-24; docs/operations.md, "The HTTP edge").
+#[derive(Args, Debug, Clone)]
+pub struct EdgeArgs {
+    /// A new connection's first byte, and a whole request head after its first byte, within this
+    /// (else closed without an answer).
+    #[arg(long, env = "CRM_HTTP_HEAD_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub http_head_timeout: Duration,
+    /// A kept-alive connection's next request within this (else closed).
+    #[arg(long, env = "CRM_HTTP_IDLE_TIMEOUT", default_value = "75s", value_parser = duration)]
+    pub http_idle_timeout: Duration,
+    /// A request body without a byte for this long answers 408; a whole body may take twice it.
+    #[arg(long, env = "CRM_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = duration)]
+    pub http_body_timeout: Duration,
+    /// A response the client takes none of for this long is dropped.
+    #[arg(long, env = "CRM_HTTP_WRITE_TIMEOUT", default_value = "30s", value_parser = duration)]
+    pub http_write_timeout: Duration,
+    /// Connections served at once (the rest wait in the accept queue); lowered to fit the
+    /// process's open-file limit.
+    #[arg(long, env = "CRM_HTTP_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections: u32,
+    /// Connections from one client address at once; one more is closed at once.
+    #[arg(long, env = "CRM_HTTP_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections_per_address: u32,
+}
+
+impl EdgeArgs {
+    /// The edge's settings, its connection cap kept below `open_files` (the process's limit)
+    /// with room for the database, logs and outbound connections.
+    pub fn config(&self, open_files: u64) -> crm_http::server::EdgeConfig {
+        const OTHER_FILES: u64 = 512;
+        let fits = usize::try_from(open_files.saturating_sub(OTHER_FILES).max(1)).unwrap_or(usize::MAX);
+        let wanted = self.http_max_connections as usize;
+        if wanted > fits {
+            tracing::warn!(
+                wanted,
+                open_files,
+                "CRM_HTTP_MAX_CONNECTIONS is above what the open-file limit allows; serving {fits} at once"
+            );
+        }
+        crm_http::server::EdgeConfig {
+            head_timeout: self.http_head_timeout,
+            idle_timeout: self.http_idle_timeout,
+            body_timeout: self.http_body_timeout,
+            write_timeout: self.http_write_timeout,
+            max_connections: wanted.min(fits),
+            max_connections_per_address: self.http_max_connections_per_address as usize,
+        }
+    }
+}
+
+fn duration(raw: &str) -> Result<Duration, String> {
+    crm_domain::webhook::parse_duration_ms(raw)
+        .and_then(|ms| u64::try_from(ms).ok())
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{raw}` is not a positive duration (e.g. 500ms, 10s, 1m)"))
+}
+
+/// Raises the soft open-file limit to the hard one (each connection is a file) and returns the
+/// limit in force.
+pub fn raise_open_file_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    let in_force = match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => limit.maximum,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-file limit");
+            limit.current
+        }
+    };
+    in_force.unwrap_or(u64::MAX)
 }
 
 /// Structured logs on stderr. `CRM_LOG` is an env-filter (default `info`: warnings, errors, and

@@ -4,7 +4,6 @@
 mod allocator;
 mod config;
 mod email_worker;
-mod http_server;
 mod log_format;
 mod sequence_worker;
 mod webhooks;
@@ -45,7 +44,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP server (applies pending migrations first).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending migrations and exit.
     Migrate(DatabaseArgs),
     /// Workspaces and plans (an operator's job).
@@ -108,7 +107,7 @@ async fn main() -> Result<()> {
         tracing::warn!("SQLite refused the process's allocator; it keeps the C library's");
     }
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Openapi { public_url } => {
             println!("{:#}", crm_api::openapi::document(&public_url));
             Ok(())
@@ -258,7 +257,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let api = Arc::new(Api::new(app.clone(), &public_url));
-    let router = crm_http::router(api.clone(), axum_extra_routes(api));
+    let router = crm_http::router(api.clone(), axum_extra_routes(api.clone()));
+    let edge = args.edge.config(config::raise_open_file_limit());
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -281,7 +281,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let sequences = sequence_worker::spawn_all(&app);
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
-    let served = serve_http(listener, router, stop_rx).await;
+    let served = serve_http(listener, router, &api, edge, stop_rx).await;
     if let Some(worker) = worker {
         let _ = worker.await;
     }
@@ -317,6 +317,8 @@ fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
 async fn serve_http(
     listener: tokio::net::TcpListener,
     app: crm_http::RequestContext<crm_http::Dispatch>,
+    api: &Api,
+    edge: crm_http::server::EdgeConfig,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
     let stopped = async move {
@@ -326,7 +328,7 @@ async fn serve_http(
             }
         }
     };
-    http_server::serve(listener, app, stopped).await;
+    crm_http::server::serve(listener, app, &api.errors_base_url, edge, stopped).await;
     tracing::info!("shut down cleanly");
     Ok(())
 }
