@@ -14,6 +14,7 @@
 mod agents;
 mod bench;
 mod postgres;
+mod reliability;
 mod tidy;
 
 use std::{
@@ -129,6 +130,7 @@ fn main() -> Result<()> {
             "warnings",
         ])),
         Some("bench") => bench::main(&root(), &args[1..]),
+        Some("reliability") => reliability::main(&root(), &args[1..]),
         Some("bench-hello") => bench::hello_main(),
         _ => {
             eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres]>");

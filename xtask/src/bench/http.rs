@@ -81,6 +81,23 @@ impl Conn {
         let stream = TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {addr}"))?;
+        Conn::over(stream, addr, key)
+    }
+
+    /// Like [`Conn::open`], from the local address `local` (another loopback address than the
+    /// server sees the rest of the traffic come from).
+    pub async fn open_from(addr: &str, local: std::net::IpAddr, key: Option<&str>) -> Result<Conn> {
+        let server: std::net::SocketAddr = addr.parse().with_context(|| format!("address {addr}"))?;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::new(local, 0))?;
+        let stream = socket
+            .connect(server)
+            .await
+            .with_context(|| format!("connecting to {addr} from {local}"))?;
+        Conn::over(stream, addr, key)
+    }
+
+    fn over(stream: TcpStream, addr: &str, key: Option<&str>) -> Result<Conn> {
         stream.set_nodelay(true)?;
         Ok(Conn {
             stream,

@@ -11,10 +11,10 @@
 
 mod background;
 mod data;
-mod http;
-mod load;
-mod procs;
-mod raw;
+pub(crate) mod http;
+pub(crate) mod load;
+pub(crate) mod procs;
+pub(crate) mod raw;
 mod scenarios;
 
 use std::{
@@ -1256,7 +1256,7 @@ async fn sqlite_plan(conn: &mut sqlx::SqliteConnection, sql: &str) -> Result<Str
     Ok(format!("{}\n({n} rows in {ms:.1} ms)", lines.join("\n")))
 }
 
-fn db_url(server_url: &str, db: &str) -> String {
+pub(crate) fn db_url(server_url: &str, db: &str) -> String {
     match server_url.rsplit_once('/') {
         Some((base, _)) => format!("{base}/{db}"),
         None => format!("{server_url}/{db}"),
