@@ -3,13 +3,15 @@
 //! - `test`: every test of the workspace, on SQLite and Postgres. Postgres is found through
 //!   `CRM_TEST_DATABASE_URL`, else the server on 127.0.0.1:5432 (user postgres), else a throwaway
 //!   cluster started with `initdb`; if none can be had, it fails saying how to provide one. Then
-//!   the agent suite (`tests/agents`): the official Python MCP and A2A clients against the server.
+//!   the agent suite (`tests/agents`): the official Python MCP and A2A clients against the server;
+//!   then `reliability --quick`.
 //! - `agents`: the agent suite alone.
 //! - `tidy`: checks the architecture's dependency rules.
 //! - `openapi`: writes `docs/openapi.json` from the operation catalog.
 //! - `deny`: runs `cargo deny check` (when cargo-deny is installed).
 //! - `bench [--quick] [--long] [--store sqlite|postgres] [--only a,b] [--contacts N] [--seconds S]`:
 //!   the release server against the database's own ceiling (docs/performance.md).
+//! - `reliability [--quick] [--store sqlite|postgres]`: the server under abuse (docs/reliability.md).
 
 mod agents;
 mod bench;
@@ -78,10 +80,12 @@ fn test(args: &[String]) -> Result<()> {
     }
     cmd.args(args).env("CRM_TEST_DATABASE_URL", &pg.url);
     let rust = run(&mut cmd);
-    // The agent suite runs even when a Rust test failed, so one run reports both.
+    // The agent suite and the quick reliability run go on even when a Rust test failed, so one
+    // run reports all three.
     let agents = agents::test(&root(), &pg);
+    let reliability = reliability::main(&root(), &["--quick".to_owned()]);
     pg.drop_leftover_test_databases();
-    rust.and(agents)
+    rust.and(agents).and(reliability)
 }
 
 fn agents_only() -> Result<()> {
@@ -133,7 +137,7 @@ fn main() -> Result<()> {
         Some("reliability") => reliability::main(&root(), &args[1..]),
         Some("bench-hello") => bench::hello_main(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres]>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres] | reliability [--quick] [--store sqlite|postgres]>");
             std::process::exit(2);
         }
     }

@@ -84,8 +84,16 @@ impl Drop for Proc {
     }
 }
 
-/// Builds the release server and returns its path.
+/// Builds the release server and returns its path; `CRM_BENCH_SERVER` names a binary to use
+/// instead (another build, measured by the same load generator: a before-and-after comparison).
 pub fn build_server(root: &Path) -> Result<PathBuf> {
+    if let Ok(given) = std::env::var("CRM_BENCH_SERVER") {
+        let bin = PathBuf::from(given);
+        if !bin.exists() {
+            bail!("CRM_BENCH_SERVER: {} does not exist", bin.display());
+        }
+        return Ok(bin);
+    }
     crate::run(crate::cargo().args([
         "build",
         "--release",
