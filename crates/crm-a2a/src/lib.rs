@@ -80,12 +80,13 @@ async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
         Ok(caller) => caller,
         Err(e) => return problem_response(&agent.api, &e.into(), &request_id),
     };
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        let p = Problem::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
-        );
-        return problem_response(&agent.api, &p, &request_id);
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let over = crm_api::body::caused_by::<http_body_util::LengthLimitError>(&e);
+            let p = crm_api::body::unreadable(&e, over, MAX_BODY_BYTES);
+            return problem_response(&agent.api, &p, &request_id);
+        }
     };
     let a2a_version = parts
         .headers

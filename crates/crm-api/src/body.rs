@@ -6,7 +6,56 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{problem::Problem, schema::field_names};
+use crate::{
+    problem::{ErrorCode, Problem},
+    schema::field_names,
+};
+
+/// A request body that stalled past the transport's body timers (the HTTP edge's, decisions §24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyTimeout;
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body stalled past the body timeout")
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
+
+/// Whether `error`, or an error it was caused by, is an `E` (body readers wrap their errors).
+pub fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<E>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// The problem for a body that could not be read whole: it stalled (408), it was over `limit`
+/// bytes (`over_limit`: 413), or the client hung up before its end (400, logged at `debug`: the
+/// client is gone and will not read it).
+pub fn unreadable(error: &(dyn std::error::Error + 'static), over_limit: bool, limit: usize) -> Problem {
+    if caused_by::<BodyTimeout>(error) {
+        Problem::new(
+            ErrorCode::RequestTimeout,
+            "the request body stalled; send the request again",
+        )
+    } else if over_limit {
+        Problem::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body exceeds {limit} bytes"),
+        )
+    } else {
+        tracing::debug!(error = %error, "the request body could not be read");
+        Problem::bad_request(
+            "the request body could not be read: the connection ended before the body did",
+        )
+    }
+}
 
 /// Parses `body` (absent = `{}`) into `T`. `unknown_hint` is suggested when no valid field name
 /// is close to an unknown one (e.g. "register it with POST /fields and send it under custom_fields").

@@ -14,13 +14,14 @@ use axum::{
     Router,
 };
 use bytes::Bytes;
-use crm_api::{catalog::Alias, Api, ErrorCode, Input, Operation, Problem, Reply, ReplyBody};
+use crm_api::{
+    body::caused_by, catalog::Alias, Api, ErrorCode, Input, Operation, Problem, Reply, ReplyBody,
+};
 use crm_app::RateStatus;
 use serde_json::Value;
 
 use crate::{
     dispatch::{PathParams, Target},
-    server::BodyTimeout,
     with_request_id, REQUEST_ID,
 };
 
@@ -406,22 +407,12 @@ async fn read_json(
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(too_large());
     }
-    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(e) if BodyTimeout::caused(&e) => {
-            return Err(Problem::new(
-                ErrorCode::RequestTimeout,
-                "the request body stalled; send the request again",
-            ))
-        }
-        Err(e) if caused_by::<http_body_util::LengthLimitError>(&e) => return Err(too_large()),
-        Err(e) => {
-            tracing::debug!(error = %e, "the request body could not be read");
-            return Err(Problem::bad_request(
-                "the request body could not be read: the connection ended before the body did",
-            ));
-        }
-    };
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            let over = caused_by::<http_body_util::LengthLimitError>(&e);
+            crm_api::body::unreadable(&e, over, MAX_BODY_BYTES)
+        })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         if required() {
             return Err(Problem::bad_request(
@@ -462,16 +453,6 @@ fn is_json(content_type: &HeaderValue) -> bool {
                 && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
 }
 
-fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if e.is::<E>() {
-            return true;
-        }
-        next = e.source();
-    }
-    false
-}
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
     let public_url = api.errors_base_url.trim_end_matches("/errors");

@@ -16,31 +16,7 @@ use axum::body::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-/// The body of a request stalled past the edge's body timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BodyTimeout;
-
-impl std::fmt::Display for BodyTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the request body stalled past the body timeout")
-    }
-}
-
-impl std::error::Error for BodyTimeout {}
-
-impl BodyTimeout {
-    /// Whether `error`, or an error it was caused by, is a body timeout (body readers wrap it).
-    pub fn caused(error: &(dyn std::error::Error + 'static)) -> bool {
-        let mut next = Some(error);
-        while let Some(e) = next {
-            if e.is::<BodyTimeout>() {
-                return true;
-            }
-            next = e.source();
-        }
-        false
-    }
-}
+pub use crm_api::body::BodyTimeout;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

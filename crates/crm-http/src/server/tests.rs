@@ -45,7 +45,10 @@ fn hello() -> Router {
             post(|body: Body| async move {
                 match axum::body::to_bytes(body, 1 << 20).await {
                     Ok(bytes) => format!("read {}", bytes.len()),
-                    Err(e) => format!("failed, timed out: {}", BodyTimeout::caused(&e)),
+                    Err(e) => format!(
+                        "failed, timed out: {}",
+                        crm_api::body::caused_by::<BodyTimeout>(&e)
+                    ),
                 }
             }),
         )
