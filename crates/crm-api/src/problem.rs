@@ -58,7 +58,12 @@ error_codes! {
     SpendCapReached = ("spend_cap_reached", 429, "Spend cap reached", "The next request would take metered overage past `overage_cap_usd`. Raise or clear it with PATCH /settings (null is unlimited)."),
     PayloadTooLarge = ("payload_too_large", 413, "Payload too large", "The request body exceeds 1 MiB."),
     InternalError = ("internal_error", 500, "Internal error", "An unexpected server error. It is safe to retry; quote the request id when reporting it."),
+    ServiceUnavailable = ("service_unavailable", 503, "Service unavailable", "The service cannot reach its database for the moment. Nothing was done; retry after the seconds given in Retry-After."),
 }
+
+/// What `Retry-After` says on a 503 `service_unavailable`: a database that restarts or fails
+/// over is usually back within seconds, and the server reconnects on the next request.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
 /// The member that marks a replayed problem (no other problem carries it).
 const REPLAYED: &str = "idempotent_replayed";
@@ -247,6 +252,14 @@ impl From<AppError> for Problem {
                 .with("cap", cap)
                 .with("plan", plan)
                 .with("limit", limit),
+            AppError::Unavailable(msg) => {
+                // Logged as the 500 is, once per request; the cause is not shown.
+                tracing::warn!(error = %msg, "database unavailable");
+                Problem::new(
+                    ErrorCode::ServiceUnavailable,
+                    "the database cannot be reached at the moment; retry shortly",
+                )
+            }
             AppError::Internal(msg) => {
                 // Logged here, once, inside the request's span; never sent.
                 tracing::error!(error = %msg, "internal error");
@@ -286,6 +299,7 @@ mod tests {
             ("spend_cap_reached", 429),
             ("payload_too_large", 413),
             ("internal_error", 500),
+            ("service_unavailable", 503),
         ];
         assert_eq!(ErrorCode::ALL.len(), spec.len());
         for (code, status) in spec {
@@ -303,6 +317,16 @@ mod tests {
         assert_eq!(doc["type"], "https://crm.example/errors/validation_failed");
         assert_eq!(doc["status"], 422);
         assert_eq!(doc["field"], "email");
+    }
+
+    #[test]
+    fn an_unreachable_database_is_a_503_that_does_not_leak() {
+        let p: Problem =
+            AppError::from(crm_app::StoreError::Unavailable("connect 10.0.0.7:5432 refused".into()))
+                .into();
+        assert_eq!(p.code, ErrorCode::ServiceUnavailable);
+        assert_eq!(p.status(), 503);
+        assert!(!p.detail.contains("10.0.0.7"));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! `Idempotency-Key` (decisions §9). A key is claimed in its own short transaction so that a
 //! second request with the same key sees it "in progress" while the first runs; the outcome is
 //! then stored by the write's own transaction (success) or separately (4xx). 5xx outcomes release
-//! the key. A claim whose process died is taken over once its lease runs out.
+//! the key. A claim whose process died is taken over at once: the store tells whether a claim's
+//! owner still runs (`IdempotencyRepo::get_idempotency`). The lease is the backstop for what
+//! the store cannot see at once, such as a host that vanished with its connections still open
+//! on the database's side.
 
 use crm_domain::{Tenant, Timestamp};
 
@@ -9,7 +12,8 @@ use crate::{error::AppError, App};
 
 /// How long a key and its stored result are kept.
 pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
-/// How long a claim may stay in progress before another request may take it over.
+/// How long a claim may stay in progress, while its owner seems alive, before another request
+/// may take it over.
 pub const LEASE_MS: i64 = 60 * 1000;
 pub const MAX_KEY_LEN: usize = 255;
 
@@ -27,6 +31,9 @@ pub struct IdemRecord {
     pub reply: Option<StoredReply>,
     pub created_at: Timestamp,
     pub locked_until: Timestamp,
+    /// Read back: whether the process that wrote the record still runs (see
+    /// `IdempotencyRepo::get_idempotency`). Ignored on writes, which record the writing process.
+    pub owner_alive: bool,
 }
 
 /// A claimed key: the request holding it must finish or release it.
@@ -57,6 +64,7 @@ impl App {
             reply: None,
             created_at: now,
             locked_until: now.plus_millis(LEASE_MS),
+            owner_alive: true,
         };
         let mut tx = self.store.begin_write().await?;
         if tx.insert_idempotency(tenant, &fresh).await? {
@@ -69,7 +77,8 @@ impl App {
             AppError::Internal("idempotency record vanished inside a transaction".into())
         })?;
         let expired = existing.created_at.plus_millis(RETENTION_MS) <= now;
-        let abandoned = existing.reply.is_none() && existing.locked_until <= now;
+        let abandoned =
+            existing.reply.is_none() && (!existing.owner_alive || existing.locked_until <= now);
         if expired || (abandoned && existing.fingerprint == fingerprint) {
             tx.put_idempotency(tenant, &fresh).await?;
             tx.commit().await?;
