@@ -293,3 +293,69 @@ async fn while_postgres_is_down_requests_answer_503_and_recover_when_it_is_back(
         .await
         .problem(401, "unauthorized");
 }
+
+/// An idempotent create whose database goes away after its key was claimed answers 503, and its
+/// claim is given back once the database is back, so the retry runs it (not
+/// `idempotency_in_progress` until the claim's lease ends). The create is held between its claim
+/// and its write by a lock on the contacts table, and Postgres stopped under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cut_off_after_its_claim_gives_the_key_back_once_postgres_is_back() {
+    use sqlx::{Connection, Executor};
+    let cluster = Cluster::init();
+    cluster.start();
+    let keys: Keys = support::create_workspace(&cluster.url(), &[]);
+    let s: Server = support::start(Backend::Postgres, cluster.url(), keys, &[]);
+    s.get("/contacts").await.ok(200);
+
+    let mut blocker = sqlx::PgConnection::connect(&cluster.url()).await.unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    blocker
+        .execute("LOCK TABLE contacts IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let create = || {
+        s.req(Method::POST, "/contacts")
+            .header("Idempotency-Key", "cut")
+            .json(&serde_json::json!({"email": "cut@example.com"}))
+            .send()
+    };
+    let cut_off = async {
+        // The claim is committed while the create waits on the lock.
+        let mut probe = sqlx::PgConnection::connect(&cluster.url()).await.unwrap();
+        let claimed = Instant::now();
+        while sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM idempotency_keys WHERE key = 'cut'",
+        )
+        .fetch_one(&mut probe)
+        .await
+        .unwrap()
+            == 0
+        {
+            assert!(claimed.elapsed() < Duration::from_secs(10), "never claimed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(probe);
+        cluster.stop();
+        drop(blocker);
+    };
+    let (res, ()) = futures::join!(create(), cut_off);
+    res.problem(503, "service_unavailable");
+
+    cluster.start();
+    let back = Instant::now();
+    loop {
+        let res = create().await;
+        match res.status.as_u16() {
+            201 => break,
+            503 => {}
+            409 => assert_eq!(res.body["code"], "idempotency_in_progress"),
+            _ => panic!("{:#}", res.body),
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the key is still held 10 s after Postgres came back: {:#}",
+            res.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

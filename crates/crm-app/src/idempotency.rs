@@ -40,7 +40,12 @@ pub struct IdemRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdemClaim {
     pub key: String,
+    /// When it was claimed: tells this claim from a later one that took the key over.
+    pub claimed_at: Timestamp,
 }
+
+/// How often a release that found the database unavailable is tried again.
+const RELEASE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug)]
 pub enum Claim {
@@ -71,6 +76,7 @@ impl App {
             tx.commit().await?;
             return Ok(Claim::Fresh(IdemClaim {
                 key: key.to_owned(),
+                claimed_at: now,
             }));
         }
         let existing = tx.get_idempotency(tenant, key).await?.ok_or_else(|| {
@@ -84,6 +90,7 @@ impl App {
             tx.commit().await?;
             return Ok(Claim::Fresh(IdemClaim {
                 key: key.to_owned(),
+                claimed_at: now,
             }));
         }
         if existing.fingerprint != fingerprint {
@@ -108,13 +115,53 @@ impl App {
     }
 
     /// Gives the key back after an unexpected failure, so that a retry runs the request again.
+    /// When the database is unavailable (as it likely was for the request too), the release is
+    /// tried again in the background until it succeeds or the claim's lease has ended: otherwise
+    /// this live process's claim would answer `idempotency_in_progress` for the rest of its lease
+    /// once the database is back.
     pub async fn release_idempotency(
         &self,
         tenant: &Tenant,
         claim: &IdemClaim,
     ) -> Result<(), AppError> {
+        let released = self.release_claim(tenant, claim).await;
+        if matches!(released, Err(AppError::Unavailable(_))) {
+            self.release_when_back(tenant.clone(), claim.clone());
+        }
+        released
+    }
+
+    /// Deletes the claim unless it was finished or taken over meanwhile.
+    async fn release_claim(&self, tenant: &Tenant, claim: &IdemClaim) -> Result<(), AppError> {
         let mut tx = self.store.begin_write().await?;
-        tx.delete_idempotency(tenant, &claim.key).await?;
+        let ours = tx
+            .get_idempotency(tenant, &claim.key)
+            .await?
+            .is_some_and(|r| r.reply.is_none() && r.created_at == claim.claimed_at);
+        if ours {
+            tx.delete_idempotency(tenant, &claim.key).await?;
+        }
         Ok(tx.commit().await?)
+    }
+
+    fn release_when_back(&self, tenant: Tenant, claim: IdemClaim) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let app = self.clone();
+        drop(runtime.spawn(async move {
+            let until = claim.claimed_at.plus_millis(LEASE_MS);
+            while app.clock.now() < until {
+                tokio::time::sleep(RELEASE_RETRY).await;
+                match app.release_claim(&tenant, &claim).await {
+                    Err(AppError::Unavailable(_)) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "releasing an idempotency claim failed; its lease will");
+                        return;
+                    }
+                    Ok(()) => return,
+                }
+            }
+        }));
     }
 }
