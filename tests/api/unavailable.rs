@@ -114,7 +114,9 @@ fn as_postgres(args: &[&str]) -> Command {
     let tool = pg_tool(args[0]);
     if as_root() {
         let mut cmd = Command::new("runuser");
-        cmd.args(["-u", "postgres", "--"]).arg(tool).args(&args[1..]);
+        cmd.args(["-u", "postgres", "--"])
+            .arg(tool)
+            .args(&args[1..]);
         cmd
     } else {
         let mut cmd = Command::new(tool);
@@ -128,9 +130,9 @@ fn pg(args: &[&str]) {
 }
 
 fn run(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}; these tests need PostgreSQL's initdb and pg_ctl"));
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("{cmd:?}: {e}; these tests need PostgreSQL's initdb and pg_ctl")
+    });
     assert!(
         out.status.success(),
         "{cmd:?}: {}",

@@ -321,9 +321,10 @@ mod tests {
 
     #[test]
     fn an_unreachable_database_is_a_503_that_does_not_leak() {
-        let p: Problem =
-            AppError::from(crm_app::StoreError::Unavailable("connect 10.0.0.7:5432 refused".into()))
-                .into();
+        let p: Problem = AppError::from(crm_app::StoreError::Unavailable(
+            "connect 10.0.0.7:5432 refused".into(),
+        ))
+        .into();
         assert_eq!(p.code, ErrorCode::ServiceUnavailable);
         assert_eq!(p.status(), 503);
         assert!(!p.detail.contains("10.0.0.7"));

@@ -38,7 +38,11 @@ async fn setup(store: &Arc<dyn Store>) -> Tenant {
 
 async fn owner_alive(store: &Arc<dyn Store>, t: &Tenant, key: &str) -> bool {
     let mut tx = store.begin_write().await.unwrap();
-    let record = tx.get_idempotency(t, key).await.unwrap().expect("the claim");
+    let record = tx
+        .get_idempotency(t, key)
+        .await
+        .unwrap()
+        .expect("the claim");
     tx.commit().await.unwrap();
     record.owner_alive
 }

@@ -104,15 +104,15 @@ impl PostgresStore {
         let pool = Pool::builder(Connector {
             options: options.clone(),
         })
-            // A pool of none would only ever time out.
-            .max_size(max_connections.max(1) as usize)
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(30)))
-            // The ping of a long-idle connection: one that does not answer is dropped for a new one.
-            .recycle_timeout(Some(Duration::from_secs(5)))
-            .build()
-            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        // A pool of none would only ever time out.
+        .max_size(max_connections.max(1) as usize)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(30)))
+        // The ping of a long-idle connection: one that does not answer is dropped for a new one.
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .map_err(|e| StoreError::Backend(Box::new(e)))?;
         // Fail here, not at the first request, when the database cannot be reached.
         let owner = Owner::start(&options).await?;
         let store = PostgresStore {

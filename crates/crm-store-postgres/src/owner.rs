@@ -42,9 +42,7 @@ impl Owner {
     /// Takes a fresh id and its lock before returning, so that no claim is ever written under an
     /// id whose lock is not held.
     pub(crate) async fn start(options: &PgConnectOptions) -> Result<Owner, StoreError> {
-        let options = options
-            .clone()
-            .application_name("crm idempotency owner");
+        let options = options.clone().application_name("crm idempotency owner");
         let (id, conn) = loop {
             let id = random_id();
             let mut conn = PgConnection::connect_with(&options)
@@ -73,8 +71,12 @@ async fn hold(options: PgConnectOptions, id: i64, mut conn: PgConnection) {
         conn = loop {
             match relock(&options, id).await {
                 Ok(Some(conn)) => break conn,
-                Ok(None) => tracing::warn!("the idempotency owner lock is still held by the lost session; trying again"),
-                Err(e) => tracing::warn!(error = %e, "reconnecting the idempotency owner failed; trying again"),
+                Ok(None) => tracing::warn!(
+                    "the idempotency owner lock is still held by the lost session; trying again"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reconnecting the idempotency owner failed; trying again")
+                }
             }
             tokio::time::sleep(CHECK_EVERY).await;
         };
