@@ -1,8 +1,11 @@
 //! `Idempotency-Key` (spec "Idempotency and concurrency", decisions §9).
 
-use std::sync::{
-    atomic::{AtomicI64, Ordering},
-    Arc,
+use std::{
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
 };
 
 use crm_app::{
@@ -188,6 +191,13 @@ impl Clock for ManualClock {
 /// An application on a fresh database of `backend`, with a clock the test moves.
 pub(crate) async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
     let url = crate::support::fresh_database(backend).await;
+    app_at(backend, &url).await
+}
+
+/// An application on the database at `url` (migrated), with a clock the test moves: another
+/// process, as far as the database can tell.
+async fn app_at(backend: Backend, url: &str) -> (App, Arc<ManualClock>) {
+    let url = url.to_owned();
     let store: Arc<dyn crm_app::Store> = match backend {
         Backend::Sqlite => {
             let s = crm_store_sqlite::SqliteStore::connect(&url).await.unwrap();
@@ -233,7 +243,7 @@ async fn in_progress_then_abandoned_then_replayed(backend: Backend) {
     let Claim::Fresh(taken) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else {
         panic!("taken over")
     };
-    assert_eq!(taken, claim);
+    assert_eq!(taken.key, claim.key);
     let reply = StoredReply {
         status: 201,
         body: b"{}".to_vec(),
@@ -255,4 +265,164 @@ async fn in_progress_then_abandoned_then_replayed_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_progress_then_abandoned_then_replayed_on_postgres() {
     in_progress_then_abandoned_then_replayed(Backend::Postgres).await;
+}
+
+/// Claims whose process is gone (decisions §24, "Idempotency, corrected").
+mod owners {
+    use super::*;
+
+    /// Two processes on one database (on SQLite, a second store on the same file): a claim of the
+    /// first is in progress to the second while the first runs, however long, and the second takes
+    /// it over within a second of the first being gone, long before the lease would end.
+    async fn a_claim_is_taken_over_as_soon_as_its_process_is_gone(backend: Backend) {
+        let url = crate::support::fresh_database(backend).await;
+        let (first, _) = app_at(backend, &url).await;
+        let ws = first
+            .create_workspace("w", Plan::Free, Overrides::default())
+            .await
+            .unwrap();
+        let tenant = Tenant {
+            workspace_id: ws.workspace.id,
+            mode: Mode::Test,
+        };
+        assert!(matches!(
+            first.claim_idempotency(&tenant, "k", "fp").await,
+            Ok(Claim::Fresh(_))
+        ));
+        let (second, _) = app_at(backend, &url).await;
+        for _ in 0..3 {
+            assert!(matches!(
+                second.claim_idempotency(&tenant, "k", "fp").await,
+                Err(AppError::IdempotencyInProgress)
+            ));
+        }
+        drop(first);
+        let gone = Instant::now();
+        loop {
+            match second.claim_idempotency(&tenant, "k", "fp").await {
+                Ok(Claim::Fresh(_)) => break,
+                Err(AppError::IdempotencyInProgress) if gone.elapsed() < Duration::from_secs(1) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => panic!("after {:?}: {other:?}", gone.elapsed()),
+            }
+        }
+        // Now the second's own: in progress to it as to anyone.
+        assert!(matches!(
+            second.claim_idempotency(&tenant, "k", "fp").await,
+            Err(AppError::IdempotencyInProgress)
+        ));
+    }
+
+    /// The keys whose claim is unfinished (no reply stored), read from the database directly.
+    async fn unfinished_claims(backend: Backend, url: &str) -> Vec<String> {
+        use sqlx::Connection;
+        const SQL: &str = "SELECT key FROM idempotency_keys WHERE reply_status IS NULL";
+        match backend {
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+                sqlx::query_scalar(SQL).fetch_all(&mut conn).await.unwrap()
+            }
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::query_scalar(SQL).fetch_all(&mut conn).await.unwrap()
+            }
+        }
+    }
+
+    fn contact_body(key: &str) -> serde_json::Value {
+        json!({"email": format!("{key}@example.com")})
+    }
+
+    /// A server killed (SIGKILL) in the middle of creates leaves their keys claimed; a retry of each
+    /// on the restarted server is served at once (created, or the first create's reply replayed)
+    /// instead of answering `idempotency_in_progress` until the claims' 60-second lease ends.
+    async fn a_retry_after_the_server_was_killed_mid_create_is_served_at_once(backend: Backend) {
+        let db = crate::support::fresh_database(backend).await;
+        let keys = crate::support::create_workspace(
+            &db,
+            &["--plan", "scale", "--rate-limit-per-minute", "1000000"],
+        );
+        let client = reqwest::Client::new();
+        let mut left = Vec::new();
+        for round in 0..5 {
+            let server = crate::support::start(backend, db.clone(), keys.clone(), &[]);
+            let (base, key) = (server.base.clone(), keys.test.clone());
+            let answered = Arc::new(AtomicI64::new(0));
+            let flood = tokio::spawn({
+                let (client, answered) = (client.clone(), answered.clone());
+                async move {
+                    use futures::StreamExt;
+                    futures::stream::iter(0..2000)
+                        .for_each_concurrent(32, |i| {
+                            let idem = format!("r{round}-{i}");
+                            let req = client
+                                .post(format!("{base}/v1/contacts"))
+                                .bearer_auth(&key)
+                                .header("Idempotency-Key", &idem)
+                                .json(&contact_body(&idem))
+                                .send();
+                            let answered = answered.clone();
+                            async move {
+                                if req.await.is_ok() {
+                                    answered.fetch_add(1, Ordering::SeqCst);
+                                }
+                            }
+                        })
+                        .await;
+                }
+            });
+            while answered.load(Ordering::SeqCst) < 50 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            drop(server); // SIGKILL, with creates in flight
+            flood.abort();
+            left = unfinished_claims(backend, &db).await;
+            if !left.is_empty() {
+                break;
+            }
+        }
+        assert!(
+            !left.is_empty(),
+            "no kill landed between a claim and its create's commit"
+        );
+
+        let server = crate::support::start(backend, db.clone(), keys.clone(), &[]);
+        let restarted = Instant::now();
+        for idem in &left {
+            let res = server
+                .req(Method::POST, "/contacts")
+                .header("Idempotency-Key", idem)
+                .json(&contact_body(idem))
+                .send()
+                .await;
+            assert_eq!(res.status.as_u16(), 201, "retry of {idem}: {:#}", res.body);
+            assert_eq!(res.body["email"], format!("{idem}@example.com"));
+        }
+        let took = restarted.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "{} retries took {took:?}",
+            left.len()
+        );
+        assert!(unfinished_claims(backend, &db).await.is_empty());
+        // Each created once: a replay or a fresh create, never a second contact.
+        for idem in &left {
+            let page = server
+                .get(&format!("/contacts?email={idem}@example.com"))
+                .await
+                .ok(200)
+                .clone();
+            assert_eq!(page["data"].as_array().unwrap().len(), 1, "{idem}");
+        }
+        eprintln!(
+            "{backend:?}: {} claims left by the kill, all retried in {took:?}",
+            left.len()
+        );
+    }
+
+    crate::on_both_backends!(
+        a_claim_is_taken_over_as_soon_as_its_process_is_gone,
+        a_retry_after_the_server_was_killed_mid_create_is_served_at_once,
+    );
 }

@@ -28,5 +28,6 @@ mod schema;
 mod search;
 mod sequences;
 mod stage_aliases;
+mod unavailable;
 mod webhook_kill;
 mod webhooks;

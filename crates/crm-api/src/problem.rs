@@ -62,7 +62,12 @@ error_codes! {
     HeadersTooLarge = ("headers_too_large", 431, "Request headers too large", "The request head exceeds 64 KiB or 100 header lines. Send fewer or shorter headers."),
     UnsupportedMediaType = ("unsupported_media_type", 415, "Unsupported media type", "The body's Content-Type is not JSON. Send `Content-Type: application/json` (or any `+json` type), or no Content-Type at all."),
     InternalError = ("internal_error", 500, "Internal error", "An unexpected server error. It is safe to retry; quote the request id when reporting it."),
+    ServiceUnavailable = ("service_unavailable", 503, "Service unavailable", "The service cannot reach its database for the moment. Nothing was done; retry after the seconds given in Retry-After."),
 }
+
+/// What `Retry-After` says on a 503 `service_unavailable`: a database that restarts or fails
+/// over is usually back within seconds, and the server reconnects on the next request.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
 /// The member that marks a replayed problem (no other problem carries it).
 const REPLAYED: &str = "idempotent_replayed";
@@ -251,6 +256,14 @@ impl From<AppError> for Problem {
                 .with("cap", cap)
                 .with("plan", plan)
                 .with("limit", limit),
+            AppError::Unavailable(msg) => {
+                // Logged as the 500 is, once per request; the cause is not shown.
+                tracing::warn!(error = %msg, "database unavailable");
+                Problem::new(
+                    ErrorCode::ServiceUnavailable,
+                    "the database cannot be reached at the moment; retry shortly",
+                )
+            }
             AppError::Internal(msg) => {
                 // Logged here, once, inside the request's span; never sent.
                 tracing::error!(error = %msg, "internal error");
@@ -294,6 +307,7 @@ mod tests {
             ("headers_too_large", 431),
             ("unsupported_media_type", 415),
             ("internal_error", 500),
+            ("service_unavailable", 503),
         ];
         assert_eq!(ErrorCode::ALL.len(), spec.len());
         for (code, status) in spec {
@@ -311,6 +325,17 @@ mod tests {
         assert_eq!(doc["type"], "https://crm.example/errors/validation_failed");
         assert_eq!(doc["status"], 422);
         assert_eq!(doc["field"], "email");
+    }
+
+    #[test]
+    fn an_unreachable_database_is_a_503_that_does_not_leak() {
+        let p: Problem = AppError::from(crm_app::StoreError::Unavailable(
+            "connect 10.0.0.7:5432 refused".into(),
+        ))
+        .into();
+        assert_eq!(p.code, ErrorCode::ServiceUnavailable);
+        assert_eq!(p.status(), 503);
+        assert!(!p.detail.contains("10.0.0.7"));
     }
 
     #[test]

@@ -112,7 +112,7 @@ impl App {
                     tx.release_savepoint("batch_op").await?;
                     results.push((index, Ok(v)));
                 }
-                Err(AppError::Internal(msg)) => return Err(AppError::Internal(msg)),
+                Err(e @ (AppError::Internal(_) | AppError::Unavailable(_))) => return Err(e),
                 Err(e) => {
                     fx.rollback_to(mark);
                     tx.rollback_to_savepoint("batch_op").await?;

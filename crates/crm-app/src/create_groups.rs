@@ -273,10 +273,12 @@ impl App {
                 }
             }
             Err(GroupFailure::Commit(e)) => {
+                let unavailable = matches!(e, AppError::Unavailable(_));
                 let detail = e.to_string();
                 for q in group {
                     let answer = match q.stage {
                         Stage::Invalid(error) => Err(error),
+                        _ if unavailable => Err(AppError::Unavailable(detail.clone())),
                         _ => Err(AppError::Internal(detail.clone())),
                     };
                     let _ = q.reply.send(answer);
@@ -451,7 +453,7 @@ impl App {
                     ..
                 } => {
                     let conflict = email_conflict(&mut *tx, tenant, contact).await;
-                    if matches!(conflict, AppError::Internal(_)) {
+                    if matches!(conflict, AppError::Internal(_) | AppError::Unavailable(_)) {
                         return Err(conflict);
                     }
                     *error = Some(conflict);

@@ -53,13 +53,19 @@ pub enum AppError {
         plan: &'static str,
         limit: u32,
     },
+    /// The database cannot be reached; the text is logged, never sent.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     #[error("internal: {0}")]
     Internal(String),
 }
 
 impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
-        AppError::Internal(e.to_string())
+        match e {
+            StoreError::Unavailable(_) => AppError::Unavailable(e.to_string()),
+            _ => AppError::Internal(e.to_string()),
+        }
     }
 }
 

@@ -22,8 +22,9 @@ use crate::{
     idempotency::{IdemRecord, StoredReply},
 };
 
-/// Failures of a store. Business meaning is carried by `Duplicate`; everything else is
-/// unexpected and becomes a 500 with the details logged, never shown.
+/// Failures of a store. Business meaning is carried by `Duplicate`; `Unavailable` is a 503 the
+/// client may retry; everything else is unexpected and becomes a 500 with the details logged,
+/// never shown.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A uniqueness rule was hit. The transaction is still usable.
@@ -36,6 +37,12 @@ pub enum StoreError {
     /// list of [`Reference`]s. Nothing was written; the transaction is still usable.
     #[error("missing reference")]
     MissingReference(usize),
+    /// The database cannot be reached: no connection could be made or kept (refused, timed out,
+    /// dropped, the server shutting down or not yet accepting connections). A store MUST report
+    /// these as `Unavailable` and nothing else (a busy SQLite file, a failed statement, a
+    /// constraint are `Backend`), so that a client is told to retry only when retrying can help.
+    #[error("database unavailable: {0}")]
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
     #[error("store: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -565,20 +572,33 @@ pub trait EventRepo {
     ) -> Result<Vec<Event>, StoreError>;
 }
 
+/// Idempotency records (decisions §9). A record without a reply is a claim: a request is running
+/// under its key. A claim belongs to the process that wrote it, through a database session (or,
+/// on SQLite, a lock) that lives exactly as long as that process, so that a retry after the
+/// process died need not wait out the claim's lease.
 #[async_trait]
 pub trait IdempotencyRepo {
     /// Inserts a new in-flight record unless one exists for (tenant, key); returns whether it did.
+    /// The record MUST name this process as its owner (`record.owner_alive` is ignored).
     async fn insert_idempotency(
         &mut self,
         tenant: &Tenant,
         record: &IdemRecord,
     ) -> Result<bool, StoreError>;
+    /// The record for (tenant, key). In a write transaction it MUST lock the record against
+    /// other writers until commit, so that two requests never both take over one claim.
+    ///
+    /// `owner_alive` MUST be false once the process that wrote a claim is gone, however it ended
+    /// (`SIGKILL` included), within a second and without waiting for the claim's lease; it MUST
+    /// be true while that process runs, whichever process asks (several processes sharing one
+    /// database included). Where a store cannot tell (a record written before owners were
+    /// recorded), it is true and the lease decides.
     async fn get_idempotency(
         &mut self,
         tenant: &Tenant,
         key: &str,
     ) -> Result<Option<IdemRecord>, StoreError>;
-    /// Replaces the record for (tenant, record.key).
+    /// Replaces the record for (tenant, record.key), this process becoming its owner.
     async fn put_idempotency(
         &mut self,
         tenant: &Tenant,

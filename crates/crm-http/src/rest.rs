@@ -86,6 +86,12 @@ pub(crate) fn problem_response(
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if problem.code == ErrorCode::ServiceUnavailable {
+        res.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(crm_api::problem::UNAVAILABLE_RETRY_AFTER_SECS),
+        );
+    }
     if problem.is_replayed() {
         res.headers_mut().insert(
             IDEMPOTENT_REPLAYED.clone(),

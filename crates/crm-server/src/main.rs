@@ -3,6 +3,7 @@
 
 mod allocator;
 mod config;
+mod database;
 mod email_worker;
 mod log_format;
 mod sequence_worker;
@@ -23,6 +24,7 @@ use crm_app::{
 use crm_domain::Plan;
 
 use config::{DatabaseArgs, ServeArgs};
+use database::{open_store, open_store_waiting};
 
 /// glibc's allocator took a quarter of the CPU of a cached request in profiles (arena locks,
 /// consolidation); mimalloc's thread-local free lists serve the many small, short-lived
@@ -113,7 +115,7 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Command::Migrate(db) => {
-            open_store(&db).await?;
+            open_store_waiting(&db).await?;
             println!("migrations applied");
             Ok(())
         }
@@ -174,25 +176,6 @@ async fn main() -> Result<()> {
     }
 }
 
-/// Opens and migrates the store the URL names: `postgres://…` is Postgres, anything else SQLite.
-async fn open_store(db: &DatabaseArgs) -> Result<Arc<dyn Store>> {
-    let url = db.database_url.as_str();
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store =
-            crm_store_postgres::PostgresStore::connect_with(url, db.database_max_connections)
-                .await
-                .context("connecting to Postgres")?;
-        store.migrate().await.context("migrating Postgres")?;
-        Ok(Arc::new(store))
-    } else {
-        let store = crm_store_sqlite::SqliteStore::connect(url)
-            .await
-            .context("opening SQLite")?;
-        store.migrate().await.context("migrating SQLite")?;
-        Ok(Arc::new(store))
-    }
-}
-
 fn app(store: Arc<dyn Store>) -> App {
     App::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
 }
@@ -219,7 +202,7 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let store = open_store(&args.db).await?;
+    let store = open_store_waiting(&args.db).await?;
     let mut app = app(store);
     if let Some(url) = &args.redis_url {
         let limiter = crm_redis::RedisRateLimiter::connect(url)

@@ -1337,6 +1337,7 @@ fn idem(key: &str) -> IdemRecord {
         reply: None,
         created_at: Timestamp::from_millis(10),
         locked_until: Timestamp::from_millis(20),
+        owner_alive: true,
     }
 }
 
@@ -2211,5 +2212,6 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
 pub use crate::automation_cases::*;
 pub use crate::config_cases::config_changes_reach_this_process_at_commit;
 pub use crate::email_cases::*;
+pub use crate::idempotency_cases::a_claim_of_this_process_is_alive;
 pub use crate::sequence_cases::*;
 pub use crate::webhook_cases::*;

@@ -9,6 +9,7 @@ pub mod cases;
 pub mod config_cases;
 pub mod email_cases;
 mod fixtures;
+pub mod idempotency_cases;
 pub mod sequence_cases;
 pub mod webhook_cases;
 
@@ -53,6 +54,7 @@ macro_rules! conformance_suite {
             events_are_listed_newest_first_by_type,
             events_inserted_together_read_back_as_one_by_one,
             idempotency_records_round_trip,
+            a_claim_of_this_process_is_alive,
             a_dropped_write_transaction_rolls_back,
             record_exists_sees_soft_deleted_records,
             pipelines_round_trip_by_id_and_key_with_unique_keys,

@@ -16,6 +16,7 @@
 
 mod automations;
 mod email;
+mod owner;
 mod plans;
 mod pool;
 mod records;
@@ -37,7 +38,10 @@ use crm_app::{
 use crm_domain::{Contact, Event, Tenant, WorkspaceId};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-use crate::pool::{Connector, Lease, Pool};
+use crate::{
+    owner::Owner,
+    pool::{Connector, Lease, Pool},
+};
 
 use tx::PostgresTx;
 
@@ -62,8 +66,14 @@ enum WriteStart {
     Alone,
 }
 
+/// A failed statement or connection as the port's error: `Unavailable` when the database could
+/// not be reached or the session was lost (`pool::is_unavailable`), `Backend` otherwise.
 pub(crate) fn backend(e: sqlx::Error) -> StoreError {
-    StoreError::Backend(Box::new(e))
+    if pool::is_unavailable(&e) {
+        StoreError::Unavailable(Box::new(e))
+    } else {
+        StoreError::Backend(Box::new(e))
+    }
 }
 
 /// The `NOTIFY` channel of configuration changes; the payload is the workspace id.
@@ -74,6 +84,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
+    /// Whose idempotency claims this store writes (see `owner`).
+    owner: Arc<Owner>,
 }
 
 impl PostgresStore {
@@ -89,21 +101,25 @@ impl PostgresStore {
         max_connections: u32,
     ) -> Result<PostgresStore, StoreError> {
         let options: PgConnectOptions = url.parse().map_err(backend)?;
-        let pool = Pool::builder(Connector { options })
-            // A pool of none would only ever time out.
-            .max_size(max_connections.max(1) as usize)
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(30)))
-            // The ping of a long-idle connection: one that does not answer is dropped for a new one.
-            .recycle_timeout(Some(Duration::from_secs(5)))
-            .build()
-            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let pool = Pool::builder(Connector {
+            options: options.clone(),
+        })
+        // A pool of none would only ever time out.
+        .max_size(max_connections.max(1) as usize)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(30)))
+        // The ping of a long-idle connection: one that does not answer is dropped for a new one.
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        // Fail here, not at the first request, when the database cannot be reached.
+        let owner = Owner::start(&options).await?;
         let store = PostgresStore {
             pool,
             local: Arc::default(),
+            owner: Arc::new(owner),
         };
-        // Fail here, not at the first request, when the database cannot be reached.
         drop(store.lease().await?);
         Ok(store)
     }
@@ -137,6 +153,11 @@ impl PostgresStore {
         match self.pool.get().await {
             Ok(conn) => Ok(Lease::new(conn)),
             Err(deadpool::managed::PoolError::Backend(e)) => Err(backend(e)),
+            // No connection within the wait or connect timeout: the database does not answer,
+            // or every connection is stuck on it.
+            Err(e @ deadpool::managed::PoolError::Timeout(_)) => {
+                Err(StoreError::Unavailable(Box::new(e)))
+            }
             Err(e) => Err(StoreError::Backend(Box::new(e))),
         }
     }
@@ -168,6 +189,7 @@ impl Store for PostgresStore {
         Ok(Box::new(PostgresTx::write(
             lease,
             ConfigMarks::new(self.local.get().cloned()),
+            self.owner.id,
         )))
     }
 

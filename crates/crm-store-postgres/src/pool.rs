@@ -169,6 +169,15 @@ fn is_connection_error(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Errors that say the database cannot be reached or the session was lost: a connection error,
+/// or the server shutting down, starting up, or out of connection slots.
+pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
+    is_connection_error(e)
+        || matches!(e, sqlx::Error::Database(db) if db
+            .try_downcast_ref::<PgDatabaseError>()
+            .is_some_and(|pg| matches!(pg.code(), "57P01" | "57P02" | "57P03" | "53300")))
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         let Some(mut conn) = self.0.take() else {

@@ -165,6 +165,7 @@ pub(crate) fn idem_record(row: &PgRow) -> Result<IdemRecord, StoreError> {
         reply,
         created_at: ts(row, "created_at")?,
         locked_until: ts(row, "locked_until")?,
+        owner_alive: true,
     })
 }
 

@@ -34,24 +34,33 @@ use crate::{
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 pub(crate) enum PostgresTx {
-    /// A transaction (`BEGIN` sent) on its own connection.
-    Write(Lease, ConfigMarks),
+    /// A transaction (`BEGIN` sent) on its own connection, with the owner id of the claims it
+    /// writes (see `owner`).
+    Write(Lease, ConfigMarks, i64),
     /// A connection with no transaction: each statement sees what had committed when it started.
     Read(Lease),
 }
 
 impl PostgresTx {
-    pub(crate) fn write(lease: Lease, marks: ConfigMarks) -> Self {
-        PostgresTx::Write(lease, marks)
+    pub(crate) fn write(lease: Lease, marks: ConfigMarks, owner: i64) -> Self {
+        PostgresTx::Write(lease, marks, owner)
     }
 
     pub(crate) fn read(lease: Lease) -> Self {
         PostgresTx::Read(lease)
     }
 
+    /// The owner of the claims this unit of work writes; a read writes none.
+    fn owner(&self) -> Option<i64> {
+        match self {
+            PostgresTx::Write(_, _, owner) => Some(*owner),
+            PostgresTx::Read(_) => None,
+        }
+    }
+
     fn lease(&mut self) -> &mut Lease {
         match self {
-            PostgresTx::Write(lease, _) | PostgresTx::Read(lease) => lease,
+            PostgresTx::Write(lease, ..) | PostgresTx::Read(lease) => lease,
         }
     }
 
@@ -123,7 +132,7 @@ impl PostgresTx {
     /// in a savepoint that is rolled back when it fails.
     async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
         let result = match self {
-            PostgresTx::Write(lease, _) => {
+            PostgresTx::Write(lease, ..) => {
                 lease.begin().await.map_err(backend)?; // a savepoint, inside the transaction
                 let result = q.execute(lease.raw()).await;
                 let closed = if result.is_ok() {
@@ -1134,9 +1143,10 @@ impl IdempotencyRepo for PostgresTx {
         tenant: &Tenant,
         rec: &IdemRecord,
     ) -> Result<bool, StoreError> {
+        let owner = self.owner();
         let q = tenant_query(
-            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
             tenant,
         )
         .bind(&rec.key)
@@ -1144,30 +1154,68 @@ impl IdempotencyRepo for PostgresTx {
         .bind(rec.reply.as_ref().map(|r| i64::from(r.status)))
         .bind(rec.reply.as_ref().map(|r| r.body.as_slice()))
         .bind(rec.created_at.millis())
-        .bind(rec.locked_until.millis());
+        .bind(rec.locked_until.millis())
+        .bind(owner);
         Ok(self.execute(q).await? == 1)
     }
 
+    /// Locked `FOR UPDATE` in a write. An unfinished claim of another owner is alive while that
+    /// owner's session holds its lock: trying the lock for this transaction tells (and, when it
+    /// is free, keeps it until this transaction ends, which is harmless: the owner is gone).
     async fn get_idempotency(
         &mut self,
         tenant: &Tenant,
         key: &str,
     ) -> Result<Option<IdemRecord>, StoreError> {
         let sql = format!(
-            "SELECT {} FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
-            rows::IDEM_COLUMNS
+            "SELECT {}, owner FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3{}",
+            rows::IDEM_COLUMNS,
+            self.for_update()
         );
-        self.optional(tenant_query(&sql, tenant).bind(key), rows::idem_record)
-            .await
+        let found = self
+            .optional(tenant_query(&sql, tenant).bind(key), |row| {
+                Ok((rows::idem_record(row)?, get::<Option<i64>>(row, "owner")?))
+            })
+            .await?;
+        let Some((mut record, owner)) = found else {
+            return Ok(None);
+        };
+        if let (None, Some(owner)) = (&record.reply, owner) {
+            if Some(owner) != self.owner() {
+                let q = sqlx::query("SELECT pg_try_advisory_xact_lock($1, $2)")
+                    .bind(crate::owner::OWNER_LOCK_CLASS)
+                    .bind(crate::owner::lock_key(owner));
+                let free = self.exists(q).await?;
+                record.owner_alive = !free;
+            }
+        }
+        Ok(Some(record))
     }
 
+    /// In place, so that a writer waiting on the row's lock reads the new claim once this
+    /// transaction commits.
     async fn put_idempotency(
         &mut self,
         tenant: &Tenant,
         rec: &IdemRecord,
     ) -> Result<(), StoreError> {
-        self.delete_idempotency(tenant, &rec.key).await?;
-        self.insert_idempotency(tenant, rec).await?;
+        let owner = self.owner();
+        let q = tenant_query(
+            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (workspace_id, mode, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
+               reply_status = EXCLUDED.reply_status, reply_body = EXCLUDED.reply_body,
+               created_at = EXCLUDED.created_at, locked_until = EXCLUDED.locked_until, owner = EXCLUDED.owner",
+            tenant,
+        )
+        .bind(&rec.key)
+        .bind(&rec.fingerprint)
+        .bind(rec.reply.as_ref().map(|r| i64::from(r.status)))
+        .bind(rec.reply.as_ref().map(|r| r.body.as_slice()))
+        .bind(rec.created_at.millis())
+        .bind(rec.locked_until.millis())
+        .bind(owner);
+        self.execute(q).await?;
         Ok(())
     }
 
@@ -1203,7 +1251,7 @@ impl IdempotencyRepo for PostgresTx {
 impl Tx for PostgresTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            PostgresTx::Write(mut lease, marks) => {
+            PostgresTx::Write(mut lease, marks, _) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
                     let notify = sqlx::query("SELECT pg_notify($1, $2)")
@@ -1223,7 +1271,7 @@ impl Tx for PostgresTx {
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            PostgresTx::Write(_, marks) => marks.mark(workspace),
+            PostgresTx::Write(_, marks, _) => marks.mark(workspace),
             PostgresTx::Read(_) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
@@ -1231,7 +1279,7 @@ impl Tx for PostgresTx {
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, PostgresTx::Write(_, marks) if !marks.workspaces().is_empty())
+        matches!(self, PostgresTx::Write(_, marks, _) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {

@@ -29,3 +29,22 @@ async fn config_changes_reach_another_process_on_the_same_database() {
     )
     .await;
 }
+
+/// Two server processes on one database: neither takes a claim of the other while it runs; a
+/// claim of one that is gone is taken at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_alive_while_its_process_runs_and_abandoned_once_it_is_gone() {
+    let url = support::fresh_database().await;
+    let first = crm_store_postgres::PostgresStore::connect_with(&url, 2)
+        .await
+        .expect("connect");
+    first.migrate().await.expect("migrate");
+    let second = crm_store_postgres::PostgresStore::connect_with(&url, 2)
+        .await
+        .expect("connect again");
+    crm_store_conformance::idempotency_cases::a_claim_is_alive_while_its_process_runs_and_abandoned_once_it_is_gone(
+        first.into_arc(),
+        second.into_arc(),
+    )
+    .await;
+}

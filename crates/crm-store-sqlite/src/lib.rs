@@ -8,6 +8,7 @@
 
 mod automations;
 mod email;
+mod owner;
 mod plans;
 mod records;
 mod rows;
@@ -30,12 +31,32 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-pub use tx::SqliteTx;
+use owner::Owner;
+pub(crate) use tx::SqliteTx;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 
+/// A failed statement or connection as the port's error. Only a database file that cannot be
+/// opened (gone with its disk or mount, or its permissions) is `Unavailable`: a busy file, a full
+/// pool (the single writer held by a long transaction) and everything else remain `Backend`.
 pub(crate) fn backend(e: sqlx::Error) -> StoreError {
-    StoreError::Backend(Box::new(e))
+    if is_unavailable(&e) {
+        StoreError::Unavailable(Box::new(e))
+    } else {
+        StoreError::Backend(Box::new(e))
+    }
+}
+
+/// `SQLITE_CANTOPEN` (14), also in its extended forms, or an I/O error opening a connection.
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| code & 0xff == 14),
+        _ => false,
+    }
 }
 
 #[derive(Clone)]
@@ -44,6 +65,8 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
+    /// Whose idempotency claims this store writes (see `owner`).
+    owner: Arc<Owner>,
 }
 
 /// How often other processes' configuration changes (the CLI's `workspace set-plan`) are looked
@@ -94,10 +117,14 @@ impl SqliteStore {
             .connect_with(reader_options)
             .await
             .map_err(backend)?;
+        let memory = url.contains(":memory:") || url.contains("mode=memory");
+        let file = (!memory).then(|| options.get_filename());
+        let owner = Owner::take(file).map_err(|e| StoreError::Backend(Box::new(e)))?;
         Ok(SqliteStore {
             writer,
             reader,
             local: Arc::default(),
+            owner: Arc::new(owner),
         })
     }
 
@@ -130,6 +157,7 @@ impl Store for SqliteStore {
         Ok(Box::new(SqliteTx::write(
             tx,
             ConfigMarks::new(self.local.get().cloned()),
+            self.owner.clone(),
         )))
     }
 
@@ -197,7 +225,7 @@ mod tests {
         let mut largest = 0;
         for round in 0..400 {
             let tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            let mut tx = SqliteTx::write(tx, ConfigMarks::new(None));
+            let mut tx = SqliteTx::write(tx, ConfigMarks::new(None), store.owner.clone());
             if round == 0 {
                 sqlx::query("CREATE TABLE filler (round INTEGER, data BLOB)")
                     .execute(tx.conn())

@@ -21,16 +21,23 @@ use sqlx::{
     Transaction,
 };
 
-use crate::{backend, rows};
+use std::sync::Arc;
+
+use crate::{backend, owner::Owner, rows};
 
 pub enum SqliteTx {
-    Write(Transaction<'static, Sqlite>, ConfigMarks),
+    /// A transaction, its configuration marks, and the process owning the claims it writes.
+    Write(Transaction<'static, Sqlite>, ConfigMarks, Arc<Owner>),
     Read(PoolConnection<Sqlite>),
 }
 
 impl SqliteTx {
-    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks) -> Self {
-        SqliteTx::Write(tx, marks)
+    pub(crate) fn write(
+        tx: Transaction<'static, Sqlite>,
+        marks: ConfigMarks,
+        owner: Arc<Owner>,
+    ) -> Self {
+        SqliteTx::Write(tx, marks, owner)
     }
 
     pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
@@ -39,7 +46,7 @@ impl SqliteTx {
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
-            SqliteTx::Write(tx, _) => tx,
+            SqliteTx::Write(tx, ..) => tx,
             SqliteTx::Read(conn) => conn,
         }
     }
@@ -1052,7 +1059,7 @@ impl EventRepo for SqliteTx {
     }
 }
 
-fn idem_record(r: &SqliteRow) -> Result<IdemRecord, StoreError> {
+fn idem_record(r: &SqliteRow, owner_alive: bool) -> Result<IdemRecord, StoreError> {
     let status: Option<i64> = r.try_get("reply_status").map_err(backend)?;
     let body: Option<Vec<u8>> = r.try_get("reply_body").map_err(backend)?;
     Ok(IdemRecord {
@@ -1064,7 +1071,18 @@ fn idem_record(r: &SqliteRow) -> Result<IdemRecord, StoreError> {
         }),
         created_at: Timestamp::from_millis(r.try_get("created_at").map_err(backend)?),
         locked_until: Timestamp::from_millis(r.try_get("locked_until").map_err(backend)?),
+        owner_alive,
     })
+}
+
+impl SqliteTx {
+    /// The process writing claims in this transaction; a read unit of work writes none.
+    fn owner(&self) -> Option<&Owner> {
+        match self {
+            SqliteTx::Write(_, _, owner) => Some(owner),
+            SqliteTx::Read(_) => None,
+        }
+    }
 }
 
 #[async_trait]
@@ -1074,9 +1092,10 @@ impl IdempotencyRepo for SqliteTx {
         tenant: &Tenant,
         rec: &IdemRecord,
     ) -> Result<bool, StoreError> {
+        let owner = self.owner().map(|o| o.id);
         let done = sqlx::query(
-            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+            "INSERT INTO idempotency_keys (workspace_id, mode, key, fingerprint, reply_status, reply_body, created_at, locked_until, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
         )
         .bind(tenant.workspace_id.as_str())
         .bind(tenant.mode.as_str())
@@ -1086,19 +1105,23 @@ impl IdempotencyRepo for SqliteTx {
         .bind(rec.reply.as_ref().map(|r| r.body.clone()))
         .bind(rec.created_at.millis())
         .bind(rec.locked_until.millis())
+        .bind(owner)
         .execute(self.conn())
         .await
         .map_err(backend)?;
         Ok(done.rows_affected() == 1)
     }
 
+    /// The single writer already keeps other writers out until commit. An owner is looked up
+    /// only for an unfinished claim, and only in a write transaction (a read answers alive and
+    /// leaves it to the lease).
     async fn get_idempotency(
         &mut self,
         tenant: &Tenant,
         key: &str,
     ) -> Result<Option<IdemRecord>, StoreError> {
         let row = sqlx::query(
-            "SELECT key, fingerprint, reply_status, reply_body, created_at, locked_until FROM idempotency_keys
+            "SELECT key, fingerprint, reply_status, reply_body, created_at, locked_until, owner FROM idempotency_keys
              WHERE workspace_id = $1 AND mode = $2 AND key = $3",
         )
         .bind(tenant.workspace_id.as_str())
@@ -1107,7 +1130,14 @@ impl IdempotencyRepo for SqliteTx {
         .fetch_optional(self.conn())
         .await
         .map_err(backend)?;
-        row.as_ref().map(idem_record).transpose()
+        let Some(row) = row else { return Ok(None) };
+        let status: Option<i64> = row.try_get("reply_status").map_err(backend)?;
+        let owner: Option<i64> = row.try_get("owner").map_err(backend)?;
+        let alive = match (status, owner, self.owner()) {
+            (None, Some(id), Some(me)) => me.is_alive(id),
+            _ => true,
+        };
+        idem_record(&row, alive).map(Some)
     }
 
     async fn put_idempotency(
@@ -1170,7 +1200,7 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(mut tx, marks) => {
+            SqliteTx::Write(mut tx, marks, _) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
                     sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1")
@@ -1188,7 +1218,7 @@ impl Tx for SqliteTx {
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            SqliteTx::Write(_, marks) => marks.mark(workspace),
+            SqliteTx::Write(_, marks, _) => marks.mark(workspace),
             SqliteTx::Read(_) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
@@ -1196,7 +1226,7 @@ impl Tx for SqliteTx {
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, SqliteTx::Write(_, marks) if !marks.workspaces().is_empty())
+        matches!(self, SqliteTx::Write(_, marks, _) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {

@@ -36,3 +36,22 @@ async fn config_changes_reach_another_process_on_the_same_file() {
     )
     .await;
 }
+
+/// Another process on the same file (the CLI, or a second server by mistake) never takes a claim
+/// of this one while it runs, and takes it at once when it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_alive_while_its_process_runs_and_abandoned_once_it_is_gone() {
+    let path = std::env::temp_dir().join(format!(
+        "crm-conformance-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let url = format!("sqlite://{}", path.display());
+    let first = SqliteStore::connect(&url).await.expect("open sqlite");
+    first.migrate().await.expect("migrate");
+    let second = SqliteStore::connect(&url).await.expect("open sqlite again");
+    crm_store_conformance::idempotency_cases::a_claim_is_alive_while_its_process_runs_and_abandoned_once_it_is_gone(
+        Arc::new(first),
+        Arc::new(second),
+    )
+    .await;
+}
