@@ -26,5 +26,6 @@ mod schema;
 mod search;
 mod sequences;
 mod stage_aliases;
+mod strict_input;
 mod webhook_kill;
 mod webhooks;

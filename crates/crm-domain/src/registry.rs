@@ -646,14 +646,25 @@ impl Registry {
     }
 }
 
-/// A JSON number with no fractional part, as an integer (`3.0` is 3; decisions §17).
+/// A JSON number with no fractional part that fits in an `i64`, as one, whatever its spelling:
+/// `3.0` is 3 (A2A clients send every number as a double) and `1e18` is 10^18 (decisions §17, §22).
 pub fn whole_number(value: &Value) -> Option<i64> {
     let Value::Number(n) = value else { return None };
     if let Some(i) = n.as_i64() {
         return Some(i);
     }
-    let f = n.as_f64()?;
-    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+    integral_f64(n.as_f64()?)
+}
+
+/// What a client is told when a value is not a [`whole_number`].
+pub const WHOLE_NUMBER_RULE: &str =
+    "must be a whole number from -9223372036854775808 to 9223372036854775807";
+
+/// `f` as an `i64` when it is integral and in range. Every integral double below 2^63 in
+/// magnitude is exactly an `i64`; 2^63 itself (what `9223372036854775807.0` rounds to) is not.
+pub fn integral_f64(f: f64) -> Option<i64> {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    (f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f)).then_some(f as i64)
 }
 
 /// An absolute `http` or `https` URL with a host and no whitespace.
@@ -673,6 +684,21 @@ pub fn is_http_url(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_numbers_take_any_spelling_within_i64() {
+        let n = |text: &str| whole_number(&serde_json::from_str(text).unwrap());
+        assert_eq!(n("1e18"), Some(1_000_000_000_000_000_000));
+        assert_eq!(n("3.0"), Some(3));
+        assert_eq!(n("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(n("-9.223372036854775808e18"), Some(i64::MIN));
+        assert_eq!(n("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(n("3.5"), None);
+        assert_eq!(n("9223372036854775808"), None);
+        assert_eq!(n("9.223372036854775807e18"), None, "rounds to 2^63");
+        assert_eq!(n("1e300"), None);
+        assert_eq!(n("\"3\""), None);
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

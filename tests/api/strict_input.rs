@@ -1,0 +1,151 @@
+//! Strict input (decisions §22-§24): NUL in query values, strong `If-Match`, integers in any
+//! spelling, cursors bound to their tenant, text lengths and sizes, e-mail lookalikes.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::support::{self, Res, Server};
+
+/// `tools/call` over MCP with the test key: the tool result.
+async fn call_tool(s: &Server, name: &str, arguments: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}});
+    let res: Res = s
+        .anon(Method::POST, "!/mcp")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-method", "tools/call")
+        .header("authorization", &format!("Bearer {}", s.keys.test))
+        .json(&body)
+        .send()
+        .await;
+    res.ok(200)["result"].clone()
+}
+
+async fn nul_in_a_query_value_is_a_bad_request_everywhere(s: Server) {
+    s.post("/contacts", json!({"first_name": "Ada"}))
+        .await
+        .ok(201);
+    s.post("/companies", json!({"name": "Acme"})).await.ok(201);
+    for path in [
+        "/contacts?q=a%00b",
+        "/contacts?q=%00a",
+        "/contacts?email=%00",
+        "/contacts?custom_fields.tier=%00",
+        "/companies?q=a%00b",
+        "/companies?q=%00a",
+        "/deals?q=a%00b",
+        "/search?q=a%00b",
+        "/search?q=%00a",
+        "/events?type=%00",
+        "/contacts?q%00=a",
+        "/pipelines/a%00b",
+    ] {
+        let res = s.get(path).await;
+        let p = res.problem(400, "bad_request");
+        assert!(
+            !p["field"].as_str().unwrap().contains('\0'),
+            "{path}: the field is printable"
+        );
+    }
+    // Agents reach the same check through their string arguments.
+    let res = call_tool(&s, "svc_list_contacts", json!({"q": "\u{0}a"})).await;
+    assert_eq!(res["isError"], true);
+    assert_eq!(res["structuredContent"]["code"], "bad_request");
+    let res = call_tool(&s, "svc_search_records", json!({"q": "a\u{0}"})).await;
+    assert_eq!(res["structuredContent"]["code"], "bad_request");
+}
+
+async fn if_match_compares_strongly(s: Server) {
+    let id = s
+        .post("/contacts", json!({"first_name": "Ada"}))
+        .await
+        .ok(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let patch = |tag: &'static str| {
+        s.req(Method::PATCH, &format!("/contacts/{id}"))
+            .header("If-Match", tag)
+            .json(&json!({"last_name": "Lovelace"}))
+    };
+    // A weak tag never matches, even the current version's.
+    let res = patch("W/\"1\"").send().await;
+    assert_eq!(res.problem(412, "version_conflict")["current_version"], 1);
+    for malformed in ["\"1", "1\"", "W/1", "\"\"", "\"1\"x"] {
+        let res = patch(malformed).send().await;
+        assert_eq!(
+            res.problem(400, "bad_request")["field"],
+            "If-Match",
+            "{malformed}"
+        );
+    }
+    let read = s.get(&format!("/contacts/{id}")).await;
+    assert_eq!(read.ok(200)["version"], 1, "nothing matched, nothing changed");
+    patch("\"1\"").send().await.ok(200);
+}
+
+async fn integers_take_any_spelling_up_to_two_to_the_63(s: Server) {
+    for (raw, want) in [
+        ("1e18", json!(1_000_000_000_000_000_000_i64)),
+        ("1000000000000000000", json!(1_000_000_000_000_000_000_i64)),
+        ("3.0", json!(3)),
+        ("9223372036854775807", json!(i64::MAX)),
+    ] {
+        let res = s
+            .req(Method::POST, "/deals")
+            .raw(format!(r#"{{"title": "t", "value_cents": {raw}}}"#))
+            .send()
+            .await;
+        assert_eq!(res.ok(201)["value_cents"], want, "{raw}");
+    }
+    for raw in ["3.5", "9223372036854775808", "1e19", "1e300"] {
+        let res = s
+            .req(Method::POST, "/deals")
+            .raw(format!(r#"{{"title": "t", "value_cents": {raw}}}"#))
+            .send()
+            .await;
+        assert_eq!(
+            res.problem(422, "validation_failed")["field"],
+            "value_cents",
+            "{raw}"
+        );
+    }
+}
+
+async fn a_cursor_belongs_to_its_workspace_and_mode(s: Server) {
+    for i in 0..3 {
+        s.post("/contacts", json!({"first_name": format!("c{i}")}))
+            .await
+            .ok(201);
+    }
+    let page = s.get("/contacts?limit=1").await.ok(200).clone();
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    s.get(&format!("/contacts?limit=1&cursor={cursor}"))
+        .await
+        .ok(200);
+    // The same list and filters in the live mode of the workspace...
+    s.req(Method::GET, &format!("/contacts?limit=1&cursor={cursor}"))
+        .key(&s.keys.live)
+        .send()
+        .await
+        .problem(400, "invalid_cursor");
+    // ... and in another workspace.
+    let other = support::create_workspace(&s.database_url, &[]);
+    s.req(Method::GET, &format!("/contacts?limit=1&cursor={cursor}"))
+        .key(&other.test)
+        .send()
+        .await
+        .problem(400, "invalid_cursor");
+    // Other filters.
+    s.get(&format!("/contacts?limit=1&include_deleted=true&cursor={cursor}"))
+        .await
+        .problem(400, "invalid_cursor");
+}
+
+crate::on_both_stores!(
+    nul_in_a_query_value_is_a_bad_request_everywhere,
+    if_match_compares_strongly,
+    integers_take_any_spelling_up_to_two_to_the_63,
+    a_cursor_belongs_to_its_workspace_and_mode,
+);
