@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::support::{self, Res, Server};
+use crate::support::{self, Backend, Res, Server};
 
 /// `tools/call` over MCP with the test key: the tool result.
 async fn call_tool(s: &Server, name: &str, arguments: Value) -> Value {
@@ -143,9 +143,141 @@ async fn a_cursor_belongs_to_its_workspace_and_mode(s: Server) {
         .problem(400, "invalid_cursor");
 }
 
+async fn lookalike_emails_are_one_contact(s: Server) {
+    let first = s
+        .post("/contacts", json!({"email": "\u{ff4b}ate@ex\u{e4}mple.com"}))
+        .await;
+    let kate = first.ok(201).clone();
+    assert_eq!(kate["email"], "kate@xn--exmple-cua.com", "stored normalised");
+    for lookalike in [
+        "kate@xn--exmple-cua.com",
+        "kate@ex\u{e4}mple.com",
+        "KATE@EXA\u{308}MPLE.COM",
+    ] {
+        let res = s.post("/contacts", json!({"email": lookalike})).await;
+        assert_eq!(
+            res.problem(409, "conflict")["existing"]["id"],
+            kate["id"],
+            "{lookalike}"
+        );
+    }
+    // The filter normalises as a write does.
+    let found = s.get("/contacts?email=KATE%40EX%C3%84MPLE.COM").await;
+    assert_eq!(found.ok(200)["data"][0]["id"], kate["id"]);
+    // An update to a lookalike of another contact's address is the same conflict.
+    let other = s
+        .post("/contacts", json!({"email": "other@example.com"}))
+        .await
+        .ok(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.patch(
+        &format!("/contacts/{other}"),
+        json!({"email": "\u{ff2b}ate@exämple.com"}),
+    )
+    .await
+    .problem(409, "conflict");
+}
+
+/// Runs `statements` on the database of `backend` at `url`.
+async fn sql(backend: Backend, url: &str, statements: &[String]) {
+    use sqlx::Connection;
+    match backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+            for q in statements {
+                sqlx::query(q).execute(&mut conn).await.unwrap();
+            }
+        }
+        Backend::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            for q in statements {
+                sqlx::query(q).execute(&mut conn).await.unwrap();
+            }
+        }
+    }
+}
+
+/// `contact_id, reason, held_by` of each recorded conflict, by contact id.
+async fn conflicts(backend: Backend, url: &str) -> Vec<(String, String, Option<String>)> {
+    use sqlx::Connection;
+    let q = "SELECT contact_id, reason, held_by FROM email_normalisation_conflicts ORDER BY contact_id";
+    match backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+            sqlx::query_as(q).fetch_all(&mut conn).await.unwrap()
+        }
+        Backend::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query_as(q).fetch_all(&mut conn).await.unwrap()
+        }
+    }
+}
+
+/// Addresses stored before normalisation are rewritten once by `migrate`; a contact whose
+/// normalised address another holds keeps its own and is reported.
+async fn migrate_normalises_stored_emails_and_reports_collisions(backend: Backend) {
+    let s = support::spawn(backend).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let res = s
+            .post("/contacts", json!({"email": format!("p{i}@example.com")}))
+            .await;
+        ids.push(res.ok(201)["id"].as_str().unwrap().to_owned());
+    }
+    let (backend, url, keys) = (s.backend, s.database_url.clone(), s.keys.clone());
+    drop(s);
+    // As an older version stored them: trimmed and lower-cased only.
+    let stored = [
+        "kate@ex\u{e4}mple.com",         // free once normalised: rewritten
+        "\u{ff4b}ate@ex\u{e4}mple.com", // the same address, younger: reported
+        "bob@b\u{fc}cher.de",           // held by the next one, ASCII already
+        "bob@xn--bcher-kva.de",
+        "ann@exa\u{fffd}mple.com",      // no longer an address: reported
+    ];
+    let mut statements: Vec<String> = ids
+        .iter()
+        .zip(stored)
+        .map(|(id, email)| format!("UPDATE contacts SET email = '{email}' WHERE id = '{id}'"))
+        .collect();
+    statements.push("DELETE FROM data_migrations".to_owned());
+    sql(backend, &url, &statements).await;
+
+    support::cli(&url, &["migrate"]);
+    support::cli(&url, &["migrate"]); // once only: a second run changes nothing
+    let mut want = vec![
+        (ids[1].clone(), "taken".to_owned(), Some(ids[0].clone())),
+        (ids[2].clone(), "taken".to_owned(), Some(ids[3].clone())),
+        (ids[4].clone(), "invalid".to_owned(), None),
+    ];
+    want.sort();
+    assert_eq!(conflicts(backend, &url).await, want);
+
+    let s = support::start(backend, url, keys, &[]);
+    let kate = s.get(&format!("/contacts/{}", ids[0])).await;
+    assert_eq!(kate.ok(200)["email"], "kate@xn--exmple-cua.com");
+    assert_eq!(kate.body["version"], 2, "a changed record has a new version");
+    for (i, email) in stored.iter().enumerate().skip(1) {
+        let res = s.get(&format!("/contacts/{}", ids[i])).await;
+        assert_eq!(res.ok(200)["email"], *email, "contact {i} kept its address");
+        assert_eq!(res.body["version"], 1);
+    }
+    s.post("/contacts", json!({"email": "KATE@EX\u{c4}MPLE.COM"}))
+        .await
+        .problem(409, "conflict");
+}
+
+mod migration {
+    use super::*;
+
+    crate::on_both_backends!(migrate_normalises_stored_emails_and_reports_collisions);
+}
+
 crate::on_both_stores!(
     nul_in_a_query_value_is_a_bad_request_everywhere,
     if_match_compares_strongly,
     integers_take_any_spelling_up_to_two_to_the_63,
     a_cursor_belongs_to_its_workspace_and_mode,
+    lookalike_emails_are_one_contact,
 );
