@@ -81,7 +81,11 @@ async fn if_match_compares_strongly(s: Server) {
         );
     }
     let read = s.get(&format!("/contacts/{id}")).await;
-    assert_eq!(read.ok(200)["version"], 1, "nothing matched, nothing changed");
+    assert_eq!(
+        read.ok(200)["version"],
+        1,
+        "nothing matched, nothing changed"
+    );
     patch("\"1\"").send().await.ok(200);
 }
 
@@ -138,17 +142,25 @@ async fn a_cursor_belongs_to_its_workspace_and_mode(s: Server) {
         .await
         .problem(400, "invalid_cursor");
     // Other filters.
-    s.get(&format!("/contacts?limit=1&include_deleted=true&cursor={cursor}"))
-        .await
-        .problem(400, "invalid_cursor");
+    s.get(&format!(
+        "/contacts?limit=1&include_deleted=true&cursor={cursor}"
+    ))
+    .await
+    .problem(400, "invalid_cursor");
 }
 
 async fn lookalike_emails_are_one_contact(s: Server) {
     let first = s
-        .post("/contacts", json!({"email": "\u{ff4b}ate@ex\u{e4}mple.com"}))
+        .post(
+            "/contacts",
+            json!({"email": "\u{ff4b}ate@ex\u{e4}mple.com"}),
+        )
         .await;
     let kate = first.ok(201).clone();
-    assert_eq!(kate["email"], "kate@xn--exmple-cua.com", "stored normalised");
+    assert_eq!(
+        kate["email"], "kate@xn--exmple-cua.com",
+        "stored normalised"
+    );
     for lookalike in [
         "kate@xn--exmple-cua.com",
         "kate@ex\u{e4}mple.com",
@@ -180,6 +192,100 @@ async fn lookalike_emails_are_one_contact(s: Server) {
     .problem(409, "conflict");
 }
 
+async fn text_lengths_and_sizes_are_bounded(s: Server) {
+    let line = |n: usize| "x".repeat(n);
+    let field_of = |res: &Res| res.problem(422, "validation_failed")["field"].clone();
+    s.post("/contacts", json!({"first_name": line(1024)}))
+        .await
+        .ok(201);
+    let res = s.post("/contacts", json!({"first_name": line(1025)})).await;
+    assert_eq!(field_of(&res), "first_name");
+    let res = s.post("/companies", json!({"name": line(1025)})).await;
+    assert_eq!(field_of(&res), "name");
+    let res = s.post("/deals", json!({"title": line(1025)})).await;
+    assert_eq!(field_of(&res), "title");
+    // Characters, not bytes: 1,024 two-byte letters fit.
+    s.post("/deals", json!({"title": "é".repeat(1024)}))
+        .await
+        .ok(201);
+
+    let body = |n: usize| "b".repeat(n);
+    s.post(
+        "/activities",
+        json!({"type": "note", "body": body(100_000)}),
+    )
+    .await
+    .ok(201);
+    let res = s
+        .post(
+            "/activities",
+            json!({"type": "note", "body": body(100_001)}),
+        )
+        .await;
+    assert_eq!(field_of(&res), "body");
+    let res = s
+        .post(
+            "/templates",
+            json!({"name": "t", "subject": "s", "body": body(100_001)}),
+        )
+        .await;
+    assert_eq!(field_of(&res), "body");
+    let step = |b: String| json!({"wait_days": 1, "subject": "s", "body": b});
+    let res = s
+        .post(
+            "/sequences",
+            json!({"name": "n", "steps": [step("a".into()), step("b".into()), step(body(100_001))]}),
+        )
+        .await;
+    assert_eq!(field_of(&res), "steps[2].body");
+
+    s.post("/fields", json!({"object": "contact", "key": "note"}))
+        .await
+        .ok(201);
+    s.post(
+        "/fields",
+        json!({"object": "contact", "key": "tags", "data_type": "multiselect"}),
+    )
+    .await
+    .ok(201);
+    s.post("/enums", json!({"group": "contact.tags", "value": "a"}))
+        .await
+        .ok(201);
+    s.post(
+        "/contacts",
+        json!({"custom_fields": {"note": line(10_000)}}),
+    )
+    .await
+    .ok(201);
+    let res = s
+        .post(
+            "/contacts",
+            json!({"custom_fields": {"note": line(10_001)}}),
+        )
+        .await;
+    assert_eq!(field_of(&res), "custom_fields.note");
+    let res = s
+        .post(
+            "/contacts",
+            json!({"custom_fields": {"tags": vec!["a"; 101]}}),
+        )
+        .await;
+    assert_eq!(field_of(&res), "custom_fields.tags");
+    // 27 text values of 10,000 characters: each allowed, together over 256 KiB.
+    let mut values = serde_json::Map::new();
+    for i in 0..27 {
+        s.post(
+            "/fields",
+            json!({"object": "contact", "key": format!("t{i}")}),
+        )
+        .await
+        .ok(201);
+        values.insert(format!("t{i}"), json!(line(10_000)));
+    }
+    let res = s.post("/contacts", json!({"custom_fields": values})).await;
+    assert_eq!(field_of(&res), "custom_fields");
+}
+
 /// Runs `statements` on the database of `backend` at `url`.
 async fn sql(backend: Backend, url: &str, statements: &[String]) {
     use sqlx::Connection;
@@ -202,7 +308,8 @@ async fn sql(backend: Backend, url: &str, statements: &[String]) {
 /// `contact_id, reason, held_by` of each recorded conflict, by contact id.
 async fn conflicts(backend: Backend, url: &str) -> Vec<(String, String, Option<String>)> {
     use sqlx::Connection;
-    let q = "SELECT contact_id, reason, held_by FROM email_normalisation_conflicts ORDER BY contact_id";
+    let q =
+        "SELECT contact_id, reason, held_by FROM email_normalisation_conflicts ORDER BY contact_id";
     match backend {
         Backend::Sqlite => {
             let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
@@ -230,11 +337,11 @@ async fn migrate_normalises_stored_emails_and_reports_collisions(backend: Backen
     drop(s);
     // As an older version stored them: trimmed and lower-cased only.
     let stored = [
-        "kate@ex\u{e4}mple.com",         // free once normalised: rewritten
+        "kate@ex\u{e4}mple.com",        // free once normalised: rewritten
         "\u{ff4b}ate@ex\u{e4}mple.com", // the same address, younger: reported
         "bob@b\u{fc}cher.de",           // held by the next one, ASCII already
         "bob@xn--bcher-kva.de",
-        "ann@exa\u{fffd}mple.com",      // no longer an address: reported
+        "ann@exa\u{fffd}mple.com", // no longer an address: reported
     ];
     let mut statements: Vec<String> = ids
         .iter()
@@ -257,7 +364,10 @@ async fn migrate_normalises_stored_emails_and_reports_collisions(backend: Backen
     let s = support::start(backend, url, keys, &[]);
     let kate = s.get(&format!("/contacts/{}", ids[0])).await;
     assert_eq!(kate.ok(200)["email"], "kate@xn--exmple-cua.com");
-    assert_eq!(kate.body["version"], 2, "a changed record has a new version");
+    assert_eq!(
+        kate.body["version"], 2,
+        "a changed record has a new version"
+    );
     for (i, email) in stored.iter().enumerate().skip(1) {
         let res = s.get(&format!("/contacts/{}", ids[i])).await;
         assert_eq!(res.ok(200)["email"], *email, "contact {i} kept its address");
@@ -280,4 +390,5 @@ crate::on_both_stores!(
     integers_take_any_spelling_up_to_two_to_the_63,
     a_cursor_belongs_to_its_workspace_and_mode,
     lookalike_emails_are_one_contact,
+    text_lengths_and_sizes_are_bounded,
 );

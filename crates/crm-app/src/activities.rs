@@ -137,8 +137,13 @@ impl App {
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let rows = tx.list_activities(tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, LIST, &fingerprint, |a| {
-            format!("{}:{}", a.occurred_at.millis(), a.id)
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            LIST,
+            &fingerprint,
+            |a| format!("{}:{}", a.occurred_at.millis(), a.id),
+        ))
     }
 }

@@ -461,7 +461,9 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_automations(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |a| a.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |a| {
+            a.id.to_string()
+        }))
     }
 
     /// Changes a rule; the result is validated as a whole, like a create. Enabling a disabled rule
@@ -551,6 +553,8 @@ impl App {
             return Err(AppError::not_found("automation", id.as_str()));
         }
         let rows = tx.list_automation_runs(&caller.tenant, &id, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, &list, "", |r| r.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, &list, "", |r| {
+            r.id.to_string()
+        }))
     }
 }

@@ -340,9 +340,14 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, "connections", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_connections(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, "connections", "", |c| {
-            c.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "connections",
+            "",
+            |c| c.id.to_string(),
+        ))
     }
 
     pub async fn delete_connection(
@@ -394,9 +399,14 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, "templates", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_templates(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, "templates", "", |t| {
-            t.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "templates",
+            "",
+            |t| t.id.to_string(),
+        ))
     }
 
     pub async fn update_template(
@@ -450,9 +460,14 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, "emails", &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_emails(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, "emails", &fingerprint, |e| {
-            e.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "emails",
+            &fingerprint,
+            |e| e.id.to_string(),
+        ))
     }
 
     pub async fn get_email(&self, caller: &Caller, id: &str) -> Result<EmailMessage, AppError> {

@@ -20,8 +20,13 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, EVENTS, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_events(&caller.tenant, event_type, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, EVENTS, &fingerprint, |e| {
-            e.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            EVENTS,
+            &fingerprint,
+            |e| e.id.to_string(),
+        ))
     }
 }

@@ -182,7 +182,9 @@ impl App {
         let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_sequences(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |s| s.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |s| {
+            s.id.to_string()
+        }))
     }
 
     /// Changes a sequence; the result is validated as a whole. Disabling it ends its active
@@ -527,7 +529,9 @@ impl App {
             return Err(AppError::not_found("sequence", id.as_str()));
         }
         let rows = tx.list_enrollments(&caller.tenant, &id, &slice).await?;
-        Ok(page_from(rows, &page, &caller.tenant, &list, "", |e| e.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, &list, "", |e| {
+            e.id.to_string()
+        }))
     }
 
     /// Ends an enrollment (`unenrolled`). An enrollment that already ended is answered as it is.

@@ -65,7 +65,12 @@ fn normalise(raw: &str) -> Option<String> {
     }
     // Lower-casing can leave text that NFKC would change again (a few letters lower-case to a
     // base letter and a combining mark), so normalise on both sides of it.
-    let folded: String = raw.nfkc().collect::<String>().to_lowercase().nfkc().collect();
+    let folded: String = raw
+        .nfkc()
+        .collect::<String>()
+        .to_lowercase()
+        .nfkc()
+        .collect();
     let folded = folded.trim();
     match folded.rsplit_once('@') {
         Some((local, domain)) if !domain.is_ascii() => {

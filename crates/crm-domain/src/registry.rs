@@ -13,7 +13,7 @@ use crate::{
     email::Email,
     error::ValidationError,
     ids::{ActivityId, CompanyId, ContactId, DealId},
-    merge, suggest,
+    merge, suggest, text,
     time::Date,
     JsonMap,
 };
@@ -477,7 +477,10 @@ impl Registry {
         };
         let out = match def.data_type {
             DataType::Text => match value {
-                Value::String(_) => value,
+                Value::String(ref s) => {
+                    text::check_len(&field, s, text::MAX_CUSTOM_TEXT)?;
+                    value
+                }
                 _ => return Err(wrong("a string")),
             },
             DataType::Number => match value {
@@ -501,7 +504,10 @@ impl Registry {
                 None => return Err(wrong("an e-mail address")),
             },
             DataType::Url => match value.as_str() {
-                Some(s) if is_http_url(s) => value,
+                Some(s) if is_http_url(s) => {
+                    text::check_len(&field, s, text::MAX_LINE)?;
+                    value
+                }
                 _ => return Err(wrong("an http or https URL")),
             },
             DataType::Reference => match value.as_str() {
@@ -535,6 +541,12 @@ impl Registry {
                 let Value::Array(items) = &value else {
                     return Err(wrong("an array of strings from the field's enum group"));
                 };
+                if items.len() > text::MAX_MULTISELECT {
+                    return Err(ValidationError::invalid(
+                        field.clone(),
+                        format!("must hold at most {} values", text::MAX_MULTISELECT),
+                    ));
+                }
                 for item in items {
                     let s = item
                         .as_str()
@@ -563,6 +575,7 @@ impl Registry {
             out.insert(key, self.check_value(def, value, &mut refs)?);
         }
         self.check_required(&out)?;
+        text::check_custom_fields_size(&out)?;
         Ok((out, refs))
     }
 
@@ -588,6 +601,9 @@ impl Registry {
             }
         }
         self.check_required(current)?;
+        if changed {
+            text::check_custom_fields_size(current)?;
+        }
         Ok((changed, refs))
     }
 
@@ -737,6 +753,44 @@ mod tests {
 
     fn map(v: Value) -> JsonMap {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn custom_values_and_records_have_sizes() {
+        let r = registry();
+        let field_of = |v: Value| match r.validate_new(map(v)).unwrap_err() {
+            ValidationError::Invalid { field, .. } => field,
+            other => panic!("{other:?}"),
+        };
+        let ok = "é".repeat(text::MAX_CUSTOM_TEXT);
+        assert!(r.validate_new(map(json!({"nickname": ok}))).is_ok());
+        let long = "x".repeat(text::MAX_CUSTOM_TEXT + 1);
+        assert_eq!(
+            field_of(json!({"nickname": long})),
+            "custom_fields.nickname"
+        );
+        let url = format!("https://example.com/{}", "x".repeat(text::MAX_LINE));
+        assert_eq!(field_of(json!({"site": url})), "custom_fields.site");
+        let many: Vec<&str> = vec!["a"; text::MAX_MULTISELECT + 1];
+        assert_eq!(field_of(json!({"tags": many})), "custom_fields.tags");
+
+        // 30 text fields of 10,000 characters: each allowed, together over 256 KiB.
+        let mut big = r.clone();
+        let mut values = JsonMap::new();
+        for i in 0..30 {
+            let key = format!("t{i}");
+            big.fields.push(
+                FieldDef::new(ObjectKind::Contact, &key, None, DataType::Text, None, false)
+                    .unwrap(),
+            );
+            values.insert(key, Value::from("y".repeat(text::MAX_CUSTOM_TEXT)));
+        }
+        match big.validate_new(values.clone()).unwrap_err() {
+            ValidationError::Invalid { field, .. } => assert_eq!(field, "custom_fields"),
+            other => panic!("{other:?}"),
+        }
+        let mut current = JsonMap::new();
+        assert!(big.merge(&mut current, values).is_err());
     }
 
     #[test]

@@ -165,7 +165,9 @@ impl PostgresStore {
     /// is recorded in `email_normalisation_conflicts` and the log, for an operator to resolve.
     async fn normalise_contact_emails(&self) -> Result<(), StoreError> {
         let mut lease = self.lease().await?;
-        let mut tx = sqlx::Connection::begin(lease.raw()).await.map_err(backend)?;
+        let mut tx = sqlx::Connection::begin(lease.raw())
+            .await
+            .map_err(backend)?;
         // Processes starting together wait here for the first to finish, then find it done.
         sqlx::query("LOCK TABLE data_migrations IN EXCLUSIVE MODE")
             .execute(&mut *tx)

@@ -135,7 +135,16 @@ mod tests {
         assert_eq!(if_match(Some("W/\"4\"")).unwrap(), Some(NO_VERSION));
         assert_eq!(if_match(Some("W/\"1\"")).unwrap(), Some(NO_VERSION));
         for bad in [
-            "\"1", "1\"", "\"", "\"\"", "W/1", "W/\"1", "\"-1\"", "+1", "\"1\"\"", "\"1 \"",
+            "\"1",
+            "1\"",
+            "\"",
+            "\"\"",
+            "W/1",
+            "W/\"1",
+            "\"-1\"",
+            "+1",
+            "\"1\"\"",
+            "\"1 \"",
             "99999999999999999999",
         ] {
             let p = if_match(Some(bad)).unwrap_err();
