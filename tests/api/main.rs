@@ -28,6 +28,7 @@ mod schema;
 mod search;
 mod sequences;
 mod stage_aliases;
+mod strict_input;
 mod unavailable;
 mod webhook_kill;
 mod webhooks;

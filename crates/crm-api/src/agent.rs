@@ -179,8 +179,8 @@ fn scalar_text(value: Value) -> Option<String> {
 /// A number as a URL would carry it: an integral value without a fraction (A2A clients send every
 /// number as a double, so `25.0` must read as `25`, decisions §17).
 fn number_text(n: &serde_json::Number) -> String {
-    match n.as_f64() {
-        Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => format!("{}", f as i64),
+    match n.as_f64().and_then(crm_domain::registry::integral_f64) {
+        Some(i) if n.is_f64() => i.to_string(),
         _ => n.to_string(),
     }
 }

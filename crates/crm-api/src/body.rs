@@ -109,14 +109,16 @@ fn missing_field(detail: &str) -> Option<&str> {
     detail.strip_prefix("missing field `")?.strip_suffix('`')
 }
 
-/// Integer fields accept any JSON number without a fractional part (decisions §17): A2A clients
-/// carry every number as a double, so `3.0` must read as `3`. A float field reads `3` as `3.0`
-/// anyway, so turning integral doubles into integers everywhere loses nothing.
+/// Integer fields accept any JSON number without a fractional part up to 2^63-1 in magnitude,
+/// whatever its spelling (decisions §17, §22): A2A clients carry every number as a double, so
+/// `3.0` must read as `3`, and `1e18` as 10^18. A float field reads `3` as `3.0` anyway, and an
+/// integral double in that range is exactly an `i64`, so turning such doubles into integers
+/// everywhere loses nothing.
 fn integral_floats_as_integers(value: &mut Value) {
     match value {
         Value::Number(n) if n.is_f64() => {
-            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
-                *n = serde_json::Number::from(f as i64);
+            if let Some(i) = n.as_f64().and_then(crm_domain::registry::integral_f64) {
+                *n = serde_json::Number::from(i);
             }
         }
         Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
@@ -207,6 +209,48 @@ mod tests {
         let nested =
             parse::<Nested>(Some(&json!({"a": [1.0, {"b": 2.0, "c": 2.5}]})), None).unwrap();
         assert_eq!(nested.a, json!([1, {"b": 2, "c": 2.5}]));
+    }
+
+    #[test]
+    fn integer_fields_take_any_spelling_up_to_two_to_the_63() {
+        #[derive(Debug, Deserialize, JsonSchema)]
+        struct Cents {
+            value_cents: Option<crate::schema::WholeNumber>,
+        }
+        let read = |body: &str| {
+            let v: Value = serde_json::from_str(body).unwrap();
+            parse::<Cents>(Some(&v), None).map(|c| c.value_cents.unwrap().0)
+        };
+        for (body, want) in [
+            (r#"{"value_cents": 1e18}"#, 1_000_000_000_000_000_000),
+            (
+                r#"{"value_cents": 1000000000000000000}"#,
+                1_000_000_000_000_000_000,
+            ),
+            (r#"{"value_cents": 1.0E3}"#, 1000),
+            (r#"{"value_cents": 3.0}"#, 3),
+            (r#"{"value_cents": 9223372036854775807}"#, i64::MAX),
+            (r#"{"value_cents": 9.2e18}"#, 9_200_000_000_000_000_000),
+        ] {
+            assert_eq!(read(body).unwrap(), want, "{body}");
+        }
+        for body in [
+            r#"{"value_cents": 3.5}"#,
+            r#"{"value_cents": 9223372036854775808}"#,
+            r#"{"value_cents": 9.3e18}"#,
+            r#"{"value_cents": 1e19}"#,
+            r#"{"value_cents": 100000000000000000000000}"#,
+        ] {
+            let err = read(body).unwrap_err();
+            assert_eq!(
+                (err.code, err.extra["field"].clone()),
+                (ErrorCode::ValidationFailed, json!("value_cents")),
+                "{body}"
+            );
+        }
+        // Plain integer fields read the same spellings.
+        let parsed = parse::<In>(Some(&json!({"count": 1e18})), None).unwrap();
+        assert_eq!(parsed.count, Some(1_000_000_000_000_000_000));
     }
 
     #[test]

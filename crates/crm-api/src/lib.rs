@@ -231,9 +231,24 @@ impl Api {
     }
 }
 
-/// The query of a call of `op` (see [`check_query_params`]).
+/// The path and query of a call of `op` (see [`check_query_params`]). A path parameter holding
+/// NUL is refused as a query value is: no store can compare text containing it.
 fn check_query(op: &Operation, input: &Input) -> Result<(), Problem> {
+    if let Some((name, _)) = input.path.iter().find(|(_, v)| v.contains('\0')) {
+        return Err(nul_problem(name));
+    }
     check_query_params(op.query, &input.query)
+}
+
+/// 400 for a parameter (`field`) whose name or value holds U+0000 (decisions §22): a store would
+/// fail on it (Postgres refuses NUL in text) or read it as the end of the text (SQLite's `LIKE`
+/// pattern), so that `q=%00a` would match every record.
+fn nul_problem(field: &str) -> Problem {
+    Problem::bad_request(format!(
+        "`{}` must not contain the NUL character (%00)",
+        field.replace('\0', "%00")
+    ))
+    .with("field", field.replace('\0', "%00"))
 }
 
 /// Unknown or repeated query parameters are refused, naming the accepted ones (`params`), and
@@ -255,6 +270,12 @@ pub fn check_query_params(
             })
         })
     };
+    if let Some((name, _)) = query
+        .iter()
+        .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(nul_problem(name));
+    }
     let mut seen: Vec<String> = Vec::with_capacity(query.len());
     for (name, _) in query {
         let Some(param) = canonical(name) else {
@@ -340,6 +361,21 @@ pub fn canonical_json(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nul_in_a_query_name_or_value_is_a_bad_request() {
+        let params = [catalog::QueryParam::string("q", "text")];
+        for query in [
+            vec![("q".to_owned(), "a\0b".to_owned())],
+            vec![("q".to_owned(), "\0a".to_owned())],
+            vec![("q\0".to_owned(), "a".to_owned())],
+        ] {
+            let p = check_query_params(&params, &query).unwrap_err();
+            assert_eq!(p.code, ErrorCode::BadRequest, "{query:?}");
+            assert!(!p.extra["field"].as_str().unwrap().contains('\0'));
+        }
+        assert!(check_query_params(&params, &[("q".to_owned(), "ab".to_owned())]).is_ok());
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {

@@ -117,8 +117,9 @@ impl<T: JsonSchema> JsonSchema for PatchField<T> {
     }
 }
 
-/// An integer field that accepts any JSON number without a fractional part (`3.0` is 3;
-/// decisions §17: A2A clients send numbers as doubles); `3.5` is refused.
+/// An integer field that accepts any JSON number without a fractional part up to 2^63-1 in
+/// magnitude, in any spelling (`3.0` is 3, `1e18` is 10^18; decisions §17, §22: A2A clients send
+/// numbers as doubles); `3.5` and 2^63 are refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WholeNumber(pub i64);
 
@@ -127,7 +128,7 @@ impl<'de> Deserialize<'de> for WholeNumber {
         let v = serde_json::Number::deserialize(d)?;
         crm_domain::registry::whole_number(&serde_json::Value::Number(v))
             .map(WholeNumber)
-            .ok_or_else(|| serde::de::Error::custom("expected a whole number"))
+            .ok_or_else(|| serde::de::Error::custom(crm_domain::registry::WHOLE_NUMBER_RULE))
     }
 }
 

@@ -135,10 +135,15 @@ impl App {
             registry.check_enum("type", ACTIVITY_TYPE_GROUP, t)?;
         }
         let fingerprint = format!("{filter:?}");
-        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let rows = tx.list_activities(tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |a| {
-            format!("{}:{}", a.occurred_at.millis(), a.id)
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            LIST,
+            &fingerprint,
+            |a| format!("{}:{}", a.occurred_at.millis(), a.id),
+        ))
     }
 }

@@ -458,10 +458,12 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<Automation>, AppError> {
-        let slice = slice_for(&page, LIST, "")?;
+        let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_automations(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, LIST, "", |a| a.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |a| {
+            a.id.to_string()
+        }))
     }
 
     /// Changes a rule; the result is validated as a whole, like a create. Enabling a disabled rule
@@ -545,12 +547,14 @@ impl App {
     ) -> Result<Page<AutomationRun>, AppError> {
         let id = parse_id(id)?;
         let list = format!("{LIST}/{id}/runs");
-        let slice = slice_for(&page, &list, "")?;
+        let slice = slice_for(&page, &caller.tenant, &list, "")?;
         let mut tx = self.store.begin_read().await?;
         if tx.get_automation(&caller.tenant, &id).await?.is_none() {
             return Err(AppError::not_found("automation", id.as_str()));
         }
         let rows = tx.list_automation_runs(&caller.tenant, &id, &slice).await?;
-        Ok(page_from(rows, &page, &list, "", |r| r.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, &list, "", |r| {
+            r.id.to_string()
+        }))
     }
 }

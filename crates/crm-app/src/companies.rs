@@ -134,11 +134,16 @@ impl App {
         page: PageParams,
     ) -> Result<Page<Company>, AppError> {
         let fingerprint = format!("{filter:?}");
-        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_companies(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |c| {
-            c.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            LIST,
+            &fingerprint,
+            |c| c.id.to_string(),
+        ))
     }
 }

@@ -398,12 +398,17 @@ impl App {
         page: PageParams,
     ) -> Result<Page<Contact>, AppError> {
         let fingerprint = format!("{filter:?}");
-        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_contacts(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |c| {
-            c.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            LIST,
+            &fingerprint,
+            |c| c.id.to_string(),
+        ))
     }
 
     /// Checks the registry-bound filters of the contact list (one registry read for all): a

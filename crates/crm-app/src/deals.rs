@@ -308,10 +308,15 @@ impl App {
             include_deleted: query.include_deleted,
         };
         let fingerprint = format!("{filter:?}");
-        let slice = slice_for(&page, LIST, &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let rows = tx.list_deals(tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, LIST, &fingerprint, |d| {
-            d.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            LIST,
+            &fingerprint,
+            |d| d.id.to_string(),
+        ))
     }
 }

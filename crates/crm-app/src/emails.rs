@@ -337,12 +337,17 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<Connection>, AppError> {
-        let slice = slice_for(&page, "connections", "")?;
+        let slice = slice_for(&page, &caller.tenant, "connections", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_connections(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, "connections", "", |c| {
-            c.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "connections",
+            "",
+            |c| c.id.to_string(),
+        ))
     }
 
     pub async fn delete_connection(
@@ -391,12 +396,17 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<Template>, AppError> {
-        let slice = slice_for(&page, "templates", "")?;
+        let slice = slice_for(&page, &caller.tenant, "templates", "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_templates(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, "templates", "", |t| {
-            t.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "templates",
+            "",
+            |t| t.id.to_string(),
+        ))
     }
 
     pub async fn update_template(
@@ -447,12 +457,17 @@ impl App {
         page: PageParams,
     ) -> Result<Page<EmailMessage>, AppError> {
         let fingerprint = format!("{filter:?}");
-        let slice = slice_for(&page, "emails", &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, "emails", &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_emails(&caller.tenant, &filter, &slice).await?;
-        Ok(page_from(rows, &page, "emails", &fingerprint, |e| {
-            e.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            "emails",
+            &fingerprint,
+            |e| e.id.to_string(),
+        ))
     }
 
     pub async fn get_email(&self, caller: &Caller, id: &str) -> Result<EmailMessage, AppError> {

@@ -17,11 +17,16 @@ impl App {
     ) -> Result<Page<crm_domain::Event>, AppError> {
         const EVENTS: &str = "events";
         let fingerprint = event_type.unwrap_or_default().to_owned();
-        let slice = slice_for(&page, EVENTS, &fingerprint)?;
+        let slice = slice_for(&page, &caller.tenant, EVENTS, &fingerprint)?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_events(&caller.tenant, event_type, &slice).await?;
-        Ok(page_from(rows, &page, EVENTS, &fingerprint, |e| {
-            e.id.to_string()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            EVENTS,
+            &fingerprint,
+            |e| e.id.to_string(),
+        ))
     }
 }

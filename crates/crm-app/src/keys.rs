@@ -138,11 +138,11 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<ApiKeyRecord>, AppError> {
-        let slice = slice_for(&page, LIST, "")?;
+        let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_api_keys(&caller.tenant, &slice).await?;
         Ok(
-            page_from(rows, &page, LIST, "", |k| k.id.to_string())
+            page_from(rows, &page, &caller.tenant, LIST, "", |k| k.id.to_string())
                 .map(|k| self.with_pending_use(k)),
         )
     }

@@ -72,6 +72,9 @@ impl App {
             tx.insert_enum_group(tenant, group, now).await?;
         }
         let fields = tx.load_registry(tenant, def.object).await?.fields;
+        if created {
+            crm_domain::text::check_field_count(fields.len())?;
+        }
         tx.commit().await?;
         Ok(FieldSet {
             object: def.object,
@@ -117,6 +120,9 @@ impl App {
             .await?
             .remove(group)
             .unwrap_or_default();
+        if created {
+            crm_domain::text::check_enum_value_count(values.len())?;
+        }
         tx.commit().await?;
         Ok(EnumGroupSet {
             group: group.to_owned(),

@@ -179,10 +179,12 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<Sequence>, AppError> {
-        let slice = slice_for(&page, LIST, "")?;
+        let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_sequences(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, LIST, "", |s| s.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |s| {
+            s.id.to_string()
+        }))
     }
 
     /// Changes a sequence; the result is validated as a whole. Disabling it ends its active
@@ -521,13 +523,15 @@ impl App {
     ) -> Result<Page<Enrollment>, AppError> {
         let id = parse_id(id)?;
         let list = format!("{LIST}/{id}/enrollments");
-        let slice = slice_for(&page, &list, "")?;
+        let slice = slice_for(&page, &caller.tenant, &list, "")?;
         let mut tx = self.store.begin_read().await?;
         if tx.get_sequence(&caller.tenant, &id).await?.is_none() {
             return Err(AppError::not_found("sequence", id.as_str()));
         }
         let rows = tx.list_enrollments(&caller.tenant, &id, &slice).await?;
-        Ok(page_from(rows, &page, &list, "", |e| e.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, &list, "", |e| {
+            e.id.to_string()
+        }))
     }
 
     /// Ends an enrollment (`unenrolled`). An enrollment that already ended is answered as it is.

@@ -176,10 +176,12 @@ impl App {
         caller: &Caller,
         page: PageParams,
     ) -> Result<Page<Webhook>, AppError> {
-        let slice = slice_for(&page, LIST, "")?;
+        let slice = slice_for(&page, &caller.tenant, LIST, "")?;
         let mut tx = self.store.begin_read().await?;
         let rows = tx.list_webhooks(&caller.tenant, &slice).await?;
-        Ok(page_from(rows, &page, LIST, "", |w| w.id.to_string()))
+        Ok(page_from(rows, &page, &caller.tenant, LIST, "", |w| {
+            w.id.to_string()
+        }))
     }
 
     pub async fn get_webhook(&self, caller: &Caller, id: &str) -> Result<Webhook, AppError> {
@@ -291,7 +293,7 @@ impl App {
         page: PageParams,
     ) -> Result<Page<DeliveryAttempt>, AppError> {
         let id = webhook_id(id)?;
-        let slice = slice_for(&page, ATTEMPTS_LIST, id.as_str())?;
+        let slice = slice_for(&page, &caller.tenant, ATTEMPTS_LIST, id.as_str())?;
         let mut tx = self.store.begin_read().await?;
         if tx.get_webhook(&caller.tenant, &id).await?.is_none() {
             return Err(AppError::not_found("webhook", id.as_str()));
@@ -299,9 +301,14 @@ impl App {
         let rows = tx
             .list_delivery_attempts(&caller.tenant, &id, &slice)
             .await?;
-        Ok(page_from(rows, &page, ATTEMPTS_LIST, id.as_str(), |a| {
-            a.seq.clone()
-        }))
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            ATTEMPTS_LIST,
+            id.as_str(),
+            |a| a.seq.clone(),
+        ))
     }
 
     /// Sends a dead-lettered delivery again, now (one more attempt; failing, it is dead-lettered

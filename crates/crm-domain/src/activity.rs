@@ -117,6 +117,7 @@ impl Activity {
             updated_at: now,
             version: 1,
         };
+        activity.check_body()?;
         Ok((activity, refs))
     }
 
@@ -154,6 +155,7 @@ impl Activity {
             changed.push("deal_id");
         }
         if patch.body.apply_to(&mut self.body) {
+            self.check_body()?;
             changed.push("body");
         }
         match clean_patch(patch.occurred_at) {
@@ -179,6 +181,14 @@ impl Activity {
             self.version += 1;
         }
         Ok((changed, refs))
+    }
+
+    /// Free text, kept as sent, up to [`crate::text::MAX_BODY`] characters.
+    fn check_body(&self) -> Result<(), ValidationError> {
+        match &self.body {
+            Some(body) => crate::text::check_len("body", body, crate::text::MAX_BODY),
+            None => Ok(()),
+        }
     }
 
     pub fn snapshot(&self) -> Value {

@@ -73,6 +73,7 @@ impl Company {
             version: 1,
             deleted_at: None,
         };
+        company.check_lines(None)?;
         Ok((company, refs))
     }
 
@@ -107,11 +108,23 @@ impl Company {
                 changed.push("custom_fields");
             }
         }
+        self.check_lines(Some(&changed))?;
         if !changed.is_empty() {
             self.updated_at = now;
             self.version += 1;
         }
         Ok((changed, refs))
+    }
+
+    /// Single-line text at most [`crate::text::MAX_LINE`] characters, all or only the `changed`.
+    fn check_lines(&self, changed: Option<&[&'static str]>) -> Result<(), ValidationError> {
+        crate::text::check_lines(
+            &[
+                ("name", Some(&self.name)),
+                ("domain", self.domain.as_deref()),
+            ],
+            changed,
+        )
     }
 
     pub fn snapshot(&self) -> Value {

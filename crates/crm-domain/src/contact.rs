@@ -144,6 +144,7 @@ impl Contact {
             version: 1,
             deleted_at: None,
         };
+        contact.check_lines(None)?;
         contact.check_identified()?;
         Ok((contact, refs))
     }
@@ -200,12 +201,27 @@ impl Contact {
                 changed.push("custom_fields");
             }
         }
+        self.check_lines(Some(&changed))?;
         self.check_identified()?;
         if !changed.is_empty() {
             self.updated_at = now;
             self.version += 1;
         }
         Ok((changed, refs))
+    }
+
+    /// Single-line text at most [`crate::text::MAX_LINE`] characters (the email has its own,
+    /// shorter, limit; `type` is an enum value), all or only the `changed` fields.
+    fn check_lines(&self, changed: Option<&[&'static str]>) -> Result<(), ValidationError> {
+        crate::text::check_lines(
+            &[
+                ("first_name", self.first_name.as_deref()),
+                ("last_name", self.last_name.as_deref()),
+                ("phone", self.phone.as_deref()),
+                ("linkedin_url", self.linkedin_url.as_deref()),
+            ],
+            changed,
+        )
     }
 
     /// The create rule: a name, an identifier, a company or a custom field.

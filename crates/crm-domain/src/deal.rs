@@ -136,6 +136,7 @@ impl Deal {
     ) -> Result<(Deal, Vec<ReferenceCheck>, bool), ValidationError> {
         let title =
             clean(draft.title).ok_or_else(|| ValidationError::invalid("title", "is required"))?;
+        crate::text::check_len("title", &title, crate::text::MAX_LINE)?;
         let stage_given = clean(draft.stage);
         let stage = match &stage_given {
             Some(key) => pipeline.check_stage("stage", key)?,
@@ -259,6 +260,9 @@ impl Deal {
             if cf_changed {
                 change.changed.push("custom_fields");
             }
+        }
+        if change.changed.contains(&"title") {
+            crate::text::check_len("title", &self.title, crate::text::MAX_LINE)?;
         }
         if !change.changed.is_empty() {
             self.updated_at = now;

@@ -28,6 +28,7 @@ pub mod sequence;
 pub mod ssrf;
 pub mod suggest;
 pub mod tenant;
+pub mod text;
 pub mod time;
 pub mod webhook;
 

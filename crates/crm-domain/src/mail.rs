@@ -250,7 +250,7 @@ impl Template {
         now: Timestamp,
         draft: TemplateDraft,
     ) -> Result<Template, ValidationError> {
-        Ok(Template {
+        let template = Template {
             id,
             name: required("name", draft.name)?.trim().to_owned(),
             subject: required("subject", draft.subject)?,
@@ -259,7 +259,21 @@ impl Template {
             created_at: now,
             updated_at: now,
             version: 1,
-        })
+        };
+        template.check_lengths()?;
+        Ok(template)
+    }
+
+    /// `name` and `subject` are single lines; `body` and `text` free text (decisions §22).
+    fn check_lengths(&self) -> Result<(), ValidationError> {
+        use crate::text::{check_len, MAX_BODY, MAX_LINE};
+        check_len("name", &self.name, MAX_LINE)?;
+        check_len("subject", &self.subject, MAX_LINE)?;
+        check_len("body", &self.body, MAX_BODY)?;
+        match &self.text {
+            Some(text) => check_len("text", text, MAX_BODY),
+            None => Ok(()),
+        }
     }
 
     /// Applies the fields given (`text: Some(None)` clears it); returns whether anything changed.
@@ -286,6 +300,7 @@ impl Template {
         }
         let changed = *self != before;
         if changed {
+            self.check_lengths()?;
             self.updated_at = now;
             self.version += 1;
         }

@@ -167,6 +167,7 @@ impl Stage {
             .map(|l| l.trim().to_owned())
             .filter(|l| !l.is_empty())
             .unwrap_or_else(|| key.clone());
+        crate::text::check_len(&member(prefix, "label"), &label, crate::text::MAX_LINE)?;
         Ok(Stage {
             id,
             key,
@@ -205,6 +206,7 @@ impl Pipeline {
             .map(|n| n.trim().to_owned())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| key.clone());
+        crate::text::check_len("name", &name, crate::text::MAX_LINE)?;
         if draft.stages.is_empty() {
             return Err(ValidationError::invalid(
                 "stages",
@@ -364,6 +366,7 @@ impl Pipeline {
         let mut stage = self.stages.remove(from);
         let mut changed = to != from;
         if let Some(label) = label.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()) {
+            crate::text::check_len("label", &label, crate::text::MAX_LINE)?;
             changed |= label != stage.label;
             stage.label = label;
         }
@@ -406,6 +409,7 @@ impl Pipeline {
         if name.is_empty() {
             return Err(ValidationError::invalid("name", "cannot be empty"));
         }
+        crate::text::check_len("name", &name, crate::text::MAX_LINE)?;
         if name == self.name {
             return Ok(false);
         }

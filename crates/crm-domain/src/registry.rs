@@ -13,7 +13,7 @@ use crate::{
     email::Email,
     error::ValidationError,
     ids::{ActivityId, CompanyId, ContactId, DealId},
-    merge, suggest,
+    merge, suggest, text,
     time::Date,
     JsonMap,
 };
@@ -477,7 +477,10 @@ impl Registry {
         };
         let out = match def.data_type {
             DataType::Text => match value {
-                Value::String(_) => value,
+                Value::String(ref s) => {
+                    text::check_len(&field, s, text::MAX_CUSTOM_TEXT)?;
+                    value
+                }
                 _ => return Err(wrong("a string")),
             },
             DataType::Number => match value {
@@ -501,7 +504,10 @@ impl Registry {
                 None => return Err(wrong("an e-mail address")),
             },
             DataType::Url => match value.as_str() {
-                Some(s) if is_http_url(s) => value,
+                Some(s) if is_http_url(s) => {
+                    text::check_len(&field, s, text::MAX_LINE)?;
+                    value
+                }
                 _ => return Err(wrong("an http or https URL")),
             },
             DataType::Reference => match value.as_str() {
@@ -535,6 +541,12 @@ impl Registry {
                 let Value::Array(items) = &value else {
                     return Err(wrong("an array of strings from the field's enum group"));
                 };
+                if items.len() > text::MAX_MULTISELECT {
+                    return Err(ValidationError::invalid(
+                        field.clone(),
+                        format!("must hold at most {} values", text::MAX_MULTISELECT),
+                    ));
+                }
                 for item in items {
                     let s = item
                         .as_str()
@@ -563,6 +575,7 @@ impl Registry {
             out.insert(key, self.check_value(def, value, &mut refs)?);
         }
         self.check_required(&out)?;
+        text::check_custom_fields_size(&out)?;
         Ok((out, refs))
     }
 
@@ -588,6 +601,9 @@ impl Registry {
             }
         }
         self.check_required(current)?;
+        if changed {
+            text::check_custom_fields_size(current)?;
+        }
         Ok((changed, refs))
     }
 
@@ -646,14 +662,25 @@ impl Registry {
     }
 }
 
-/// A JSON number with no fractional part, as an integer (`3.0` is 3; decisions §17).
+/// A JSON number with no fractional part that fits in an `i64`, as one, whatever its spelling:
+/// `3.0` is 3 (A2A clients send every number as a double) and `1e18` is 10^18 (decisions §17, §22).
 pub fn whole_number(value: &Value) -> Option<i64> {
     let Value::Number(n) = value else { return None };
     if let Some(i) = n.as_i64() {
         return Some(i);
     }
-    let f = n.as_f64()?;
-    (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+    integral_f64(n.as_f64()?)
+}
+
+/// What a client is told when a value is not a [`whole_number`].
+pub const WHOLE_NUMBER_RULE: &str =
+    "must be a whole number from -9223372036854775808 to 9223372036854775807";
+
+/// `f` as an `i64` when it is integral and in range. Every integral double below 2^63 in
+/// magnitude is exactly an `i64`; 2^63 itself (what `9223372036854775807.0` rounds to) is not.
+pub fn integral_f64(f: f64) -> Option<i64> {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    (f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f)).then_some(f as i64)
 }
 
 /// An absolute `http` or `https` URL with a host and no whitespace.
@@ -673,6 +700,21 @@ pub fn is_http_url(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_numbers_take_any_spelling_within_i64() {
+        let n = |text: &str| whole_number(&serde_json::from_str(text).unwrap());
+        assert_eq!(n("1e18"), Some(1_000_000_000_000_000_000));
+        assert_eq!(n("3.0"), Some(3));
+        assert_eq!(n("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(n("-9.223372036854775808e18"), Some(i64::MIN));
+        assert_eq!(n("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(n("3.5"), None);
+        assert_eq!(n("9223372036854775808"), None);
+        assert_eq!(n("9.223372036854775807e18"), None, "rounds to 2^63");
+        assert_eq!(n("1e300"), None);
+        assert_eq!(n("\"3\""), None);
+    }
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -711,6 +753,44 @@ mod tests {
 
     fn map(v: Value) -> JsonMap {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn custom_values_and_records_have_sizes() {
+        let r = registry();
+        let field_of = |v: Value| match r.validate_new(map(v)).unwrap_err() {
+            ValidationError::Invalid { field, .. } => field,
+            other => panic!("{other:?}"),
+        };
+        let ok = "é".repeat(text::MAX_CUSTOM_TEXT);
+        assert!(r.validate_new(map(json!({"nickname": ok}))).is_ok());
+        let long = "x".repeat(text::MAX_CUSTOM_TEXT + 1);
+        assert_eq!(
+            field_of(json!({"nickname": long})),
+            "custom_fields.nickname"
+        );
+        let url = format!("https://example.com/{}", "x".repeat(text::MAX_LINE));
+        assert_eq!(field_of(json!({"site": url})), "custom_fields.site");
+        let many: Vec<&str> = vec!["a"; text::MAX_MULTISELECT + 1];
+        assert_eq!(field_of(json!({"tags": many})), "custom_fields.tags");
+
+        // 30 text fields of 10,000 characters: each allowed, together over 256 KiB.
+        let mut big = r.clone();
+        let mut values = JsonMap::new();
+        for i in 0..30 {
+            let key = format!("t{i}");
+            big.fields.push(
+                FieldDef::new(ObjectKind::Contact, &key, None, DataType::Text, None, false)
+                    .unwrap(),
+            );
+            values.insert(key, Value::from("y".repeat(text::MAX_CUSTOM_TEXT)));
+        }
+        match big.validate_new(values.clone()).unwrap_err() {
+            ValidationError::Invalid { field, .. } => assert_eq!(field, "custom_fields"),
+            other => panic!("{other:?}"),
+        }
+        let mut current = JsonMap::new();
+        assert!(big.merge(&mut current, values).is_err());
     }
 
     #[test]

@@ -343,7 +343,15 @@ pub fn set_target(event: EventType, field: &str, registry: &Registry) -> Option<
 fn param_str(i: usize, obj: &JsonMap, p: &ActionParam) -> Result<Option<String>, ValidationError> {
     match obj.get(p.name) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => {
+            // Bodies are free text; every other string parameter is a single line (decisions §22).
+            let max = match p.name {
+                "body" | "text" => crate::text::MAX_BODY,
+                _ => crate::text::MAX_LINE,
+            };
+            crate::text::check_len(&format!("actions[{i}].{}", p.name), s, max)?;
+            Ok(Some(s.clone()))
+        }
         Some(_) => Err(ValidationError::invalid(
             format!("actions[{i}].{}", p.name),
             "must be a string",

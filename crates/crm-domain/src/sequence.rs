@@ -310,7 +310,14 @@ fn parse_step(i: usize, raw: &Value) -> Result<Step, ValidationError> {
     let text = |k: &str| -> Result<Option<String>, ValidationError> {
         match obj.get(k) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s)) => {
+                let max = match k {
+                    "body" | "text" => crate::text::MAX_BODY,
+                    _ => crate::text::MAX_LINE,
+                };
+                crate::text::check_len(&at(k), s, max)?;
+                Ok(Some(s.clone()))
+            }
             Some(_) => Err(ValidationError::invalid(at(k), "must be a string")),
         }
     };
@@ -885,6 +892,28 @@ mod tests {
         .unwrap();
         assert_eq!(back, def);
         assert_eq!(def.template_ids(), ["tpl_x"]);
+    }
+
+    #[test]
+    fn step_texts_have_lengths_named_by_position() {
+        let long_body = "b".repeat(crate::text::MAX_BODY + 1);
+        let long_subject = "s".repeat(crate::text::MAX_LINE + 1);
+        let step =
+            |subject: &str, body: &str| json!({"wait_days": 1, "subject": subject, "body": body});
+        for (steps, field) in [
+            (
+                json!([step("a", "b"), step("a", "b"), step("a", &long_body)]),
+                "steps[2].body",
+            ),
+            (json!([step(&long_subject, "b")]), "steps[0].subject"),
+        ] {
+            match parse(json!({"name": "n", "steps": steps})).unwrap_err() {
+                ValidationError::Invalid { field: f, .. } => assert_eq!(f, field),
+                other => panic!("{other:?}"),
+            }
+        }
+        let max_body = "b".repeat(crate::text::MAX_BODY);
+        assert!(parse(json!({"name": "n", "steps": [step("a", &max_body)]})).is_ok());
     }
 
     #[test]

@@ -47,6 +47,9 @@ use tx::PostgresTx;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
 
+/// The name `normalise_contact_emails` records in `data_migrations` once it has run.
+const EMAIL_NORMALISATION: &str = "0012_email_normalisation";
+
 /// Connections per process when the caller does not choose: Postgres serves about a hundred in
 /// all by default, and several processes may share it.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
@@ -162,14 +165,122 @@ impl PostgresStore {
         }
     }
 
-    /// Applies the migrations under `migrations/postgres`. Safe to run from several processes at
-    /// once: sqlx serializes them with an advisory lock.
+    /// Applies the migrations under `migrations/postgres`, then the data steps SQL cannot do. Safe
+    /// to run from several processes at once: sqlx serializes the migrations with an advisory
+    /// lock, and each data step locks the table that records it.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let mut lease = self.lease().await?;
         MIGRATOR
             .run(lease.raw())
             .await
-            .map_err(|e| StoreError::Backend(Box::new(e)))
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        drop(lease);
+        self.normalise_contact_emails().await
+    }
+
+    /// Rewrites each contact's stored e-mail address in its normalised form (decisions §22;
+    /// migration 0012), once. Only addresses with a non-ASCII character can change: ASCII ones were
+    /// already stored lower-cased, which is all normalising does to them. Rows go oldest first, so
+    /// the oldest contact gets a contested address unless one already holds it. A contact whose
+    /// normalised address is taken, or whose address no longer normalises, keeps its address and
+    /// is recorded in `email_normalisation_conflicts` and the log, for an operator to resolve.
+    async fn normalise_contact_emails(&self) -> Result<(), StoreError> {
+        let mut lease = self.lease().await?;
+        let mut tx = sqlx::Connection::begin(lease.raw())
+            .await
+            .map_err(backend)?;
+        // Processes starting together wait here for the first to finish, then find it done.
+        sqlx::query("LOCK TABLE data_migrations IN EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let done: Option<i32> = sqlx::query_scalar("SELECT 1 FROM data_migrations WHERE name = $1")
+            .bind(EMAIL_NORMALISATION)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?;
+        if done.is_some() {
+            return Ok(());
+        }
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT workspace_id, mode, id, email FROM contacts
+             WHERE email IS NOT NULL AND octet_length(email) <> char_length(email)
+             ORDER BY workspace_id, mode, id",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let now = crm_app::Clock::now(&crm_app::system::SystemClock).millis();
+        let (mut rewritten, mut conflicts) = (0_usize, 0_usize);
+        for (workspace_id, mode, id, email) in rows {
+            let conflict = match crm_domain::Email::parse(&email) {
+                Some(normal) if normal.as_str() == email => continue,
+                Some(normal) => {
+                    let holder: Option<String> = sqlx::query_scalar(
+                        "SELECT id FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3",
+                    )
+                    .bind(&workspace_id)
+                    .bind(&mode)
+                    .bind(normal.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+                    match holder {
+                        Some(holder) => ("taken", Some(normal.as_str().to_owned()), Some(holder)),
+                        None => {
+                            sqlx::query(
+                                "UPDATE contacts SET email = $1, version = version + 1, updated_at = $2
+                                 WHERE workspace_id = $3 AND mode = $4 AND id = $5",
+                            )
+                            .bind(normal.as_str())
+                            .bind(now)
+                            .bind(&workspace_id)
+                            .bind(&mode)
+                            .bind(&id)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(backend)?;
+                            rewritten += 1;
+                            continue;
+                        }
+                    }
+                }
+                None => ("invalid", None, None),
+            };
+            let (reason, normalised, held_by) = conflict;
+            tracing::warn!(
+                workspace_id, mode, contact_id = id, email, reason, normalised, held_by,
+                "e-mail normalisation: contact keeps its address (see email_normalisation_conflicts)"
+            );
+            sqlx::query(
+                "INSERT INTO email_normalisation_conflicts
+                 (workspace_id, mode, contact_id, email, reason, normalised, held_by, recorded_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&workspace_id)
+            .bind(&mode)
+            .bind(&id)
+            .bind(&email)
+            .bind(reason)
+            .bind(normalised)
+            .bind(held_by)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+            conflicts += 1;
+        }
+        sqlx::query("INSERT INTO data_migrations (name, applied_at) VALUES ($1, $2)")
+            .bind(EMAIL_NORMALISATION)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        if rewritten + conflicts > 0 {
+            tracing::info!(rewritten, conflicts, "e-mail addresses normalised");
+        }
+        Ok(())
     }
 
     pub fn into_arc(self) -> Arc<dyn Store> {

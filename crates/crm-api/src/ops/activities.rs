@@ -27,6 +27,7 @@ pub struct ActivityCreate {
     pub activity_type: Option<String>,
     pub contact_id: Option<String>,
     pub deal_id: Option<String>,
+    #[schemars(length(max = 100000))]
     pub body: Option<String>,
     /// When it happened (ISO 8601); defaults to now, may be in the past.
     pub occurred_at: Option<String>,
@@ -42,6 +43,7 @@ pub struct ActivityUpdate {
     #[serde(default)]
     pub deal_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = 100000))]
     pub body: PatchField<String>,
     #[serde(default)]
     pub occurred_at: PatchField<String>,

@@ -21,8 +21,10 @@ const REGISTER_HINT: &str =
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyCreate {
     #[schemars(required)]
+    #[schemars(length(max = 1024))]
     pub name: Option<String>,
     /// A bare domain such as `example.com`; not unique.
+    #[schemars(length(max = 1024))]
     pub domain: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     pub custom_fields: Option<JsonMap>,
@@ -33,8 +35,10 @@ pub struct CompanyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyUpdate {
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub name: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub domain: PatchField<String>,
     pub custom_fields: Option<JsonMap>,
 }

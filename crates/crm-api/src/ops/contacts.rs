@@ -25,12 +25,16 @@ const REGISTER_HINT: &str =
 /// or a custom field is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ContactCreate {
+    #[schemars(length(max = 1024))]
     pub first_name: Option<String>,
+    #[schemars(length(max = 1024))]
     pub last_name: Option<String>,
     /// Unique per workspace and mode, compared case-insensitively.
     pub email: Option<String>,
+    #[schemars(length(max = 1024))]
     pub phone: Option<String>,
     /// An http(s) URL.
+    #[schemars(length(max = 1024))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
     pub company_id: Option<String>,
@@ -46,14 +50,18 @@ pub struct ContactCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ContactUpdate {
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub first_name: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub last_name: PatchField<String>,
     #[serde(default)]
     pub email: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub phone: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub linkedin_url: PatchField<String>,
     #[serde(default)]
     pub company_id: PatchField<String>,

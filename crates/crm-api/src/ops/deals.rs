@@ -22,6 +22,7 @@ const REGISTER_HINT: &str =
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealCreate {
     #[schemars(required)]
+    #[schemars(length(max = 1024))]
     pub title: Option<String>,
     /// Pipeline key or `pl_` id; the default pipeline when omitted.
     pub pipeline: Option<String>,
@@ -46,6 +47,7 @@ pub struct DealCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealUpdate {
     #[serde(default)]
+    #[schemars(length(max = 1024))]
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,

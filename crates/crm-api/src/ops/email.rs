@@ -56,24 +56,32 @@ pub struct ConnectionOut {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateCreate {
     #[schemars(required)]
+    #[schemars(length(max = 1024))]
     pub name: Option<String>,
     /// `{{field}}` placeholders allowed.
     #[schemars(required)]
+    #[schemars(length(max = 1024))]
     pub subject: Option<String>,
     /// The HTML part; placeholders are filled HTML-escaped.
     #[schemars(required)]
+    #[schemars(length(max = 100000))]
     pub body: Option<String>,
     /// A plain-text part; derived from `body` when absent.
+    #[schemars(length(max = 100000))]
     pub text: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateUpdate {
+    #[schemars(length(max = 1024))]
     pub name: Option<String>,
+    #[schemars(length(max = 1024))]
     pub subject: Option<String>,
+    #[schemars(length(max = 100000))]
     pub body: Option<String>,
     /// null removes the text part (it is then derived from `body`).
     #[serde(default)]
+    #[schemars(length(max = 100000))]
     pub text: PatchField<String>,
 }
 

@@ -73,7 +73,13 @@ pub(crate) fn deleted_schema() -> Value {
     })
 }
 
-/// `If-Match`: `"<version>"`, a bare version, `W/"<version>"` or `*` (no precondition).
+/// A version no record has (versions start at 1): what a weak `If-Match` tag stands for, so that
+/// the update answers 412 `version_conflict` with `current_version`, as any other mismatch does.
+const NO_VERSION: i64 = 0;
+
+/// `If-Match` (decisions §2, §22): `"<version>"`, a bare version or `*` (no precondition). The
+/// comparison is strong (RFC 9110 §13.1.1): a weak tag such as `W/"3"` never matches. Anything
+/// else, an unbalanced quote included, is 400 `bad_request`, never a match.
 pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem> {
     let Some(raw) = raw.map(str::trim) else {
         return Ok(None);
@@ -81,11 +87,24 @@ pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem>
     if raw == "*" {
         return Ok(None);
     }
-    let unquoted = raw.trim_start_matches("W/").trim_matches('"');
-    unquoted.parse::<i64>().map(Some).map_err(|_| {
+    let bad = || {
         crate::Problem::bad_request("If-Match must be a record version such as \"3\", or *")
             .with("field", "If-Match")
-    })
+    };
+    let (weak, tag) = match raw.strip_prefix("W/") {
+        Some(tag) => (true, tag),
+        None => (false, raw),
+    };
+    let version = match tag.strip_prefix('"') {
+        Some(quoted) => quoted.strip_suffix('"').ok_or_else(bad)?,
+        None if weak => return Err(bad()),
+        None => tag,
+    };
+    if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let version = version.parse::<i64>().map_err(|_| bad())?;
+    Ok(Some(if weak { NO_VERSION } else { version }))
 }
 
 /// A string filter that may be given empty: empty means "not filtered".
@@ -105,9 +124,31 @@ mod tests {
     fn if_match_accepts_the_documented_spellings() {
         assert_eq!(if_match(Some("\"3\"")).unwrap(), Some(3));
         assert_eq!(if_match(Some("3")).unwrap(), Some(3));
-        assert_eq!(if_match(Some("W/\"4\"")).unwrap(), Some(4));
         assert_eq!(if_match(Some("*")).unwrap(), None);
         assert_eq!(if_match(None).unwrap(), None);
         assert!(if_match(Some("abc")).is_err());
+    }
+
+    #[test]
+    fn if_match_compares_strongly() {
+        // A weak tag never matches: it stands for a version no record has.
+        assert_eq!(if_match(Some("W/\"4\"")).unwrap(), Some(NO_VERSION));
+        assert_eq!(if_match(Some("W/\"1\"")).unwrap(), Some(NO_VERSION));
+        for bad in [
+            "\"1",
+            "1\"",
+            "\"",
+            "\"\"",
+            "W/1",
+            "W/\"1",
+            "\"-1\"",
+            "+1",
+            "\"1\"\"",
+            "\"1 \"",
+            "99999999999999999999",
+        ] {
+            let p = if_match(Some(bad)).unwrap_err();
+            assert_eq!(p.code, crate::ErrorCode::BadRequest, "{bad}");
+        }
     }
 }

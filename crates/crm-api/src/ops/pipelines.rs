@@ -59,6 +59,7 @@ impl<'de> Deserialize<'de> for StageIn {
 #[serde(deny_unknown_fields)]
 pub struct StageObject {
     pub key: String,
+    #[schemars(length(max = 1024))]
     pub label: Option<String>,
     /// `open` (default), `won` or `lost`; won and lost stages are terminal.
     #[serde(rename = "type")]
@@ -88,6 +89,7 @@ pub struct PipelineCreate {
     #[schemars(required)]
     pub key: Option<String>,
     /// Defaults to the key.
+    #[schemars(length(max = 1024))]
     pub name: Option<String>,
     /// Making it the default unsets the old default.
     pub is_default: Option<bool>,
@@ -98,6 +100,7 @@ pub struct PipelineCreate {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineChange {
+    #[schemars(length(max = 1024))]
     pub name: Option<String>,
     /// `true` makes this the default pipeline (and unsets the old one).
     pub is_default: Option<bool>,
@@ -111,6 +114,7 @@ pub struct StageChange {
     /// The stage key: of the new stage (add) or of the stage to change or remove.
     #[schemars(required)]
     pub key: Option<String>,
+    #[schemars(length(max = 1024))]
     pub label: Option<String>,
     #[serde(rename = "type")]
     #[schemars(extend("enum" = ["open", "won", "lost", null]))]

@@ -34,10 +34,13 @@ pub struct StepIn {
     wait_hours: Option<i64>,
     wait_seconds: Option<i64>,
     /// The subject; `{{field}}` merge tags allowed. Required unless `template_id` is given.
+    #[schemars(length(max = 1024))]
     subject: Option<String>,
     /// The HTML body; merge tag values are HTML-escaped. Required unless `template_id` is given.
+    #[schemars(length(max = 100000))]
     body: Option<String>,
     /// A plain-text part; derived from `body` when absent.
+    #[schemars(length(max = 100000))]
     text: Option<String>,
     /// A `tpl_` template supplying subject, body and text.
     template_id: Option<String>,
