@@ -112,6 +112,7 @@ pub fn build_server(root: &Path) -> Result<PathBuf> {
 pub struct Workspace {
     pub id: String,
     pub test_key: String,
+    pub live_key: String,
 }
 
 /// `crm-server workspace create --plan scale` with a rate limit nothing reaches; the test key
@@ -148,6 +149,7 @@ pub fn create_workspace(bin: &Path, db_url: &str) -> Result<Workspace> {
             .context("workspace_id")?
             .to_owned(),
         test_key: v["test_key"].as_str().context("test_key")?.to_owned(),
+        live_key: v["live_key"].as_str().context("live_key")?.to_owned(),
     })
 }
 

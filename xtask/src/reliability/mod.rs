@@ -3,10 +3,11 @@
 //! `--quick` (run by `cargo xtask test`) uses the debug build and smaller numbers, and checks
 //! only that the server keeps answering; the full run holds the figures to their targets.
 //!
-//! Rows built so far: the abuse row (`abuse.rs`). The others of docs/reliability.md are covered
+//! Rows built so far: the tenant matrix over REST (`tenants.rs`) and the abuse row (`abuse.rs`). The others of docs/reliability.md are covered
 //! by black-box tests of their own until they join this command.
 
 mod abuse;
+mod tenants;
 
 use std::path::{Path, PathBuf};
 
@@ -62,7 +63,10 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let mut rows = Vec::new();
     for store in stores {
         let db = Database::fresh(root, store, &run_dir)?;
-        let result = abuse::run(&bin, store, &db.url, &run_dir, quick, open_files);
+        let result = tenants::run(&bin, store, &db.url, &run_dir, &[]).and_then(|mut rows| {
+            rows.extend(abuse::run(&bin, store, &db.url, &run_dir, quick, open_files)?);
+            Ok(rows)
+        });
         db.drop_it();
         rows.extend(result?);
     }
