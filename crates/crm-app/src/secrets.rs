@@ -70,9 +70,11 @@ pub enum SecretError {
     Forged(String),
 }
 
-impl From<SecretError> for StoreError {
-    fn from(e: SecretError) -> StoreError {
-        StoreError::Backend(Box::new(e))
+impl SecretError {
+    /// As the stores' row layer reports it (not a `From`: a second `From` into `StoreError`
+    /// would leave `?` in closures of the stores without one type to convert from).
+    pub fn into_store(self) -> StoreError {
+        StoreError::Backend(Box::new(self))
     }
 }
 
@@ -162,13 +164,19 @@ pub enum SecretsFailure {
     #[error("the configured secret keys cannot open the stored secrets: {0}")]
     WrongKeys(SecretError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
 }
 
 impl From<SecretError> for SecretsFailure {
     fn from(e: SecretError) -> SecretsFailure {
         SecretsFailure::WrongKeys(e)
     }
+}
+
+/// `StoreError` into [`SecretsFailure`] (not a `From`: a second `From<StoreError>` impl would
+/// leave `?` in the stores without one type to convert to).
+fn failed(e: StoreError) -> SecretsFailure {
+    SecretsFailure::Store(e)
 }
 
 /// On the first start with keys (no check value yet), seals every stored secret (all plaintext
@@ -179,20 +187,20 @@ pub async fn prepare_secrets(
     secrets: &dyn SecretBox,
 ) -> Result<Prepared, SecretsFailure> {
     let check = secrets.seal(&SecretSlot::check(), CHECK_PLAINTEXT)?;
-    let mut tx = store.begin_write().await?;
-    if tx.claim_secret_check(&check).await? {
-        let rows = tx.stored_secrets().await?;
+    let mut tx = store.begin_write().await.map_err(failed)?;
+    if tx.claim_secret_check(&check).await.map_err(failed)? {
+        let rows = tx.stored_secrets().await.map_err(failed)?;
         for mut row in rows.iter().cloned() {
             row.value = secrets.seal(&SecretSlot::new(&row.tenant, row.table, &row.id), &row.value)?;
-            tx.replace_stored_secret(&row).await?;
+            tx.replace_stored_secret(&row).await.map_err(failed)?;
         }
-        tx.commit().await?;
+        tx.commit().await.map_err(failed)?;
         return Ok(Prepared::SetUp { sealed: rows.len() });
     }
     let stored = tx
         .secret_check()
-        .await?
-        .ok_or_else(|| StoreError::Backend("the secret check value vanished".into()))?;
+        .await.map_err(failed)?
+        .ok_or_else(|| failed(StoreError::Backend("the secret check value vanished".into())))?;
     drop(tx);
     verify_check(secrets, &stored)?;
     Ok(Prepared::Verified {
@@ -214,23 +222,23 @@ pub async fn rotate_secrets(
     store: &dyn Store,
     secrets: &dyn SecretBox,
 ) -> Result<usize, SecretsFailure> {
-    let mut tx = store.begin_write().await?;
-    let stored = tx.secret_check().await?.ok_or_else(|| {
-        StoreError::Backend(
+    let mut tx = store.begin_write().await.map_err(failed)?;
+    let stored = tx.secret_check().await.map_err(failed)?.ok_or_else(|| {
+        failed(StoreError::Backend(
             "no secret check value is stored: run `crm-server serve` or `migrate` once with keys first"
                 .into(),
-        )
+        ))
     })?;
     verify_check(secrets, &stored)?;
-    let rows = tx.stored_secrets().await?;
+    let rows = tx.stored_secrets().await.map_err(failed)?;
     for mut row in rows.iter().cloned() {
         let slot = SecretSlot::new(&row.tenant, row.table, &row.id);
         let plaintext = secrets.open(&slot, &row.value)?;
         row.value = secrets.seal(&slot, &plaintext)?;
-        tx.replace_stored_secret(&row).await?;
+        tx.replace_stored_secret(&row).await.map_err(failed)?;
     }
     tx.set_secret_check(&secrets.seal(&SecretSlot::check(), CHECK_PLAINTEXT)?)
-        .await?;
-    tx.commit().await?;
+        .await.map_err(failed)?;
+    tx.commit().await.map_err(failed)?;
     Ok(rows.len())
 }

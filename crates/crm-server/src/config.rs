@@ -42,6 +42,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
+    #[command(flatten)]
     pub webhooks: crate::webhooks::WebhookArgs,
 }
 

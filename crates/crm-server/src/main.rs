@@ -6,6 +6,7 @@ mod config;
 mod email_worker;
 mod http_server;
 mod log_format;
+mod secrets;
 mod sequence_worker;
 mod webhooks;
 
@@ -46,11 +47,19 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (applies pending migrations first).
     Serve(ServeArgs),
-    /// Apply pending migrations and exit.
-    Migrate(DatabaseArgs),
+    /// Apply pending migrations (and encrypt secrets stored before encryption) and exit.
+    Migrate {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        secrets: secrets::SecretArgs,
+    },
     /// Workspaces and plans (an operator's job).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Stored webhook secrets and email provider keys (an operator's job).
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
     /// Print the OpenAPI document generated from the operation catalog.
     Openapi {
         #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
@@ -94,6 +103,18 @@ enum WorkspaceCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Re-encrypt every stored secret under the first key of CRM_SECRET_KEYS (the others must
+    /// still open what they sealed); docs/operations.md, "Secrets at rest".
+    Rotate {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        secrets: secrets::SecretArgs,
+    },
+}
+
 fn parse_plan(s: &str) -> Result<Plan, String> {
     Plan::parse(s).ok_or_else(|| format!("unknown plan `{s}` (free, pro or scale)"))
 }
@@ -113,9 +134,24 @@ async fn main() -> Result<()> {
             println!("{:#}", crm_api::openapi::document(&public_url));
             Ok(())
         }
-        Command::Migrate(db) => {
-            open_store(&db).await?;
+        Command::Migrate { db, secrets } => {
+            let ring = secrets::keyring(&db.database_url, &secrets)?;
+            let store = open_store(&db, Some(ring.clone())).await?;
+            secrets::prepare(&*store, &ring).await?;
             println!("migrations applied");
+            Ok(())
+        }
+        Command::Secrets(SecretsCommand::Rotate { db, secrets }) => {
+            let ring = secrets::keyring(&db.database_url, &secrets)?;
+            let store = open_store(&db, Some(ring.clone())).await?;
+            secrets::prepare(&*store, &ring).await?;
+            let count = secrets::rotate(&*store, &ring).await?;
+            println!(
+                "re-encrypted {count} stored secrets under key {}",
+                crm_app::secrets::SecretBox::key_ids(&*ring)
+                    .first()
+                    .map_or("", String::as_str)
+            );
             Ok(())
         }
         Command::Workspace(WorkspaceCommand::Create {
@@ -126,7 +162,7 @@ async fn main() -> Result<()> {
             included_requests,
             db,
         }) => {
-            let app = app(open_store(&db).await?);
+            let app = app(open_store(&db, None).await?);
             let created = app
                 .create_workspace(
                     &name,
@@ -149,7 +185,7 @@ async fn main() -> Result<()> {
             clear_overrides,
             db,
         }) => {
-            let app = app(open_store(&db).await?);
+            let app = app(open_store(&db, None).await?);
             let change = PlanChange {
                 plan,
                 overrides: Overrides {
@@ -176,19 +212,29 @@ async fn main() -> Result<()> {
 }
 
 /// Opens and migrates the store the URL names: `postgres://…` is Postgres, anything else SQLite.
-async fn open_store(db: &DatabaseArgs) -> Result<Arc<dyn Store>> {
+/// Without `keys` (commands that touch no secret) reading or writing a secret fails.
+async fn open_store(
+    db: &DatabaseArgs,
+    keys: Option<Arc<crm_secrets::Keyring>>,
+) -> Result<Arc<dyn Store>> {
     let url = db.database_url.as_str();
+    let keys: Arc<dyn crm_app::secrets::SecretBox> = match keys {
+        Some(keys) => keys,
+        None => Arc::new(crm_app::secrets::NoKeys),
+    };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store =
             crm_store_postgres::PostgresStore::connect_with(url, db.database_max_connections)
                 .await
-                .context("connecting to Postgres")?;
+                .context("connecting to Postgres")?
+                .with_secrets(keys);
         store.migrate().await.context("migrating Postgres")?;
         Ok(Arc::new(store))
     } else {
         let store = crm_store_sqlite::SqliteStore::connect(url)
             .await
-            .context("opening SQLite")?;
+            .context("opening SQLite")?
+            .with_secrets(keys);
         store.migrate().await.context("migrating SQLite")?;
         Ok(Arc::new(store))
     }
@@ -220,7 +266,9 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let store = open_store(&args.db).await?;
+    let ring = secrets::keyring(&args.db.database_url, &args.secrets)?;
+    let store = open_store(&args.db, Some(ring.clone())).await?;
+    secrets::prepare(&*store, &ring).await?;
     let mut app = app(store);
     if let Some(url) = &args.redis_url {
         let limiter = crm_redis::RedisRateLimiter::connect(url)

@@ -20,6 +20,7 @@ mod plans;
 mod pool;
 mod records;
 mod rows;
+mod secrets;
 mod sequences;
 mod tx;
 mod webhooks;
@@ -74,6 +75,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
+    /// Seals and opens webhook secrets and connection keys in the row layer.
+    secrets: tx::Secrets,
 }
 
 impl PostgresStore {
@@ -102,6 +105,7 @@ impl PostgresStore {
         let store = PostgresStore {
             pool,
             local: Arc::default(),
+            secrets: Arc::new(crm_app::secrets::NoKeys),
         };
         // Fail here, not at the first request, when the database cannot be reached.
         drop(store.lease().await?);
@@ -151,6 +155,16 @@ impl PostgresStore {
             .map_err(|e| StoreError::Backend(Box::new(e)))
     }
 
+    /// The store with `secrets` sealing and opening webhook secrets and connection keys
+    /// (without it, reading or writing one fails).
+    pub fn with_secrets(
+        mut self,
+        secrets: Arc<dyn crm_app::secrets::SecretBox>,
+    ) -> PostgresStore {
+        self.secrets = secrets;
+        self
+    }
+
     pub fn into_arc(self) -> Arc<dyn Store> {
         Arc::new(self)
     }
@@ -168,6 +182,7 @@ impl Store for PostgresStore {
         Ok(Box::new(PostgresTx::write(
             lease,
             ConfigMarks::new(self.local.get().cloned()),
+            self.secrets.clone(),
         )))
     }
 
@@ -180,7 +195,7 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         // No transaction: the one statement is atomic on its own.
         let lease = self.write_lease(WriteStart::Alone).await?;
-        PostgresTx::read(lease)
+        PostgresTx::read(lease, self.secrets.clone())
             .insert_contact_alone(tenant, contact, refs, event)
             .await
     }
@@ -189,7 +204,10 @@ impl Store for PostgresStore {
         // No BEGIN: it would cost two round trips per request. As with the SQLite store's readers,
         // a read unit of work is therefore not one snapshot: each statement sees what had
         // committed when it started.
-        Ok(Box::new(PostgresTx::read(self.lease().await?)))
+        Ok(Box::new(PostgresTx::read(
+            self.lease().await?,
+            self.secrets.clone(),
+        )))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -197,6 +215,10 @@ impl Store for PostgresStore {
         let result = sqlx::query("SELECT 1").execute(lease.raw()).await;
         result.map_err(|e| backend(lease.failed(e)))?;
         Ok(())
+    }
+
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        self.scrub().await
     }
 
     /// `LISTEN`s on its own connection (outside the pool, which it would otherwise shrink by

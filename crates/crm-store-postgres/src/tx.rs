@@ -33,25 +33,34 @@ use crate::{
 
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
+/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
+pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+
 pub(crate) enum PostgresTx {
     /// A transaction (`BEGIN` sent) on its own connection.
-    Write(Lease, ConfigMarks),
+    Write(Lease, ConfigMarks, Secrets),
     /// A connection with no transaction: each statement sees what had committed when it started.
-    Read(Lease),
+    Read(Lease, Secrets),
 }
 
 impl PostgresTx {
-    pub(crate) fn write(lease: Lease, marks: ConfigMarks) -> Self {
-        PostgresTx::Write(lease, marks)
+    pub(crate) fn write(lease: Lease, marks: ConfigMarks, secrets: Secrets) -> Self {
+        PostgresTx::Write(lease, marks, secrets)
     }
 
-    pub(crate) fn read(lease: Lease) -> Self {
-        PostgresTx::Read(lease)
+    pub(crate) fn read(lease: Lease, secrets: Secrets) -> Self {
+        PostgresTx::Read(lease, secrets)
     }
 
     fn lease(&mut self) -> &mut Lease {
         match self {
-            PostgresTx::Write(lease, _) | PostgresTx::Read(lease) => lease,
+            PostgresTx::Write(lease, ..) | PostgresTx::Read(lease, _) => lease,
+        }
+    }
+
+    pub(crate) fn secrets(&self) -> Secrets {
+        match self {
+            PostgresTx::Write(_, _, s) | PostgresTx::Read(_, s) => s.clone(),
         }
     }
 
@@ -75,7 +84,7 @@ impl PostgresTx {
     /// The locking clause for `lock` in a write transaction; reads lock nothing.
     pub(crate) fn locking(&self, lock: RowLock) -> &'static str {
         match (self, lock) {
-            (PostgresTx::Read(_), _) => "",
+            (PostgresTx::Read(..), _) => "",
             (PostgresTx::Write(..), RowLock::Update) => " FOR UPDATE",
             (PostgresTx::Write(..), RowLock::Share) => " FOR SHARE",
             (PostgresTx::Write(..), RowLock::Unlocked) => "",
@@ -123,7 +132,7 @@ impl PostgresTx {
     /// in a savepoint that is rolled back when it fails.
     async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
         let result = match self {
-            PostgresTx::Write(lease, _) => {
+            PostgresTx::Write(lease, ..) => {
                 lease.begin().await.map_err(backend)?; // a savepoint, inside the transaction
                 let result = q.execute(lease.raw()).await;
                 let closed = if result.is_ok() {
@@ -135,7 +144,7 @@ impl PostgresTx {
                 result
             }
             // Outside a transaction a failed statement spoils nothing.
-            PostgresTx::Read(lease) => q.execute(lease.raw()).await,
+            PostgresTx::Read(lease, _) => q.execute(lease.raw()).await,
         };
         match result {
             Ok(done) => Ok(done.rows_affected()),
@@ -655,7 +664,7 @@ impl PostgresTx {
     /// and the list stands in for one (taken by its own statement, for the reason given at
     /// `lock_enum_group`). Registrations are rare, so the serialization costs nothing.
     async fn lock_registry_list(&mut self, tenant: &Tenant, list: &str) -> Result<(), StoreError> {
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         let q = tenant_query(
@@ -673,7 +682,7 @@ impl PostgresTx {
     /// statement sees only what had committed when it began, so the locking must be over before
     /// the INSERT reads the highest position).
     async fn lock_enum_group(&mut self, tenant: &Tenant, group: &str) -> Result<(), StoreError> {
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         let q = tenant_query("SELECT 1 FROM enum_groups WHERE workspace_id = $1 AND mode = $2 AND grp = $3 FOR UPDATE", tenant)
@@ -1203,7 +1212,7 @@ impl IdempotencyRepo for PostgresTx {
 impl Tx for PostgresTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            PostgresTx::Write(mut lease, marks) => {
+            PostgresTx::Write(mut lease, marks, _) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
                     let notify = sqlx::query("SELECT pg_notify($1, $2)")
@@ -1217,21 +1226,21 @@ impl Tx for PostgresTx {
                 marks.committed();
                 Ok(())
             }
-            PostgresTx::Read(_) => Ok(()),
+            PostgresTx::Read(..) => Ok(()),
         }
     }
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            PostgresTx::Write(_, marks) => marks.mark(workspace),
-            PostgresTx::Read(_) => {
+            PostgresTx::Write(_, marks, _) => marks.mark(workspace),
+            PostgresTx::Read(..) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, PostgresTx::Write(_, marks) if !marks.workspaces().is_empty())
+        matches!(self, PostgresTx::Write(_, marks, _) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
@@ -1266,7 +1275,7 @@ impl PostgresTx {
                 format!("invalid savepoint name {name:?}").into(),
             ));
         }
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         // Not prepared: nothing to gain, and one cached statement per name and connection.

@@ -11,6 +11,7 @@ mod email;
 mod plans;
 mod records;
 mod rows;
+mod secrets;
 mod sequences;
 mod tx;
 mod webhooks;
@@ -44,11 +45,22 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// This process's listener for configuration changes, once `follow_config_changes` runs.
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
+    /// Seals and opens webhook secrets and connection keys in the row layer.
+    secrets: tx::Secrets,
 }
 
 /// How often other processes' configuration changes (the CLI's `workspace set-plan`) are looked
 /// for; this process's own are known at commit.
 const CONFIG_POLL: Duration = Duration::from_millis(100);
+
+/// The file the database at `url` lives in; `None` for an in-memory database.
+pub fn database_file(url: &str) -> Result<Option<std::path::PathBuf>, StoreError> {
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(url).map_err(backend)?;
+    Ok(Some(options.get_filename().to_path_buf()))
+}
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `url` (`sqlite://crm.db`, `sqlite:///abs/path.db`,
@@ -98,7 +110,15 @@ impl SqliteStore {
             writer,
             reader,
             local: Arc::default(),
+            secrets: Arc::new(crm_app::secrets::NoKeys),
         })
+    }
+
+    /// The store with `secrets` sealing and opening webhook secrets and connection keys
+    /// (without it, reading or writing one fails).
+    pub fn with_secrets(mut self, secrets: Arc<dyn crm_app::secrets::SecretBox>) -> SqliteStore {
+        self.secrets = secrets;
+        self
     }
 
     /// Applies the migrations under `migrations/sqlite`.
@@ -130,12 +150,13 @@ impl Store for SqliteStore {
         Ok(Box::new(SqliteTx::write(
             tx,
             ConfigMarks::new(self.local.get().cloned()),
+            self.secrets.clone(),
         )))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
         let conn = self.reader.acquire().await.map_err(backend)?;
-        Ok(Box::new(SqliteTx::read(conn)))
+        Ok(Box::new(SqliteTx::read(conn, self.secrets.clone())))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -144,6 +165,10 @@ impl Store for SqliteStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        self.scrub().await
     }
 
     /// This process's changes are told at commit. Other processes writing the same file (SQLite
@@ -179,6 +204,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use crm_app::{ports::ConfigMarks, Tx};
 
     use crate::{SqliteStore, SqliteTx};
@@ -197,7 +224,11 @@ mod tests {
         let mut largest = 0;
         for round in 0..400 {
             let tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            let mut tx = SqliteTx::write(tx, ConfigMarks::new(None));
+            let mut tx = SqliteTx::write(
+                tx,
+                ConfigMarks::new(None),
+                Arc::new(crm_app::secrets::NoKeys),
+            );
             if round == 0 {
                 sqlx::query("CREATE TABLE filler (round INTEGER, data BLOB)")
                     .execute(tx.conn())

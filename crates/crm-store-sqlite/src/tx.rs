@@ -23,24 +23,37 @@ use sqlx::{
 
 use crate::{backend, rows};
 
+/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
+pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+
 pub enum SqliteTx {
-    Write(Transaction<'static, Sqlite>, ConfigMarks),
-    Read(PoolConnection<Sqlite>),
+    Write(Transaction<'static, Sqlite>, ConfigMarks, Secrets),
+    Read(PoolConnection<Sqlite>, Secrets),
 }
 
 impl SqliteTx {
-    pub(crate) fn write(tx: Transaction<'static, Sqlite>, marks: ConfigMarks) -> Self {
-        SqliteTx::Write(tx, marks)
+    pub(crate) fn write(
+        tx: Transaction<'static, Sqlite>,
+        marks: ConfigMarks,
+        secrets: Secrets,
+    ) -> Self {
+        SqliteTx::Write(tx, marks, secrets)
     }
 
-    pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
-        SqliteTx::Read(conn)
+    pub(crate) fn read(conn: PoolConnection<Sqlite>, secrets: Secrets) -> Self {
+        SqliteTx::Read(conn, secrets)
     }
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
-            SqliteTx::Write(tx, _) => tx,
-            SqliteTx::Read(conn) => conn,
+            SqliteTx::Write(tx, _, _) => tx,
+            SqliteTx::Read(conn, _) => conn,
+        }
+    }
+
+    pub(crate) fn secrets(&self) -> Secrets {
+        match self {
+            SqliteTx::Write(_, _, s) | SqliteTx::Read(_, s) => s.clone(),
         }
     }
 }
@@ -1170,7 +1183,7 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(mut tx, marks) => {
+            SqliteTx::Write(mut tx, marks, _) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
                     sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1")
@@ -1182,21 +1195,21 @@ impl Tx for SqliteTx {
                 marks.committed();
                 Ok(())
             }
-            SqliteTx::Read(_) => Ok(()),
+            SqliteTx::Read(..) => Ok(()),
         }
     }
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            SqliteTx::Write(_, marks) => marks.mark(workspace),
-            SqliteTx::Read(_) => {
+            SqliteTx::Write(_, marks, _) => marks.mark(workspace),
+            SqliteTx::Read(..) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, SqliteTx::Write(_, marks) if !marks.workspaces().is_empty())
+        matches!(self, SqliteTx::Write(_, marks, _) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
