@@ -2211,5 +2211,9 @@ pub async fn leases_reserve_until_they_expire(store: Arc<dyn Store>) {
 pub use crate::automation_cases::*;
 pub use crate::config_cases::config_changes_reach_this_process_at_commit;
 pub use crate::email_cases::*;
+pub use crate::secret_cases::{
+    secrets_are_stored_sealed_and_read_back_plain,
+    the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
+};
 pub use crate::sequence_cases::*;
 pub use crate::webhook_cases::*;
