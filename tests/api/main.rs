@@ -24,6 +24,7 @@ mod platform;
 mod registry;
 mod schema;
 mod search;
+mod secrets;
 mod sequences;
 mod stage_aliases;
 mod webhook_kill;
