@@ -69,7 +69,10 @@ fn assert_absent(what: &str, haystack: &[u8], secrets: &[&str]) {
     for s in secrets {
         let random = s.strip_prefix("whsec_").unwrap_or(s);
         assert!(!contains(haystack, s), "{what} holds a secret in plaintext");
-        assert!(!contains(haystack, random), "{what} holds a secret's random part");
+        assert!(
+            !contains(haystack, random),
+            "{what} holds a secret's random part"
+        );
     }
 }
 
@@ -77,7 +80,13 @@ fn assert_absent(what: &str, haystack: &[u8], secrets: &[&str]) {
 /// problem. Returns its stderr.
 fn serve_refuses(database_url: &str, keys: &str) -> String {
     let mut child = Command::new(support::BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", database_url])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ])
         .env("CRM_SECRET_KEYS", keys)
         .env("CRM_LOG", "warn")
         .env("RUST_BACKTRACE", "0")
@@ -162,11 +171,7 @@ async fn secrets_are_encrypted_at_rest(backend: Backend) {
         "crm-secrets-log-{}.txt",
         uuid::Uuid::now_v7().simple()
     ));
-    let env: Vec<(&str, &str)> = FAST
-        .iter()
-        .copied()
-        .chain([("CRM_LOG", "debug")])
-        .collect();
+    let env: Vec<(&str, &str)> = FAST.iter().copied().chain([("CRM_LOG", "debug")]).collect();
     let s = support::start_logging_to(
         backend,
         database_url.clone(),

@@ -191,16 +191,20 @@ pub async fn prepare_secrets(
     if tx.claim_secret_check(&check).await.map_err(failed)? {
         let rows = tx.stored_secrets().await.map_err(failed)?;
         for mut row in rows.iter().cloned() {
-            row.value = secrets.seal(&SecretSlot::new(&row.tenant, row.table, &row.id), &row.value)?;
+            row.value = secrets.seal(
+                &SecretSlot::new(&row.tenant, row.table, &row.id),
+                &row.value,
+            )?;
             tx.replace_stored_secret(&row).await.map_err(failed)?;
         }
         tx.commit().await.map_err(failed)?;
         return Ok(Prepared::SetUp { sealed: rows.len() });
     }
-    let stored = tx
-        .secret_check()
-        .await.map_err(failed)?
-        .ok_or_else(|| failed(StoreError::Backend("the secret check value vanished".into())))?;
+    let stored = tx.secret_check().await.map_err(failed)?.ok_or_else(|| {
+        failed(StoreError::Backend(
+            "the secret check value vanished".into(),
+        ))
+    })?;
     drop(tx);
     verify_check(secrets, &stored)?;
     Ok(Prepared::Verified {
@@ -238,7 +242,8 @@ pub async fn rotate_secrets(
         tx.replace_stored_secret(&row).await.map_err(failed)?;
     }
     tx.set_secret_check(&secrets.seal(&SecretSlot::check(), CHECK_PLAINTEXT)?)
-        .await.map_err(failed)?;
+        .await
+        .map_err(failed)?;
     tx.commit().await.map_err(failed)?;
     Ok(rows.len())
 }

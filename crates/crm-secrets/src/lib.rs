@@ -346,7 +346,10 @@ mod tests {
         );
         // base64url without padding is accepted too.
         let url = URL_SAFE_NO_PAD.encode(STANDARD.decode(&a).unwrap());
-        assert_eq!(Keyring::parse(&url).unwrap().key_ids(), Keyring::parse(&a).unwrap().key_ids());
+        assert_eq!(
+            Keyring::parse(&url).unwrap().key_ids(),
+            Keyring::parse(&a).unwrap().key_ids()
+        );
     }
 
     #[test]

@@ -187,12 +187,9 @@ mod tests {
 
     #[test]
     fn postgres_without_keys_is_refused_with_how_to_set_them() {
-        let err = keyring(
-            "postgres://u@h/db",
-            &SecretArgs { secret_keys: None },
-        )
-        .unwrap_err()
-        .to_string();
+        let err = keyring("postgres://u@h/db", &SecretArgs { secret_keys: None })
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("CRM_SECRET_KEYS"), "{err}");
         assert!(err.contains("openssl rand -base64 32"), "{err}");
     }
@@ -210,7 +207,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(key_file(&db)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(key_file(&db))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         // Keys given explicitly win over the file.

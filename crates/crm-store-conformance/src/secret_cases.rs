@@ -46,9 +46,12 @@ async fn setup(store: &Arc<dyn Store>) -> Tenant {
     let t = tenant(&ws, Mode::Test);
     let mut tx = store.begin_write().await.unwrap();
     tx.insert_workspace(&ws).await.unwrap();
-    tx.insert_webhook(&t, &webhook(Mode::Test, Subscription::All, 1_700_000_000_000))
-        .await
-        .unwrap();
+    tx.insert_webhook(
+        &t,
+        &webhook(Mode::Test, Subscription::All, 1_700_000_000_000),
+    )
+    .await
+    .unwrap();
     tx.insert_connection(&t, &connection()).await.unwrap();
     tx.commit().await.unwrap();
     t
@@ -151,7 +154,11 @@ pub async fn the_first_start_seals_plaintext_then_checks_and_rotation_reseals(
         secrets::rotate_secrets(&*store, &other).await,
         Err(SecretsFailure::WrongKeys(_))
     ));
-    assert_eq!(raw(&store).await, sealed, "a refused rotation changes nothing");
+    assert_eq!(
+        raw(&store).await,
+        sealed,
+        "a refused rotation changes nothing"
+    );
 
     // Rotation re-seals every value (fresh nonces) and the check, all still opening.
     assert_eq!(secrets::rotate_secrets(&*store, &*ring).await.unwrap(), 2);

@@ -26,7 +26,13 @@ const CONNECTION_COLUMNS: &str = "id, provider, api_key, from_addr, base_url, cr
 
 fn connection(row: &PgRow, tenant: &Tenant, secrets: &Secrets) -> Result<Connection, StoreError> {
     let id: String = get(row, "id")?;
-    let api_key = open(secrets, tenant, CONNECTIONS, &id, &get::<String>(row, "api_key")?)?;
+    let api_key = open(
+        secrets,
+        tenant,
+        CONNECTIONS,
+        &id,
+        &get::<String>(row, "api_key")?,
+    )?;
     Ok(Connection {
         id: ConnectionId::from_trusted(id),
         provider: Provider::parse(&get::<String>(row, "provider")?)
@@ -87,7 +93,13 @@ impl EmailRepo for PostgresTx {
         tenant: &Tenant,
         c: &Connection,
     ) -> Result<(), StoreError> {
-        let api_key = seal(&self.secrets(), tenant, CONNECTIONS, c.id.as_str(), &c.api_key)?;
+        let api_key = seal(
+            &self.secrets(),
+            tenant,
+            CONNECTIONS,
+            c.id.as_str(),
+            &c.api_key,
+        )?;
         sqlx::query("INSERT INTO connections (workspace_id, mode, id, provider, api_key, from_addr, base_url, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -137,7 +149,9 @@ impl EmailRepo for PostgresTx {
             .await
             .map_err(|e| self.failed(e))?;
         let secrets = self.secrets();
-        rows.iter().map(|r| connection(r, tenant, &secrets)).collect()
+        rows.iter()
+            .map(|r| connection(r, tenant, &secrets))
+            .collect()
     }
 
     async fn delete_connection(

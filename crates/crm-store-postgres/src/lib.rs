@@ -157,10 +157,7 @@ impl PostgresStore {
 
     /// The store with `secrets` sealing and opening webhook secrets and connection keys
     /// (without it, reading or writing one fails).
-    pub fn with_secrets(
-        mut self,
-        secrets: Arc<dyn crm_app::secrets::SecretBox>,
-    ) -> PostgresStore {
+    pub fn with_secrets(mut self, secrets: Arc<dyn crm_app::secrets::SecretBox>) -> PostgresStore {
         self.secrets = secrets;
         self
     }

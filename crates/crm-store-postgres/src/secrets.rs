@@ -2,11 +2,11 @@
 //! `crm_app::secrets` needs to seal and re-seal them all, and the rewrite of their tables after.
 
 use async_trait::async_trait;
+pub(crate) use crm_app::secrets::{CONNECTIONS, WEBHOOKS};
 use crm_app::{
     secrets::{SecretError, SecretRepo, SecretSlot, StoredSecret},
     StoreError,
 };
-pub(crate) use crm_app::secrets::{CONNECTIONS, WEBHOOKS};
 use crm_domain::Tenant;
 
 use crate::{
@@ -54,12 +54,13 @@ impl SecretRepo for PostgresTx {
 
     async fn claim_secret_check(&mut self, sealed: &str) -> Result<bool, StoreError> {
         // A concurrent claimer's uncommitted row makes this insert wait for its commit.
-        let done =
-            sqlx::query("INSERT INTO secret_check (id, value) VALUES (1, $1) ON CONFLICT DO NOTHING")
-                .bind(sealed)
-                .execute(self.conn())
-                .await
-                .map_err(|e| self.failed(e))?;
+        let done = sqlx::query(
+            "INSERT INTO secret_check (id, value) VALUES (1, $1) ON CONFLICT DO NOTHING",
+        )
+        .bind(sealed)
+        .execute(self.conn())
+        .await
+        .map_err(|e| self.failed(e))?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -64,7 +64,13 @@ fn subscription(text: &str) -> Result<Subscription, StoreError> {
 
 fn webhook(row: &PgRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhook, StoreError> {
     let id: String = get(row, "id")?;
-    let secret = open(secrets, tenant, WEBHOOKS, &id, &get::<String>(row, "secret")?)?;
+    let secret = open(
+        secrets,
+        tenant,
+        WEBHOOKS,
+        &id,
+        &get::<String>(row, "secret")?,
+    )?;
     Ok(Webhook {
         id: WebhookId::from_trusted(id),
         mode: mode(&get::<String>(row, "mode")?)?,

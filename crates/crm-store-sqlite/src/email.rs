@@ -25,9 +25,19 @@ fn ts(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
 
 const CONNECTION_COLUMNS: &str = "id, provider, api_key, from_addr, base_url, created_at";
 
-fn connection(row: &SqliteRow, tenant: &Tenant, secrets: &Secrets) -> Result<Connection, StoreError> {
+fn connection(
+    row: &SqliteRow,
+    tenant: &Tenant,
+    secrets: &Secrets,
+) -> Result<Connection, StoreError> {
     let id: String = get(row, "id")?;
-    let api_key = open(secrets, tenant, CONNECTIONS, &id, &get::<String>(row, "api_key")?)?;
+    let api_key = open(
+        secrets,
+        tenant,
+        CONNECTIONS,
+        &id,
+        &get::<String>(row, "api_key")?,
+    )?;
     Ok(Connection {
         id: ConnectionId::from_trusted(id),
         provider: Provider::parse(&get::<String>(row, "provider")?)
@@ -88,7 +98,13 @@ impl EmailRepo for SqliteTx {
         tenant: &Tenant,
         c: &Connection,
     ) -> Result<(), StoreError> {
-        let api_key = seal(&self.secrets(), tenant, CONNECTIONS, c.id.as_str(), &c.api_key)?;
+        let api_key = seal(
+            &self.secrets(),
+            tenant,
+            CONNECTIONS,
+            c.id.as_str(),
+            &c.api_key,
+        )?;
         sqlx::query("INSERT INTO connections (workspace_id, mode, id, provider, api_key, from_addr, base_url, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
@@ -134,7 +150,9 @@ impl EmailRepo for SqliteTx {
         slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         let secrets = self.secrets();
-        rows.iter().map(|r| connection(r, tenant, &secrets)).collect()
+        rows.iter()
+            .map(|r| connection(r, tenant, &secrets))
+            .collect()
     }
 
     async fn delete_connection(

@@ -3,11 +3,11 @@
 //! leave in the file.
 
 use async_trait::async_trait;
+pub(crate) use crm_app::secrets::{CONNECTIONS, WEBHOOKS};
 use crm_app::{
     secrets::{SecretError, SecretRepo, SecretSlot, StoredSecret},
     StoreError,
 };
-pub(crate) use crm_app::secrets::{CONNECTIONS, WEBHOOKS};
 use crm_domain::Tenant;
 
 use crate::{
@@ -54,12 +54,13 @@ impl SecretRepo for SqliteTx {
     }
 
     async fn claim_secret_check(&mut self, sealed: &str) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("INSERT INTO secret_check (id, value) VALUES (1, $1) ON CONFLICT DO NOTHING")
-                .bind(sealed)
-                .execute(self.conn())
-                .await
-                .map_err(backend)?;
+        let done = sqlx::query(
+            "INSERT INTO secret_check (id, value) VALUES (1, $1) ON CONFLICT DO NOTHING",
+        )
+        .bind(sealed)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
         Ok(done.rows_affected() == 1)
     }
 

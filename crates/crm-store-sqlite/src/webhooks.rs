@@ -54,7 +54,13 @@ fn subscription(text: &str) -> Result<Subscription, StoreError> {
 
 fn webhook(row: &SqliteRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhook, StoreError> {
     let id: String = get(row, "id")?;
-    let secret = open(secrets, tenant, WEBHOOKS, &id, &get::<String>(row, "secret")?)?;
+    let secret = open(
+        secrets,
+        tenant,
+        WEBHOOKS,
+        &id,
+        &get::<String>(row, "secret")?,
+    )?;
     Ok(Webhook {
         id: WebhookId::from_trusted(id),
         mode: rows::mode(&get::<String>(row, "mode")?)?,
