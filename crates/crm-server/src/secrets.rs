@@ -105,9 +105,10 @@ fn create_key_file(path: &Path) -> Result<String> {
     file.write_all(format!("{key}\n").as_bytes())
         .and_then(|()| file.sync_all())
         .with_context(|| format!("writing the secret key file {}", path.display()))?;
-    tracing::warn!(
-        path = %path.display(),
-        "generated the key that encrypts webhook secrets and email provider keys; back it up with the database: without it they cannot be read"
+    // Told on stdout, as the first start's workspace keys are: the operator's to act on, once.
+    println!(
+        "first start: generated the key that encrypts stored webhook secrets and email provider keys in {}; back it up (apart from the database): without it they cannot be read",
+        path.display()
     );
     Ok(key)
 }

@@ -92,6 +92,7 @@ macro_rules! conformance_suite {
             concurrent_rounds_never_lock_the_same_enrollment,
             secrets_are_stored_sealed_and_read_back_plain,
             the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
+            a_webhook_whose_secret_does_not_open_holds_up_no_other_delivery,
             config_changes_reach_this_process_at_commit
         );
     };

@@ -177,3 +177,45 @@ pub async fn the_first_start_seals_plaintext_then_checks_and_rotation_reseals(
         Ok(Prepared::Verified { .. })
     ));
 }
+
+pub async fn a_webhook_whose_secret_does_not_open_holds_up_no_other_delivery(
+    store: Arc<dyn Store>,
+) {
+    use crate::webhook_cases::{claim, event, fan_out, insert_events, insert_webhooks};
+    use crm_domain::EventType;
+
+    const T0: i64 = 1_700_000_000_000;
+    let ws = workspace();
+    let t = tenant(&ws, Mode::Test);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_workspace(&ws).await.unwrap();
+    tx.commit().await.unwrap();
+    let (good, bad) = (
+        webhook(Mode::Test, Subscription::All, T0),
+        webhook(Mode::Test, Subscription::All, T0),
+    );
+    insert_webhooks(&store, &[(&t, &good), (&t, &bad)]).await;
+    insert_events(
+        &store,
+        &t,
+        &[event(EventType::ContactCreated, Mode::Test, T0 + 1)],
+    )
+    .await;
+    assert_eq!(fan_out(&store, 10).await.len(), 2);
+    let mut tx = store.begin_write().await.unwrap();
+    let mut row = tx
+        .stored_secrets()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == bad.id.as_str())
+        .unwrap();
+    row.value = "v1.00000000.AAAA".into();
+    tx.replace_stored_secret(&row).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let claimed = claim(&store, T0 + 10, T0 + 1000, "one", 10).await;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].webhook_id, good.id);
+    assert_eq!(claimed[0].secret, good.secret);
+}

@@ -440,25 +440,37 @@ impl WebhookRepo for SqliteTx {
             let t = tenant_of(r)?;
             let id = DeliveryId::from_trusted(get(r, "id")?);
             let body: Option<String> = get(r, "body")?;
-            match body {
-                Some(body) if get::<bool>(r, "enabled")? => claimed.push(ClaimedDelivery {
-                    secret: open(
-                        &secrets,
-                        &t,
-                        WEBHOOKS,
-                        &get::<String>(r, "webhook_id")?,
-                        &get::<String>(r, "secret")?,
-                    )?,
-                    tenant: t,
-                    id,
-                    webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
-                    event_id: EventId::from_trusted(get(r, "event_id")?),
-                    event_type: event_type(&get::<String>(r, "event_type")?)?,
-                    attempts: get::<i64>(r, "attempts")?.max(0) as u32,
-                    url: get(r, "url")?,
-                    body,
-                    claim_token: claim_token.to_owned(),
-                }),
+            let webhook_id: String = get(r, "webhook_id")?;
+            // One webhook whose secret does not open must not hold up every other delivery: its
+            // deliveries are parked like a disabled webhook's.
+            let secret = match open(
+                &secrets,
+                &t,
+                WEBHOOKS,
+                &webhook_id,
+                &get::<String>(r, "secret")?,
+            ) {
+                Ok(secret) => Some(secret),
+                Err(e) => {
+                    tracing::error!(webhook_id, error = %e, "a webhook's stored secret does not decrypt; its deliveries wait");
+                    None
+                }
+            };
+            match (body, secret) {
+                (Some(body), Some(secret)) if get::<bool>(r, "enabled")? => {
+                    claimed.push(ClaimedDelivery {
+                        secret,
+                        tenant: t,
+                        id,
+                        webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
+                        event_id: EventId::from_trusted(get(r, "event_id")?),
+                        event_type: event_type(&get::<String>(r, "event_type")?)?,
+                        attempts: get::<i64>(r, "attempts")?.max(0) as u32,
+                        url: get(r, "url")?,
+                        body,
+                        claim_token: claim_token.to_owned(),
+                    })
+                }
                 _ => parked.push((t, id)),
             }
         }
