@@ -26,6 +26,7 @@ mod platform;
 mod registry;
 mod schema;
 mod search;
+mod secrets;
 mod sequences;
 mod stage_aliases;
 mod strict_input;

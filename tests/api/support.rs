@@ -127,8 +127,27 @@ pub async fn spawn_with(backend: Backend, workspace_args: &[&str]) -> Server {
     start(backend, database_url, keys, &[])
 }
 
+/// The secret key servers on Postgres are started with (Postgres has no key file); a test may
+/// set its own `CRM_SECRET_KEYS` in `env`.
+pub const POSTGRES_SECRET_KEYS: &str = "c2VjcmV0cy1hdC1yZXN0LXRlc3Qta2V5LTMyYnl0ZXM=";
+
 pub fn start(backend: Backend, database_url: String, keys: Keys, env: &[(&str, &str)]) -> Server {
-    let mut child = Command::new(BIN)
+    start_logging_to(backend, database_url, keys, env, Stdio::inherit())
+}
+
+/// [`start`], with the server's log (stderr) going to `log`.
+pub fn start_logging_to(
+    backend: Backend,
+    database_url: String,
+    keys: Keys,
+    env: &[(&str, &str)],
+    log: impl Into<Stdio>,
+) -> Server {
+    let mut command = Command::new(BIN);
+    if backend == Backend::Postgres {
+        command.env("CRM_SECRET_KEYS", POSTGRES_SECRET_KEYS);
+    }
+    let mut child = command
         .args([
             "serve",
             "--listen",
@@ -139,7 +158,7 @@ pub fn start(backend: Backend, database_url: String, keys: Keys, env: &[(&str, &
         .env("CRM_LOG", "warn")
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(log)
         .spawn()
         .expect("spawn crm-server serve");
     let stdout = child.stdout.take().expect("stdout");

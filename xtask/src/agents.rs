@@ -167,6 +167,11 @@ impl Server {
             ])
             // rmcp logs every refused call at warn; the suite makes such calls on purpose.
             .env("CRM_LOG", "warn,rmcp=error")
+            // Postgres has no key file to fall back on.
+            .env(
+                "CRM_SECRET_KEYS",
+                "YWdlbnQtdGVzdHMtc2VjcmV0LWtleS1ub3QtNC11c2U=",
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

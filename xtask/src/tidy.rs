@@ -122,6 +122,21 @@ const RULES: &[(&str, &[&str])] = &[
             "crm-server",
         ],
     ),
+    // Secrets at rest: the SecretBox port of crm-app, cryptography only.
+    (
+        "crm-secrets",
+        &[
+            "tokio",
+            "sqlx",
+            "axum",
+            "reqwest",
+            "crm-api",
+            "crm-http",
+            "crm-store-sqlite",
+            "crm-store-postgres",
+            "crm-server",
+        ],
+    ),
 ];
 
 /// Names under `[dependencies]` (not dev-dependencies: tests may use anything).

@@ -29,6 +29,7 @@ pub mod ports;
 pub mod ratelimit;
 pub mod registry;
 pub mod search;
+pub mod secrets;
 pub mod sequence_hooks;
 pub mod sequence_ports;
 pub mod sequence_sends;

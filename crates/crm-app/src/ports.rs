@@ -104,6 +104,12 @@ pub trait Store: Send + Sync {
     /// processes' as the backend learns of them. Calls `connected` once it can see every change
     /// from then on, and `disconnected` (then `connected` again) when it may have missed some.
     async fn follow_config_changes(&self, events: Arc<dyn ConfigEvents>);
+    /// Erases what rows rewritten since the store opened left behind in the database's files
+    /// (free pages, the write-ahead log), where the backend keeps it there and can erase it;
+    /// run after secrets were sealed or re-sealed (`crate::secrets`). Slow: an operator's step.
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Where a store reports changes to what processes cache about a workspace (its API keys, plan
@@ -887,6 +893,7 @@ pub trait Tx:
     + AutomationRepo
     + EmailRepo
     + SequenceRepo
+    + crate::secrets::SecretRepo
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

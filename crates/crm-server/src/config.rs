@@ -44,6 +44,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
     #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
+    #[command(flatten)]
     pub webhooks: crate::webhooks::WebhookArgs,
     #[command(flatten)]
     pub edge: EdgeArgs,

@@ -6,6 +6,7 @@ mod config;
 mod database;
 mod email_worker;
 mod log_format;
+mod secrets;
 mod sequence_worker;
 mod webhooks;
 
@@ -47,11 +48,19 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (applies pending migrations first).
     Serve(Box<ServeArgs>),
-    /// Apply pending migrations and exit.
-    Migrate(DatabaseArgs),
+    /// Apply pending migrations (and encrypt secrets stored before encryption) and exit.
+    Migrate {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        secrets: secrets::SecretArgs,
+    },
     /// Workspaces and plans (an operator's job).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Stored webhook secrets and email provider keys (an operator's job).
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
     /// Print the OpenAPI document generated from the operation catalog.
     Openapi {
         #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
@@ -95,6 +104,18 @@ enum WorkspaceCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Re-encrypt every stored secret under the first key of CRM_SECRET_KEYS (the others must
+    /// still open what they sealed); docs/operations.md, "Secrets at rest".
+    Rotate {
+        #[command(flatten)]
+        db: DatabaseArgs,
+        #[command(flatten)]
+        secrets: secrets::SecretArgs,
+    },
+}
+
 fn parse_plan(s: &str) -> Result<Plan, String> {
     Plan::parse(s).ok_or_else(|| format!("unknown plan `{s}` (free, pro or scale)"))
 }
@@ -114,9 +135,24 @@ async fn main() -> Result<()> {
             println!("{:#}", crm_api::openapi::document(&public_url));
             Ok(())
         }
-        Command::Migrate(db) => {
-            open_store_waiting(&db).await?;
+        Command::Migrate { db, secrets } => {
+            let ring = secrets::keyring(&db.database_url, &secrets)?;
+            let store = open_store_waiting(&db, Some(ring.clone())).await?;
+            secrets::prepare(&*store, &ring).await?;
             println!("migrations applied");
+            Ok(())
+        }
+        Command::Secrets(SecretsCommand::Rotate { db, secrets }) => {
+            let ring = secrets::keyring(&db.database_url, &secrets)?;
+            let store = open_store(&db, Some(ring.clone())).await?;
+            secrets::prepare(&*store, &ring).await?;
+            let count = secrets::rotate(&*store, &ring).await?;
+            println!(
+                "re-encrypted {count} stored secrets under key {}",
+                crm_app::secrets::SecretBox::key_ids(&*ring)
+                    .first()
+                    .map_or("", String::as_str)
+            );
             Ok(())
         }
         Command::Workspace(WorkspaceCommand::Create {
@@ -127,7 +163,7 @@ async fn main() -> Result<()> {
             included_requests,
             db,
         }) => {
-            let app = app(open_store(&db).await?);
+            let app = app(open_store(&db, None).await?);
             let created = app
                 .create_workspace(
                     &name,
@@ -150,7 +186,7 @@ async fn main() -> Result<()> {
             clear_overrides,
             db,
         }) => {
-            let app = app(open_store(&db).await?);
+            let app = app(open_store(&db, None).await?);
             let change = PlanChange {
                 plan,
                 overrides: Overrides {
@@ -202,7 +238,9 @@ fn print_workspace(created: &CreatedWorkspace, json: bool) {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let store = open_store_waiting(&args.db).await?;
+    let ring = secrets::keyring(&args.db.database_url, &args.secrets)?;
+    let store = open_store_waiting(&args.db, Some(ring.clone())).await?;
+    secrets::prepare(&*store, &ring).await?;
     let mut app = app(store);
     if let Some(url) = &args.redis_url {
         let limiter = crm_redis::RedisRateLimiter::connect(url)

@@ -2213,5 +2213,10 @@ pub use crate::automation_cases::*;
 pub use crate::config_cases::config_changes_reach_this_process_at_commit;
 pub use crate::email_cases::*;
 pub use crate::idempotency_cases::a_claim_of_this_process_is_alive;
+pub use crate::secret_cases::{
+    a_webhook_whose_secret_does_not_open_holds_up_no_other_delivery,
+    secrets_are_stored_sealed_and_read_back_plain,
+    the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
+};
 pub use crate::sequence_cases::*;
 pub use crate::webhook_cases::*;

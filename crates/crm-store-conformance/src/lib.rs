@@ -10,10 +10,12 @@ pub mod config_cases;
 pub mod email_cases;
 mod fixtures;
 pub mod idempotency_cases;
+pub mod secret_cases;
 pub mod sequence_cases;
 pub mod webhook_cases;
 
 pub use fixtures::*;
+pub use secret_cases::test_secrets;
 
 /// Where tests reach Postgres: `CRM_TEST_DATABASE_URL`, else the local server on 127.0.0.1:5432
 /// as user `postgres` (trust auth). `cargo xtask test` starts a throwaway cluster with `initdb`
@@ -90,6 +92,9 @@ macro_rules! conformance_suite {
             enrollments_are_unique_per_sequence_and_contact_and_end_by_source_or_sequence,
             due_enrollments_are_locked_earliest_first_advanced_once_and_held_back,
             concurrent_rounds_never_lock_the_same_enrollment,
+            secrets_are_stored_sealed_and_read_back_plain,
+            the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
+            a_webhook_whose_secret_does_not_open_holds_up_no_other_delivery,
             config_changes_reach_this_process_at_commit
         );
     };

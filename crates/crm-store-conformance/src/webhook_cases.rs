@@ -48,7 +48,7 @@ pub fn webhook(mode: Mode, events: Subscription, created_at_ms: i64) -> Webhook 
     }
 }
 
-fn event(t: EventType, mode: Mode, at_ms: i64) -> Event {
+pub(crate) fn event(t: EventType, mode: Mode, at_ms: i64) -> Event {
     Event {
         id: EventId::from_uuid(uuid()),
         event_type: t,
@@ -60,7 +60,7 @@ fn event(t: EventType, mode: Mode, at_ms: i64) -> Event {
     }
 }
 
-async fn insert_webhooks(store: &Arc<dyn Store>, hooks: &[(&Tenant, &Webhook)]) {
+pub(crate) async fn insert_webhooks(store: &Arc<dyn Store>, hooks: &[(&Tenant, &Webhook)]) {
     let mut tx = store.begin_write().await.unwrap();
     for (t, w) in hooks {
         tx.insert_webhook(t, w).await.unwrap();
@@ -68,7 +68,7 @@ async fn insert_webhooks(store: &Arc<dyn Store>, hooks: &[(&Tenant, &Webhook)]) 
     tx.commit().await.unwrap();
 }
 
-async fn insert_events(store: &Arc<dyn Store>, t: &Tenant, events: &[Event]) {
+pub(crate) async fn insert_events(store: &Arc<dyn Store>, t: &Tenant, events: &[Event]) {
     let mut tx = store.begin_write().await.unwrap();
     for e in events {
         tx.insert_event(t, e).await.unwrap();
@@ -77,7 +77,7 @@ async fn insert_events(store: &Arc<dyn Store>, t: &Tenant, events: &[Event]) {
 }
 
 /// Runs one fan-out batch as the app does; returns the (event, webhook) pairs it created.
-async fn fan_out(store: &Arc<dyn Store>, limit: u32) -> Vec<(String, String)> {
+pub(crate) async fn fan_out(store: &Arc<dyn Store>, limit: u32) -> Vec<(String, String)> {
     let mut tx = store.begin_write().await.unwrap();
     let rows = tx.take_events_to_dispatch(limit).await.unwrap();
     let mut events = Vec::new();
@@ -151,7 +151,7 @@ fn outcome(
     }
 }
 
-async fn claim(
+pub(crate) async fn claim(
     store: &Arc<dyn Store>,
     now: i64,
     lease_until: i64,

@@ -13,7 +13,8 @@ use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
 use crate::{
     rows::{corrupt, get, tenant_of},
-    tx::{slice_clause, tenant_where},
+    secrets::{open, seal, CONNECTIONS},
+    tx::{slice_clause, tenant_where, Secrets},
     PostgresTx,
 };
 
@@ -23,12 +24,20 @@ fn ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
 
 const CONNECTION_COLUMNS: &str = "id, provider, api_key, from_addr, base_url, created_at";
 
-fn connection(row: &PgRow) -> Result<Connection, StoreError> {
+fn connection(row: &PgRow, tenant: &Tenant, secrets: &Secrets) -> Result<Connection, StoreError> {
+    let id: String = get(row, "id")?;
+    let api_key = open(
+        secrets,
+        tenant,
+        CONNECTIONS,
+        &id,
+        &get::<String>(row, "api_key")?,
+    )?;
     Ok(Connection {
-        id: ConnectionId::from_trusted(get(row, "id")?),
+        id: ConnectionId::from_trusted(id),
         provider: Provider::parse(&get::<String>(row, "provider")?)
             .ok_or_else(|| corrupt("provider"))?,
-        api_key: get(row, "api_key")?,
+        api_key,
         from: get(row, "from_addr")?,
         base_url: get(row, "base_url")?,
         created_at: Timestamp::from_millis(get(row, "created_at")?),
@@ -84,12 +93,19 @@ impl EmailRepo for PostgresTx {
         tenant: &Tenant,
         c: &Connection,
     ) -> Result<(), StoreError> {
+        let api_key = seal(
+            &self.secrets(),
+            tenant,
+            CONNECTIONS,
+            c.id.as_str(),
+            &c.api_key,
+        )?;
         sqlx::query("INSERT INTO connections (workspace_id, mode, id, provider, api_key, from_addr, base_url, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(tenant.workspace_id.as_str())
             .bind(tenant.mode.as_str())
             .bind(c.id.as_str())
             .bind(c.provider.as_str())
-            .bind(&c.api_key)
+            .bind(&api_key)
             .bind(&c.from)
             .bind(c.base_url.as_deref())
             .bind(c.created_at.millis())
@@ -112,7 +128,10 @@ impl EmailRepo for PostgresTx {
             .fetch_optional(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        row.as_ref().map(connection).transpose()
+        let secrets = self.secrets();
+        row.as_ref()
+            .map(|r| connection(r, tenant, &secrets))
+            .transpose()
     }
 
     async fn list_connections(
@@ -129,7 +148,10 @@ impl EmailRepo for PostgresTx {
             .fetch_all(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        rows.iter().map(connection).collect()
+        let secrets = self.secrets();
+        rows.iter()
+            .map(|r| connection(r, tenant, &secrets))
+            .collect()
     }
 
     async fn delete_connection(
@@ -160,7 +182,10 @@ impl EmailRepo for PostgresTx {
             .fetch_optional(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        row.as_ref().map(connection).transpose()
+        let secrets = self.secrets();
+        row.as_ref()
+            .map(|r| connection(r, tenant, &secrets))
+            .transpose()
     }
 
     async fn insert_template(&mut self, tenant: &Tenant, t: &Template) -> Result<(), StoreError> {

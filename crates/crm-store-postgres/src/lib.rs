@@ -21,6 +21,7 @@ mod plans;
 mod pool;
 mod records;
 mod rows;
+mod secrets;
 mod sequences;
 mod tx;
 mod webhooks;
@@ -89,6 +90,8 @@ pub struct PostgresStore {
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
     /// Whose idempotency claims this store writes (see `owner`).
     owner: Arc<Owner>,
+    /// Seals and opens webhook secrets and connection keys in the row layer.
+    secrets: tx::Secrets,
 }
 
 impl PostgresStore {
@@ -122,6 +125,7 @@ impl PostgresStore {
             pool,
             local: Arc::default(),
             owner: Arc::new(owner),
+            secrets: Arc::new(crm_app::secrets::NoKeys),
         };
         drop(store.lease().await?);
         Ok(store)
@@ -283,6 +287,13 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// The store with `secrets` sealing and opening webhook secrets and connection keys
+    /// (without it, reading or writing one fails).
+    pub fn with_secrets(mut self, secrets: Arc<dyn crm_app::secrets::SecretBox>) -> PostgresStore {
+        self.secrets = secrets;
+        self
+    }
+
     pub fn into_arc(self) -> Arc<dyn Store> {
         Arc::new(self)
     }
@@ -301,6 +312,7 @@ impl Store for PostgresStore {
             lease,
             ConfigMarks::new(self.local.get().cloned()),
             self.owner.id,
+            self.secrets.clone(),
         )))
     }
 
@@ -313,7 +325,7 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         // No transaction: the one statement is atomic on its own.
         let lease = self.write_lease(WriteStart::Alone).await?;
-        PostgresTx::read(lease)
+        PostgresTx::read(lease, self.secrets.clone())
             .insert_contact_alone(tenant, contact, refs, event)
             .await
     }
@@ -322,7 +334,10 @@ impl Store for PostgresStore {
         // No BEGIN: it would cost two round trips per request. As with the SQLite store's readers,
         // a read unit of work is therefore not one snapshot: each statement sees what had
         // committed when it started.
-        Ok(Box::new(PostgresTx::read(self.lease().await?)))
+        Ok(Box::new(PostgresTx::read(
+            self.lease().await?,
+            self.secrets.clone(),
+        )))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -330,6 +345,10 @@ impl Store for PostgresStore {
         let result = sqlx::query("SELECT 1").execute(lease.raw()).await;
         result.map_err(|e| backend(lease.failed(e)))?;
         Ok(())
+    }
+
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        self.scrub().await
     }
 
     /// `LISTEN`s on its own connection (outside the pool, which it would otherwise shrink by

@@ -28,7 +28,7 @@ const DEFAULT_ROUNDS: usize = 32;
 
 impl PostgresTx {
     fn is_read(&self) -> bool {
-        matches!(self, PostgresTx::Read(_))
+        matches!(self, PostgresTx::Read(..))
     }
 
     /// Whether the tenant has a default pipeline other than `except`, as of now (a statement of

@@ -33,34 +33,43 @@ use crate::{
 
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
+/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
+pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+
 pub(crate) enum PostgresTx {
     /// A transaction (`BEGIN` sent) on its own connection, with the owner id of the claims it
-    /// writes (see `owner`).
-    Write(Lease, ConfigMarks, i64),
+    /// writes (see `owner`), and the box that seals secrets.
+    Write(Lease, ConfigMarks, i64, Secrets),
     /// A connection with no transaction: each statement sees what had committed when it started.
-    Read(Lease),
+    Read(Lease, Secrets),
 }
 
 impl PostgresTx {
-    pub(crate) fn write(lease: Lease, marks: ConfigMarks, owner: i64) -> Self {
-        PostgresTx::Write(lease, marks, owner)
+    pub(crate) fn write(lease: Lease, marks: ConfigMarks, owner: i64, secrets: Secrets) -> Self {
+        PostgresTx::Write(lease, marks, owner, secrets)
     }
 
-    pub(crate) fn read(lease: Lease) -> Self {
-        PostgresTx::Read(lease)
+    pub(crate) fn read(lease: Lease, secrets: Secrets) -> Self {
+        PostgresTx::Read(lease, secrets)
     }
 
     /// The owner of the claims this unit of work writes; a read writes none.
     fn owner(&self) -> Option<i64> {
         match self {
-            PostgresTx::Write(_, _, owner) => Some(*owner),
-            PostgresTx::Read(_) => None,
+            PostgresTx::Write(_, _, owner, _) => Some(*owner),
+            PostgresTx::Read(..) => None,
         }
     }
 
     fn lease(&mut self) -> &mut Lease {
         match self {
-            PostgresTx::Write(lease, ..) | PostgresTx::Read(lease) => lease,
+            PostgresTx::Write(lease, ..) | PostgresTx::Read(lease, _) => lease,
+        }
+    }
+
+    pub(crate) fn secrets(&self) -> Secrets {
+        match self {
+            PostgresTx::Write(_, _, _, s) | PostgresTx::Read(_, s) => s.clone(),
         }
     }
 
@@ -84,7 +93,7 @@ impl PostgresTx {
     /// The locking clause for `lock` in a write transaction; reads lock nothing.
     pub(crate) fn locking(&self, lock: RowLock) -> &'static str {
         match (self, lock) {
-            (PostgresTx::Read(_), _) => "",
+            (PostgresTx::Read(..), _) => "",
             (PostgresTx::Write(..), RowLock::Update) => " FOR UPDATE",
             (PostgresTx::Write(..), RowLock::Share) => " FOR SHARE",
             (PostgresTx::Write(..), RowLock::Unlocked) => "",
@@ -144,7 +153,7 @@ impl PostgresTx {
                 result
             }
             // Outside a transaction a failed statement spoils nothing.
-            PostgresTx::Read(lease) => q.execute(lease.raw()).await,
+            PostgresTx::Read(lease, _) => q.execute(lease.raw()).await,
         };
         match result {
             Ok(done) => Ok(done.rows_affected()),
@@ -664,7 +673,7 @@ impl PostgresTx {
     /// and the list stands in for one (taken by its own statement, for the reason given at
     /// `lock_enum_group`). Registrations are rare, so the serialization costs nothing.
     async fn lock_registry_list(&mut self, tenant: &Tenant, list: &str) -> Result<(), StoreError> {
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         let q = tenant_query(
@@ -682,7 +691,7 @@ impl PostgresTx {
     /// statement sees only what had committed when it began, so the locking must be over before
     /// the INSERT reads the highest position).
     async fn lock_enum_group(&mut self, tenant: &Tenant, group: &str) -> Result<(), StoreError> {
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         let q = tenant_query("SELECT 1 FROM enum_groups WHERE workspace_id = $1 AND mode = $2 AND grp = $3 FOR UPDATE", tenant)
@@ -1251,7 +1260,7 @@ impl IdempotencyRepo for PostgresTx {
 impl Tx for PostgresTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            PostgresTx::Write(mut lease, marks, _) => {
+            PostgresTx::Write(mut lease, marks, ..) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
                     let notify = sqlx::query("SELECT pg_notify($1, $2)")
@@ -1265,21 +1274,21 @@ impl Tx for PostgresTx {
                 marks.committed();
                 Ok(())
             }
-            PostgresTx::Read(_) => Ok(()),
+            PostgresTx::Read(..) => Ok(()),
         }
     }
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            PostgresTx::Write(_, marks, _) => marks.mark(workspace),
-            PostgresTx::Read(_) => {
+            PostgresTx::Write(_, marks, ..) => marks.mark(workspace),
+            PostgresTx::Read(..) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, PostgresTx::Write(_, marks, _) if !marks.workspaces().is_empty())
+        matches!(self, PostgresTx::Write(_, marks, ..) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
@@ -1314,7 +1323,7 @@ impl PostgresTx {
                 format!("invalid savepoint name {name:?}").into(),
             ));
         }
-        if let PostgresTx::Read(_) = self {
+        if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         // Not prepared: nothing to gain, and one cached statement per name and connection.

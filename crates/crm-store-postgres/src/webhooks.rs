@@ -19,6 +19,8 @@ use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
 use crate::{
     rows::{self, get, tenant_of},
+    secrets::{open, seal, WEBHOOKS},
+    tx::Secrets,
     PostgresTx,
 };
 
@@ -60,15 +62,23 @@ fn subscription(text: &str) -> Result<Subscription, StoreError> {
     Ok(Subscription::from_stored(&names))
 }
 
-fn webhook(row: &PgRow) -> Result<Webhook, StoreError> {
+fn webhook(row: &PgRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhook, StoreError> {
+    let id: String = get(row, "id")?;
+    let secret = open(
+        secrets,
+        tenant,
+        WEBHOOKS,
+        &id,
+        &get::<String>(row, "secret")?,
+    )?;
     Ok(Webhook {
-        id: WebhookId::from_trusted(get(row, "id")?),
+        id: WebhookId::from_trusted(id),
         mode: mode(&get::<String>(row, "mode")?)?,
         url: get(row, "url")?,
         events: subscription(&get::<String>(row, "events")?)?,
         description: get(row, "description")?,
         enabled: get(row, "enabled")?,
-        secret: get(row, "secret")?,
+        secret,
         created_at: Timestamp::from_millis(get(row, "created_at")?),
         updated_at: Timestamp::from_millis(get(row, "updated_at")?),
         version: get(row, "version")?,
@@ -107,6 +117,7 @@ async fn relaxed_commit(tx: &mut PostgresTx) -> Result<(), StoreError> {
 #[async_trait]
 impl WebhookRepo for PostgresTx {
     async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
         sqlx::query(
             "INSERT INTO webhooks (workspace_id, mode, id, url, events, description, enabled, secret, created_at, updated_at, version)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -118,7 +129,7 @@ impl WebhookRepo for PostgresTx {
         .bind(events_text(&w.events))
         .bind(&w.description)
         .bind(w.enabled)
-        .bind(&w.secret)
+        .bind(&secret)
         .bind(w.created_at.millis())
         .bind(w.updated_at.millis())
         .bind(w.version)
@@ -141,7 +152,10 @@ impl WebhookRepo for PostgresTx {
             .fetch_optional(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        row.as_ref().map(webhook).transpose()
+        let secrets = self.secrets();
+        row.as_ref()
+            .map(|r| webhook(r, tenant, &secrets))
+            .transpose()
     }
 
     async fn list_webhooks(
@@ -158,10 +172,12 @@ impl WebhookRepo for PostgresTx {
             .fetch_all(self.conn())
             .await
             .map_err(|e| self.failed(e))?;
-        rows.iter().map(webhook).collect()
+        let secrets = self.secrets();
+        rows.iter().map(|r| webhook(r, tenant, &secrets)).collect()
     }
 
     async fn update_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
         let done = sqlx::query(
             "UPDATE webhooks SET url = $4, events = $5, description = $6, enabled = $7, secret = $8, updated_at = $9, version = $10
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
@@ -173,7 +189,7 @@ impl WebhookRepo for PostgresTx {
         .bind(events_text(&w.events))
         .bind(&w.description)
         .bind(w.enabled)
-        .bind(&w.secret)
+        .bind(&secret)
         .bind(w.updated_at.millis())
         .bind(w.version)
         .execute(self.conn())
@@ -347,19 +363,32 @@ impl WebhookRepo for PostgresTx {
         .await
         .map_err(|e| self.failed(e))?;
         let mut claimed = Vec::with_capacity(rows.len());
+        let secrets = self.secrets();
         for r in &rows {
             if get::<Option<String>>(r, "claim_token")?.as_deref() != Some(claim_token) {
                 continue;
             }
+            let tenant = tenant_of(r)?;
+            let webhook_id: String = get(r, "webhook_id")?;
+            let stored: String = get(r, "secret")?;
+            // One webhook whose secret does not open must not hold up every other delivery: it
+            // is left claimed, and comes due again when the lease ends.
+            let secret = match open(&secrets, &tenant, WEBHOOKS, &webhook_id, &stored) {
+                Ok(secret) => secret,
+                Err(e) => {
+                    tracing::error!(webhook_id, error = %e, "a webhook's stored secret does not decrypt; its deliveries wait");
+                    continue;
+                }
+            };
             claimed.push(ClaimedDelivery {
-                tenant: tenant_of(r)?,
+                secret,
+                tenant,
                 id: DeliveryId::from_trusted(get(r, "id")?),
-                webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
+                webhook_id: WebhookId::from_trusted(webhook_id),
                 event_id: EventId::from_trusted(get(r, "event_id")?),
                 event_type: event_type(&get::<String>(r, "event_type")?)?,
                 attempts: get::<i32>(r, "attempts")?.max(0) as u32,
                 url: get(r, "url")?,
-                secret: get(r, "secret")?,
                 body: get(r, "body")?,
                 claim_token: claim_token.to_owned(),
             });

@@ -12,6 +12,7 @@ mod owner;
 mod plans;
 mod records;
 mod rows;
+mod secrets;
 mod sequences;
 mod tx;
 mod webhooks;
@@ -70,11 +71,22 @@ pub struct SqliteStore {
     local: Arc<OnceLock<Arc<dyn ConfigEvents>>>,
     /// Whose idempotency claims this store writes (see `owner`).
     owner: Arc<Owner>,
+    /// Seals and opens webhook secrets and connection keys in the row layer.
+    secrets: tx::Secrets,
 }
 
 /// How often other processes' configuration changes (the CLI's `workspace set-plan`) are looked
 /// for; this process's own are known at commit.
 const CONFIG_POLL: Duration = Duration::from_millis(100);
+
+/// The file the database at `url` lives in; `None` for an in-memory database.
+pub fn database_file(url: &str) -> Result<Option<std::path::PathBuf>, StoreError> {
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(url).map_err(backend)?;
+    Ok(Some(options.get_filename().to_path_buf()))
+}
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `url` (`sqlite://crm.db`, `sqlite:///abs/path.db`,
@@ -128,7 +140,15 @@ impl SqliteStore {
             reader,
             local: Arc::default(),
             owner: Arc::new(owner),
+            secrets: Arc::new(crm_app::secrets::NoKeys),
         })
+    }
+
+    /// The store with `secrets` sealing and opening webhook secrets and connection keys
+    /// (without it, reading or writing one fails).
+    pub fn with_secrets(mut self, secrets: Arc<dyn crm_app::secrets::SecretBox>) -> SqliteStore {
+        self.secrets = secrets;
+        self
     }
 
     /// Applies the migrations under `migrations/sqlite`, then the data steps SQL cannot do.
@@ -263,12 +283,13 @@ impl Store for SqliteStore {
             tx,
             ConfigMarks::new(self.local.get().cloned()),
             self.owner.clone(),
+            self.secrets.clone(),
         )))
     }
 
     async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError> {
         let conn = self.reader.acquire().await.map_err(backend)?;
-        Ok(Box::new(SqliteTx::read(conn)))
+        Ok(Box::new(SqliteTx::read(conn, self.secrets.clone())))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -277,6 +298,10 @@ impl Store for SqliteStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        self.scrub().await
     }
 
     /// This process's changes are told at commit. Other processes writing the same file (SQLite
@@ -312,6 +337,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use crm_app::{ports::ConfigMarks, Tx};
 
     use crate::{SqliteStore, SqliteTx};
@@ -330,7 +357,12 @@ mod tests {
         let mut largest = 0;
         for round in 0..400 {
             let tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            let mut tx = SqliteTx::write(tx, ConfigMarks::new(None), store.owner.clone());
+            let mut tx = SqliteTx::write(
+                tx,
+                ConfigMarks::new(None),
+                store.owner.clone(),
+                Arc::new(crm_app::secrets::NoKeys),
+            );
             if round == 0 {
                 sqlx::query("CREATE TABLE filler (round INTEGER, data BLOB)")
                     .execute(tx.conn())

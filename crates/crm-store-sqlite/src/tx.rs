@@ -25,10 +25,14 @@ use std::sync::Arc;
 
 use crate::{backend, owner::Owner, rows};
 
+/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
+pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+
 pub enum SqliteTx {
-    /// A transaction, its configuration marks, and the process owning the claims it writes.
-    Write(Transaction<'static, Sqlite>, ConfigMarks, Arc<Owner>),
-    Read(PoolConnection<Sqlite>),
+    /// A transaction, its configuration marks, the process owning the claims it writes, and the
+    /// box that seals secrets.
+    Write(Transaction<'static, Sqlite>, ConfigMarks, Arc<Owner>, Secrets),
+    Read(PoolConnection<Sqlite>, Secrets),
 }
 
 impl SqliteTx {
@@ -36,18 +40,25 @@ impl SqliteTx {
         tx: Transaction<'static, Sqlite>,
         marks: ConfigMarks,
         owner: Arc<Owner>,
+        secrets: Secrets,
     ) -> Self {
-        SqliteTx::Write(tx, marks, owner)
+        SqliteTx::Write(tx, marks, owner, secrets)
     }
 
-    pub(crate) fn read(conn: PoolConnection<Sqlite>) -> Self {
-        SqliteTx::Read(conn)
+    pub(crate) fn read(conn: PoolConnection<Sqlite>, secrets: Secrets) -> Self {
+        SqliteTx::Read(conn, secrets)
     }
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         match self {
             SqliteTx::Write(tx, ..) => tx,
-            SqliteTx::Read(conn) => conn,
+            SqliteTx::Read(conn, _) => conn,
+        }
+    }
+
+    pub(crate) fn secrets(&self) -> Secrets {
+        match self {
+            SqliteTx::Write(_, _, _, s) | SqliteTx::Read(_, s) => s.clone(),
         }
     }
 }
@@ -1079,8 +1090,8 @@ impl SqliteTx {
     /// The process writing claims in this transaction; a read unit of work writes none.
     fn owner(&self) -> Option<&Owner> {
         match self {
-            SqliteTx::Write(_, _, owner) => Some(owner),
-            SqliteTx::Read(_) => None,
+            SqliteTx::Write(_, _, owner, _) => Some(owner),
+            SqliteTx::Read(..) => None,
         }
     }
 }
@@ -1200,7 +1211,7 @@ fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
-            SqliteTx::Write(mut tx, marks, _) => {
+            SqliteTx::Write(mut tx, marks, ..) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
                     sqlx::query("UPDATE config_epoch SET seq = seq + 1 WHERE id = 1")
@@ -1212,21 +1223,21 @@ impl Tx for SqliteTx {
                 marks.committed();
                 Ok(())
             }
-            SqliteTx::Read(_) => Ok(()),
+            SqliteTx::Read(..) => Ok(()),
         }
     }
 
     fn mark_config_changed(&mut self, workspace: &WorkspaceId) {
         match self {
-            SqliteTx::Write(_, marks, _) => marks.mark(workspace),
-            SqliteTx::Read(_) => {
+            SqliteTx::Write(_, marks, ..) => marks.mark(workspace),
+            SqliteTx::Read(..) => {
                 debug_assert!(false, "configuration changed through a read unit of work")
             }
         }
     }
 
     fn config_changed(&self) -> bool {
-        matches!(self, SqliteTx::Write(_, marks, _) if !marks.workspaces().is_empty())
+        matches!(self, SqliteTx::Write(_, marks, ..) if !marks.workspaces().is_empty())
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {

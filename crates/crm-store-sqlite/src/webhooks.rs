@@ -21,6 +21,8 @@ use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
 use crate::{
     backend,
     rows::{self, get, tenant_of},
+    secrets::{open, seal, WEBHOOKS},
+    tx::Secrets,
     SqliteTx,
 };
 
@@ -50,15 +52,23 @@ fn subscription(text: &str) -> Result<Subscription, StoreError> {
     Ok(Subscription::from_stored(&names))
 }
 
-fn webhook(row: &SqliteRow) -> Result<Webhook, StoreError> {
+fn webhook(row: &SqliteRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhook, StoreError> {
+    let id: String = get(row, "id")?;
+    let secret = open(
+        secrets,
+        tenant,
+        WEBHOOKS,
+        &id,
+        &get::<String>(row, "secret")?,
+    )?;
     Ok(Webhook {
-        id: WebhookId::from_trusted(get(row, "id")?),
+        id: WebhookId::from_trusted(id),
         mode: rows::mode(&get::<String>(row, "mode")?)?,
         url: get(row, "url")?,
         events: subscription(&get::<String>(row, "events")?)?,
         description: get(row, "description")?,
         enabled: get(row, "enabled")?,
-        secret: get(row, "secret")?,
+        secret,
         created_at: Timestamp::from_millis(get(row, "created_at")?),
         updated_at: Timestamp::from_millis(get(row, "updated_at")?),
         version: get(row, "version")?,
@@ -206,6 +216,7 @@ async fn record_round(tx: &mut SqliteTx, round: &[&AttemptOutcome]) -> Result<u6
 #[async_trait]
 impl WebhookRepo for SqliteTx {
     async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
         sqlx::query(
             "INSERT INTO webhooks (workspace_id, mode, id, url, events, description, enabled, secret, created_at, updated_at, version)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -217,7 +228,7 @@ impl WebhookRepo for SqliteTx {
         .bind(events_text(&w.events))
         .bind(&w.description)
         .bind(w.enabled)
-        .bind(&w.secret)
+        .bind(&secret)
         .bind(w.created_at.millis())
         .bind(w.updated_at.millis())
         .bind(w.version)
@@ -240,7 +251,10 @@ impl WebhookRepo for SqliteTx {
             .fetch_optional(self.conn())
             .await
             .map_err(backend)?;
-        row.as_ref().map(webhook).transpose()
+        let secrets = self.secrets();
+        row.as_ref()
+            .map(|r| webhook(r, tenant, &secrets))
+            .transpose()
     }
 
     async fn list_webhooks(
@@ -252,10 +266,12 @@ impl WebhookRepo for SqliteTx {
         crate::tx::tenant_where(&mut qb, tenant);
         crate::tx::slice_clause(&mut qb, slice);
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter().map(webhook).collect()
+        let secrets = self.secrets();
+        rows.iter().map(|r| webhook(r, tenant, &secrets)).collect()
     }
 
     async fn update_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
+        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
         let done = sqlx::query(
             "UPDATE webhooks SET url = $4, events = $5, description = $6, enabled = $7, secret = $8, updated_at = $9, version = $10
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
@@ -267,7 +283,7 @@ impl WebhookRepo for SqliteTx {
         .bind(events_text(&w.events))
         .bind(&w.description)
         .bind(w.enabled)
-        .bind(&w.secret)
+        .bind(&secret)
         .bind(w.updated_at.millis())
         .bind(w.version)
         .execute(self.conn())
@@ -419,23 +435,42 @@ impl WebhookRepo for SqliteTx {
         }
         let mut claimed = Vec::with_capacity(rows.len());
         let mut parked = Vec::new();
+        let secrets = self.secrets();
         for r in &rows {
             let t = tenant_of(r)?;
             let id = DeliveryId::from_trusted(get(r, "id")?);
             let body: Option<String> = get(r, "body")?;
-            match body {
-                Some(body) if get::<bool>(r, "enabled")? => claimed.push(ClaimedDelivery {
-                    tenant: t,
-                    id,
-                    webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
-                    event_id: EventId::from_trusted(get(r, "event_id")?),
-                    event_type: event_type(&get::<String>(r, "event_type")?)?,
-                    attempts: get::<i64>(r, "attempts")?.max(0) as u32,
-                    url: get(r, "url")?,
-                    secret: get(r, "secret")?,
-                    body,
-                    claim_token: claim_token.to_owned(),
-                }),
+            let webhook_id: String = get(r, "webhook_id")?;
+            // One webhook whose secret does not open must not hold up every other delivery: its
+            // deliveries are parked like a disabled webhook's.
+            let secret = match open(
+                &secrets,
+                &t,
+                WEBHOOKS,
+                &webhook_id,
+                &get::<String>(r, "secret")?,
+            ) {
+                Ok(secret) => Some(secret),
+                Err(e) => {
+                    tracing::error!(webhook_id, error = %e, "a webhook's stored secret does not decrypt; its deliveries wait");
+                    None
+                }
+            };
+            match (body, secret) {
+                (Some(body), Some(secret)) if get::<bool>(r, "enabled")? => {
+                    claimed.push(ClaimedDelivery {
+                        secret,
+                        tenant: t,
+                        id,
+                        webhook_id: WebhookId::from_trusted(get(r, "webhook_id")?),
+                        event_id: EventId::from_trusted(get(r, "event_id")?),
+                        event_type: event_type(&get::<String>(r, "event_type")?)?,
+                        attempts: get::<i64>(r, "attempts")?.max(0) as u32,
+                        url: get(r, "url")?,
+                        body,
+                        claim_token: claim_token.to_owned(),
+                    })
+                }
                 _ => parked.push((t, id)),
             }
         }

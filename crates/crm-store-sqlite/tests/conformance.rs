@@ -12,7 +12,8 @@ async fn fresh_store() -> Arc<dyn Store> {
     ));
     let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
         .await
-        .expect("open sqlite");
+        .expect("open sqlite")
+        .with_secrets(crm_store_conformance::test_secrets());
     store.migrate().await.expect("migrate");
     Arc::new(store)
 }

@@ -153,10 +153,14 @@ pub fn create_workspace(bin: &Path, db_url: &str) -> Result<Workspace> {
     })
 }
 
+/// The key benchmark servers encrypt stored secrets with (Postgres has no key file).
+pub const SECRET_KEYS: &str = "YmVuY2gtc2VjcmV0LWtleS1ub3QtZm9yLXVzZS0zMmI=";
+
 pub fn migrate(bin: &Path, db_url: &str) -> Result<()> {
     crate::run(
         Command::new(bin)
             .args(["migrate", "--database-url", db_url])
+            .env("CRM_SECRET_KEYS", SECRET_KEYS)
             .stdout(Stdio::null()),
     )
 }
@@ -171,6 +175,7 @@ pub fn start_server_env(
 ) -> Result<Proc> {
     let mut cmd = Command::new(bin);
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--database-url", db_url]);
+    cmd.env("CRM_SECRET_KEYS", SECRET_KEYS);
     cmd.envs(env.iter().copied());
     Proc::start(cmd, log)
 }

@@ -43,7 +43,8 @@ pub async fn fresh_database() -> String {
 pub async fn fresh_store() -> PostgresStore {
     let store = PostgresStore::connect_with(&fresh_database().await, POOL_SIZE)
         .await
-        .expect("connect to test database");
+        .expect("connect to test database")
+        .with_secrets(crm_store_conformance::test_secrets());
     store.migrate().await.expect("migrate");
     store
 }
