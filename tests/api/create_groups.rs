@@ -368,25 +368,4 @@ async fn sqlite_a_group_that_fails_before_its_commit_runs_each_create_again_alon
     a_group_that_fails_before_its_commit_runs_each_create_again_alone(Backend::Sqlite).await;
 }
 
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::serve(crate::support::Backend::Sqlite).await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::serve(crate::support::Backend::Postgres).await).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_stores!(grouped_creates_answer_as_each_would_alone);
+crate::on_both_stores!(served_by super::serve; grouped_creates_answer_as_each_would_alone);

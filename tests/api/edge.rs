@@ -28,26 +28,6 @@ async fn serve(backend: Backend) -> Server {
     )
 }
 
-macro_rules! on_both_stores_short_timers {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::serve(crate::support::Backend::Sqlite).await).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::serve(crate::support::Backend::Postgres).await).await;
-                }
-            )*
-        }
-    };
-}
 
 fn address(s: &Server) -> std::net::SocketAddr {
     s.base.trim_start_matches("http://").parse().unwrap()
@@ -272,7 +252,8 @@ async fn a_flood_from_one_address_leaves_other_clients_served(s: Server) {
     assert!(closed >= 400 - 40, "closed {closed}");
 }
 
-on_both_stores_short_timers!(
+crate::on_both_stores!(
+    served_by super::serve;
     methods_a_path_does_not_serve_answer_405_with_allow,
     bodies_that_are_not_json_answer_415,
     an_empty_body_where_one_is_needed_is_a_bad_request,

@@ -84,7 +84,12 @@ pub fn create_workspace(database_url: &str, extra: &[&str]) -> Keys {
 
 /// Runs `crm-server <args> --database-url <database_url>` to completion; returns its stdout.
 pub fn cli(database_url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    if database_url.starts_with("postgres") {
+        // `migrate` and `secrets` need the key on Postgres; the other commands ignore it.
+        command.env("CRM_SECRET_KEYS", POSTGRES_SECRET_KEYS);
+    }
+    let out = command
         .args(args)
         .args(["--database-url", database_url])
         .env("CRM_LOG", "warn")
@@ -339,12 +344,13 @@ impl Server {
 /// Declares each listed `async fn name(s: Server)` as two tests, one per store.
 #[macro_export]
 macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
+    // Each test gets the server `$serve(backend)` starts (a module's own settings).
+    (served_by $serve:path; $($name:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name($crate::support::spawn($crate::support::Backend::Sqlite).await).await;
+                    super::$name($serve($crate::support::Backend::Sqlite).await).await;
                 }
             )*
         }
@@ -352,10 +358,13 @@ macro_rules! on_both_stores {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name($crate::support::spawn($crate::support::Backend::Postgres).await).await;
+                    super::$name($serve($crate::support::Backend::Postgres).await).await;
                 }
             )*
         }
+    };
+    ($($name:ident),* $(,)?) => {
+        $crate::on_both_stores!(served_by $crate::support::spawn; $($name),*);
     };
 }
 

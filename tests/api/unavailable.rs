@@ -187,6 +187,7 @@ async fn serve_started_before_postgres_waits_for_it_then_serves() {
         .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
         .arg(cluster.url())
         .env("CRM_LOG", "warn")
+        .env("CRM_SECRET_KEYS", support::POSTGRES_SECRET_KEYS)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

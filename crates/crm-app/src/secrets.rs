@@ -78,6 +78,32 @@ impl SecretError {
     }
 }
 
+/// `plaintext` sealed for row `id` of `table`, as the stores' row layer writes it.
+pub fn seal_row(
+    secrets: &std::sync::Arc<dyn SecretBox>,
+    tenant: &Tenant,
+    table: &str,
+    id: &str,
+    plaintext: &str,
+) -> Result<String, StoreError> {
+    secrets
+        .seal(&SecretSlot::new(tenant, table, id), plaintext)
+        .map_err(SecretError::into_store)
+}
+
+/// The plaintext of `sealed`, stored in row `id` of `table`, as the stores' row layer reads it.
+pub fn open_row(
+    secrets: &std::sync::Arc<dyn SecretBox>,
+    tenant: &Tenant,
+    table: &str,
+    id: &str,
+    sealed: &str,
+) -> Result<String, StoreError> {
+    secrets
+        .open(&SecretSlot::new(tenant, table, id), sealed)
+        .map_err(SecretError::into_store)
+}
+
 /// Seals and opens secrets. Implementations keep their keys out of `Debug`.
 pub trait SecretBox: Send + Sync + std::fmt::Debug {
     /// `plaintext` sealed under the key that seals now, bound to `slot`.

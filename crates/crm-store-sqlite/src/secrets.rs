@@ -5,41 +5,17 @@
 use async_trait::async_trait;
 pub(crate) use crm_app::secrets::{CONNECTIONS, WEBHOOKS};
 use crm_app::{
-    secrets::{SecretError, SecretRepo, SecretSlot, StoredSecret},
+    secrets::{SecretRepo, StoredSecret},
     StoreError,
 };
-use crm_domain::Tenant;
 
 use crate::{
     backend,
     rows::{get, tenant_of},
-    tx::Secrets,
     SqliteStore, SqliteTx,
 };
 
-pub(crate) fn seal(
-    secrets: &Secrets,
-    tenant: &Tenant,
-    table: &str,
-    id: &str,
-    plaintext: &str,
-) -> Result<String, StoreError> {
-    secrets
-        .seal(&SecretSlot::new(tenant, table, id), plaintext)
-        .map_err(SecretError::into_store)
-}
-
-pub(crate) fn open(
-    secrets: &Secrets,
-    tenant: &Tenant,
-    table: &str,
-    id: &str,
-    sealed: &str,
-) -> Result<String, StoreError> {
-    secrets
-        .open(&SecretSlot::new(tenant, table, id), sealed)
-        .map_err(SecretError::into_store)
-}
+pub(crate) use crm_app::secrets::{open_row as open, seal_row as seal};
 
 /// (table, column) of every stored secret.
 const SECRET_COLUMNS: [(&str, &str); 2] = [(WEBHOOKS, "secret"), (CONNECTIONS, "api_key")];

@@ -45,13 +45,13 @@ const WAL_MAX_MIB: f64 = 256.0;
 const PG_MAX_CLIENTS: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Store {
+pub(crate) enum Store {
     Sqlite,
     Postgres,
 }
 
 impl Store {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Store::Sqlite => "sqlite",
             Store::Postgres => "postgres",

@@ -13,22 +13,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+pub(crate) use crate::bench::Store;
 use crate::bench::{db_url, procs, raw};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Store {
-    Sqlite,
-    Postgres,
-}
-
-impl Store {
-    fn name(self) -> &'static str {
-        match self {
-            Store::Sqlite => "sqlite",
-            Store::Postgres => "postgres",
-        }
-    }
-}
 
 /// One line of the table: what was tried, what it came to, and whether that meets the target.
 pub struct Row {
