@@ -144,3 +144,16 @@ impl JsonSchema for WholeNumber {
         true
     }
 }
+
+/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
+/// refuses what is left empty.
+pub(crate) const NON_BLANK: &str = "\\S";
+
+/// `custom_fields` of a body: keys in the registry's key format (which keys are registered is
+/// live state, answered with `unknown_field`).
+pub(crate) fn custom_field_keys(schema: &mut Schema) {
+    schema.insert(
+        "propertyNames".into(),
+        serde_json::json!({"pattern": crm_domain::registry::KEY_PATTERN}),
+    );
+}

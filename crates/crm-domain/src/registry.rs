@@ -286,6 +286,9 @@ pub struct FieldRegistration {
 /// Longest label a field, enum value or object type may carry.
 pub const MAX_LABEL_LEN: usize = 200;
 
+/// [`check_key`]'s format as a regular expression, for JSON Schemas.
+pub const KEY_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
+
 /// The key format of custom fields and custom object types: 1-64 lowercase letters, digits and
 /// underscores, starting with a letter (snake_case, so it reads the same in JSON, in conditions
 /// and in merge tags).
@@ -302,6 +305,9 @@ pub fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
         Err(ValidationError::invalid(field, "must be 1-64 characters of lowercase letters, digits and underscores, starting with a letter"))
     }
 }
+
+/// [`check_group_name`]'s format as a regular expression, for JSON Schemas.
+pub const GROUP_PATTERN: &str = "^[a-z][a-z0-9_.-]{0,99}$";
 
 /// The name format of enum groups: 1-100 lowercase letters, digits, `_`, `.` and `-`, starting
 /// with a letter, so both `contact.type` and bare names such as `industry` fit, with one spelling

@@ -20,11 +20,12 @@ const REGISTER_HINT: &str =
 /// A company to create; `name` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// A bare domain such as `example.com`; not unique.
     pub domain: Option<String>,
     /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -33,9 +34,11 @@ pub struct CompanyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyUpdate {
     #[serde(default)]
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub name: PatchField<String>,
     #[serde(default)]
     pub domain: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 

@@ -33,11 +33,13 @@ pub struct ContactCreate {
     /// An http(s) URL.
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
     pub contact_type: Option<String>,
     /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -56,9 +58,11 @@ pub struct ContactUpdate {
     #[serde(default)]
     pub linkedin_url: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default, rename = "type")]
     pub contact_type: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -136,7 +140,7 @@ const LIST_QUERY: &[QueryParam] = &[
         "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
     ),
     QueryParam::string("email", "Exact email (case-insensitive)."),
-    QueryParam::string("company_id", "Contacts of this company (`cmp_` id)."),
+    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Contacts of this company (`cmp_` id)."),
     QueryParam::string("type", "A registered `contact.type` value."),
     CUSTOM_FIELDS,
     LIMIT,

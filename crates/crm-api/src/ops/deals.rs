@@ -21,7 +21,7 @@ const REGISTER_HINT: &str =
 /// A deal to create; `title` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub title: Option<String>,
     /// Pipeline key or `pl_` id; the default pipeline when omitted.
     pub pipeline: Option<String>,
@@ -30,7 +30,9 @@ pub struct DealCreate {
     /// A stage key of the pipeline; its entry (first) stage when omitted.
     pub stage: Option<String>,
     /// The `con_` id of the contact deal-triggered emails go to.
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub primary_contact_id: Option<String>,
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
     pub value_cents: Option<WholeNumber>,
@@ -38,6 +40,7 @@ pub struct DealCreate {
     pub currency: Option<String>,
     /// YYYY-MM-DD.
     pub close_date: Option<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -46,14 +49,17 @@ pub struct DealCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealUpdate {
     #[serde(default)]
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
     #[serde(default)]
     pub stage: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub primary_contact_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default)]
     pub value_cents: PatchField<WholeNumber>,
@@ -61,6 +67,7 @@ pub struct DealUpdate {
     pub currency: PatchField<String>,
     #[serde(default)]
     pub close_date: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -145,13 +152,13 @@ const LIST_QUERY: &[QueryParam] = &[
         "pipeline",
         "Pipeline key or `pl_` id. Without it, deals of all pipelines are merged.",
     ),
-    QueryParam::string("pipeline_id", "Alias of `pipeline`."),
+    QueryParam::id_filter("pipeline_id", crm_domain::PipelineId::PATTERN, "Alias of `pipeline`."),
     QueryParam::string(
         "stage",
         "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel.",
     ),
-    QueryParam::string("company_id", "Deals of this company."),
-    QueryParam::string("primary_contact_id", "Deals of this primary contact."),
+    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Deals of this company."),
+    QueryParam::id_filter("primary_contact_id", crm_domain::ContactId::PATTERN, "Deals of this primary contact."),
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,

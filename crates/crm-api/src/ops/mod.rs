@@ -73,6 +73,10 @@ pub(crate) fn deleted_schema() -> Value {
     })
 }
 
+/// What [`if_match`] accepts, for the OpenAPI document: `*`, or a version bare or quoted,
+/// optionally weak (up to 18 digits, so that every such value fits an `i64`).
+pub(crate) const IF_MATCH_PATTERN: &str = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#;
+
 /// `If-Match`: `"<version>"`, a bare version, `W/"<version>"` or `*` (no precondition).
 pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem> {
     let Some(raw) = raw.map(str::trim) else {

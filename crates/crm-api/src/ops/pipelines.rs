@@ -22,7 +22,7 @@ use crate::{
 #[derive(Debug, JsonSchema)]
 #[schemars(untagged)]
 pub enum StageIn {
-    Key(String),
+    Key(#[schemars(pattern(crm_domain::pipeline::KEY_PATTERN))] String),
     Object(StageObject),
 }
 
@@ -58,6 +58,7 @@ impl<'de> Deserialize<'de> for StageIn {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StageObject {
+    #[schemars(pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: String,
     pub label: Option<String>,
     /// `open` (default), `won` or `lost`; won and lost stages are terminal.
@@ -85,14 +86,14 @@ impl From<StageIn> for StageDraft {
 /// A pipeline to create. `key` is unique per workspace and mode; the first stage is the entry stage.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: Option<String>,
     /// Defaults to the key.
     pub name: Option<String>,
     /// Making it the default unsets the old default.
     pub is_default: Option<bool>,
     /// Ordered; at least one.
-    #[schemars(required)]
+    #[schemars(required, length(min = 1))]
     pub stages: Option<Vec<StageIn>>,
 }
 
@@ -109,7 +110,7 @@ pub struct StageChange {
     #[schemars(extend("enum" = ["add", "update", "remove", null]))]
     pub action: Option<String>,
     /// The stage key: of the new stage (add) or of the stage to change or remove.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: Option<String>,
     pub label: Option<String>,
     #[serde(rename = "type")]

@@ -41,7 +41,7 @@ pub struct FieldCreate {
     #[schemars(required, transform = object_names)]
     pub object: Option<String>,
     /// 1-64 lowercase letters, digits and underscores, starting with a letter (snake_case). Unique per object.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
     pub label: Option<String>,
     /// Default `text`. What values the field accepts: text (string), number, boolean, date
@@ -51,6 +51,7 @@ pub struct FieldCreate {
     pub data_type: Option<String>,
     /// For select and multiselect: the enum group of allowed values; default `<object>.<key>`,
     /// created empty if absent (add values with POST /enums).
+    #[schemars(pattern(crm_domain::registry::GROUP_PATTERN))]
     pub enum_group: Option<String>,
     /// A record created without a value for it is refused. Default false.
     pub required: Option<bool>,
@@ -60,7 +61,7 @@ pub struct FieldCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnumValueCreate {
     /// The group, by convention `<object>.<name>` such as `contact.type`; created if absent.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::GROUP_PATTERN))]
     pub group: Option<String>,
     /// The value records will carry. Trimmed; unique in its group.
     #[schemars(required)]
@@ -72,7 +73,7 @@ pub struct EnumValueCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TypeCreate {
     /// 1-64 lowercase letters, digits and underscores, starting with a letter.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
     pub label: Option<String>,
 }
