@@ -55,13 +55,28 @@ EXCLUDED = {
     # A value outside a live enum group (`contact.type`, `company.industry`, ... which POST /enums
     # extends at run time): the schema cannot list values that are registered later.
     "unknown_value": None,
-    # A custom field key that is not registered (POST /fields registers them at run time).
+    # A custom field key that is not registered (POST /fields registers them at run time), also
+    # where a condition or a set_field action names a field.
     "unknown_field": ("custom_fields",),
     # A contact needs at least one identifier, which only a top-level `anyOf` could say, and
     # tool-calling clients refuse such a root schema (docs/decisions.md, "Errors and HTTP").
     "identifier_required": None,
     # A well-formed cursor that this server did not issue for this list.
     "invalid_cursor": None,
+    # An If-Match version other than the record's current one.
+    "version_conflict": None,
+}
+
+# `validation_failed` on these fields depends on live state too.
+LIVE_FIELDS = {
+    # Making the default pipeline not the default is refused (a workspace always has one);
+    # `false` on any other pipeline is a no-op. Which one is the default is live state.
+    "is_default",
+    # A stage's position is from 0 to the pipeline's current number of stages.
+    "position",
+    # `pipeline` (a key or id) and `pipeline_id` naming two different pipelines: which pipeline
+    # a key names is live state, and OpenAPI cannot say that two parameters exclude each other.
+    "pipeline_id",
 }
 
 
@@ -79,6 +94,8 @@ def filter_failure(context, failure, case, response):
         return True
     problem = _problem(response)
     code = problem.get("code") if isinstance(problem, dict) else None
+    if code == "validation_failed" and problem.get("field") in LIVE_FIELDS:
+        return False
     if code not in EXCLUDED:
         return True
     fields = EXCLUDED[code]

@@ -137,7 +137,7 @@ impl JsonSchema for WholeNumber {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "integer"})
+        schemars::json_schema!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
     }
 
     fn inline_schema() -> bool {

@@ -283,6 +283,14 @@ pub struct FieldRegistration {
     pub required: bool,
 }
 
+/// What [`clean_label`] accepts, as a regular expression for JSON Schemas: no control
+/// characters, at most [`MAX_LABEL_LEN`] once trimmed.
+pub const LABEL_PATTERN: &str = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$";
+
+/// What [`EnumValue::new`] accepts, as a regular expression for JSON Schemas: 1-200 characters
+/// once trimmed, no control characters.
+pub const VALUE_PATTERN: &str = "^\\s*([^\\s\\u0000-\\u001f\\u007f-\\u009f]|[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]{0,198}[^\\s\\u0000-\\u001f\\u007f-\\u009f])\\s*$";
+
 /// Longest label a field, enum value or object type may carry.
 pub const MAX_LABEL_LEN: usize = 200;
 

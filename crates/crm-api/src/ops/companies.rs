@@ -34,7 +34,7 @@ pub struct CompanyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyUpdate {
     #[serde(default)]
-    #[schemars(pattern(crate::schema::NON_BLANK))]
+    #[schemars(with = "String", pattern(crate::schema::NON_BLANK))] // null is refused: a company keeps a name
     pub name: PatchField<String>,
     #[serde(default)]
     pub domain: PatchField<String>,

@@ -49,7 +49,7 @@ pub struct DealCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealUpdate {
     #[serde(default)]
-    #[schemars(pattern(crate::schema::NON_BLANK))]
+    #[schemars(with = "String", pattern(crate::schema::NON_BLANK))] // null is refused: a deal keeps a title
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
@@ -152,7 +152,7 @@ const LIST_QUERY: &[QueryParam] = &[
         "pipeline",
         "Pipeline key or `pl_` id. Without it, deals of all pipelines are merged.",
     ),
-    QueryParam::id_filter("pipeline_id", crm_domain::PipelineId::PATTERN, "Alias of `pipeline`."),
+    QueryParam::string("pipeline_id", "Alias of `pipeline`."),
     QueryParam::string(
         "stage",
         "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel.",

@@ -61,7 +61,7 @@ pub struct TemplateCreate {
     #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub subject: Option<String>,
     /// The HTML part; placeholders are filled HTML-escaped.
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub body: Option<String>,
     /// A plain-text part; derived from `body` when absent.
     pub text: Option<String>,

@@ -99,6 +99,7 @@ pub struct PipelineCreate {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineChange {
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `true` makes this the default pipeline (and unsets the old one).
     pub is_default: Option<bool>,
@@ -117,6 +118,7 @@ pub struct StageChange {
     #[schemars(extend("enum" = ["open", "won", "lost", null]))]
     pub stage_type: Option<String>,
     /// 0-based position; default: last (add) or unchanged (update).
+    #[schemars(range(min = 0))]
     pub position: Option<WholeNumber>,
     /// remove: the stage to move the removed stage's deals to.
     pub move_to: Option<String>,

@@ -43,6 +43,7 @@ pub struct FieldCreate {
     /// 1-64 lowercase letters, digits and underscores, starting with a letter (snake_case). Unique per object.
     #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
     /// Default `text`. What values the field accepts: text (string), number, boolean, date
     /// (YYYY-MM-DD), select (a value of `enum_group`), multiselect (an array of them), currency
@@ -64,8 +65,9 @@ pub struct EnumValueCreate {
     #[schemars(required, pattern(crm_domain::registry::GROUP_PATTERN))]
     pub group: Option<String>,
     /// The value records will carry. Trimmed; unique in its group.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::VALUE_PATTERN))]
     pub value: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
 }
 
@@ -75,6 +77,7 @@ pub struct TypeCreate {
     /// 1-64 lowercase letters, digits and underscores, starting with a letter.
     #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
 }
 

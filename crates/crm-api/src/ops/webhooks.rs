@@ -34,7 +34,7 @@ pub struct WebhookCreate {
     /// Where deliveries are POSTed. Live mode: a public `https` URL (hosts that are or resolve to
     /// loopback, private, link-local, unique-local, CGNAT, multicast or cloud-metadata addresses
     /// are refused). Test mode may also use `http` and loopback (`http://127.0.0.1:9000/hook`).
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub url: Option<String>,
     /// Event types to receive: any of `contact.created`, `contact.updated`, `deal.created`,
     /// `deal.updated`, `deal.stage_changed`; or `["*"]` for all.
