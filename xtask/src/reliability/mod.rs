@@ -3,10 +3,12 @@
 //! `--quick` (run by `cargo xtask test`) uses the debug build and smaller numbers, and checks
 //! only that the server keeps answering; the full run holds the figures to their targets.
 //!
-//! Rows built so far: the abuse row (`abuse.rs`). The others of docs/reliability.md are covered
-//! by black-box tests of their own until they join this command.
+//! Rows built so far: the abuse row (`abuse.rs`) and the schemathesis row (`schemathesis.rs`);
+//! `--only abuse|schemathesis` runs one. The others of docs/reliability.md are covered by
+//! black-box tests of their own until they join this command.
 
 mod abuse;
+mod schemathesis;
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +53,21 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         Some("postgres") => vec![Store::Postgres],
         Some(other) => bail!("--store takes sqlite or postgres, not {other}"),
     };
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    if let Some(row) = only.filter(|r| !["abuse", "schemathesis"].contains(r)) {
+        bail!("--only takes abuse or schemathesis, not {row}");
+    }
+    let wants = |row: &str| only.is_none_or(|o| o == row);
+    // Installed before any server starts, so that a missing Python fails fast.
+    let schemathesis = if wants("schemathesis") {
+        Some(schemathesis::install(root)?)
+    } else {
+        None
+    };
     let bin = if quick {
         build_debug_server(root)?
     } else {
@@ -62,7 +79,16 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let mut rows = Vec::new();
     for store in stores {
         let db = Database::fresh(root, store, &run_dir)?;
-        let result = abuse::run(&bin, store, &db.url, &run_dir, quick, open_files);
+        let mut result = Ok(Vec::new());
+        if wants("abuse") {
+            result = abuse::run(&bin, store, &db.url, &run_dir, quick, open_files);
+        }
+        if let (Ok(done), Some(st)) = (&mut result, &schemathesis) {
+            match st.run(root, &bin, store, &db.url, &run_dir, quick) {
+                Ok(row) => done.push(row),
+                Err(e) => result = Err(e),
+            }
+        }
         db.drop_it();
         rows.extend(result?);
     }

@@ -39,6 +39,7 @@ pub struct DealCreate {
     /// Three-letter currency code.
     pub currency: Option<String>,
     /// YYYY-MM-DD.
+    #[schemars(extend("format" = "date"))]
     pub close_date: Option<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -66,6 +67,7 @@ pub struct DealUpdate {
     #[serde(default)]
     pub currency: PatchField<String>,
     #[serde(default)]
+    #[schemars(extend("format" = "date"))]
     pub close_date: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
