@@ -69,8 +69,11 @@ pub struct TemplateCreate {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateUpdate {
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub subject: Option<String>,
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub body: Option<String>,
     /// null removes the text part (it is then derived from `body`).
     #[serde(default)]
