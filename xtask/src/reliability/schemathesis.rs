@@ -66,6 +66,8 @@ impl Schemathesis {
             .args(["--workers", "1", "--no-color"])
             .env("CRM_ST_URL", &base)
             .env("CRM_ST_KEY", &ws.test_key)
+            // hooks.py lives in the source tree: no __pycache__ beside it.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
