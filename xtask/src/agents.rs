@@ -49,15 +49,21 @@ pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
 
 /// `target/venv/bin/python`, with the requirements installed; reinstalled when they change.
 fn venv(root: &Path) -> Result<PathBuf> {
-    let dir = target_dir(root).join("venv");
+    venv_with(root, "venv", REQUIREMENTS)
+}
+
+/// `target/<name>/bin/python`, with the pinned `requirements` (relative to the root) installed;
+/// reinstalled when they change.
+pub(crate) fn venv_with(root: &Path, name: &str, requirements: &str) -> Result<PathBuf> {
+    let dir = target_dir(root).join(name);
     let python = dir.join("bin").join("python");
     if !python.exists() {
         run(Command::new("python3").args(["-m", "venv"]).arg(&dir)).context(
             "creating the virtualenv (python3 -m venv; on Debian: apt-get install python3-venv)",
         )?;
     }
-    let wanted = std::fs::read_to_string(root.join(REQUIREMENTS))
-        .with_context(|| format!("reading {REQUIREMENTS}"))?;
+    let wanted = std::fs::read_to_string(root.join(requirements))
+        .with_context(|| format!("reading {requirements}"))?;
     let marker = dir.join("crm-requirements.txt");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
         run(Command::new(&python)
@@ -69,8 +75,8 @@ fn venv(root: &Path) -> Result<PathBuf> {
                 "--disable-pip-version-check",
                 "-r",
             ])
-            .arg(root.join(REQUIREMENTS)))
-        .context("installing the Python test clients")?;
+            .arg(root.join(requirements)))
+        .with_context(|| format!("installing {requirements}"))?;
         std::fs::write(&marker, &wanted)?;
     }
     Ok(python)

@@ -12,6 +12,8 @@
 //! - `bench [--quick] [--long] [--store sqlite|postgres] [--only a,b] [--contacts N] [--seconds S]`:
 //!   the release server against the database's own ceiling (docs/performance.md).
 //! - `reliability [--quick] [--store sqlite|postgres]`: the server under abuse (docs/reliability.md).
+//! - `schemathesis [--quick] [--store sqlite|postgres]`: the reliability suite's schemathesis row
+//!   alone: the OpenAPI document against what the server accepts.
 
 mod agents;
 mod bench;
@@ -135,9 +137,13 @@ fn main() -> Result<()> {
         ])),
         Some("bench") => bench::main(&root(), &args[1..]),
         Some("reliability") => reliability::main(&root(), &args[1..]),
+        Some("schemathesis") => reliability::main(
+            &root(),
+            &[&["--only".to_owned(), "schemathesis".to_owned()], &args[1..]].concat(),
+        ),
         Some("bench-hello") => bench::hello_main(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres] | reliability [--quick] [--store sqlite|postgres]>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres] | reliability [--quick] [--store sqlite|postgres] [--only abuse|schemathesis] | schemathesis [--quick] [--store sqlite|postgres]>");
             std::process::exit(2);
         }
     }

@@ -61,6 +61,10 @@ impl Hints {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamKind {
     String,
+    /// A string the parser accepts only in this shape (a regular expression): ids, cursors.
+    Pattern(&'static str),
+    /// A filter in this shape (a regular expression), or blank for no filter.
+    Filter(&'static str),
     Boolean,
     Integer {
         min: i64,
@@ -84,7 +88,7 @@ impl ParamKind {
     /// The JSON type of the parameter's value.
     pub fn as_str(self) -> &'static str {
         match self {
-            ParamKind::String => "string",
+            ParamKind::String | ParamKind::Pattern(_) | ParamKind::Filter(_) => "string",
             ParamKind::Boolean => "boolean",
             ParamKind::Integer { .. } => "integer",
             ParamKind::FieldMap => "object",
@@ -97,6 +101,35 @@ impl QueryParam {
         QueryParam {
             name,
             kind: ParamKind::String,
+            required: false,
+            description,
+        }
+    }
+
+    /// A string parameter that must match `pattern` (ids: their type's `PATTERN`).
+    pub const fn pattern(
+        name: &'static str,
+        pattern: &'static str,
+        description: &'static str,
+    ) -> QueryParam {
+        QueryParam {
+            name,
+            kind: ParamKind::Pattern(pattern),
+            required: false,
+            description,
+        }
+    }
+
+    /// A filter on an id (`pattern`: its type's `PATTERN`); blank is no filter, as for every
+    /// string filter.
+    pub const fn id_filter(
+        name: &'static str,
+        pattern: &'static str,
+        description: &'static str,
+    ) -> QueryParam {
+        QueryParam {
+            name,
+            kind: ParamKind::Filter(pattern),
             required: false,
             description,
         }
@@ -122,12 +155,19 @@ impl QueryParam {
     pub fn schema(&self) -> Value {
         let mut s = match self.kind {
             ParamKind::String => serde_json::json!({"type": "string"}),
+            ParamKind::Pattern(pattern) => {
+                serde_json::json!({"type": "string", "pattern": pattern})
+            }
+            ParamKind::Filter(pattern) => {
+                serde_json::json!({"type": "string", "pattern": format!("^\\s*$|{pattern}")})
+            }
             ParamKind::Boolean => serde_json::json!({"type": "boolean"}),
             ParamKind::Integer { min, max } => {
                 serde_json::json!({"type": "integer", "minimum": min, "maximum": max})
             }
             ParamKind::FieldMap => serde_json::json!({
                 "type": "object",
+                "propertyNames": {"pattern": crm_domain::registry::KEY_PATTERN},
                 "additionalProperties": {"type": ["string", "number", "boolean"]},
                 "maxProperties": MAX_FIELD_FILTERS,
             }),
@@ -147,8 +187,12 @@ pub const LIMIT: QueryParam = QueryParam {
     required: false,
     description: "Page size, 1 to 100 (default 25).",
 };
-pub const CURSOR: QueryParam =
-    QueryParam::string("cursor", "The `next_cursor` of the previous page.");
+/// Cursors are unpadded URL-safe base64 (`crm_app::paging`); any other string is `invalid_cursor`.
+pub const CURSOR: QueryParam = QueryParam::pattern(
+    "cursor",
+    "^[A-Za-z0-9_-]+$",
+    "The `next_cursor` of the previous page.",
+);
 pub const INCLUDE_DELETED: QueryParam = QueryParam {
     name: "include_deleted",
     kind: ParamKind::Boolean,
@@ -232,7 +276,7 @@ impl Operation {
         if self.idempotency_key {
             properties.insert(
                 "idempotency_key".into(),
-                serde_json::json!({"type": "string", "maxLength": 255, "description": "Makes a retry safe: the same key with the same arguments returns the first result."}),
+                serde_json::json!({"type": "string", "minLength": 1, "maxLength": 255, "description": "Makes a retry safe: the same key with the same arguments returns the first result."}),
             );
         }
         if self.if_match {

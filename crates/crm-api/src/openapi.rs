@@ -150,11 +150,11 @@ pub fn document(public_url: &str) -> Value {
             .collect();
         parameters.extend(op.query.iter().map(query_parameter));
         if op.idempotency_key {
-            parameters.push(json!({"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255},
+            parameters.push(json!({"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "minLength": 1, "maxLength": 255},
                 "description": "Replaying the same key with the same body returns the original result (kept 24 hours)."}));
         }
         if op.if_match {
-            parameters.push(json!({"name": "If-Match", "in": "header", "required": false, "schema": {"type": "string"},
+            parameters.push(json!({"name": "If-Match", "in": "header", "required": false, "schema": {"type": "string", "pattern": crate::ops::IF_MATCH_PATTERN},
                 "description": "The version (ETag) you read; 412 version_conflict if the record changed since."}));
         }
         let mut operation = json!({

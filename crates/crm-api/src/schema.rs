@@ -138,10 +138,23 @@ impl JsonSchema for WholeNumber {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        schemars::json_schema!({"type": "integer"})
+        schemars::json_schema!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
     }
 
     fn inline_schema() -> bool {
         true
     }
+}
+
+/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
+/// refuses what is left empty.
+pub(crate) const NON_BLANK: &str = "\\S";
+
+/// `custom_fields` of a body: keys in the registry's key format (which keys are registered is
+/// live state, answered with `unknown_field`).
+pub(crate) fn custom_field_keys(schema: &mut Schema) {
+    schema.insert(
+        "propertyNames".into(),
+        serde_json::json!({"pattern": crm_domain::registry::KEY_PATTERN}),
+    );
 }

@@ -70,6 +70,8 @@ macro_rules! typed_id {
 
         impl $name {
             pub const PREFIX: &'static str = $prefix;
+            /// What [`Self::parse`] accepts, as a regular expression for JSON Schemas.
+            pub const PATTERN: &'static str = concat!("^", $prefix, "[0-7][0-9a-hjkmnp-tv-z]{25}$");
             pub const KIND: &'static str = $kind;
 
             pub fn from_uuid(uuid: Uuid) -> Self {

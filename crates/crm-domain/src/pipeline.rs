@@ -108,6 +108,10 @@ pub const DEFAULT_STAGES: [(&str, StageType); 5] = [
 ];
 pub const DEFAULT_PIPELINE_KEY: &str = "default";
 
+/// [`check_key`]'s format as a regular expression, for JSON Schemas (a stage key may start with
+/// `pl_` as well; the schema is stricter there rather than have two patterns).
+pub const KEY_PATTERN: &str = "^(?!pl_)[a-z0-9][a-z0-9_-]{0,63}$";
+
 /// Keys of pipelines and stages: 1-64 of `[a-z0-9_-]`, starting with a letter or digit. A pipeline
 /// key may not look like a pipeline id, since both address a pipeline.
 fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {

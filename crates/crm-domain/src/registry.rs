@@ -283,8 +283,19 @@ pub struct FieldRegistration {
     pub required: bool,
 }
 
+/// What [`clean_label`] accepts, as a regular expression for JSON Schemas: no control
+/// characters, at most [`MAX_LABEL_LEN`] once trimmed.
+pub const LABEL_PATTERN: &str = "^\\s*[^\\u0000-\\u001f\\u007f-\\u009f]{0,200}\\s*$";
+
+/// What [`EnumValue::new`] accepts, as a regular expression for JSON Schemas: 1-200 characters
+/// once trimmed, no control characters.
+pub const VALUE_PATTERN: &str = "^\\s*([^\\s\\u0000-\\u001f\\u007f-\\u009f]|[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]{0,198}[^\\s\\u0000-\\u001f\\u007f-\\u009f])\\s*$";
+
 /// Longest label a field, enum value or object type may carry.
 pub const MAX_LABEL_LEN: usize = 200;
+
+/// [`check_key`]'s format as a regular expression, for JSON Schemas.
+pub const KEY_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
 
 /// The key format of custom fields and custom object types: 1-64 lowercase letters, digits and
 /// underscores, starting with a letter (snake_case, so it reads the same in JSON, in conditions
@@ -302,6 +313,9 @@ pub fn check_key(field: &str, key: &str) -> Result<(), ValidationError> {
         Err(ValidationError::invalid(field, "must be 1-64 characters of lowercase letters, digits and underscores, starting with a letter"))
     }
 }
+
+/// [`check_group_name`]'s format as a regular expression, for JSON Schemas.
+pub const GROUP_PATTERN: &str = "^[a-z][a-z0-9_.-]{0,99}$";
 
 /// The name format of enum groups: 1-100 lowercase letters, digits, `_`, `.` and `-`, starting
 /// with a letter, so both `contact.type` and bare names such as `industry` fit, with one spelling

@@ -3,10 +3,13 @@
 //! `--quick` (run by `cargo xtask test`) uses the debug build and smaller numbers, and checks
 //! only that the server keeps answering; the full run holds the figures to their targets.
 //!
-//! Rows built so far: the tenant matrix over REST (`tenants.rs`) and the abuse row (`abuse.rs`). The others of docs/reliability.md are covered
-//! by black-box tests of their own until they join this command.
+//! Rows built so far: the tenant matrix over REST (`tenants.rs`), the abuse row (`abuse.rs`)
+//! and the schemathesis row (`schemathesis.rs`); `--only tenants|abuse|schemathesis` runs one;
+//! the schemathesis row runs only when asked for until the document passes it. The others of
+//! docs/reliability.md are covered by black-box tests of their own until they join this command.
 
 mod abuse;
+mod schemathesis;
 mod tenants;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +41,23 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         Some("postgres") => vec![Store::Postgres],
         Some(other) => bail!("--store takes sqlite or postgres, not {other}"),
     };
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
+    if let Some(row) = only.filter(|r| !["tenants", "abuse", "schemathesis"].contains(r)) {
+        bail!("--only takes tenants, abuse or schemathesis, not {row}");
+    }
+    // The schemathesis row joins the default rows (and so `cargo xtask test`) once the document
+    // has no failure left; until then it runs only when asked for.
+    let wants = |row: &str| only.map_or(row != "schemathesis", |o| o == row);
+    // Installed before any server starts, so that a missing Python fails fast.
+    let schemathesis = if wants("schemathesis") {
+        Some(schemathesis::install(root)?)
+    } else {
+        None
+    };
     let bin = if quick {
         build_debug_server(root)?
     } else {
@@ -49,10 +69,24 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     let mut rows = Vec::new();
     for store in stores {
         let db = Database::fresh(root, store, &run_dir)?;
-        let result = tenants::run(&bin, store, &db.url, &run_dir, &[]).and_then(|mut rows| {
-            rows.extend(abuse::run(&bin, store, &db.url, &run_dir, quick, open_files)?);
-            Ok(rows)
-        });
+        let mut result = Ok(Vec::new());
+        if wants("tenants") {
+            result = tenants::run(&bin, store, &db.url, &run_dir, &[]);
+        }
+        if wants("abuse") {
+            if let Ok(done) = &mut result {
+                match abuse::run(&bin, store, &db.url, &run_dir, quick, open_files) {
+                    Ok(rows) => done.extend(rows),
+                    Err(e) => result = Err(e),
+                }
+            }
+        }
+        if let (Ok(done), Some(st)) = (&mut result, &schemathesis) {
+            match st.run(root, &bin, store, &db.url, &run_dir, quick) {
+                Ok(row) => done.push(row),
+                Err(e) => result = Err(e),
+            }
+        }
         db.drop_it();
         rows.extend(result?);
     }

@@ -23,14 +23,17 @@ const REGISTER_HINT: &str =
 pub struct ActivityCreate {
     /// A registered `activity.type` value: note, call, email, task, or one added with POST /enums.
     #[serde(rename = "type")]
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub activity_type: Option<String>,
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub contact_id: Option<String>,
+    #[schemars(pattern(crm_domain::DealId::PATTERN))]
     pub deal_id: Option<String>,
     #[schemars(length(max = 100000))]
     pub body: Option<String>,
     /// When it happened (ISO 8601); defaults to now, may be in the past.
     pub occurred_at: Option<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -39,14 +42,17 @@ pub struct ActivityUpdate {
     #[serde(default, rename = "type")]
     pub activity_type: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub contact_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::DealId::PATTERN))]
     pub deal_id: PatchField<String>,
     #[serde(default)]
     #[schemars(length(max = 100000))]
     pub body: PatchField<String>,
     #[serde(default)]
     pub occurred_at: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -73,8 +79,8 @@ fn render(a: &Activity) -> serde_json::Value {
 }
 
 const LIST_QUERY: &[QueryParam] = &[
-    QueryParam::string("contact_id", "Activities of this contact."),
-    QueryParam::string("deal_id", "Activities of this deal."),
+    QueryParam::id_filter("contact_id", crm_domain::ContactId::PATTERN, "Activities of this contact."),
+    QueryParam::id_filter("deal_id", crm_domain::DealId::PATTERN, "Activities of this deal."),
     QueryParam::string("type", "A registered `activity.type` value."),
     LIMIT,
     CURSOR,

@@ -27,6 +27,7 @@ fn action_types(schema: &mut schemars::Schema) {
 /// A condition: `{field, op, value?}`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
+#[schemars(deny_unknown_fields)] // crm_domain::rule::parse_condition refuses other keys
 pub struct ConditionIn {
     /// A built-in field of the triggering record, a custom field key (bare or
     /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
@@ -43,6 +44,7 @@ pub struct ConditionIn {
 /// parameters.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)] // describes the wire shape
+#[schemars(deny_unknown_fields)] // the engine refuses keys that are not the action's parameters
 pub struct ActionIn {
     /// create_activity, set_field, move_deal_stage or send_email.
     #[serde(rename = "type")]
@@ -71,7 +73,7 @@ pub struct ActionIn {
 /// A rule to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AutomationCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
     #[schemars(required, extend("enum" = ["contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]))]
@@ -80,7 +82,7 @@ pub struct AutomationCreate {
     #[schemars(with = "Option<Vec<ConditionIn>>")]
     pub conditions: Option<Value>,
     /// One or more actions, run in order.
-    #[schemars(with = "Option<Vec<ActionIn>>", required)]
+    #[schemars(with = "Option<Vec<ActionIn>>", required, length(min = 1))]
     pub actions: Option<Value>,
     /// Default true. An enabled rule counts against the plan's active-automation cap.
     pub enabled: Option<bool>,

@@ -50,6 +50,7 @@ pub struct BatchOperation {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct BatchRequest {
     /// 1 to 100 operations.
+    #[schemars(length(min = 1, max = 100))]
     pub operations: Vec<BatchOperation>,
     /// When true, any failure writes nothing (422 listing the failures under `errors`).
     pub atomic: Option<bool>,

@@ -20,13 +20,13 @@ const REGISTER_HINT: &str =
 /// A company to create; `name` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyCreate {
-    #[schemars(required)]
-    #[schemars(length(max = 1024))]
+    #[schemars(required, length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// A bare domain such as `example.com`; not unique.
     #[schemars(length(max = 1024))]
     pub domain: Option<String>,
     /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -35,11 +35,12 @@ pub struct CompanyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyUpdate {
     #[serde(default)]
-    #[schemars(length(max = 1024))]
+    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))] // null is refused: a company keeps a name
     pub name: PatchField<String>,
     #[serde(default)]
     #[schemars(length(max = 1024))]
     pub domain: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 

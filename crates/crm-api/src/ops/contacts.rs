@@ -37,11 +37,13 @@ pub struct ContactCreate {
     #[schemars(length(max = 1024))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
     pub contact_type: Option<String>,
     /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -64,9 +66,11 @@ pub struct ContactUpdate {
     #[schemars(length(max = 1024))]
     pub linkedin_url: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default, rename = "type")]
     pub contact_type: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -144,7 +148,7 @@ const LIST_QUERY: &[QueryParam] = &[
         "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
     ),
     QueryParam::string("email", "Exact email (case-insensitive)."),
-    QueryParam::string("company_id", "Contacts of this company (`cmp_` id)."),
+    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Contacts of this company (`cmp_` id)."),
     QueryParam::string("type", "A registered `contact.type` value."),
     CUSTOM_FIELDS,
     LIMIT,

@@ -21,8 +21,7 @@ const REGISTER_HINT: &str =
 /// A deal to create; `title` is required.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealCreate {
-    #[schemars(required)]
-    #[schemars(length(max = 1024))]
+    #[schemars(required, length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub title: Option<String>,
     /// Pipeline key or `pl_` id; the default pipeline when omitted.
     pub pipeline: Option<String>,
@@ -31,14 +30,18 @@ pub struct DealCreate {
     /// A stage key of the pipeline; its entry (first) stage when omitted.
     pub stage: Option<String>,
     /// The `con_` id of the contact deal-triggered emails go to.
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub primary_contact_id: Option<String>,
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
     pub value_cents: Option<WholeNumber>,
     /// Three-letter currency code.
     pub currency: Option<String>,
     /// YYYY-MM-DD.
+    #[schemars(extend("format" = "date"))]
     pub close_date: Option<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -47,22 +50,26 @@ pub struct DealCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealUpdate {
     #[serde(default)]
-    #[schemars(length(max = 1024))]
+    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))] // null is refused: a deal keeps a title
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
     #[serde(default)]
     pub stage: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
     pub primary_contact_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default)]
     pub value_cents: PatchField<WholeNumber>,
     #[serde(default)]
     pub currency: PatchField<String>,
     #[serde(default)]
+    #[schemars(extend("format" = "date"))]
     pub close_date: PatchField<String>,
+    #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -152,8 +159,8 @@ const LIST_QUERY: &[QueryParam] = &[
         "stage",
         "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel.",
     ),
-    QueryParam::string("company_id", "Deals of this company."),
-    QueryParam::string("primary_contact_id", "Deals of this primary contact."),
+    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Deals of this company."),
+    QueryParam::id_filter("primary_contact_id", crm_domain::ContactId::PATTERN, "Deals of this primary contact."),
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,

@@ -28,7 +28,7 @@ pub struct ConnectionCreate {
     #[schemars(required, extend("enum" = ["resend", "postmark", "sendgrid", "smtp"]))]
     pub provider: Option<String>,
     /// The provider's sending key (SMTP: the password). Write-only: responses show `api_key_last4`.
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub api_key: Option<String>,
     /// The sender, `addr@example.com` or `Name <addr@example.com>`; the provider must allow it.
     #[schemars(required)]
@@ -55,16 +55,13 @@ pub struct ConnectionOut {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateCreate {
-    #[schemars(required)]
-    #[schemars(length(max = 1024))]
+    #[schemars(required, length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `{{field}}` placeholders allowed.
-    #[schemars(required)]
-    #[schemars(length(max = 1024))]
+    #[schemars(required, length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub subject: Option<String>,
     /// The HTML part; placeholders are filled HTML-escaped.
-    #[schemars(required)]
-    #[schemars(length(max = 100000))]
+    #[schemars(required, length(max = 100000), pattern(crate::schema::NON_BLANK))]
     pub body: Option<String>,
     /// A plain-text part; derived from `body` when absent.
     #[schemars(length(max = 100000))]
@@ -73,11 +70,11 @@ pub struct TemplateCreate {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TemplateUpdate {
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub subject: Option<String>,
-    #[schemars(length(max = 100000))]
+    #[schemars(length(max = 100000), pattern(crate::schema::NON_BLANK))]
     pub body: Option<String>,
     /// null removes the text part (it is then derived from `body`).
     #[serde(default)]
@@ -141,8 +138,8 @@ fn render_email(e: &EmailMessage) -> Value {
 const PAGE_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 const EMAIL_QUERY: &[QueryParam] = &[
-    QueryParam::string("contact_id", "Emails to or logged on this contact."),
-    QueryParam::string("deal_id", "Emails about this deal."),
+    QueryParam::id_filter("contact_id", crm_domain::ContactId::PATTERN, "Emails to or logged on this contact."),
+    QueryParam::id_filter("deal_id", crm_domain::DealId::PATTERN, "Emails about this deal."),
     QueryParam::string("status", "simulated, queued, sent or failed."),
     LIMIT,
     CURSOR,

@@ -23,13 +23,13 @@ fn scope_names(schema: &mut schemars::Schema) {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct KeyCreate {
     /// What the key is for, e.g. `ci` or `billing agent`.
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `*`, or any of `<resource>:read` / `<resource>:write` (write implies read) for resources
     /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
     /// webhooks, connections, templates, settings, usage, events, emails, keys. Only scopes the
     /// calling key holds itself can be granted.
-    #[schemars(required, transform = scope_names)]
+    #[schemars(required, transform = scope_names, length(min = 1))]
     pub scopes: Option<Vec<String>>,
 }
 
@@ -37,7 +37,7 @@ pub struct KeyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct KeyRoll {
     /// How long the old secret keeps working, 0 (default: it stops at once) to 604800 (7 days).
-    #[schemars(with = "Option<u64>")]
+    #[schemars(with = "Option<u64>", range(max = crm_app::keys::MAX_EXPIRE_OLD_AFTER_SECONDS))]
     pub expire_old_after_seconds: Option<f64>,
 }
 

@@ -77,6 +77,11 @@ pub(crate) fn deleted_schema() -> Value {
 /// the update answers 412 `version_conflict` with `current_version`, as any other mismatch does.
 const NO_VERSION: i64 = 0;
 
+/// What [`if_match`] accepts, for the OpenAPI document: `*`, or a version bare, quoted or in a
+/// weak tag (up to 18 digits, so that every such value fits an `i64`); a weak tag is well-formed
+/// but never matches.
+pub(crate) const IF_MATCH_PATTERN: &str = r#"^(\*|[0-9]{1,18}|"[0-9]{1,18}"|W/"[0-9]{1,18}")$"#;
+
 /// `If-Match` (decisions §2, §22): `"<version>"`, a bare version or `*` (no precondition). The
 /// comparison is strong (RFC 9110 §13.1.1): a weak tag such as `W/"3"` never matches. Anything
 /// else, an unbalanced quote included, is 400 `bad_request`, never a match.

@@ -22,7 +22,7 @@ use crate::{
 #[derive(Debug, JsonSchema)]
 #[schemars(untagged)]
 pub enum StageIn {
-    Key(String),
+    Key(#[schemars(pattern(crm_domain::pipeline::KEY_PATTERN))] String),
     Object(StageObject),
 }
 
@@ -58,6 +58,7 @@ impl<'de> Deserialize<'de> for StageIn {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StageObject {
+    #[schemars(pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: String,
     #[schemars(length(max = 1024))]
     pub label: Option<String>,
@@ -86,7 +87,7 @@ impl From<StageIn> for StageDraft {
 /// A pipeline to create. `key` is unique per workspace and mode; the first stage is the entry stage.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: Option<String>,
     /// Defaults to the key.
     #[schemars(length(max = 1024))]
@@ -94,13 +95,13 @@ pub struct PipelineCreate {
     /// Making it the default unsets the old default.
     pub is_default: Option<bool>,
     /// Ordered; at least one.
-    #[schemars(required)]
+    #[schemars(required, length(min = 1))]
     pub stages: Option<Vec<StageIn>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PipelineChange {
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `true` makes this the default pipeline (and unsets the old one).
     pub is_default: Option<bool>,
@@ -112,7 +113,7 @@ pub struct StageChange {
     #[schemars(extend("enum" = ["add", "update", "remove", null]))]
     pub action: Option<String>,
     /// The stage key: of the new stage (add) or of the stage to change or remove.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::pipeline::KEY_PATTERN))]
     pub key: Option<String>,
     #[schemars(length(max = 1024))]
     pub label: Option<String>,
@@ -120,6 +121,7 @@ pub struct StageChange {
     #[schemars(extend("enum" = ["open", "won", "lost", null]))]
     pub stage_type: Option<String>,
     /// 0-based position; default: last (add) or unchanged (update).
+    #[schemars(range(min = 0))]
     pub position: Option<WholeNumber>,
     /// remove: the stage to move the removed stage's deals to.
     pub move_to: Option<String>,

@@ -41,8 +41,9 @@ pub struct FieldCreate {
     #[schemars(required, transform = object_names)]
     pub object: Option<String>,
     /// 1-64 lowercase letters, digits and underscores, starting with a letter (snake_case). Unique per object.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
     /// Default `text`. What values the field accepts: text (string), number, boolean, date
     /// (YYYY-MM-DD), select (a value of `enum_group`), multiselect (an array of them), currency
@@ -51,6 +52,7 @@ pub struct FieldCreate {
     pub data_type: Option<String>,
     /// For select and multiselect: the enum group of allowed values; default `<object>.<key>`,
     /// created empty if absent (add values with POST /enums).
+    #[schemars(pattern(crm_domain::registry::GROUP_PATTERN))]
     pub enum_group: Option<String>,
     /// A record created without a value for it is refused. Default false.
     pub required: Option<bool>,
@@ -60,11 +62,12 @@ pub struct FieldCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnumValueCreate {
     /// The group, by convention `<object>.<name>` such as `contact.type`; created if absent.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::GROUP_PATTERN))]
     pub group: Option<String>,
     /// The value records will carry. Trimmed; unique in its group.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::VALUE_PATTERN))]
     pub value: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
 }
 
@@ -72,8 +75,9 @@ pub struct EnumValueCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TypeCreate {
     /// 1-64 lowercase letters, digits and underscores, starting with a letter.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::registry::KEY_PATTERN))]
     pub key: Option<String>,
+    #[schemars(pattern(crm_domain::registry::LABEL_PATTERN))]
     pub label: Option<String>,
 }
 

@@ -12,7 +12,8 @@ use crate::{
 const QUERY: &[QueryParam] = &[
     QueryParam {
         name: "q",
-        kind: ParamKind::String,
+        // Trimmed, it must not be empty.
+        kind: ParamKind::Pattern("\\S"),
         required: true,
         description: "Case-insensitive substring: contact names, email, phone, LinkedIn URL; company name and domain; deal title.",
     },

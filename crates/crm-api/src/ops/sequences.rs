@@ -18,6 +18,7 @@ use crate::{
 /// What enrolls records by itself.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
+#[schemars(deny_unknown_fields)] // crm_domain::sequence refuses other keys
 pub struct TriggerIn {
     /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
     event: String,
@@ -28,6 +29,7 @@ pub struct TriggerIn {
 /// One step: wait (exactly one of the three), then send.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)] // describes the wire shape
+#[schemars(deny_unknown_fields)] // crm_domain::sequence refuses other keys
 pub struct StepIn {
     /// Days to wait after the previous step (the first step: after enrollment).
     wait_days: Option<i64>,
@@ -49,7 +51,7 @@ pub struct StepIn {
 /// A sequence to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceCreate {
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `email` (the default and only channel).
     pub channel: Option<String>,
@@ -61,7 +63,7 @@ pub struct SequenceCreate {
     #[schemars(with = "Option<Vec<ConditionIn>>")]
     pub exit_when: Option<Value>,
     /// One or more steps.
-    #[schemars(with = "Option<Vec<StepIn>>", required)]
+    #[schemars(with = "Option<Vec<StepIn>>", required, length(min = 1))]
     pub steps: Option<Value>,
     /// Default true.
     pub enabled: Option<bool>,
@@ -89,7 +91,7 @@ pub struct SequenceUpdate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct EnrollIn {
     /// The `con_` id of a contact with an email address.
-    #[schemars(required)]
+    #[schemars(required, pattern(crm_domain::ContactId::PATTERN))]
     pub contact_id: Option<String>,
 }
 

@@ -21,6 +21,11 @@ use crate::{
 /// The names `events` takes, from the domain's list: `*` or an event type.
 fn event_names(schema: &mut schemars::Schema) {
     items_enum(schema, &Subscription::valid_options());
+    // `*` subscribes to everything and must stand alone.
+    schema.insert(
+        "not".into(),
+        serde_json::json!({"type": "array", "contains": {"const": "*"}, "minItems": 2}),
+    );
 }
 
 /// A webhook to register.
@@ -29,11 +34,11 @@ pub struct WebhookCreate {
     /// Where deliveries are POSTed. Live mode: a public `https` URL (hosts that are or resolve to
     /// loopback, private, link-local, unique-local, CGNAT, multicast or cloud-metadata addresses
     /// are refused). Test mode may also use `http` and loopback (`http://127.0.0.1:9000/hook`).
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub url: Option<String>,
     /// Event types to receive: any of `contact.created`, `contact.updated`, `deal.created`,
     /// `deal.updated`, `deal.stage_changed`; or `["*"]` for all.
-    #[schemars(required, transform = event_names)]
+    #[schemars(required, transform = event_names, length(min = 1))]
     pub events: Option<Vec<String>>,
     /// What the webhook is for (at most 500 characters).
     pub description: Option<String>,
@@ -43,7 +48,7 @@ pub struct WebhookCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WebhookUpdate {
     pub url: Option<String>,
-    #[schemars(transform = event_names)]
+    #[schemars(transform = event_names, length(min = 1))]
     pub events: Option<Vec<String>>,
     /// `null` clears it.
     #[serde(default)]
