@@ -35,7 +35,7 @@ use tokio::{
     sync::{oneshot, Semaphore},
     task::JoinSet,
 };
-use tower::Service;
+use tower::{Service, ServiceExt};
 
 pub use body::BodyTimeout;
 
@@ -226,14 +226,16 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Answering<S::Future>;
+    type Future = Answering<tower::util::Oneshot<S, Request>>;
 
+    /// A clone of the application, made ready and called (`Oneshot`), as hyper-util's
+    /// `TowerToHyperService` does.
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         self.serving.started();
         let stall = self.shared.config.body_timeout;
         let req = req.map(|body| Body::new(DeadlineBody::new(body, stall)));
         Answering {
-            inner: self.shared.app.clone().call(req),
+            inner: self.shared.app.clone().oneshot(req),
             serving: self.serving.clone(),
         }
     }
