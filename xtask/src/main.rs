@@ -6,9 +6,10 @@
 //!   the agent suite (`tests/agents`): the official Python MCP and A2A clients against the server;
 //!   then `reliability --quick`.
 //! - `agents`: the agent suite alone.
-//! - `tidy`: checks the architecture's dependency rules.
+//! - `tidy`: the architecture's rules alone (the tests in `tidy.rs`, which `test` runs too).
 //! - `openapi`: writes `docs/openapi.json` from the operation catalog.
-//! - `deny`: runs `cargo deny check` (when cargo-deny is installed).
+//! - `deny`: runs `cargo deny check` (when cargo-deny is installed); `.ci/run` installs it.
+//! - `lint`: clippy on every target, warnings denied.
 //! - `bench [--quick] [--long] [--store sqlite|postgres] [--only a,b] [--contacts N] [--seconds S]`:
 //!   the release server against the database's own ceiling (docs/performance.md).
 //! - `reliability [--quick] [--store sqlite|postgres]`: the server under abuse (docs/reliability.md).
@@ -70,7 +71,6 @@ pub(crate) fn cargo() -> Command {
 }
 
 fn test(args: &[String]) -> Result<()> {
-    tidy::check(&root())?;
     let pg = postgres::find_or_start(&root())?;
     eprintln!("xtask: Postgres for tests at {}", pg.redacted_url());
     pg.drop_leftover_test_databases();
@@ -124,7 +124,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("agents") => agents_only(),
-        Some("tidy") => tidy::check(&root()),
+        Some("tidy") => run(cargo().args(["test", "-p", "xtask", "--", "tidy::"])),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
         Some("lint") => run(cargo().args([
