@@ -7,7 +7,6 @@
 
 pub mod activities;
 pub mod auth;
-pub mod automation_ports;
 pub mod automations;
 pub mod batch;
 pub mod companies;
@@ -19,8 +18,8 @@ pub mod emails;
 pub mod error;
 pub mod events;
 pub mod idempotency;
+pub mod identity;
 pub mod keys;
-pub mod mail_ports;
 pub mod metering;
 pub mod paging;
 pub mod pipelines;
@@ -31,9 +30,9 @@ pub mod registry;
 pub mod search;
 pub mod secrets;
 pub mod sequence_hooks;
-pub mod sequence_ports;
 pub mod sequence_sends;
 pub mod sequences;
+pub mod store_error;
 pub mod system;
 pub mod webhooks;
 pub mod workspaces;
