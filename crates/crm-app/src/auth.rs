@@ -48,14 +48,14 @@ impl App {
     /// Resolves an `Authorization` header value into a caller. Every failure is 401, with a
     /// detail that says which of missing, malformed, unknown, revoked or expired it was.
     ///
-    /// The key and its workspace come from [`App::config`] when this process has them, else from
+    /// The key and its workspace come from the configuration cache when this process has them, else from
     /// one lookup by a unique index. Revoking or rolling a key and changing a plan or settings
     /// mark the workspace's configuration changed, so every process forgets its copy as the
-    /// change commits (see `config_cache`); revocation, expiry and scopes are checked on every
+    /// change commits (see [`crate::ports::ConfigCache`]); revocation, expiry and scopes are checked on every
     /// request against the record either way.
     ///
-    /// Not `#[tracing::instrument]`ed as the operations are: on every request even a disabled
-    /// span cost 100 instructions (callgrind), and a refusal is in the response's log line.
+    /// Not `#[tracing::instrument]`ed as the operations are: even a disabled span costs every
+    /// request, and a refusal is in the response's log line anyway.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, AppError> {
         let header = authorization.ok_or(AppError::Unauthorized(
             "missing Authorization header; send `Authorization: Bearer <API_KEY>`",

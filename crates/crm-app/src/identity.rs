@@ -196,7 +196,7 @@ pub struct Identity {
     pub scopes: Scopes,
     pub workspace: Workspace,
     /// When this copy last passed a use of the key to the meter (Unix milliseconds; 0: never):
-    /// uses closer together than [`TOUCH_EVERY_MS`] are not passed on (`Meter::touch` takes a
+    /// uses closer together than [`TOUCH_EVERY_MS`] are not passed on (the meter's `touch` takes a
     /// lock both worker threads contend for).
     touched_ms: AtomicI64,
 }

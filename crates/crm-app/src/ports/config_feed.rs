@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crm_domain::WorkspaceId;
 
 /// Where a store reports changes to what processes cache about a workspace (its API keys, plan
-/// and settings, registry, automations and sequences): see `crate::config_cache`.
+/// and settings, registry, automations and sequences): see [`super::ConfigCache`].
 pub trait ConfigEvents: Send + Sync {
     /// A transaction that changed `workspace`'s configuration committed.
     fn changed(&self, workspace: &WorkspaceId);

@@ -2,6 +2,10 @@
 //! implement them; every method documents its contract, and the conformance suite
 //! (`crm-store-conformance`) checks the store's.
 //!
+//! Beside the outside world's services, the process's own infrastructure is reached through
+//! ports too ([`ConfigCache`], [`UsageMeter`], [`RateLimiter`], [`WriteGrouping`],
+//! [`OutboxSignal`]), implemented in `crm-runtime`: the use cases hold no caches, locks or tasks.
+//!
 //! The ports know no use case: they depend on `crm-domain` and on the leaf modules of shared
 //! types ([`crate::identity`], [`crate::store_error`]) only, so a use case may import any port
 //! and no port imports back.
@@ -10,6 +14,7 @@ mod activity;
 mod automation;
 mod clock;
 mod company;
+mod config_cache;
 mod config_feed;
 mod contact;
 mod deal;
@@ -18,6 +23,7 @@ mod event;
 mod idempotency;
 mod key;
 mod mail;
+mod outbox_signal;
 mod pipeline;
 mod plan;
 mod rate_limiter;
@@ -27,14 +33,17 @@ mod secret;
 mod sequence;
 mod slice;
 mod store;
+mod usage_meter;
 mod webhook;
 mod workspace;
+mod write_grouping;
 
 pub use crate::store_error::StoreError;
 pub use activity::{ActivityFilter, ActivityRepo};
 pub use automation::AutomationRepo;
 pub use clock::{Clock, IdSource, COARSE_SLACK_MS};
 pub use company::{CompanyFilter, CompanyRepo};
+pub use config_cache::{ConfigCache, Generation, NoConfigCache};
 pub use config_feed::{ConfigEvents, ConfigMarks};
 pub use contact::{ContactFilter, ContactRepo, FieldFilter};
 pub use deal::{DealFilter, DealRepo};
@@ -43,6 +52,7 @@ pub use event::EventRepo;
 pub use idempotency::{IdemRecord, IdempotencyRepo, StoredReply};
 pub use key::{KeyRepo, KeyUse};
 pub use mail::{EmailFilter, EmailRepo};
+pub use outbox_signal::{NoOutboxSignal, OutboxSignal};
 pub use pipeline::{PipelineRepo, RowLock};
 pub use plan::{PlanCounts, PlanRepo, UsageLock};
 pub use rate_limiter::{RateLimiter, RateStatus};
@@ -52,8 +62,10 @@ pub use secret::{SecretRepo, StoredSecret};
 pub use sequence::{ClaimedEnrollment, SequenceRepo};
 pub use slice::Slice;
 pub use store::{Store, Tx};
+pub use usage_meter::UsageMeter;
 pub use webhook::{
     AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
     WebhookRepo,
 };
 pub use workspace::WorkspaceRepo;
+pub use write_grouping::{GroupedWrites, WriteGrouping};

@@ -5,7 +5,6 @@ use crm_domain::{ObjectKind, Tenant};
 
 use super::StoreError;
 
-
 /// A record a write points at, which must exist (as [`RecordRepo::record_exists`] says) for the
 /// write to happen. Handing these to the insert instead of checking them first lets a networked
 /// store check them in the INSERT itself: one round trip fewer per create.
