@@ -127,10 +127,7 @@ impl Meter {
         }
     }
 
-    /// The billing period containing `at`. The last one found is kept per thread (its calendar
-    /// arithmetic was a third of an admission), without a lock; a period depends only on the
-    /// clock, so one cache serves every `Meter`.
-
+    /// The tenant's entry for `period`, made empty when it has none.
     fn entry(&self, tenant: &Tenant, period: Period) -> SharedEntry {
         let mut entries = lock(&self.entries);
         if let Some(entry) = entries
