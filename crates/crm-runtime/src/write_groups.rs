@@ -189,3 +189,83 @@ impl<J: Send + 'static, R: Send + 'static> WriteGrouping<J, R> for WriteSlots<J,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex as StdMutex;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// Writes that record how they ran; `alone` waits for a permit, so a test can hold the only
+    /// slot while others queue.
+    #[derive(Clone)]
+    struct Recorder {
+        gate: Arc<Semaphore>,
+        groups: Arc<StdMutex<Vec<Vec<u32>>>>,
+    }
+
+    #[async_trait]
+    impl GroupedWrites<u32, String> for Recorder {
+        async fn alone(&self, job: u32) -> String {
+            let _permit = self.gate.acquire().await.unwrap();
+            format!("alone {job}")
+        }
+        async fn together(&self, jobs: Vec<u32>) -> Vec<String> {
+            self.groups.lock().unwrap().push(jobs.clone());
+            jobs.into_iter().map(|j| format!("grouped {j}")).collect()
+        }
+        fn lost(&self) -> String {
+            "lost".into()
+        }
+        fn handle(&self) -> Arc<dyn GroupedWrites<u32, String>> {
+            Arc::new(self.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_that_find_every_slot_taken_run_together_and_each_gets_its_own_answer() {
+        let slots = Arc::new(WriteSlots::<u32, String>::new(1, 10));
+        let writes = Recorder {
+            gate: Arc::new(Semaphore::new(0)),
+            groups: Arc::default(),
+        };
+        let first = tokio::spawn({
+            let (slots, writes) = (slots.clone(), writes.clone());
+            async move { slots.run(&writes, 0).await }
+        });
+        // Let the first write take the only slot before the others arrive.
+        while slots.inner.state().taken == 0 {
+            tokio::task::yield_now().await;
+        }
+        let queued: Vec<_> = (1..=3)
+            .map(|job| {
+                let (slots, writes) = (slots.clone(), writes.clone());
+                tokio::spawn(async move { slots.run(&writes, job).await })
+            })
+            .collect();
+        while slots.inner.state().queue.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        writes.gate.add_permits(1);
+        assert_eq!(first.await.unwrap(), "alone 0");
+        for (job, answer) in (1..=3).zip(queued) {
+            assert_eq!(answer.await.unwrap(), format!("grouped {job}"));
+        }
+        assert_eq!(*writes.groups.lock().unwrap(), vec![vec![1, 2, 3]]);
+        assert_eq!(slots.inner.state().taken, 0, "every slot given back");
+    }
+
+    #[tokio::test]
+    async fn a_write_with_a_free_slot_runs_alone_at_once() {
+        let slots = WriteSlots::<u32, String>::new(2, 10);
+        let writes = Recorder {
+            gate: Arc::new(Semaphore::new(1)),
+            groups: Arc::default(),
+        };
+        assert_eq!(slots.run(&writes, 7).await, "alone 7");
+        assert!(writes.groups.lock().unwrap().is_empty());
+        assert_eq!(slots.inner.state().taken, 0);
+    }
+}
