@@ -17,7 +17,7 @@
 //!   (or, if the company was committed meanwhile, to succeed); so is a contact with other
 //!   references (reference-typed custom fields);
 //! - its automations, sequence enrollments and idempotency record are written as for a create
-//!   alone ([`App::finish_write`] over the group's events).
+//!   alone (`App::finish_write` over the group's events).
 //!
 //! A store error before the commit rolls the whole group back, and then every create in it runs
 //! again alone, in its own transaction, so that one create's failure never becomes another's. A

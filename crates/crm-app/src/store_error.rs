@@ -13,7 +13,7 @@ pub enum StoreError {
     #[error("stale version")]
     Stale,
     /// The write names a record that does not exist: the `usize` is its index in the write's
-    /// list of [`Reference`](crate::ports::Reference)s. Nothing was written; the transaction is
+    /// list of references (the ports' `Reference`). Nothing was written; the transaction is
     /// still usable.
     #[error("missing reference")]
     MissingReference(usize),

@@ -1,6 +1,6 @@
 //! What a process keeps in memory about workspaces between requests: API keys with their
 //! workspace, each tenant's registries, and the rules every write consults (active automations,
-//! triggered sequences). The use cases read through it ([`crate::cached_reads`]); an adapter
+//! triggered sequences). The use cases read through it (`cached_reads.rs`); an adapter
 //! keeps it, told of every change by the store's feed ([`super::ConfigEvents`], which every
 //! cache also is).
 //!

@@ -18,7 +18,7 @@ pub trait ConfigEvents: Send + Sync {
     fn disconnected(&self);
 }
 
-/// What a write transaction marked with [`Tx::mark_config_changed`], for stores to announce at
+/// What a write transaction marked with [`super::Tx::mark_config_changed`], for stores to announce at
 /// commit: to other processes by their own means, to this one through [`ConfigMarks::committed`].
 #[derive(Default)]
 pub struct ConfigMarks {
@@ -27,7 +27,7 @@ pub struct ConfigMarks {
 }
 
 impl ConfigMarks {
-    /// `local`: this process's listener, once [`Store::follow_config_changes`] runs.
+    /// `local`: this process's listener, once [`super::Store::follow_config_changes`] runs.
     pub fn new(local: Option<Arc<dyn ConfigEvents>>) -> ConfigMarks {
         ConfigMarks {
             workspaces: Vec::new(),

@@ -1,7 +1,7 @@
 //! Counting requests against a tenant's allowance for a billing period, and the batched writes
 //! that keep counting and keys' `last_used_at` off the request path. The policy (what is counted,
 //! what is capped, in which order with the rate limit) is the use case's
-//! ([`crate::metering`]); this port only counts, reserves and writes.
+//! (`metering.rs`); this port only counts, reserves and writes.
 
 use async_trait::async_trait;
 use crm_domain::{Allowance, ApiKeyId, Period, Tenant, Timestamp};
