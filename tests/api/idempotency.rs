@@ -10,11 +10,11 @@ use std::{
 
 use crm_app::{
     idempotency::{Claim, StoredReply, LEASE_MS},
-    system::UuidV7,
     workspaces::Overrides,
     App, AppError, Clock,
 };
 use crm_domain::{Mode, Plan, Tenant, Timestamp};
+use crm_runtime::{system::UuidV7, Runtime};
 use reqwest::Method;
 use serde_json::json;
 
@@ -190,13 +190,24 @@ impl Clock for ManualClock {
 
 /// An application on a fresh database of `backend`, with a clock the test moves.
 pub(crate) async fn app_on(backend: Backend) -> (App, Arc<ManualClock>) {
+    let (runtime, clock) = runtime_on(backend).await;
+    (runtime.app, clock)
+}
+
+/// [`app_on`], with the rest of the process's infrastructure (the outbox signal).
+pub(crate) async fn runtime_on(backend: Backend) -> (Runtime, Arc<ManualClock>) {
     let url = crate::support::fresh_database(backend).await;
-    app_at(backend, &url).await
+    runtime_at(backend, &url).await
 }
 
 /// An application on the database at `url` (migrated), with a clock the test moves: another
 /// process, as far as the database can tell.
 async fn app_at(backend: Backend, url: &str) -> (App, Arc<ManualClock>) {
+    let (runtime, clock) = runtime_at(backend, url).await;
+    (runtime.app, clock)
+}
+
+async fn runtime_at(backend: Backend, url: &str) -> (Runtime, Arc<ManualClock>) {
     let url = url.to_owned();
     let store: Arc<dyn crm_app::Store> = match backend {
         Backend::Sqlite => {
@@ -213,7 +224,7 @@ async fn app_at(backend: Backend, url: &str) -> (App, Arc<ManualClock>) {
         }
     };
     let clock = Arc::new(ManualClock(AtomicI64::new(1_800_000_000_000)));
-    (App::new(store, clock.clone(), Arc::new(UuidV7)), clock)
+    (Runtime::new(store, clock.clone(), Arc::new(UuidV7)), clock)
 }
 
 /// A key whose first request is still running answers `idempotency_in_progress`; once its lease

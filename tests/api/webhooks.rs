@@ -751,13 +751,14 @@ mod delivery {
     );
 }
 
-/// Writing events tells the fan-out loop at once (`App::events_written`); a read does not. (With
+/// Writing events tells the fan-out loop at once (`Runtime::events_written`); a read does not. (With
 /// the configuration cache off, as here, a create runs in a transaction like the update; the
 /// one-statement create's signal, after its commit, is not reached.)
 async fn writing_events_wakes_the_fan_out(backend: Backend) {
     use crm_app::workspaces::Overrides;
     use crm_domain::{ContactDraft, ContactPatch, Patch, Plan};
-    let (app, _) = crate::idempotency::app_on(backend).await;
+    let (runtime, _) = crate::idempotency::runtime_on(backend).await;
+    let (app, events_written) = (runtime.app, runtime.events_written);
     let ws = app
         .create_workspace("w", Plan::Free, Overrides::default())
         .await
@@ -768,7 +769,7 @@ async fn writing_events_wakes_the_fan_out(backend: Backend) {
         .unwrap();
     // A waiter armed before each step: `notify_waiters` stores nothing for one that is not.
     let armed = || {
-        let mut woken = Box::pin(app.events_written().notified());
+        let mut woken = Box::pin(events_written.notified());
         woken.as_mut().enable();
         woken
     };

@@ -92,7 +92,7 @@ async fn reload(
 impl App {
     /// Creates a contact and its `contact.created` event in one transaction.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    /// When the server groups creates ([`App::group_contact_creates`]), this one joins a group
+    /// When the server groups creates ([`App::with_contact_create_grouping`]), this one joins a group
     /// sharing a transaction with others (see `create_groups`); its outcome is its own either way.
     pub async fn create_contact(
         &self,

@@ -1,21 +1,14 @@
-//! Contact creates grouped into shared transactions: the write coalescing of issue 8.
+//! Contact creates grouped into shared transactions: the write coalescing of issue 8. When
+//! creates run together is decided outside this crate (a [`WriteGrouping`] port, which
+//! `crm-runtime` implements with a few transaction slots and a queue: groups form only while the
+//! database already has that many create transactions in flight, and grow with the load); what
+//! a group does is decided here: [`GroupedWrites`] for contact creates.
 //!
 //! Alone, every create is its own transaction: BEGIN, the contact's INSERT, its event's INSERT,
 //! COMMIT (or, when nothing reacts to it, one statement on Postgres: `App::create_contact_alone`).
-//! A commit per contact is exactly the database's own ceiling the bench measures, so creates
-//! served alone can only come near it. When the
-//! server turns grouping on ([`App::group_contact_creates`]) with `slots` transactions:
-//! - a create that finds a slot free takes it and runs alone, exactly as without grouping (no
-//!   queue, no other task: at low load nothing changes);
-//! - a create that finds every slot taken is queued;
-//! - whoever gives a slot back (a create alone, once it has its answer, or a group) first looks
-//!   at the queue: if creates wait there, it keeps the slot and commits up to `max_group` of them
-//!   as one group, in a task of its own: one multi-row INSERT of the contacts
-//!   ([`crate::ports::ContactRepo::insert_contacts`]), one of their events, one commit.
-//!
-//! So groups form only while the database already has `slots` create transactions in flight, and
-//! they grow with the load. Both decisions (take a slot or queue; give it back or serve the
-//! queue) are made under one lock, so a queued create is never left without a slot to serve it.
+//! A commit per contact is exactly the database's own ceiling, so creates served alone can only
+//! come near it. A group commits several creates as one: one multi-row INSERT of the contacts
+//! ([`crate::ports::ContactRepo::insert_contacts`]), one of their events, one commit.
 //!
 //! Each create keeps its own outcome, the one it would have had alone:
 //! - invalid input is refused before anything is written;
@@ -24,139 +17,54 @@
 //!   (or, if the company was committed meanwhile, to succeed); so is a contact with other
 //!   references (reference-typed custom fields);
 //! - its automations, sequence enrollments and idempotency record are written as for a create
-//!   alone ([`App::finish_write`] over the group's events).
+//!   alone (`App::finish_write` over the group's events).
 //!
 //! A store error before the commit rolls the whole group back, and then every create in it runs
 //! again alone, in its own transaction, so that one create's failure never becomes another's. A
 //! failed commit answers every create of the group with its error: whether a commit that failed
 //! took effect is not known, so nothing is retried.
 
-use std::{
-    collections::{HashSet, VecDeque},
-    sync::{Arc, Mutex, OnceLock},
-};
+use std::{collections::HashSet, sync::Arc};
 
+use async_trait::async_trait;
 use crm_domain::{registry::ReferenceCheck, Contact, ContactDraft, ContactId, ObjectKind, Tenant};
-use tokio::sync::oneshot;
 
 use crate::{
     contacts::email_conflict,
     error::AppError,
     idempotency::IdemClaim,
-    ports::{StoreError, Tx},
+    ports::{GroupedWrites, StoreError, Tx, WriteGrouping},
     write::{finish_in_tx, missing_reference, store_references, Effects, Emit, RecordRef},
     App,
 };
 
-/// The create slots and the queue, once grouping is on; shared by every clone of the [`App`].
-#[derive(Default)]
-pub(crate) struct CreateGroups(OnceLock<Arc<Slots>>);
-
-pub(crate) struct Slots {
-    slots: usize,
-    max_group: usize,
-    state: Mutex<State>,
+/// One contact create, as it waits for its transaction.
+pub struct ContactCreate {
+    pub tenant: Tenant,
+    pub draft: ContactDraft,
+    pub idem: Option<IdemClaim>,
 }
 
-#[derive(Default)]
-struct State {
-    /// Slots taken: creates running alone plus groups running.
-    taken: usize,
-    queue: VecDeque<Queued>,
-}
+/// The outcome of one contact create.
+pub type ContactCreated = Result<Contact, AppError>;
+
+/// Where contact creates are grouped (see the module documentation).
+pub type ContactCreateGrouping = dyn WriteGrouping<ContactCreate, ContactCreated>;
+
+/// The grouping of contact creates, once the server turns it on.
+#[derive(Clone, Default)]
+pub(crate) struct CreateGroups(Option<Arc<ContactCreateGrouping>>);
 
 impl CreateGroups {
-    pub(crate) fn slots(&self) -> Option<&Arc<Slots>> {
-        self.0.get()
+    pub(crate) fn slots(&self) -> Option<&Arc<ContactCreateGrouping>> {
+        self.0.as_ref()
     }
 }
 
-impl Slots {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // The lock is never held across a panic point that could leave `State` half-changed.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Up to `max_group` queued creates, or none.
-    fn take_queued(&self) -> Option<Vec<Queued>> {
-        let mut state = self.state();
-        take(&mut state, self.max_group)
-    }
-
-    /// Gives a slot back, unless creates are queued: then the slot serves them, in a task of its
-    /// own (the slot's holder may be a request about to answer).
-    fn give_back(self: &Arc<Self>, app: &App) {
-        let mut state = self.state();
-        let Some(group) = take(&mut state, self.max_group) else {
-            state.taken -= 1;
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime left to serve the group on: the process is ending, and the group's
-            // creates answer an error as their senders drop.
-            state.taken -= 1;
-            return;
-        };
-        drop(state);
-        let slot = Slot {
-            slots: self.clone(),
-            app: app.clone(),
-        };
-        drop(runtime.spawn(slot.serve(group)));
-    }
-}
-
-fn take(state: &mut State, max_group: usize) -> Option<Vec<Queued>> {
-    if state.queue.is_empty() {
-        return None;
-    }
-    let n = state.queue.len().min(max_group);
-    Some(state.queue.drain(..n).collect())
-}
-
-/// A slot a group task holds; given back when dropped, also when the task panics.
-struct Slot {
-    slots: Arc<Slots>,
-    app: App,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.slots.give_back(&self.app);
-    }
-}
-
-impl Slot {
-    /// Runs `group`, then each group queued meanwhile, until the queue is empty.
-    async fn serve(self, mut group: Vec<Queued>) {
-        loop {
-            self.app.run_group(group).await;
-            match self.slots.take_queued() {
-                Some(next) => group = next,
-                None => return,
-            }
-        }
-    }
-}
-
-/// The slot a create running alone holds; given back when dropped, also when the request's
-/// future is dropped (a client that went away).
-struct AloneSlot<'a> {
-    slots: &'a Arc<Slots>,
-    app: &'a App,
-}
-
-impl Drop for AloneSlot<'_> {
-    fn drop(&mut self) {
-        self.slots.give_back(self.app);
-    }
-}
-
-/// A create waiting for, or inside, a group.
+/// A create inside a group.
 struct Queued {
     tenant: Tenant,
     idem: Option<IdemClaim>,
-    reply: oneshot::Sender<Result<Contact, AppError>>,
     stage: Stage,
 }
 
@@ -200,58 +108,33 @@ enum GroupFailure {
 }
 
 impl App {
-    /// Groups contact creates from now on (see the module documentation): once `slots` create
-    /// transactions are in flight, further creates queue and are committed up to `max_group` in
-    /// one transaction. Called once by the server; later calls change nothing. Until it is called
-    /// (tests, CLI commands, other services embedding the app) every create is its own
-    /// transaction. Needs a tokio runtime, on which the groups run.
-    pub fn group_contact_creates(&self, slots: usize, max_group: usize) {
-        let slots = Slots {
-            slots: slots.max(1),
-            max_group: max_group.max(1),
-            state: Mutex::default(),
-        };
-        let _ = self.create_groups.0.set(Arc::new(slots));
+    /// The same application with its contact creates grouped by `grouping` (see the module
+    /// documentation). Until then (tests, CLI commands, other services embedding the app) every
+    /// create is its own transaction.
+    pub fn with_contact_create_grouping(mut self, grouping: Arc<ContactCreateGrouping>) -> App {
+        self.create_groups = CreateGroups(Some(grouping));
+        self
     }
 
-    /// [`App::create_contact`] with grouping on: alone in a free slot, else queued for a group.
+    /// [`App::create_contact`] with grouping on: alone or in a group, as `grouping` decides.
     pub(crate) async fn create_contact_in_slot(
         &self,
-        slots: &Arc<Slots>,
+        grouping: &Arc<ContactCreateGrouping>,
         tenant: &Tenant,
         draft: ContactDraft,
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
-        let answer = {
-            let mut state = slots.state();
-            if state.taken < slots.slots {
-                state.taken += 1;
-                Err(draft)
-            } else {
-                let (reply, answer) = oneshot::channel();
-                state.queue.push_back(Queued {
-                    tenant: tenant.clone(),
-                    idem: idem.cloned(),
-                    reply,
-                    stage: Stage::Draft(draft),
-                });
-                Ok(answer)
-            }
+        let create = ContactCreate {
+            tenant: tenant.clone(),
+            draft,
+            idem: idem.cloned(),
         };
-        match answer {
-            Ok(answer) => answer.await.unwrap_or_else(|_| {
-                Err(AppError::Internal(
-                    "the contact create was lost with its group".into(),
-                ))
-            }),
-            Err(draft) => {
-                let _slot = AloneSlot { slots, app: self };
-                self.create_contact_alone(tenant, draft, idem).await
-            }
-        }
+        grouping.run(self, create).await
     }
 
-    async fn run_group(&self, mut group: Vec<Queued>) {
+    /// Runs `group` in one transaction; each create's outcome, in their order.
+    async fn run_group(&self, mut group: Vec<Queued>) -> Vec<ContactCreated> {
+        let mut answers = Vec::with_capacity(group.len());
         match self.commit_group(&mut group).await {
             Ok(()) => {
                 for q in group {
@@ -269,7 +152,7 @@ impl App {
                             "a create was left unfinished by its group".into(),
                         )),
                     };
-                    let _ = q.reply.send(answer);
+                    answers.push(answer);
                 }
             }
             Err(GroupFailure::Commit(e)) => {
@@ -281,7 +164,7 @@ impl App {
                         _ if unavailable => Err(AppError::Unavailable(detail.clone())),
                         _ => Err(AppError::Internal(detail.clone())),
                     };
-                    let _ = q.reply.send(answer);
+                    answers.push(answer);
                 }
             }
             Err(GroupFailure::Before(e)) => {
@@ -311,10 +194,11 @@ impl App {
                         }
                         Stage::Invalid(error) => Err(error),
                     };
-                    let _ = q.reply.send(answer);
+                    answers.push(answer);
                 }
             }
         }
+        answers
     }
 
     /// The group in one transaction, tenant by tenant.
@@ -353,12 +237,6 @@ impl App {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         for q in part.iter_mut() {
-            if q.reply.is_closed() {
-                // Its request went away while it waited (a create alone would have been rolled
-                // back with it): nothing is written for it.
-                q.stage = Stage::Invalid(AppError::Internal("the request went away".into()));
-                continue;
-            }
             let Stage::Draft(draft) = &mut q.stage else {
                 continue;
             };
@@ -475,4 +353,34 @@ fn only_its_company(contact: &Contact, refs: &[ReferenceCheck]) -> bool {
                 .as_ref()
                 .is_some_and(|c| c.as_str() == r.id)
     })
+}
+
+#[async_trait]
+impl GroupedWrites<ContactCreate, ContactCreated> for App {
+    async fn alone(&self, create: ContactCreate) -> ContactCreated {
+        self.create_contact_alone(&create.tenant, create.draft, create.idem.as_ref())
+            .await
+    }
+
+    async fn together(&self, creates: Vec<ContactCreate>) -> Vec<ContactCreated> {
+        let group = creates
+            .into_iter()
+            .map(|c| Queued {
+                tenant: c.tenant,
+                idem: c.idem,
+                stage: Stage::Draft(c.draft),
+            })
+            .collect();
+        self.run_group(group).await
+    }
+
+    fn lost(&self) -> ContactCreated {
+        Err(AppError::Internal(
+            "the contact create was lost with its group".into(),
+        ))
+    }
+
+    fn handle(&self) -> Arc<dyn GroupedWrites<ContactCreate, ContactCreated>> {
+        Arc::new(self.clone())
+    }
 }

@@ -5,7 +5,7 @@
 use crm_domain::ValidationError;
 use serde_json::Value;
 
-use crate::ports::StoreError;
+use crate::store_error::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {

@@ -8,6 +8,7 @@
 
 use crm_domain::{Tenant, Timestamp};
 
+pub use crate::ports::{IdemRecord, StoredReply};
 use crate::{error::AppError, App};
 
 /// How long a key and its stored result are kept.
@@ -16,25 +17,6 @@ pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 /// may take it over.
 pub const LEASE_MS: i64 = 60 * 1000;
 pub const MAX_KEY_LEN: usize = 255;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredReply {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdemRecord {
-    pub key: String,
-    /// Hash of method, path and canonical body: "the same request".
-    pub fingerprint: String,
-    pub reply: Option<StoredReply>,
-    pub created_at: Timestamp,
-    pub locked_until: Timestamp,
-    /// Read back: whether the process that wrote the record still runs (see
-    /// `IdempotencyRepo::get_idempotency`). Ignored on writes, which record the writing process.
-    pub owner_alive: bool,
-}
 
 /// A claimed key: the request holding it must finish or release it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,77 +3,42 @@
 //! Every write is one transaction opened through the [`ports::Store`] port: the record, its
 //! events (outbox) and the idempotency result commit together or not at all. This crate knows the
 //! rules (through `crm-domain`) and the ports, and nothing of HTTP, JSON wire DTOs, SQL or any
-//! particular database: adapters implement [`ports`], transports call [`App`].
+//! particular database: adapters implement [`ports`], transports call [`App`]. Nor does it hold
+//! the process's infrastructure (caches, usage counting, rate budgets, write grouping, tasks):
+//! it reaches them through ports ([`Infrastructure`]), which `crm-runtime` implements.
 
 pub mod activities;
 pub mod auth;
-pub mod automation_ports;
 pub mod automations;
 pub mod batch;
+mod cached_reads;
 pub mod companies;
-pub mod config_cache;
 pub mod contacts;
-mod create_groups;
+pub mod create_groups;
 pub mod deals;
 pub mod emails;
 pub mod error;
 pub mod events;
 pub mod idempotency;
+pub mod identity;
 pub mod keys;
-pub mod mail_ports;
 pub mod metering;
 pub mod paging;
 pub mod pipelines;
 pub mod plans;
 pub mod ports;
-pub mod ratelimit;
 pub mod registry;
 pub mod search;
 pub mod secrets;
 pub mod sequence_hooks;
-pub mod sequence_ports;
 pub mod sequence_sends;
 pub mod sequences;
-pub mod system;
+pub mod store_error;
 pub mod webhooks;
 pub mod workspaces;
 pub mod write;
 
-/// The map for per-request lookups (key cache, rate limiter, meter): keyed by server-made ids and
-/// key hashes, never attacker-chosen keys, so foldhash rather than SipHash, which was 4 % of a
-/// cached request's instructions.
-pub(crate) type FastMap<K, V> = foldhash::HashMap<K, V>;
-
-/// Inserts into one of the per-thread maps (key copies, usage handles) of at most `max` entries:
-/// past it a new key takes an old one's place, so a larger working set costs copies, not memory.
-pub(crate) fn insert_bounded<K: Eq + Hash + Clone, V>(
-    map: &mut FastMap<K, V>,
-    max: usize,
-    key: K,
-    value: V,
-) {
-    if map.len() >= max && !map.contains_key(&key) {
-        if let Some(old) = map.keys().next().cloned() {
-            map.remove(&old);
-        }
-    }
-    map.insert(key, value);
-}
-
-/// A number of its own for each key cache and meter: per-thread maps are shared by every instance
-/// on the thread (tests run many apps), so their entries carry it.
-pub(crate) fn instance_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-use std::{
-    hash::Hash,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
-};
+use std::sync::Arc;
 
 pub use auth::{Access, Caller, Scope, Scopes};
 pub use error::AppError;
@@ -81,59 +46,80 @@ pub use metering::{Admission, Refused};
 pub use paging::{Page, PageParams};
 pub use ports::{Clock, IdSource, RateLimiter, RateStatus, Store, StoreError, Tx};
 
+/// The process's infrastructure, as the use cases reach it: built by an adapter (`crm-runtime`),
+/// or by a test from fakes.
+#[derive(Clone)]
+pub struct Infrastructure {
+    /// Keys, plans, registries and rules kept between requests.
+    pub config: Arc<dyn ports::ConfigCache>,
+    /// Usage counts and keys' uses, written in batches.
+    pub meter: Arc<dyn ports::UsageMeter>,
+    /// Per-minute request budgets.
+    pub limiter: Arc<dyn RateLimiter>,
+    /// Told when this process writes events.
+    pub outbox: Arc<dyn ports::OutboxSignal>,
+}
+
 /// The application: the ports it was built with. Cheap to clone.
 #[derive(Clone)]
 pub struct App {
-    pub store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
-    /// Rate budgets, usage counts and key uses of this process.
-    pub meter: Arc<metering::Meter>,
+    /// Rate budgets of tenants.
+    limiter: Arc<dyn RateLimiter>,
+    /// Usage counts and key uses of this process.
+    meter: Arc<dyn ports::UsageMeter>,
     /// The network for webhooks (resolving hosts at registration); none in CLI commands.
     pub outbound: Option<Arc<dyn webhooks::Outbound>>,
-    /// Keys, plans, registries and rules kept between requests; off until
+    /// Keys, plans, registries and rules kept between requests; empty until
     /// [`App::follow_config_changes`] runs (CLI commands never turn it on).
-    pub config: Arc<config_cache::ConfigCache>,
-    /// Where contact creates are queued once the server groups them (`create_groups`).
-    create_groups: Arc<create_groups::CreateGroups>,
-    /// Notified when this process writes events, so that an idle fan-out loop looks again at
-    /// once instead of after its idle wait ([`App::events_written`]).
-    events_written: Arc<tokio::sync::Notify>,
+    config: Arc<dyn ports::ConfigCache>,
+    /// Where contact creates are grouped, once the server turns grouping on (`create_groups`).
+    create_groups: create_groups::CreateGroups,
+    /// Told when this process writes events, so that an idle fan-out loop looks again at once
+    /// instead of after its idle wait ([`App::events_written`]).
+    events_written: Arc<dyn ports::OutboxSignal>,
 }
 
 impl App {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
-        let holder = crm_domain::encode_uuid(ids.new_uuid());
-        let meter = Arc::new(metering::Meter::new(
-            holder,
-            Arc::new(ratelimit::LocalRateLimiter::new()),
-        ));
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+        infrastructure: Infrastructure,
+    ) -> App {
+        let Infrastructure {
+            config,
+            meter,
+            limiter,
+            outbox,
+        } = infrastructure;
         App {
             store,
             clock,
             ids,
+            limiter,
             meter,
             outbound: None,
-            config: Arc::new(config_cache::ConfigCache::new()),
-            create_groups: Arc::default(),
-            events_written: Arc::default(),
+            config,
+            create_groups: create_groups::CreateGroups::default(),
+            events_written: outbox,
         }
     }
 
-    /// Notified (`notify_waiters`: nothing is stored for a loop that has not armed a waiter)
-    /// whenever this process writes events to the outbox, possibly before they commit (inside a
-    /// transaction) or for a transaction that then rolls back: a fan-out loop that waits on it
-    /// looks again soon, and keeps looking every poll for a few looks. Events other processes
-    /// write are found by polling.
-    pub fn events_written(&self) -> &Arc<tokio::sync::Notify> {
+    /// Told (`notify_waiters`: nothing is stored for a loop not waiting yet) whenever this
+    /// process writes events to the outbox, possibly before they commit (inside a transaction)
+    /// or for a transaction that then rolls back: a fan-out loop that waits on it looks again
+    /// soon. Events other processes write are found by polling.
+    pub fn events_written(&self) -> &Arc<dyn ports::OutboxSignal> {
         &self.events_written
     }
 
     /// The same application with rate budgets kept by `limiter` (shared by several processes)
-    /// instead of in this process.
+    /// instead of the one it was built with.
     pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> App {
-        let holder = crm_domain::encode_uuid(self.ids.new_uuid());
-        self.meter = Arc::new(metering::Meter::new(holder, limiter));
+        self.limiter = limiter;
         self
     }
 
@@ -143,10 +129,16 @@ impl App {
         self
     }
 
-    /// Keeps [`App::config`] in step with the database for the life of the process; until it
-    /// runs, nothing is cached.
+    /// Keeps the configuration cache in step with the database for the life of the process;
+    /// until it runs, nothing is cached.
     pub async fn follow_config_changes(&self) {
         self.store.follow_config_changes(self.config.clone()).await
+    }
+
+    /// Writes the usage counts and keys' uses gathered since the last flush (see
+    /// [`ports::UsageMeter::flush`]); `last` at shutdown gives every reservation back.
+    pub async fn flush_usage(&self, last: bool) {
+        self.meter.flush(last).await
     }
 
     /// Whether the database answers.

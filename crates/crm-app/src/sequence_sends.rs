@@ -2,7 +2,7 @@
 //! connection), and [`App::send_due_sequence_steps`], one round of the scheduler worker.
 //!
 //! A round is one transaction. It locks up to `batch` due enrollments across tenants (rows other
-//! rounds hold are skipped: see [`crate::sequence_ports::SequenceRepo::lock_due_enrollments`]),
+//! rounds hold are skipped: see [`crate::ports::SequenceRepo::lock_due_enrollments`]),
 //! then per tenant, inside a savepoint: loads the sequences, recipients and source records of the
 //! claimed enrollments in a few queries, re-checks every exit rule right before the send, advances
 //! the enrollments still at the step they were claimed at (one statement), and records the email

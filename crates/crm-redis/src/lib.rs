@@ -13,11 +13,9 @@ use std::{
 };
 
 use async_trait::async_trait;
-use crm_app::{
-    ratelimit::{ceil_secs, LocalRateLimiter},
-    RateLimiter, RateStatus,
-};
+use crm_app::{RateLimiter, RateStatus};
 use crm_domain::Tenant;
+use crm_runtime::rate_limiter::{ceil_secs, LocalRateLimiter};
 use redis::{aio::ConnectionManager, Script};
 
 /// How long a request waits for Redis before it is admitted by the in-process limiter instead.

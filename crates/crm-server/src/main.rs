@@ -16,13 +16,15 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use crm_api::Api;
 use crm_app::{
-    metering::FLUSH_INTERVAL_MS,
     plans::PlanChange,
-    system::{SystemClock, UuidV7},
     workspaces::{CreatedWorkspace, Overrides},
     App, Store,
 };
 use crm_domain::Plan;
+use crm_runtime::{
+    system::{SystemClock, UuidV7},
+    Runtime, FLUSH_INTERVAL_MS,
+};
 
 use config::{DatabaseArgs, ServeArgs};
 use database::{open_store, open_store_waiting};
@@ -212,8 +214,14 @@ async fn main() -> Result<()> {
     }
 }
 
+/// The application over `store` with this process's infrastructure (`crm-runtime`).
+fn runtime(store: Arc<dyn Store>) -> Runtime {
+    Runtime::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
+}
+
+/// The application of an operator's command: nothing cached, nothing grouped, no workers.
 fn app(store: Arc<dyn Store>) -> App {
-    App::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
+    runtime(store).app
 }
 
 fn print_workspace(created: &CreatedWorkspace, json: bool) {
@@ -241,7 +249,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let ring = secrets::keyring(&args.db.database_url, &args.secrets)?;
     let store = open_store_waiting(&args.db, Some(ring.clone())).await?;
     secrets::prepare(&*store, &ring).await?;
-    let mut app = app(store);
+    let Runtime {
+        mut app,
+        events_written,
+    } = runtime(store);
     if let Some(url) = &args.redis_url {
         let limiter = crm_redis::RedisRateLimiter::connect(url)
             .await
@@ -259,10 +270,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     );
     app = app.with_outbound(outbound.clone());
     if args.create_slots > 0 {
-        app.group_contact_creates(
+        app = app.with_contact_create_grouping(crm_runtime::contact_create_slots(
             usize::from(args.create_slots),
             usize::from(args.create_group_max.max(1)),
-        );
+        ));
     }
     // Keys, plans, registries and rules are cached from here on, kept true by the store's feed.
     let config_feed = tokio::spawn({
@@ -286,9 +297,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
         config::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
-    let worker = worker_cfg
-        .enabled
-        .then(|| webhooks::start(app.clone(), outbound, worker_cfg, stop_rx.clone()));
+    let worker = worker_cfg.enabled.then(|| {
+        webhooks::start(
+            app.clone(),
+            events_written,
+            outbound,
+            worker_cfg,
+            stop_rx.clone(),
+        )
+    });
     let backoff = email_worker::parse_schedule(&args.email_backoff)
         .map_err(|e| anyhow::anyhow!("CRM_EMAIL_BACKOFF: {e}"))?;
     let sender: Arc<dyn crm_app::ports::EmailSender> = Arc::new(crm_email::ProviderSender::new());

@@ -4,8 +4,8 @@
 //! with each other through the store (events are taken and deliveries claimed with
 //! `FOR UPDATE SKIP LOCKED` on Postgres):
 //! - the **dispatcher** turns new events into deliveries, a batch per transaction, as long as
-//!   there are more, then polls; while idle, events this process writes wake it
-//!   ([`App::events_written`]);
+//!   there are more, then polls; while idle, events this process writes wake it (the
+//!   `events_written` signal of [`crm_runtime::Runtime`]);
 //! - the **sender** claims due deliveries under a lease (as many as it has free send slots),
 //!   sends each on its own task (signed, through `crm-outbound`, connections kept alive), and
 //!   polls when nothing is due; while idle, deliveries the dispatcher makes wake it;
@@ -340,6 +340,7 @@ async fn record_loop(app: App, mut outcomes: mpsc::Receiver<AttemptOutcome>) {
 /// recorded.
 pub fn start(
     app: App,
+    events_written: Arc<Notify>,
     outbound: Arc<dyn Outbound>,
     cfg: WorkerConfig,
     stop: watch::Receiver<bool>,
@@ -358,7 +359,7 @@ pub fn start(
         let dispatcher = tokio::spawn(dispatch_loop(
             dispatch,
             cfg.poll,
-            app.events_written().clone(),
+            events_written,
             deliveries_made.clone(),
             stop.clone(),
         ));

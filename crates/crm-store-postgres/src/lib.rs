@@ -214,7 +214,9 @@ impl PostgresStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(backend)?;
-        let now = crm_app::Clock::now(&crm_app::system::SystemClock).millis();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         let (mut rewritten, mut conflicts) = (0_usize, 0_usize);
         for (workspace_id, mode, id, email) in rows {
             let conflict = match crm_domain::Email::parse(&email) {

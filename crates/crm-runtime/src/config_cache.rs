@@ -1,10 +1,10 @@
-//! What this process keeps in memory about workspaces between requests: API keys with their
-//! workspace (plan, overrides, spend cap), each tenant's registry, and the rules every write
-//! consults (active automations, triggered sequences). Reading these per request cost up to six
-//! queries on a plain create; they change rarely.
+//! The configuration cache of one process ([`crm_app::ports::ConfigCache`]): API keys with
+//! their workspace (plan, overrides, spend cap), each tenant's registry, and the rules every
+//! write consults (active automations, triggered sequences). Reading these per request would
+//! cost up to six queries on a plain create; they change rarely.
 //!
 //! Correctness rests on invalidation, never on expiry:
-//! - A transaction that changes any of it calls [`crate::ports::Tx::mark_config_changed`]; the
+//! - A transaction that changes any of it calls [`crm_app::ports::Tx::mark_config_changed`]; the
 //!   store then tells every process at commit (Postgres `NOTIFY`, delivered with the commit; on
 //!   SQLite, which serves one process, this process at once and other processes such as the CLI
 //!   through a change counter polled every 100 ms), and tells this process before `commit`
@@ -19,7 +19,6 @@
 
 use std::{
     cell::RefCell,
-    future::Future,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         Arc, Mutex, MutexGuard,
@@ -27,28 +26,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::FastMap as HashMap;
-
+use crm_app::{
+    identity::{KeyAuth, KeyDigest},
+    ports::{ConfigCache, ConfigEvents, Generation},
+};
 use crm_domain::{
-    rule::Automation, sequence::Sequence, EventType, ObjectKind, Registry, Tenant, Timestamp,
-    WorkspaceId,
+    rule::Automation, sequence::Sequence, ObjectKind, Registry, Tenant, Timestamp, WorkspaceId,
 };
 
-use crate::{
-    auth::{KeyAuth, KeyDigest},
-    ports::{ConfigEvents, StoreError, Tx},
-    App,
-};
+use crate::FastMap as HashMap;
 
 /// Longest an entry is trusted without being re-read.
 pub const MAX_AGE: Duration = Duration::from_secs(60);
 /// Keys and tenants kept at most; past it nothing new is kept until entries expire or change.
 const MAX_ENTRIES: usize = 20_000;
-
-/// A snapshot of the invalidation counter, taken before a database read whose result may be
-/// kept. `None`: the cache is off (feed not connected), so nothing is kept.
-#[derive(Debug, Clone, Copy)]
-pub struct Generation(Option<u64>);
 
 struct Timed<T> {
     value: T,
@@ -78,7 +69,7 @@ struct State {
     tenants: HashMap<Tenant, TenantConfig>,
 }
 
-pub struct ConfigCache {
+pub struct MemoryConfigCache {
     /// Tells this cache's entries in [`THREAD_KEYS`] from another's (tests run many apps).
     id: u64,
     live: AtomicBool,
@@ -103,15 +94,14 @@ struct ThreadKey {
 
 thread_local! {
     /// Per thread, by (cache, digest): the shared map's mutex, and the reference count of a
-    /// caller both worker threads clone, moved their cache lines between the cores on every
-    /// request (3 % of a cached request's CPU, `perf`, docs/performance-history.md). Each thread's copy
-    /// has its own [`crate::Caller`] allocation.
+    /// caller every worker thread clones, would move their cache lines between the cores on
+    /// every request. Each thread's copy has its own [`crm_app::Caller`] allocation.
     static THREAD_KEYS: RefCell<HashMap<(u64, KeyDigest), ThreadKey>> = RefCell::new(HashMap::default());
 }
 
-impl Default for ConfigCache {
-    fn default() -> ConfigCache {
-        ConfigCache {
+impl Default for MemoryConfigCache {
+    fn default() -> MemoryConfigCache {
+        MemoryConfigCache {
             id: crate::instance_id(),
             live: AtomicBool::new(false),
             generation: AtomicU64::new(0),
@@ -120,9 +110,9 @@ impl Default for ConfigCache {
     }
 }
 
-impl ConfigCache {
-    pub fn new() -> ConfigCache {
-        ConfigCache::default()
+impl MemoryConfigCache {
+    pub fn new() -> MemoryConfigCache {
+        MemoryConfigCache::default()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -131,31 +121,73 @@ impl ConfigCache {
     }
 
     /// Whether lookups may be answered from memory.
-    pub fn is_live(&self) -> bool {
+    fn is_live(&self) -> bool {
         self.live.load(Ordering::Acquire)
-    }
-
-    /// Take before reading from the database what [`ConfigCache::keep`]-style calls may store.
-    pub fn generation(&self) -> Generation {
-        if !self.is_live() {
-            return Generation(None);
-        }
-        Generation(Some(self.state().generation))
     }
 
     /// Stores `f`'s change if no invalidation happened since `seen` was taken.
     fn keep(&self, seen: Generation, f: impl FnOnce(&mut State)) {
-        let Generation(Some(seen)) = seen else { return };
+        let Some(seen) = seen.count() else { return };
         let mut state = self.state();
         if state.generation == seen && self.is_live() {
             f(&mut state);
         }
     }
 
+    fn tenant<T: Clone>(
+        &self,
+        tenant: &Tenant,
+        get: impl FnOnce(&TenantConfig) -> Option<&Timed<T>>,
+    ) -> Option<T> {
+        if !self.is_live() {
+            return None;
+        }
+        self.state()
+            .tenants
+            .get(tenant)
+            .and_then(get)
+            .and_then(Timed::fresh)
+    }
+
+    fn keep_tenant(
+        &self,
+        seen: Generation,
+        tenant: &Tenant,
+        put: impl FnOnce(&mut TenantConfig, Instant),
+    ) {
+        self.keep(seen, |s| {
+            if s.tenants.len() >= MAX_ENTRIES && !s.tenants.contains_key(tenant) {
+                return;
+            }
+            put(s.tenants.entry(tenant.clone()).or_default(), Instant::now());
+        });
+    }
+
+    fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
+        let mut state = self.state();
+        state.generation += 1;
+        // Before the lock is let go: a thread that then reads the shared map under it also
+        // sees this generation, so no thread's copy can outlive the change (see `key`).
+        self.generation.store(state.generation, Ordering::Release);
+        state
+            .keys
+            .retain(|_, k| !which(&k.value.caller.workspace.id));
+        state.tenants.retain(|t, _| !which(&t.workspace_id));
+    }
+}
+
+impl ConfigCache for MemoryConfigCache {
+    fn generation(&self) -> Generation {
+        if !self.is_live() {
+            return Generation::OFF;
+        }
+        Generation::at(self.state().generation)
+    }
+
     /// The key's caller when this process has it: from this thread's copy while no invalidation
     /// happened since it was made, else from the shared map (and then copied for this thread).
     /// `now`: the wall clock as authentication read it (coarse will do).
-    pub fn key(&self, digest: &KeyDigest, now: Timestamp) -> Option<KeyAuth> {
+    fn key(&self, digest: &KeyDigest, now: Timestamp) -> Option<KeyAuth> {
         if !self.is_live() {
             return None;
         }
@@ -204,7 +236,7 @@ impl ConfigCache {
         Some(auth)
     }
 
-    pub fn keep_key(&self, seen: Generation, digest: &KeyDigest, auth: &KeyAuth) {
+    fn keep_key(&self, seen: Generation, digest: &KeyDigest, auth: &KeyAuth) {
         self.keep(seen, |s| {
             if s.keys.len() < MAX_ENTRIES || s.keys.contains_key(digest) {
                 s.keys.insert(
@@ -218,40 +250,11 @@ impl ConfigCache {
         });
     }
 
-    fn tenant<T: Clone>(
-        &self,
-        tenant: &Tenant,
-        get: impl FnOnce(&TenantConfig) -> Option<&Timed<T>>,
-    ) -> Option<T> {
-        if !self.is_live() {
-            return None;
-        }
-        self.state()
-            .tenants
-            .get(tenant)
-            .and_then(get)
-            .and_then(Timed::fresh)
-    }
-
-    fn keep_tenant(
-        &self,
-        seen: Generation,
-        tenant: &Tenant,
-        put: impl FnOnce(&mut TenantConfig, Instant),
-    ) {
-        self.keep(seen, |s| {
-            if s.tenants.len() >= MAX_ENTRIES && !s.tenants.contains_key(tenant) {
-                return;
-            }
-            put(s.tenants.entry(tenant.clone()).or_default(), Instant::now());
-        });
-    }
-
-    pub fn registry(&self, tenant: &Tenant, object: ObjectKind) -> Option<Arc<Registry>> {
+    fn registry(&self, tenant: &Tenant, object: ObjectKind) -> Option<Arc<Registry>> {
         self.tenant(tenant, |t| t.registries.get(&object))
     }
 
-    pub fn keep_registry(
+    fn keep_registry(
         &self,
         seen: Generation,
         tenant: &Tenant,
@@ -270,16 +273,11 @@ impl ConfigCache {
     }
 
     /// Every enabled automation of the tenant, oldest first.
-    pub fn automations(&self, tenant: &Tenant) -> Option<Arc<Vec<Automation>>> {
+    fn automations(&self, tenant: &Tenant) -> Option<Arc<Vec<Automation>>> {
         self.tenant(tenant, |t| t.automations.as_ref())
     }
 
-    pub fn keep_automations(
-        &self,
-        seen: Generation,
-        tenant: &Tenant,
-        rules: &Arc<Vec<Automation>>,
-    ) {
+    fn keep_automations(&self, seen: Generation, tenant: &Tenant, rules: &Arc<Vec<Automation>>) {
         self.keep_tenant(seen, tenant, |t, at| {
             t.automations = Some(Timed {
                 value: rules.clone(),
@@ -289,11 +287,11 @@ impl ConfigCache {
     }
 
     /// Every enabled sequence of the tenant that has a trigger, oldest first.
-    pub fn sequences(&self, tenant: &Tenant) -> Option<Arc<Vec<Sequence>>> {
+    fn sequences(&self, tenant: &Tenant) -> Option<Arc<Vec<Sequence>>> {
         self.tenant(tenant, |t| t.sequences.as_ref())
     }
 
-    pub fn keep_sequences(&self, seen: Generation, tenant: &Tenant, seqs: &Arc<Vec<Sequence>>) {
+    fn keep_sequences(&self, seen: Generation, tenant: &Tenant, seqs: &Arc<Vec<Sequence>>) {
         self.keep_tenant(seen, tenant, |t, at| {
             t.sequences = Some(Timed {
                 value: seqs.clone(),
@@ -302,30 +300,18 @@ impl ConfigCache {
         });
     }
 
-    pub fn any_sequence(&self, tenant: &Tenant) -> Option<bool> {
+    fn any_sequence(&self, tenant: &Tenant) -> Option<bool> {
         self.tenant(tenant, |t| t.any_sequence.as_ref())
     }
 
-    pub fn keep_any_sequence(&self, seen: Generation, tenant: &Tenant, any: bool) {
+    fn keep_any_sequence(&self, seen: Generation, tenant: &Tenant, any: bool) {
         self.keep_tenant(seen, tenant, |t, at| {
             t.any_sequence = Some(Timed { value: any, at })
         });
     }
-
-    fn forget(&self, which: impl Fn(&WorkspaceId) -> bool) {
-        let mut state = self.state();
-        state.generation += 1;
-        // Before the lock is let go: a thread that then reads the shared map under it also
-        // sees this generation, so no thread's copy can outlive the change (see `key`).
-        self.generation.store(state.generation, Ordering::Release);
-        state
-            .keys
-            .retain(|_, k| !which(&k.value.caller.workspace.id));
-        state.tenants.retain(|t, _| !which(&t.workspace_id));
-    }
 }
 
-impl ConfigEvents for ConfigCache {
+impl ConfigEvents for MemoryConfigCache {
     fn changed(&self, workspace: &WorkspaceId) {
         self.forget(|w| w == workspace);
     }
@@ -346,139 +332,11 @@ impl ConfigEvents for ConfigCache {
     }
 }
 
-impl ConfigCache {
-    /// `hit` when there is one and the transaction may use the cache; otherwise `load`'s value,
-    /// kept by `keep` unless an invalidation arrived while it was being read.
-    async fn read_through<V>(
-        &self,
-        cacheable: bool,
-        hit: Option<V>,
-        load: impl Future<Output = Result<V, StoreError>>,
-        keep: impl FnOnce(&ConfigCache, Generation, &V),
-    ) -> Result<V, StoreError> {
-        if let Some(hit) = hit.filter(|_| cacheable) {
-            return Ok(hit);
-        }
-        let seen = self.generation();
-        let value = load.await?;
-        if cacheable {
-            keep(self, seen, &value);
-        }
-        Ok(value)
-    }
-}
-
-/// The cached reads of the write path. Inside a transaction that changed configuration itself
-/// they read through the transaction, which sees its own uncommitted changes.
-impl App {
-    /// `tenant`'s registry of `object`.
-    pub(crate) async fn registry(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        object: ObjectKind,
-    ) -> Result<Arc<Registry>, StoreError> {
-        let cacheable = !tx.config_changed();
-        let load = async { Ok(Arc::new(tx.load_registry(tenant, object).await?)) };
-        let keep =
-            |c: &ConfigCache, seen, v: &Arc<Registry>| c.keep_registry(seen, tenant, object, v);
-        self.config
-            .read_through(cacheable, self.config.registry(tenant, object), load, keep)
-            .await
-    }
-
-    /// `tenant`'s registry of `object` outside a transaction: a connection is taken only when this
-    /// process does not have it.
-    pub(crate) async fn read_registry(
-        &self,
-        tenant: &Tenant,
-        object: ObjectKind,
-    ) -> Result<Arc<Registry>, StoreError> {
-        if let Some(hit) = self.config.registry(tenant, object) {
-            return Ok(hit);
-        }
-        let mut tx = self.store.begin_read().await?;
-        self.registry(&mut *tx, tenant, object).await
-    }
-
-    /// The enabled automations triggered by any of `events`, oldest first.
-    pub(crate) async fn active_automations(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        events: &[EventType],
-    ) -> Result<Vec<Automation>, StoreError> {
-        let cacheable = !tx.config_changed();
-        let load = async {
-            Ok(Arc::new(
-                tx.active_automations(tenant, &EventType::ALL).await?,
-            ))
-        };
-        let keep =
-            |c: &ConfigCache, seen, v: &Arc<Vec<Automation>>| c.keep_automations(seen, tenant, v);
-        let all = self
-            .config
-            .read_through(cacheable, self.config.automations(tenant), load, keep)
-            .await?;
-        Ok(all
-            .iter()
-            .filter(|a| events.contains(&a.def.trigger_event))
-            .cloned()
-            .collect())
-    }
-
-    /// The enabled sequences triggered by any of `events`, oldest first.
-    pub(crate) async fn triggered_sequences(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        events: &[EventType],
-    ) -> Result<Vec<Sequence>, StoreError> {
-        let cacheable = !tx.config_changed();
-        let load = async {
-            Ok(Arc::new(
-                tx.triggered_sequences(tenant, &EventType::ALL).await?,
-            ))
-        };
-        let keep =
-            |c: &ConfigCache, seen, v: &Arc<Vec<Sequence>>| c.keep_sequences(seen, tenant, v);
-        let all = self
-            .config
-            .read_through(cacheable, self.config.sequences(tenant), load, keep)
-            .await?;
-        Ok(all
-            .iter()
-            .filter(|s| {
-                s.def
-                    .trigger
-                    .as_ref()
-                    .is_some_and(|t| events.contains(&t.event))
-            })
-            .cloned()
-            .collect())
-    }
-
-    /// Whether the tenant has any sequence. Without one it has no active enrollment either
-    /// (deleting a sequence ends its enrollments), so the exit re-check of a write can be skipped.
-    pub(crate) async fn tenant_has_sequences(
-        &self,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-    ) -> Result<bool, StoreError> {
-        let cacheable = !tx.config_changed();
-        let load = async { Ok(tx.count_sequences(tenant).await? > 0) };
-        let keep = |c: &ConfigCache, seen, v: &bool| c.keep_any_sequence(seen, tenant, *v);
-        self.config
-            .read_through(cacheable, self.config.any_sequence(tenant), load, keep)
-            .await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{ApiKeyRecord, Workspace};
-    use crm_domain::{ApiKeyId, Mode, Plan, Timestamp};
+    use crm_app::identity::{ApiKeyRecord, Workspace};
+    use crm_domain::{ApiKeyId, Mode, Plan};
 
     fn workspace(id: &WorkspaceId) -> Workspace {
         Workspace {
@@ -517,7 +375,7 @@ mod tests {
 
     #[test]
     fn nothing_is_kept_until_the_feed_connects() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         let w = ws();
         cache.keep_key(
             cache.generation(),
@@ -538,7 +396,7 @@ mod tests {
 
     #[test]
     fn a_read_that_raced_an_invalidation_is_not_kept() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         cache.connected();
         let w = ws();
         let seen = cache.generation();
@@ -549,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_change_forgets_only_that_workspace() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         cache.connected();
         let (a, b) = (ws(), ws());
         let tenant = |w: &WorkspaceId| Tenant {
@@ -583,7 +441,7 @@ mod tests {
     }
     #[test]
     fn a_threads_copy_of_a_key_lasts_only_until_the_next_change() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         cache.connected();
         let w = ws();
         cache.keep_key(
@@ -602,7 +460,7 @@ mod tests {
             "the second lookup answers from this thread's own copy"
         );
         // Another cache on this thread does not see it.
-        let other = ConfigCache::new();
+        let other = MemoryConfigCache::new();
         other.connected();
         assert!(other.key(&[4; 32], now()).is_none());
         // Revoking (any change of the workspace) reaches this thread's copy and another thread's.
@@ -632,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_thread_keeps_a_bounded_number_of_copies_and_every_key_is_still_found() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         cache.connected();
         let w = ws();
         let digest = |i: usize| {
@@ -656,7 +514,7 @@ mod tests {
 
     #[test]
     fn a_threads_copy_ends_when_the_shared_entry_would_and_when_the_clock_goes_back() {
-        let cache = ConfigCache::new();
+        let cache = MemoryConfigCache::new();
         cache.connected();
         let w = ws();
         cache.keep_key(

@@ -9,7 +9,7 @@ use crm_domain::{
     Timestamp,
 };
 
-use crate::ports::{Slice, StoreError};
+use super::{Slice, StoreError};
 
 /// An enrollment the scheduler claimed (locked for its transaction), with its tenant.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use crm_domain::{
     AutomationId, EventType, Tenant,
 };
 
-use crate::ports::{Slice, StoreError};
+use super::{Slice, StoreError};
 
 #[async_trait]
 pub trait AutomationRepo {

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crm_domain::Timestamp;
 use uuid::Uuid;
 
-use crate::ports::{Clock, IdSource};
+use crm_app::ports::{Clock, IdSource};
 
 pub struct SystemClock;
 

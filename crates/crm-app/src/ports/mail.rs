@@ -1,5 +1,4 @@
-//! The ports of email: the store of connections, templates and email messages (part of
-//! [`crate::ports::Tx`]), and the sender that delivers live email through a provider.
+//! The store of email connections, templates and email messages (part of [`super::Tx`]).
 
 use async_trait::async_trait;
 use crm_domain::{
@@ -7,7 +6,7 @@ use crm_domain::{
     ConnectionId, ContactId, DealId, EmailId, TemplateId, Tenant, Timestamp,
 };
 
-use crate::ports::{Slice, StoreError};
+use super::{Slice, StoreError};
 
 /// Filters of `GET /emails`. All present filters must match.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -108,23 +107,4 @@ pub trait EmailRepo {
         tenant: &Tenant,
         email: &EmailMessage,
     ) -> Result<(), StoreError>;
-}
-
-/// Why a delivery attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendFailure {
-    /// Worth trying again (network error, timeout, 429, 5xx).
-    Retryable(String),
-    /// The provider will refuse it again (4xx: bad key, unverified sender, invalid address).
-    Permanent(String),
-}
-
-/// Delivers one email through the tenant's connection; answers the provider's message id.
-#[async_trait]
-pub trait EmailSender: Send + Sync {
-    async fn send(
-        &self,
-        connection: &Connection,
-        email: &EmailMessage,
-    ) -> Result<Option<String>, SendFailure>;
 }

@@ -27,7 +27,7 @@ use governor::{
     Quota,
 };
 
-use crate::ports::{RateLimiter, RateStatus};
+use crm_app::ports::{RateLimiter, RateStatus};
 
 type Gcra =
     governor::RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
@@ -39,8 +39,8 @@ pub fn ceil_secs(nanos: u128) -> u64 {
 }
 
 /// Seconds until `remaining` of `limit` is whole again, at one request per `60 s / limit`.
-/// In whole seconds throughout: `missing × 60 / limit` rounded up, in 64 bits (it asked for two
-/// 128-bit divisions per request when it went through nanoseconds).
+/// In whole seconds throughout: `missing × 60 / limit` rounded up, in 64 bits, which costs a
+/// request less than going through nanoseconds in 128 bits.
 pub fn reset_secs(limit: u32, remaining: u32) -> u64 {
     let missing = u64::from(limit.saturating_sub(remaining));
     (missing * 60).div_ceil(u64::from(limit.max(1)))
@@ -78,9 +78,9 @@ const THREAD_BUDGETS_MAX: usize = 4_096;
 
 thread_local! {
     /// Per thread, by tenant: the budget this thread last took from, with its limiter's id. The
-    /// shared map's mutex, which both worker threads took on every request, moved its cache line
-    /// between the cores each time (as the key cache's and the meter's did, docs/performance-history.md);
-    /// a budget itself is one atomic word, which they still share.
+    /// shared map's mutex, taken by every worker thread on every request, would move its cache
+    /// line between the cores each time; a budget itself is one atomic word, which they still
+    /// share.
     static THREAD_BUDGETS: RefCell<HashMap<Tenant, (u64, Arc<Budget>)>> = RefCell::new(HashMap::default());
 }
 

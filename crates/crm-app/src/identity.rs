@@ -1,0 +1,364 @@
+//! Who is calling and what a key allows: workspaces, API key records, scopes and the caller an
+//! authenticated key makes. Plain types shared by the ports (the store keeps workspaces and keys;
+//! the configuration cache keeps callers) and the use cases; a leaf module.
+
+use std::{
+    ops::Deref,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+};
+
+use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
+
+use crate::error::AppError;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workspace {
+    pub id: WorkspaceId,
+    pub name: String,
+    pub plan: Plan,
+    pub created_at: Timestamp,
+    /// USD cap on metered overage; `None` is unlimited.
+    pub overage_cap_usd: Option<f64>,
+    pub rate_limit_override: Option<u32>,
+    pub included_requests_override: Option<u64>,
+}
+
+impl Workspace {
+    /// The limits in force: the plan's, with the operator's overrides.
+    pub fn limits(&self) -> crm_domain::PlanLimits {
+        self.plan
+            .limits_with(self.rate_limit_override, self.included_requests_override)
+    }
+}
+
+#[derive(Clone, PartialEq)]
+pub struct ApiKeyRecord {
+    pub id: ApiKeyId,
+    pub workspace_id: WorkspaceId,
+    pub mode: Mode,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// Hex SHA-256 of the whole key. The key itself is never stored.
+    pub key_hash: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+    /// When a rolled key's old secret stops working.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl std::fmt::Debug for ApiKeyRecord {
+    // The hash is not the key, but it is still a credential lookup value: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeyRecord")
+            .field("id", &self.id)
+            .field("mode", &self.mode)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// SHA-256 of a key: what the key cache is keyed by.
+pub type KeyDigest = [u8; 32];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A permission an operation needs: `<resource>:read` or `<resource>:write`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub resource: &'static str,
+    pub access: Access,
+}
+
+impl Scope {
+    /// For operations that touch several kinds of record (search, batch): the operation checks
+    /// the scope of each record kind itself, and the generic check lets it through.
+    pub const PER_RECORD: Scope = Scope {
+        resource: "per-record",
+        access: Access::Read,
+    };
+
+    pub const fn read(resource: &'static str) -> Scope {
+        Scope {
+            resource,
+            access: Access::Read,
+        }
+    }
+
+    pub const fn write(resource: &'static str) -> Scope {
+        Scope {
+            resource,
+            access: Access::Write,
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == Scope::PER_RECORD {
+            return f.write_str("per-record");
+        }
+        let access = match self.access {
+            Access::Read => "read",
+            Access::Write => "write",
+        };
+        write!(f, "{}:{access}", self.resource)
+    }
+}
+
+/// Resources that scopes name (decisions §7).
+pub const SCOPE_RESOURCES: [&str; 16] = [
+    "contacts",
+    "companies",
+    "deals",
+    "activities",
+    "pipelines",
+    "registry",
+    "automations",
+    "sequences",
+    "webhooks",
+    "connections",
+    "templates",
+    "settings",
+    "usage",
+    "events",
+    "emails",
+    "keys",
+];
+
+/// The scopes granted to a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scopes(pub Vec<String>);
+
+impl Scopes {
+    pub fn all() -> Scopes {
+        Scopes(vec!["*".to_owned()])
+    }
+
+    /// `write` implies `read`; `*` allows everything.
+    pub fn allows(&self, needed: Scope) -> bool {
+        self.0.iter().any(|s| {
+            if s == "*" {
+                return true;
+            }
+            match s.split_once(':') {
+                Some((res, acc)) if res == needed.resource => {
+                    acc == "write" || (acc == "read" && needed.access == Access::Read)
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// Every scope a key may be given: `*`, then each resource's `read` and `write`.
+    pub fn options() -> Vec<String> {
+        std::iter::once("*".to_owned())
+            .chain(
+                SCOPE_RESOURCES
+                    .iter()
+                    .flat_map(|r| [format!("{r}:read"), format!("{r}:write")]),
+            )
+            .collect()
+    }
+
+    /// Checks a list of requested scopes: each `*` or `<resource>:read|write`.
+    pub fn parse(requested: Vec<String>) -> Result<Scopes, String> {
+        for s in &requested {
+            let ok = s == "*"
+                || s.split_once(':').is_some_and(|(r, a)| {
+                    SCOPE_RESOURCES.contains(&r) && (a == "read" || a == "write")
+                });
+            if !ok {
+                return Err(s.clone());
+            }
+        }
+        Ok(Scopes(requested))
+    }
+}
+
+/// Who is calling: the tenant of the key, what it may do, and the workspace's plan. Built once
+/// per key and kept in the key cache, so a request takes a reference count, not copies of the
+/// key's scopes and the workspace's fields.
+#[derive(Debug, Clone)]
+pub struct Caller(Arc<Identity>);
+
+#[derive(Debug)]
+pub struct Identity {
+    pub tenant: Tenant,
+    pub key_id: ApiKeyId,
+    pub scopes: Scopes,
+    pub workspace: Workspace,
+    /// When this copy last passed a use of the key to the meter (Unix milliseconds; 0: never):
+    /// uses closer together than [`TOUCH_EVERY_MS`] are not passed on (the meter's `touch` takes a
+    /// lock both worker threads contend for).
+    touched_ms: AtomicI64,
+}
+
+/// `last_used_at` is kept to this, and written by the next flush (about a second).
+pub const TOUCH_EVERY_MS: i64 = 250;
+
+impl Caller {
+    pub fn new(tenant: Tenant, key_id: ApiKeyId, scopes: Scopes, workspace: Workspace) -> Caller {
+        Caller(Arc::new(Identity {
+            tenant,
+            key_id,
+            scopes,
+            workspace,
+            touched_ms: AtomicI64::new(0),
+        }))
+    }
+
+    /// A copy with its own allocation, for one thread's copy of a key cache: a reference count
+    /// shared by several worker threads moves its cache line between the cores on every request
+    /// that clones and drops it.
+    pub fn for_this_thread(&self) -> Caller {
+        let Identity {
+            tenant,
+            key_id,
+            scopes,
+            workspace,
+            touched_ms: _,
+        } = &*self.0;
+        Caller::new(
+            tenant.clone(),
+            key_id.clone(),
+            scopes.clone(),
+            workspace.clone(),
+        )
+    }
+
+    /// Whether a use at `now` should reach the meter: the first, and then one per
+    /// [`TOUCH_EVERY_MS`] (per copy of the caller).
+    pub(crate) fn should_touch(&self, now: Timestamp) -> bool {
+        let now = now.millis();
+        let last = self.0.touched_ms.load(Ordering::Relaxed);
+        if last != 0 && now >= last && now - last < TOUCH_EVERY_MS {
+            return false;
+        }
+        self.0.touched_ms.store(now, Ordering::Relaxed);
+        true
+    }
+}
+
+impl Deref for Caller {
+    type Target = Identity;
+
+    fn deref(&self) -> &Identity {
+        &self.0
+    }
+}
+
+impl Identity {
+    pub fn require(&self, scope: Scope) -> Result<(), AppError> {
+        if scope == Scope::PER_RECORD || self.scopes.allows(scope) {
+            Ok(())
+        } else {
+            Err(AppError::Forbidden {
+                scope: scope.to_string(),
+            })
+        }
+    }
+}
+
+/// What authentication needs of a key: the caller it makes, and whether it still works. The
+/// key cache holds these (cloning one is a reference count).
+#[derive(Debug, Clone)]
+pub struct KeyAuth {
+    pub caller: Caller,
+    pub revoked_at: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+}
+
+impl KeyAuth {
+    pub fn new(record: ApiKeyRecord, workspace: Workspace) -> KeyAuth {
+        let tenant = Tenant {
+            workspace_id: record.workspace_id,
+            mode: record.mode,
+        };
+        KeyAuth {
+            caller: Caller::new(tenant, record.id, Scopes(record.scopes), workspace),
+            revoked_at: record.revoked_at,
+            expires_at: record.expires_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callers_uses_reach_the_meter_at_most_once_per_interval() {
+        let w = WorkspaceId::from_uuid(uuid::Uuid::now_v7());
+        let caller = Caller::new(
+            Tenant {
+                workspace_id: w.clone(),
+                mode: Mode::Test,
+            },
+            ApiKeyId::from_uuid(uuid::Uuid::now_v7()),
+            Scopes(vec!["*".into()]),
+            Workspace {
+                id: w,
+                name: "w".into(),
+                plan: Plan::Free,
+                created_at: Timestamp::from_millis(0),
+                overage_cap_usd: None,
+                rate_limit_override: None,
+                included_requests_override: None,
+            },
+        );
+        let at = |ms| Timestamp::from_millis(1_800_000_000_000 + ms);
+        assert!(caller.should_touch(at(0)), "the first use");
+        assert!(!caller.should_touch(at(TOUCH_EVERY_MS - 1)));
+        assert!(caller.should_touch(at(TOUCH_EVERY_MS)));
+        assert!(
+            caller.should_touch(at(0)),
+            "a clock that went back is passed on"
+        );
+        // Each thread's copy counts for itself.
+        let copy = caller.for_this_thread();
+        assert!(copy.should_touch(at(1)) && !caller.should_touch(at(1)));
+    }
+
+    #[test]
+    fn write_implies_read_and_star_allows_all() {
+        let s = Scopes(vec!["contacts:write".into(), "deals:read".into()]);
+        assert!(s.allows(Scope::read("contacts")));
+        assert!(s.allows(Scope::write("contacts")));
+        assert!(s.allows(Scope::read("deals")));
+        assert!(!s.allows(Scope::write("deals")));
+        assert!(!s.allows(Scope::read("companies")));
+        assert!(Scopes::all().allows(Scope::write("keys")));
+    }
+
+    #[test]
+    fn scope_parsing_rejects_unknown_resources() {
+        assert!(Scopes::parse(vec!["contacts:read".into(), "*".into()]).is_ok());
+        assert_eq!(
+            Scopes::parse(vec!["contact:read".into()]),
+            Err("contact:read".into())
+        );
+        assert!(Scopes::parse(vec!["contacts:admin".into()]).is_err());
+    }
+
+    /// The scopes the API documents as grantable are the ones a key can be given.
+    #[test]
+    fn every_listed_scope_parses() {
+        let options = Scopes::options();
+        assert_eq!(options.len(), 1 + 2 * SCOPE_RESOURCES.len());
+        assert!(
+            options
+                .iter()
+                .all(|o| Scopes::parse(vec![o.clone()]).is_ok()),
+            "{options:?}"
+        );
+        assert!(options.contains(&"*".to_owned()) && options.contains(&"keys:write".to_owned()));
+    }
+}

@@ -1,0 +1,32 @@
+//! Deals.
+
+use async_trait::async_trait;
+use crm_domain::{CompanyId, ContactId, Deal, DealId, PipelineId, Tenant};
+
+use super::{Slice, StoreError};
+
+/// Filters of the deal list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DealFilter {
+    /// Case-insensitive substring of the title.
+    pub q: Option<String>,
+    pub pipeline_id: Option<PipelineId>,
+    pub stage: Option<String>,
+    pub company_id: Option<CompanyId>,
+    pub primary_contact_id: Option<ContactId>,
+    pub include_deleted: bool,
+}
+
+#[async_trait]
+pub trait DealRepo {
+    async fn insert_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
+    async fn get_deal(&mut self, tenant: &Tenant, id: &DealId) -> Result<Option<Deal>, StoreError>;
+    /// Same contract as `update_contact` (`Stale` on a version mismatch).
+    async fn update_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
+    async fn list_deals(
+        &mut self,
+        tenant: &Tenant,
+        filter: &DealFilter,
+        slice: &Slice,
+    ) -> Result<Vec<Deal>, StoreError>;
+}

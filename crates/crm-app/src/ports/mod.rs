@@ -1,0 +1,71 @@
+//! The ports: what the use cases need from the outside world, one file per port. Adapters
+//! implement them; every method documents its contract, and the conformance suite
+//! (`crm-store-conformance`) checks the store's.
+//!
+//! Beside the outside world's services, the process's own infrastructure is reached through
+//! ports too ([`ConfigCache`], [`UsageMeter`], [`RateLimiter`], [`WriteGrouping`],
+//! [`OutboxSignal`]), implemented in `crm-runtime`: the use cases hold no caches, locks or tasks.
+//!
+//! The ports know no use case: they depend on `crm-domain` and on the leaf modules of shared
+//! types ([`crate::identity`], [`crate::store_error`]) only, so a use case may import any port
+//! and no port imports back.
+
+mod activity;
+mod automation;
+mod clock;
+mod company;
+mod config_cache;
+mod config_feed;
+mod contact;
+mod deal;
+mod email_sender;
+mod event;
+mod idempotency;
+mod key;
+mod mail;
+mod outbox_signal;
+mod pipeline;
+mod plan;
+mod rate_limiter;
+mod record;
+mod registry;
+mod secret;
+mod sequence;
+mod slice;
+mod store;
+mod usage_meter;
+mod webhook;
+mod workspace;
+mod write_grouping;
+
+pub use crate::store_error::StoreError;
+pub use activity::{ActivityFilter, ActivityRepo};
+pub use automation::AutomationRepo;
+pub use clock::{Clock, IdSource, COARSE_SLACK_MS};
+pub use company::{CompanyFilter, CompanyRepo};
+pub use config_cache::{ConfigCache, Generation, NoConfigCache};
+pub use config_feed::{ConfigEvents, ConfigMarks};
+pub use contact::{ContactFilter, ContactRepo, FieldFilter};
+pub use deal::{DealFilter, DealRepo};
+pub use email_sender::{EmailSender, SendFailure};
+pub use event::EventRepo;
+pub use idempotency::{IdemRecord, IdempotencyRepo, StoredReply};
+pub use key::{KeyRepo, KeyUse};
+pub use mail::{EmailFilter, EmailRepo};
+pub use outbox_signal::{NoOutboxSignal, OutboxSignal};
+pub use pipeline::{PipelineRepo, RowLock};
+pub use plan::{PlanCounts, PlanRepo, UsageLock};
+pub use rate_limiter::{RateLimiter, RateStatus};
+pub use record::{RecordRepo, Reference};
+pub use registry::RegistryRepo;
+pub use secret::{SecretRepo, StoredSecret};
+pub use sequence::{ClaimedEnrollment, SequenceRepo};
+pub use slice::Slice;
+pub use store::{Store, Tx};
+pub use usage_meter::UsageMeter;
+pub use webhook::{
+    AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
+    WebhookRepo,
+};
+pub use workspace::WorkspaceRepo;
+pub use write_grouping::{GroupedWrites, WriteGrouping};

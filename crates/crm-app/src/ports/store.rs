@@ -1,0 +1,93 @@
+//! The store: a database holding every workspace's data, opened as units of work ([`Tx`]) that
+//! are every repository at once.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use crm_domain::{Contact, Event, Tenant, WorkspaceId};
+
+use super::{
+    ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
+    EventRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo, Reference,
+    RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+};
+
+/// A database holding every workspace's data.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Opens a transaction that may write. It holds the write lock where the backend has one
+    /// (SQLite), and locks rows it reads for update (Postgres). Dropped without `commit`, it
+    /// rolls back.
+    async fn begin_write(&self) -> Result<Box<dyn Tx>, StoreError>;
+    /// Opens a read-only unit of work. Writes through it are a programming error.
+    async fn begin_read(&self) -> Result<Box<dyn Tx>, StoreError>;
+    /// Inserts `contact` (as [`ContactRepo::insert_contact`] does, with the same errors) and its
+    /// `event` (queued for fan-out, as [`EventRepo::insert_events`] does) as one atomic write
+    /// with nothing else in it: the create of a contact that no automation, sequence or
+    /// idempotency record reacts to. Either both are written or, on any error, neither. The
+    /// default is a transaction of its own; a store overrides it where one statement can do
+    /// both (Postgres: no `BEGIN` and `COMMIT` round trips around it).
+    async fn insert_contact_alone(
+        &self,
+        tenant: &Tenant,
+        contact: &Contact,
+        refs: &[Reference<'_>],
+        event: &Event,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        tx.insert_contact(tenant, contact, refs).await?;
+        tx.insert_events(tenant, std::slice::from_ref(event))
+            .await?;
+        tx.commit().await
+    }
+    /// Whether the database answers a trivial query.
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// Runs for the life of the process, telling `events` of every committed transaction that
+    /// called [`Tx::mark_config_changed`]: this process's own before their `commit` returns, other
+    /// processes' as the backend learns of them. Calls `connected` once it can see every change
+    /// from then on, and `disconnected` (then `connected` again) when it may have missed some.
+    async fn follow_config_changes(&self, events: Arc<dyn ConfigEvents>);
+    /// Erases what rows rewritten since the store opened left behind in the database's files
+    /// (free pages, the write-ahead log), where the backend keeps it there and can erase it;
+    /// run after secrets were sealed or re-sealed (`crate::secrets`). Slow: an operator's step.
+    async fn scrub_freed_space(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// One unit of work on the store.
+#[async_trait]
+pub trait Tx:
+    WorkspaceRepo
+    + RegistryRepo
+    + ContactRepo
+    + CompanyRepo
+    + PipelineRepo
+    + DealRepo
+    + ActivityRepo
+    + RecordRepo
+    + EventRepo
+    + IdempotencyRepo
+    + KeyRepo
+    + PlanRepo
+    + WebhookRepo
+    + AutomationRepo
+    + EmailRepo
+    + SequenceRepo
+    + SecretRepo
+    + Send
+{
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Records that this transaction changes what processes cache about `workspace` (keys, plan,
+    /// settings, registry, automations, sequences); at commit every process is told
+    /// ([`Store::follow_config_changes`]).
+    fn mark_config_changed(&mut self, workspace: &WorkspaceId);
+    /// Whether [`Tx::mark_config_changed`] was called: reads of configuration in this transaction
+    /// must then come from it, not from a cache.
+    fn config_changed(&self) -> bool;
+    /// Marks a point the transaction can return to (`SAVEPOINT`), so one part of a batch can
+    /// fail without undoing the others.
+    async fn savepoint(&mut self, name: &str) -> Result<(), StoreError>;
+    async fn release_savepoint(&mut self, name: &str) -> Result<(), StoreError>;
+    async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError>;
+}

@@ -1,0 +1,19 @@
+//! The use cases of `crm-app`, each run against the SQLite store on a file of its own and fakes
+//! of the process's infrastructure (no cache, an in-memory meter, a rate limiter that admits
+//! everything unless a test says otherwise). One binary, one module per area.
+
+mod support;
+
+mod admission;
+mod batch;
+mod create_groups;
+mod idempotency;
+mod keys;
+mod mail;
+mod pipelines;
+mod records;
+mod registry;
+mod rules;
+mod search;
+mod webhooks;
+mod workspaces;
