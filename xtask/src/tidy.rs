@@ -29,21 +29,28 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         &["hmac", "idna", "time", "unicode-normalization", "url"],
         &["proptest"],
     ),
-    // Use cases and their ports: the domain, async traits, and tokio only for its
-    // synchronisation types (no sockets, no files).
+    // Use cases and their ports: the domain, async traits, and tokio only to retry a released
+    // idempotency claim in the background (no sockets, no files). Caches, metering, limiting and
+    // write grouping are crm-runtime's.
     (
         "crm-app",
+        &["crm-domain", "async-trait", "rand", "tokio", "tracing"],
+        &["mockall", "crm-store-sqlite"],
+    ),
+    // The in-process infrastructure behind crm-app's ports.
+    (
+        "crm-runtime",
         &[
+            "crm-app",
             "crm-domain",
             "async-trait",
             "foldhash",
             "governor",
-            "rand",
             "rustix",
             "tokio",
             "tracing",
         ],
-        &["mockall", "crm-store-sqlite"],
+        &[],
     ),
     // The operation catalog: JSON, schemas, no transport and no store.
     (
@@ -131,7 +138,15 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "crm-redis",
-        &["crm-app", "crm-domain", "async-trait", "redis", "tokio", "tracing"],
+        &[
+            "crm-app",
+            "crm-domain",
+            "crm-runtime",
+            "async-trait",
+            "redis",
+            "tokio",
+            "tracing",
+        ],
         &[],
     ),
     (
@@ -152,6 +167,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
             "crm-mcp",
             "crm-outbound",
             "crm-redis",
+            "crm-runtime",
             "crm-secrets",
             "crm-store-postgres",
             "crm-store-sqlite",

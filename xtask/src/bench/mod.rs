@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 use ab::alternate_with_hello;
 use plans::{explain_postgres, explain_sqlite};
 pub use procs::hello_main;
-use report::{git_commit, machine, percent, print_table, utc_now};
+use report::{git_commit, machine, percent, print_table, utc_now, Row};
 use runs::{mixed, sequence_steps, webhook_fanout};
 use scenarios::{Baseline, Ctx, Scenario, Target};
 
@@ -153,71 +153,6 @@ impl Opts {
         self.only
             .as_deref()
             .is_none_or(|o| o.split(',').any(|s| s == scenario))
-    }
-}
-
-/// One line of the result table.
-#[derive(Debug, Clone)]
-struct Row {
-    store: &'static str,
-    scenario: String,
-    concurrency: usize,
-    mode: String,
-    stats: Option<load::Stats>,
-    per_request: u32,
-    rss_peak_mib: Option<f64>,
-    baseline: Option<(String, f64)>,
-    target: Option<String>,
-    pass: Option<bool>,
-    note: Option<String>,
-}
-
-impl Row {
-    fn new(store: &'static str, scenario: &str, concurrency: usize, mode: &str) -> Row {
-        Row {
-            store,
-            scenario: scenario.to_owned(),
-            concurrency,
-            mode: mode.to_owned(),
-            stats: None,
-            per_request: 1,
-            rss_peak_mib: None,
-            baseline: None,
-            target: None,
-            pass: None,
-            note: None,
-        }
-    }
-
-    fn ratio(&self) -> Option<f64> {
-        let (_, base) = self.baseline.as_ref()?;
-        Some(self.stats.as_ref()?.rps() / base)
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "store": self.store,
-            "scenario": self.scenario,
-            "concurrency": self.concurrency,
-            "mode": self.mode,
-            "stats": self.stats.as_ref().map(load::Stats::to_json),
-            "records_per_request": self.per_request,
-            "rss_peak_mib": self.rss_peak_mib,
-            "baseline": self.baseline.as_ref().map(|(n, v)| json!({"name": n, "throughput_per_s": v})),
-            "ratio": self.ratio(),
-            "target": self.target,
-            "pass": self.pass,
-            "note": self.note,
-        })
-    }
-
-    /// Adds a target and whether it holds (a later failing target turns the row to fail).
-    fn check(&mut self, target: String, pass: bool) {
-        self.target = Some(match self.target.take() {
-            Some(t) => format!("{t}; {target}"),
-            None => target,
-        });
-        self.pass = Some(self.pass.unwrap_or(true) && pass);
     }
 }
 

@@ -2,6 +2,71 @@
 
 use super::*;
 
+/// One line of the result table.
+#[derive(Debug, Clone)]
+pub(super) struct Row {
+    pub(super) store: &'static str,
+    pub(super) scenario: String,
+    pub(super) concurrency: usize,
+    pub(super) mode: String,
+    pub(super) stats: Option<load::Stats>,
+    pub(super) per_request: u32,
+    pub(super) rss_peak_mib: Option<f64>,
+    pub(super) baseline: Option<(String, f64)>,
+    pub(super) target: Option<String>,
+    pub(super) pass: Option<bool>,
+    pub(super) note: Option<String>,
+}
+
+impl Row {
+    pub(super) fn new(store: &'static str, scenario: &str, concurrency: usize, mode: &str) -> Row {
+        Row {
+            store,
+            scenario: scenario.to_owned(),
+            concurrency,
+            mode: mode.to_owned(),
+            stats: None,
+            per_request: 1,
+            rss_peak_mib: None,
+            baseline: None,
+            target: None,
+            pass: None,
+            note: None,
+        }
+    }
+
+    pub(super) fn ratio(&self) -> Option<f64> {
+        let (_, base) = self.baseline.as_ref()?;
+        Some(self.stats.as_ref()?.rps() / base)
+    }
+
+    pub(super) fn json(&self) -> Value {
+        json!({
+            "store": self.store,
+            "scenario": self.scenario,
+            "concurrency": self.concurrency,
+            "mode": self.mode,
+            "stats": self.stats.as_ref().map(load::Stats::to_json),
+            "records_per_request": self.per_request,
+            "rss_peak_mib": self.rss_peak_mib,
+            "baseline": self.baseline.as_ref().map(|(n, v)| json!({"name": n, "throughput_per_s": v})),
+            "ratio": self.ratio(),
+            "target": self.target,
+            "pass": self.pass,
+            "note": self.note,
+        })
+    }
+
+    /// Adds a target and whether it holds (a later failing target turns the row to fail).
+    pub(super) fn check(&mut self, target: String, pass: bool) {
+        self.target = Some(match self.target.take() {
+            Some(t) => format!("{t}; {target}"),
+            None => target,
+        });
+        self.pass = Some(self.pass.unwrap_or(true) && pass);
+    }
+}
+
 pub(super) fn print_table(rows: &[Row]) {
     println!();
     println!(
