@@ -13,17 +13,7 @@ use crate::{
     JsonMap,
 };
 
-/// The enum group an activity's `type` must belong to.
-pub const ACTIVITY_TYPE_GROUP: &str = "activity.type";
-
-pub const WRITABLE_FIELDS: [&str; 6] = [
-    "type",
-    "contact_id",
-    "deal_id",
-    "body",
-    "occurred_at",
-    "custom_fields",
-];
+pub use crate::object::{ACTIVITY_TYPE_GROUP, ACTIVITY_WRITABLE_FIELDS as WRITABLE_FIELDS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activity {

@@ -12,7 +12,7 @@ use crate::{
     JsonMap,
 };
 
-pub const WRITABLE_FIELDS: [&str; 3] = ["name", "domain", "custom_fields"];
+pub use crate::object::COMPANY_WRITABLE_FIELDS as WRITABLE_FIELDS;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Company {

@@ -13,20 +13,7 @@ use crate::{
     JsonMap,
 };
 
-/// The enum group a contact's `type` must belong to.
-pub const CONTACT_TYPE_GROUP: &str = "contact.type";
-
-/// Built-in fields a client may write.
-pub const WRITABLE_FIELDS: [&str; 8] = [
-    "first_name",
-    "last_name",
-    "email",
-    "phone",
-    "linkedin_url",
-    "company_id",
-    "type",
-    "custom_fields",
-];
+pub use crate::object::{CONTACT_TYPE_GROUP, CONTACT_WRITABLE_FIELDS as WRITABLE_FIELDS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contact {

@@ -13,19 +13,7 @@ use crate::{
     JsonMap,
 };
 
-/// Built-in fields a client may write (`pipeline_id` is an alias of `pipeline`).
-pub const WRITABLE_FIELDS: [&str; 10] = [
-    "title",
-    "pipeline",
-    "stage",
-    "primary_contact_id",
-    "company_id",
-    "value_cents",
-    "currency",
-    "close_date",
-    "custom_fields",
-    "pipeline_id",
-];
+pub use crate::object::DEAL_WRITABLE_FIELDS as WRITABLE_FIELDS;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deal {

@@ -19,6 +19,7 @@ pub mod event;
 pub mod ids;
 pub mod mail;
 pub mod merge;
+pub mod object;
 pub mod patch;
 pub mod pipeline;
 pub mod plan;

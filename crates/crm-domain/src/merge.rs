@@ -129,37 +129,10 @@ pub fn has_tags(text: &str) -> bool {
     !tags(text).is_empty()
 }
 
-/// Built-in fields of a contact snapshot that tags may name.
-pub const CONTACT_FIELDS: &[&str] = &[
-    "id",
-    "first_name",
-    "last_name",
-    "email",
-    "phone",
-    "linkedin_url",
-    "company_id",
-    "type",
-    "created_at",
-    "updated_at",
-];
-/// Built-in fields of a deal snapshot that tags may name.
-pub const DEAL_FIELDS: &[&str] = &[
-    "id",
-    "title",
-    "pipeline",
-    "pipeline_id",
-    "stage",
-    "stage_type",
-    "primary_contact_id",
-    "company_id",
-    "value_cents",
-    "currency",
-    "close_date",
-    "created_at",
-    "updated_at",
-];
-/// Built-in fields of a company snapshot (`{{company.<field>}}`).
-pub const COMPANY_FIELDS: &[&str] = &["id", "name", "domain", "created_at", "updated_at"];
+pub use crate::object::{
+    COMPANY_TAG_FIELDS as COMPANY_FIELDS, CONTACT_TAG_FIELDS as CONTACT_FIELDS,
+    DEAL_TAG_FIELDS as DEAL_FIELDS,
+};
 
 /// The tags of `texts` that no field provides: not a built-in field of the record
 /// (`builtin`), not a custom field of `fields`, not a company field of `company_fields`. For
