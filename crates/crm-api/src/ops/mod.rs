@@ -18,8 +18,6 @@ pub mod sequences;
 pub mod usage;
 pub mod webhooks;
 
-use crm_app::Page;
-use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 /// Declares a handler: an async body turned into the catalog's boxed-future fn pointer.
@@ -35,30 +33,6 @@ macro_rules! handler {
     };
 }
 pub(crate) use handler;
-
-/// The list envelope of decisions §4.
-pub(crate) fn list_body<T>(page: Page<T>, render: impl Fn(&T) -> Value) -> Value {
-    json!({
-        "object": "list",
-        "data": page.data.iter().map(render).collect::<Vec<_>>(),
-        "has_more": page.has_more,
-        "next_cursor": page.next_cursor,
-    })
-}
-
-/// The schema of a list envelope of `T`.
-pub(crate) fn list_schema<T: JsonSchema>() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "object": {"const": "list"},
-            "data": {"type": "array", "items": crate::schema::schema_of::<T>()},
-            "has_more": {"type": "boolean"},
-            "next_cursor": {"type": ["string", "null"]},
-        },
-        "required": ["object", "data", "has_more", "next_cursor"],
-    })
-}
 
 /// The body DELETE answers with (decisions §3).
 pub(crate) fn deleted_body(id: &str, object: &str) -> Value {
