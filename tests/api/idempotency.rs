@@ -213,7 +213,15 @@ async fn app_at(backend: Backend, url: &str) -> (App, Arc<ManualClock>) {
         }
     };
     let clock = Arc::new(ManualClock(AtomicI64::new(1_800_000_000_000)));
-    (App::new(store, clock.clone(), Arc::new(UuidV7)), clock)
+    (
+        App::new(
+            store,
+            clock.clone(),
+            Arc::new(UuidV7),
+            Arc::new(crm_api::bodies::BodyViews),
+        ),
+        clock,
+    )
 }
 
 /// A key whose first request is still running answers `idempotency_in_progress`; once its lease

@@ -35,6 +35,7 @@ pub mod sequence_ports;
 pub mod sequence_sends;
 pub mod sequences;
 pub mod system;
+pub mod views;
 pub mod webhooks;
 pub mod workspaces;
 pub mod write;
@@ -96,13 +97,21 @@ pub struct App {
     pub config: Arc<config_cache::ConfigCache>,
     /// Where contact creates are queued once the server groups them (`create_groups`).
     create_groups: Arc<create_groups::CreateGroups>,
+    /// How records look to clients: event payloads and stored answers are built with it.
+    pub(crate) views: Arc<dyn views::RecordViews>,
     /// Notified when this process writes events, so that an idle fan-out loop looks again at
     /// once instead of after its idle wait ([`App::events_written`]).
     events_written: Arc<tokio::sync::Notify>,
 }
 
 impl App {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> App {
+    /// `views` renders records as clients see them (crm-api's bodies).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+        views: Arc<dyn views::RecordViews>,
+    ) -> App {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let meter = Arc::new(metering::Meter::new(
             holder,
@@ -116,6 +125,7 @@ impl App {
             outbound: None,
             config: Arc::new(config_cache::ConfigCache::new()),
             create_groups: Arc::default(),
+            views,
             events_written: Arc::default(),
         }
     }

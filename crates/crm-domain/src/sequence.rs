@@ -617,23 +617,6 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "sequence",
-            "name": self.def.name,
-            "channel": "email",
-            "trigger": self.def.trigger_snapshot(),
-            "exit_when": self.def.exit_when_snapshot(),
-            "steps": self.def.steps_snapshot(),
-            "enabled": self.enabled,
-            "enroll_existing": self.enroll_existing,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
-    }
-
     /// Whether an event enrolls its record: the sequence is enabled, triggered by this event,
     /// and the record meets the filter and does not already meet the exit conditions.
     pub fn enrolls(&self, event: EventType, record: &Value) -> bool {
@@ -789,23 +772,6 @@ impl Enrollment {
             }
         }
         true
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "sequence_enrollment",
-            "sequence_id": self.sequence_id.as_str(),
-            "contact_id": self.contact_id.as_str(),
-            "source": {"object": self.source_object.as_str(), "id": self.source_id},
-            "state": self.state.as_str(),
-            "exit_reason": self.exit_reason.map(ExitReason::as_str),
-            "steps_sent": self.steps_sent,
-            "next_send_at": self.next_send_at.map(|t| t.to_string()),
-            "enrolled_at": self.enrolled_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "ended_at": self.ended_at.map(|t| t.to_string()),
-        })
     }
 }
 
@@ -1117,7 +1083,10 @@ mod tests {
         );
         assert!(!e.exit(ExitReason::Unenrolled, t0));
         assert!(!e.step_sent(&s.def.steps, t0));
-        assert_eq!(e.snapshot()["exit_reason"], "source_deleted");
+        assert_eq!(
+            e.exit_reason.map(ExitReason::as_str),
+            Some("source_deleted")
+        );
         for r in ExitReason::ALL {
             assert_eq!(ExitReason::parse(r.as_str()), Some(r));
         }

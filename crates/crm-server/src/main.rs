@@ -213,7 +213,12 @@ async fn main() -> Result<()> {
 }
 
 fn app(store: Arc<dyn Store>) -> App {
-    App::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
+    App::new(
+        store,
+        Arc::new(SystemClock),
+        Arc::new(UuidV7),
+        Arc::new(crm_api::bodies::BodyViews),
+    )
 }
 
 fn print_workspace(created: &CreatedWorkspace, json: bool) {

@@ -147,12 +147,65 @@ impl From<&EmailMessage> for EmailBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
     use crm_domain::{
         mail::{EmailStatus, Provider},
-        AutomationId, ConnectionId, ContactId, EmailId, TemplateId, Timestamp,
+        AutomationId, ConnectionId, ContactId, DealId, EmailId, TemplateId, Timestamp,
     };
 
     const T0: i64 = 1_700_000_000_000;
+
+    /// The domain's `Connection::snapshot()`, which this body replaces.
+    fn old_connection(x: &Connection) -> Value {
+        json!({
+            "id": x.id.as_str(),
+            "object": "connection",
+            "channel": "email",
+            "provider": x.provider.as_str(),
+            "from": x.from,
+            "base_url": x.base_url,
+            "api_key_last4": x.api_key_last4(),
+            "created_at": x.created_at.to_string(),
+        })
+    }
+
+    /// The domain's `Template::snapshot()`, which this body replaces.
+    fn old_template(x: &Template) -> Value {
+        json!({
+            "id": x.id.as_str(),
+            "object": "template",
+            "name": x.name,
+            "subject": x.subject,
+            "body": x.body,
+            "text": x.text,
+            "created_at": x.created_at.to_string(),
+            "updated_at": x.updated_at.to_string(),
+            "version": x.version,
+        })
+    }
+
+    /// The domain's `EmailMessage::snapshot()`, which this body replaces.
+    fn old_email(x: &EmailMessage) -> Value {
+        json!({
+            "id": x.id.as_str(),
+            "object": "email",
+            "to": x.to,
+            "from": x.from,
+            "subject": x.subject,
+            "html": x.html,
+            "text": x.text,
+            "status": x.status.as_str(),
+            "error": x.error,
+            "source": x.source.snapshot(),
+            "contact_id": x.contact_id.as_ref().map(ContactId::as_str),
+            "deal_id": x.deal_id.as_ref().map(DealId::as_str),
+            "attempts": x.attempts,
+            "next_attempt_at": x.next_attempt_at.map(|t| t.to_string()),
+            "provider_message_id": x.provider_message_id,
+            "created_at": x.created_at.to_string(),
+            "sent_at": x.sent_at.map(|t| t.to_string()),
+        })
+    }
 
     #[test]
     fn serializes_as_the_email_snapshots_did() {
@@ -164,7 +217,7 @@ mod tests {
             base_url: None,
             created_at: Timestamp::from_millis(T0),
         };
-        crate::bodies::assert_same_json(&ConnectionBody::from(&c), &c.snapshot());
+        crate::bodies::assert_same_json(&ConnectionBody::from(&c), &old_connection(&c));
         let t = Template {
             id: TemplateId::from_uuid(uuid::Uuid::from_u128(2)),
             name: "Hi".into(),
@@ -175,7 +228,7 @@ mod tests {
             updated_at: Timestamp::from_millis(T0 + 1),
             version: 2,
         };
-        crate::bodies::assert_same_json(&TemplateBody::from(&t), &t.snapshot());
+        crate::bodies::assert_same_json(&TemplateBody::from(&t), &old_template(&t));
         let mut e = EmailMessage {
             id: EmailId::from_uuid(uuid::Uuid::from_u128(3)),
             to: "b@example.com".into(),
@@ -196,11 +249,11 @@ mod tests {
             created_at: Timestamp::from_millis(T0),
             sent_at: None,
         };
-        crate::bodies::assert_same_json(&EmailBody::from(&e), &e.snapshot());
+        crate::bodies::assert_same_json(&EmailBody::from(&e), &old_email(&e));
         e.source = EmailSource::Sequence {
             sequence_id: "seq_x".into(),
             step: 1,
         };
-        crate::bodies::assert_same_json(&EmailBody::from(&e), &e.snapshot());
+        crate::bodies::assert_same_json(&EmailBody::from(&e), &old_email(&e));
     }
 }

@@ -13,6 +13,7 @@ mod key;
 mod list;
 mod pipeline;
 mod sequence;
+mod views;
 mod webhook;
 
 pub use activity::ActivityBody;
@@ -31,6 +32,7 @@ pub use sequence::{
     EnrollmentBody, ScheduleLineBody, SequenceBody, SourceBody, StepBody, TriggerBody,
     UnenrolledBody,
 };
+pub use views::BodyViews;
 pub use webhook::{DeliveryAttemptBody, DeliveryBody, WebhookBody, WebhookWithSecretBody};
 
 use crm_domain::Timestamp;

@@ -65,7 +65,23 @@ impl From<&Pipeline> for PipelineBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
     use crm_domain::{PipelineId, StageId, StageType, Timestamp};
+
+    /// The domain's `Pipeline::snapshot()`, which this body replaces.
+    fn old_snapshot(x: &Pipeline) -> Value {
+        json!({
+            "id": x.id.as_str(),
+            "object": "pipeline",
+            "key": x.key,
+            "name": x.name,
+            "is_default": x.is_default,
+            "stages": x.stages.iter().map(Stage::snapshot).collect::<Vec<_>>(),
+            "created_at": x.created_at.to_string(),
+            "updated_at": x.updated_at.to_string(),
+            "version": x.version,
+        })
+    }
 
     #[test]
     fn serializes_as_the_pipeline_snapshot_did() {
@@ -90,6 +106,6 @@ mod tests {
             updated_at: Timestamp::from_millis(1_700_000_000_000),
             version: 4,
         };
-        crate::bodies::assert_same_json(&PipelineBody::from(&p), &p.snapshot());
+        crate::bodies::assert_same_json(&PipelineBody::from(&p), &old_snapshot(&p));
     }
 }
