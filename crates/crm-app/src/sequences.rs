@@ -270,7 +270,11 @@ impl App {
     /// The dry run of decisions §13: the cumulative schedule, how many existing records would
     /// enroll now (capped at 500, whatever `enroll_existing` says), and merge tags no field
     /// provides. Reads only.
-    pub async fn preview_sequence(&self, caller: &Caller, id: &str) -> Result<Value, AppError> {
+    pub async fn preview_sequence(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<sequence::Preview, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;

@@ -549,31 +549,51 @@ pub fn schedule(waits: &[i64]) -> Vec<ScheduledStep> {
         .collect()
 }
 
-/// The preview document (decisions §13): the schedule with each step's subject (a template's
-/// when the step names one: `subjects[i]`), how many existing records would enroll now, and the
-/// merge tags no field provides.
+/// What a sequence would do (decisions §13): the schedule with each step's subject, how many
+/// existing records would enroll now, and the merge tags no field provides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    pub schedule: Vec<PreviewStep>,
+    /// Capped at [`ENROLL_EXISTING_LIMIT`].
+    pub would_enroll_now: usize,
+    pub warnings: Vec<String>,
+}
+
+/// One step of a [`Preview`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewStep {
+    pub at: ScheduledStep,
+    /// A template's subject when the step names one, else the step's own.
+    pub subject: Option<String>,
+}
+
+/// The preview of `def`, with each step's subject (a template's when the step names one:
+/// `subjects[i]`).
 pub fn preview(
     def: &SequenceDef,
     subjects: &[Option<String>],
     would_enroll_now: usize,
     warnings: &[String],
-) -> Value {
-    let schedule: Vec<Value> = def
+) -> Preview {
+    let schedule = def
         .schedule()
-        .iter()
+        .into_iter()
         .zip(&def.steps)
         .enumerate()
-        .map(|(i, (s, step))| {
-            let subject = subjects.get(i).cloned().flatten().or_else(|| step.subject.clone());
-            json!({"step": s.step, "wait_seconds": s.wait_seconds, "send_offset_seconds": s.send_offset_seconds, "subject": subject})
+        .map(|(i, (at, step))| PreviewStep {
+            at,
+            subject: subjects
+                .get(i)
+                .cloned()
+                .flatten()
+                .or_else(|| step.subject.clone()),
         })
         .collect();
-    json!({
-        "object": "sequence_preview",
-        "schedule": schedule,
-        "would_enroll_now": would_enroll_now.min(ENROLL_EXISTING_LIMIT),
-        "warnings": warnings,
-    })
+    Preview {
+        schedule,
+        would_enroll_now: would_enroll_now.min(ENROLL_EXISTING_LIMIT),
+        warnings: warnings.to_vec(),
+    }
 }
 
 /// Merge tags of `texts` that no field of the enrolled contact (built-in or custom) or of its
@@ -1008,18 +1028,25 @@ mod tests {
         assert_eq!(offsets, [0, 3, 7, 14]);
         let doc = preview(&def, &[], 900, &[]);
         assert_eq!(
-            doc["schedule"][2],
-            json!({"step": 3, "wait_seconds": 4 * 86_400, "send_offset_seconds": 7 * 86_400, "subject": "S{{first_name}}"})
+            doc.schedule[2],
+            PreviewStep {
+                at: ScheduledStep {
+                    step: 3,
+                    wait_seconds: 4 * 86_400,
+                    send_offset_seconds: 7 * 86_400
+                },
+                subject: Some("S{{first_name}}".into())
+            }
         );
-        assert_eq!(doc["would_enroll_now"], 500, "capped");
+        assert_eq!(doc.would_enroll_now, 500, "capped");
         let doc = preview(
             &def,
             &[None, Some("From template".into())],
             3,
             &["w".into()],
         );
-        assert_eq!(doc["schedule"][1]["subject"], "From template");
-        assert_eq!(doc["warnings"], json!(["w"]));
+        assert_eq!(doc.schedule[1].subject.as_deref(), Some("From template"));
+        assert_eq!(doc.warnings, ["w"]);
     }
 
     #[test]

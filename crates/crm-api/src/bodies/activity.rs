@@ -48,8 +48,8 @@ impl From<&Activity> for ActivityBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{ActivityId, ContactId, DealId, Timestamp};
+    use serde_json::{json, Value};
 
     /// The domain's `Activity::snapshot()`, which this body replaces.
     fn old_snapshot(x: &Activity) -> Value {

@@ -254,12 +254,12 @@ impl From<&AutomationRun> for AutomationRunBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{
         automation::ConditionOp,
         rule::{AutomationDef, EmailAction},
         AutomationId, AutomationRunId, EventId, EventType, Timestamp,
     };
+    use serde_json::{json, Value};
 
     /// The domain's `Automation::snapshot()`, which this body replaces.
     fn old_automation(x: &Automation) -> Value {

@@ -44,8 +44,8 @@ impl From<&Company> for CompanyBody {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{CompanyId, Timestamp};
+    use serde_json::{json, Value};
 
     /// The domain's `Company::snapshot()`, which this body replaces.
     fn old_snapshot(x: &Company) -> Value {

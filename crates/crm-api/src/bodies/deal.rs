@@ -64,8 +64,8 @@ impl From<&Deal> for DealBody {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{CompanyId, ContactId, Date, DealId, PipelineId, StageType, Timestamp};
+    use serde_json::{json, Value};
 
     /// The domain's `Deal::snapshot()`, which this body replaces.
     fn old_snapshot(x: &Deal) -> Value {

@@ -147,11 +147,11 @@ impl From<&EmailMessage> for EmailBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{
         mail::{EmailStatus, Provider},
         AutomationId, ConnectionId, ContactId, DealId, EmailId, TemplateId, Timestamp,
     };
+    use serde_json::{json, Value};
 
     const T0: i64 = 1_700_000_000_000;
 

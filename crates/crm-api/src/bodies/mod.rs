@@ -7,6 +7,7 @@ mod automation;
 mod company;
 mod contact;
 mod deal;
+mod deleted;
 mod email;
 mod event;
 mod key;
@@ -23,13 +24,14 @@ pub use automation::{
 pub use company::CompanyBody;
 pub use contact::ContactBody;
 pub use deal::DealBody;
+pub use deleted::DeletedBody;
 pub use email::{ConnectionBody, EmailBody, TemplateBody};
 pub use event::EventBody;
 pub use key::{KeyBody, KeyWithSecretBody};
 pub use list::ListBody;
 pub use pipeline::{PipelineBody, StageBody};
 pub use sequence::{
-    EnrollmentBody, ScheduleLineBody, SequenceBody, SourceBody, StepBody, TriggerBody,
+    EnrollmentBody, PreviewBody, ScheduleLineBody, SequenceBody, SourceBody, StepBody, TriggerBody,
     UnenrolledBody,
 };
 pub use views::BodyViews;

@@ -65,8 +65,8 @@ impl From<&Pipeline> for PipelineBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{PipelineId, StageId, StageType, Timestamp};
+    use serde_json::{json, Value};
 
     /// The domain's `Pipeline::snapshot()`, which this body replaces.
     fn old_snapshot(x: &Pipeline) -> Value {

@@ -2,7 +2,7 @@
 //! trigger and step types are also the schemas of the create and update bodies, which the engine
 //! parses.
 
-use crm_domain::sequence::{Enrollment, Sequence, Step, Trigger, WaitUnit};
+use crm_domain::sequence::{Enrollment, Preview, Sequence, Step, Trigger, WaitUnit};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -188,16 +188,49 @@ pub struct ScheduleLineBody {
     pub subject: Option<String>,
 }
 
+/// What a sequence would do: its schedule, who would enroll now, and merge-tag warnings.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "SequencePreview")]
+pub struct PreviewBody {
+    pub object: &'static str,
+    pub schedule: Vec<ScheduleLineBody>,
+    /// Existing records that match the trigger filter, not the exit conditions, have a recipient
+    /// and are not enrolled yet; capped at 500.
+    pub would_enroll_now: u32,
+    /// Merge tags that no field provides (they render empty).
+    pub warnings: Vec<String>,
+}
+
+impl From<&Preview> for PreviewBody {
+    fn from(p: &Preview) -> Self {
+        PreviewBody {
+            object: "sequence_preview",
+            schedule: p
+                .schedule
+                .iter()
+                .map(|s| ScheduleLineBody {
+                    step: u32::try_from(s.at.step).unwrap_or(u32::MAX),
+                    wait_seconds: s.at.wait_seconds,
+                    send_offset_seconds: s.at.send_offset_seconds,
+                    subject: s.subject.clone(),
+                })
+                .collect(),
+            would_enroll_now: u32::try_from(p.would_enroll_now).unwrap_or(u32::MAX),
+            warnings: p.warnings.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
     use crm_domain::{
         automation::ConditionOp,
         condition::Condition,
         sequence::{EnrollmentState, ExitReason, SequenceDef, SourceObject},
         ContactId, EnrollmentId, EventType, SequenceId, Timestamp,
     };
+    use serde_json::{json, Value};
 
     /// The domain's `Sequence::snapshot()`, which this body replaces.
     fn old_sequence(x: &Sequence) -> Value {
@@ -293,5 +326,29 @@ mod tests {
             Timestamp::from_millis(1_700_000_000_001),
         );
         crate::bodies::assert_same_json(&EnrollmentBody::from(&e), &old_enrollment(&e));
+    }
+
+    #[test]
+    fn the_preview_serializes_as_the_domain_document_did() {
+        use crm_domain::sequence::{PreviewStep, ScheduledStep};
+        let p = Preview {
+            schedule: vec![PreviewStep {
+                at: ScheduledStep {
+                    step: 1,
+                    wait_seconds: 60,
+                    send_offset_seconds: 60,
+                },
+                subject: None,
+            }],
+            would_enroll_now: 3,
+            warnings: vec!["w".into()],
+        };
+        let old = json!({
+            "object": "sequence_preview",
+            "schedule": [{"step": 1, "wait_seconds": 60, "send_offset_seconds": 60, "subject": null}],
+            "would_enroll_now": 3,
+            "warnings": ["w"],
+        });
+        crate::bodies::assert_same_json(&PreviewBody::from(&p), &old);
     }
 }

@@ -5,12 +5,11 @@ use crm_domain::{ActivityDraft, ActivityPatch, ContactId, DealId, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match};
+use super::{filter_value, handler, if_match};
 use crate::{
-    bodies::{ActivityBody, ListBody},
+    bodies::{ActivityBody, DeletedBody, ListBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -122,7 +121,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let activity = api.app.delete_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(activity.id.as_str(), "activity")))
+    Ok(Reply::serialized(200, &DeletedBody::new(activity.id.as_str(), "activity")))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -209,7 +208,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

@@ -6,12 +6,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{deleted_body, deleted_schema, handler};
+use super::handler;
 use crate::{
-    bodies::{ActionBody, AutomationBody, AutomationRunBody, ConditionBody, ListBody},
+    bodies::{ActionBody, AutomationBody, AutomationRunBody, ConditionBody, DeletedBody, ListBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::schema_of,
 };
 
@@ -74,7 +73,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_automation(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "automation")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "automation")))
 });
 
 handler!(runs(api, caller, input) {
@@ -170,7 +169,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

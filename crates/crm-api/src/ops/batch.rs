@@ -15,8 +15,7 @@ use super::{
 };
 use crate::{
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Api, ErrorCode, Problem,
 };

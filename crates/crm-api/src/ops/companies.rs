@@ -5,12 +5,13 @@ use crm_domain::{CompanyDraft, CompanyPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match};
+use super::{filter_value, handler, if_match};
 use crate::{
-    bodies::{CompanyBody, ListBody},
+    bodies::{CompanyBody, DeletedBody, ListBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{
+        Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    },
     schema::{schema_of, PatchField},
 };
 
@@ -85,7 +86,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let company = api.app.delete_company(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(company.id.as_str(), "company")))
+    Ok(Reply::serialized(200, &DeletedBody::new(company.id.as_str(), "company")))
 });
 
 handler!(restore(api, caller, input) {
@@ -181,7 +182,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

@@ -5,9 +5,9 @@ use crm_domain::{ContactDraft, ContactPatch, Email, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match};
+use super::{filter_value, handler, if_match};
 use crate::{
-    bodies::{ContactBody, ListBody},
+    bodies::{ContactBody, DeletedBody, ListBody},
     body,
     catalog::{
         Hints, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED,
@@ -178,7 +178,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let contact = api.app.delete_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(contact.id.as_str(), "contact")))
+    Ok(Reply::serialized(200, &DeletedBody::new(contact.id.as_str(), "contact")))
 });
 
 handler!(restore(api, caller, input) {
@@ -280,7 +280,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

@@ -5,12 +5,13 @@ use crm_domain::{CompanyId, ContactId, DealDraft, DealPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, if_match};
+use super::{filter_value, handler, if_match};
 use crate::{
-    bodies::{DealBody, ListBody},
+    bodies::{DealBody, DeletedBody, ListBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{
+        Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    },
     schema::{schema_of, PatchField, WholeNumber},
     Problem,
 };
@@ -188,7 +189,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let deal = api.app.delete_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(deal.id.as_str(), "deal")))
+    Ok(Reply::serialized(200, &DeletedBody::new(deal.id.as_str(), "deal")))
 });
 
 handler!(restore(api, caller, input) {
@@ -287,7 +288,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

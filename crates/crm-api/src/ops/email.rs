@@ -10,12 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{deleted_body, deleted_schema, filter_value, handler};
+use super::{filter_value, handler};
 use crate::{
-    bodies::{ConnectionBody, EmailBody, ListBody, TemplateBody},
+    bodies::{ConnectionBody, DeletedBody, EmailBody, ListBody, TemplateBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -106,7 +105,7 @@ handler!(get_connection(api, caller, input) {
 
 handler!(delete_connection(api, caller, input) {
     let id = api.app.delete_connection(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "connection")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "connection")))
 });
 
 handler!(list_templates(api, caller, input) {
@@ -140,7 +139,7 @@ handler!(update_template(api, caller, input) {
 
 handler!(delete_template(api, caller, input) {
     let id = api.app.delete_template(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "template")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "template")))
 });
 
 handler!(list_emails(api, caller, input) {
@@ -227,7 +226,7 @@ pub fn operations() -> Vec<Operation> {
             conn_read, &[], None, Output::of::<ConnectionBody>(), get_connection),
         op("svc_delete_connection", Method::Delete, "/connections/{id}", "Delete a connection",
             "Deletes a connection for good. Queued live emails wait (and retry) until a connection exists again. Errors: not_found.",
-            conn_write, &[], None, Output::written(deleted_schema), delete_connection),
+            conn_write, &[], None, Output::of::<DeletedBody>(), delete_connection),
         op("svc_list_templates", Method::Get, "/templates", "List templates",
             "Lists email templates newest first.",
             tpl_read, PAGE_QUERY, None, Output::of::<ListBody<TemplateBody>>(), list_templates),
@@ -243,7 +242,7 @@ pub fn operations() -> Vec<Operation> {
             tpl_write, &[], Some(schema_of::<TemplateUpdate>), Output::of::<TemplateBody>(), update_template),
         op("svc_delete_template", Method::Delete, "/templates/{id}", "Delete a template",
             "Deletes a template for good; rules that still name it record a not_found failure when they run. Errors: not_found.",
-            tpl_write, &[], None, Output::written(deleted_schema), delete_template),
+            tpl_write, &[], None, Output::of::<DeletedBody>(), delete_template),
         op("svc_list_emails", Method::Get, "/emails", "List emails",
             "Every email sent or simulated in this mode, newest first: recipient, sender, subject, HTML and text parts, \
              status (simulated in test mode; queued, sent or failed in live mode) with the provider's error, and its source \

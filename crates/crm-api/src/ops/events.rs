@@ -6,8 +6,7 @@ use crm_domain::EventType;
 use super::{filter_value, handler};
 use crate::{
     bodies::{EventBody, ListBody},
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     Problem,
 };
 

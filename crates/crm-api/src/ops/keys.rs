@@ -10,8 +10,7 @@ use super::handler;
 use crate::{
     bodies::{KeyBody, KeyWithSecretBody, ListBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of},
     Problem,
 };

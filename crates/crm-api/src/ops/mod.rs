@@ -18,8 +18,6 @@ pub mod sequences;
 pub mod usage;
 pub mod webhooks;
 
-use serde_json::{json, Value};
-
 /// Declares a handler: an async body turned into the catalog's boxed-future fn pointer.
 macro_rules! handler {
     ($name:ident($api:ident, $caller:ident, $input:ident) $body:block) => {
@@ -33,19 +31,6 @@ macro_rules! handler {
     };
 }
 pub(crate) use handler;
-
-/// The body DELETE answers with (decisions §3).
-pub(crate) fn deleted_body(id: &str, object: &str) -> Value {
-    json!({"id": id, "object": object, "deleted": true})
-}
-
-pub(crate) fn deleted_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "deleted": {"const": true}},
-        "required": ["id", "object", "deleted"],
-    })
-}
 
 /// A version no record has (versions start at 1): what a weak `If-Match` tag stands for, so that
 /// the update answers 412 `version_conflict` with `current_version`, as any other mismatch does.

@@ -9,12 +9,11 @@ use crm_domain::{PipelineDraft, StageDraft};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, handler};
+use super::handler;
 use crate::{
-    bodies::{ListBody, PipelineBody},
+    bodies::{DeletedBody, ListBody, PipelineBody},
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, WholeNumber},
     Problem,
 };
@@ -164,7 +163,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let pipeline = api.app.delete_pipeline(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(pipeline.id.as_str(), "pipeline")))
+    Ok(Reply::serialized(200, &DeletedBody::new(pipeline.id.as_str(), "pipeline")))
 });
 
 fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
@@ -297,7 +296,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::handler;
 use crate::{
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Problem,
 };

@@ -10,12 +10,11 @@ use serde_json::Value;
 use super::handler;
 use crate::{
     bodies::{
-        ConditionBody, EnrollmentBody, ListBody, ScheduleLineBody, SequenceBody, StepBody,
+        ConditionBody, DeletedBody, EnrollmentBody, ListBody, PreviewBody, SequenceBody, StepBody,
         TriggerBody, UnenrolledBody,
     },
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::schema_of,
 };
 
@@ -66,19 +65,6 @@ pub struct EnrollIn {
     pub contact_id: Option<String>,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the document; never constructed
-#[schemars(rename = "SequencePreview")]
-pub struct PreviewOut {
-    object: String,
-    schedule: Vec<ScheduleLineBody>,
-    /// Existing records that match the trigger filter, not the exit conditions, have a recipient
-    /// and are not enrolled yet; capped at 500.
-    would_enroll_now: u32,
-    /// Merge tags that no field provides (they render empty).
-    warnings: Vec<String>,
-}
-
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 handler!(list(api, caller, input) {
@@ -113,12 +99,12 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, super::deleted_body(id.as_str(), "sequence")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "sequence")))
 });
 
 handler!(preview(api, caller, input) {
-    let doc = api.app.preview_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, doc))
+    let preview = api.app.preview_sequence(caller, input.path_param("id")).await?;
+    Ok(Reply::serialized(200, &PreviewBody::from(&preview)))
 });
 
 handler!(enroll(api, caller, input) {
@@ -228,7 +214,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(super::deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -246,7 +232,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::of::<PreviewOut>(),
+            output: Output::of::<PreviewBody>(),
             hints: Hints::READ,
             handler: preview,
         },

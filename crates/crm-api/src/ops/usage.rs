@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 use super::handler;
 use crate::{
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::PatchField,
     Problem,
 };

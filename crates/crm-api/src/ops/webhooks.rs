@@ -6,12 +6,14 @@ use crm_domain::{Patch, Subscription};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{deleted_body, deleted_schema, handler, if_match};
+use super::{handler, if_match};
 use crate::{
-    bodies::{DeliveryAttemptBody, DeliveryBody, ListBody, WebhookBody, WebhookWithSecretBody},
+    bodies::{
+        DeletedBody, DeliveryAttemptBody, DeliveryBody, ListBody, WebhookBody,
+        WebhookWithSecretBody,
+    },
     body,
-    catalog::Output,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of, PatchField},
 };
 
@@ -85,7 +87,7 @@ handler!(update(api, caller, input) {
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_webhook(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "webhook")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "webhook")))
 });
 
 handler!(roll_secret(api, caller, input) {
@@ -194,7 +196,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: Output::written(deleted_schema),
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
