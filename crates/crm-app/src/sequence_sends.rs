@@ -276,7 +276,7 @@ impl App {
                     continue;
                 }
             };
-            let record = self.views.contact(&contact);
+            let record = self.views.contact(contact);
             let company = match &contact.company_id {
                 Some(cid)
                     if [&subject, &body].iter().any(|t| t.contains("company."))

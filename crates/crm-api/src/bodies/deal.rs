@@ -102,7 +102,7 @@ pub(crate) mod tests {
             stage_type: StageType::Won,
             primary_contact_id: Some(ContactId::from_uuid(uuid::Uuid::from_u128(11))),
             company_id: Some(CompanyId::from_uuid(uuid::Uuid::from_u128(12))),
-            value_cents: Some(125_00),
+            value_cents: Some(12_500),
             currency: Some("EUR".into()),
             close_date: Date::parse("2026-01-02"),
             custom_fields,
