@@ -68,7 +68,7 @@ impl App {
                 let c = self
                     .set_contact_deleted_in(tx, tenant, &id, true, fx)
                     .await?;
-                serde_json::json!({"id": c.id.as_str(), "object": "contact", "deleted": true})
+                self.views.deleted(c.id.as_str(), "contact")
             }
             BatchOp::CreateDeal { draft, pipeline } => self.views.deal(
                 &self
@@ -86,7 +86,7 @@ impl App {
             ),
             BatchOp::DeleteDeal { id } => {
                 let d = self.set_deal_deleted_in(tx, tenant, &id, true, fx).await?;
-                serde_json::json!({"id": d.id.as_str(), "object": "deal", "deleted": true})
+                self.views.deleted(d.id.as_str(), "deal")
             }
         })
     }

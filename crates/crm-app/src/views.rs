@@ -22,4 +22,6 @@ pub trait RecordViews: Send + Sync {
     fn activity(&self, activity: &Activity) -> Value;
     fn pipeline(&self, pipeline: &Pipeline) -> Value;
     fn stage(&self, stage: &Stage) -> Value;
+    /// What a delete of the record `id` of kind `object` (`contact`, `deal`) answers.
+    fn deleted(&self, id: &str, object: &'static str) -> Value;
 }

@@ -1,6 +1,8 @@
 //! Response bodies: each resource's answer as a type that is at once what the operation sends and
 //! the schema it documents, built from the domain record (`From<&Contact>` and so on). The domain
-//! knows records, not wire bodies; this module is where one becomes the other.
+//! knows records, not wire bodies; this module is where one becomes the other. It also answers
+//! crm-app's `RecordViews` port ([`BodyViews`]), so that an event's `data` and a replayed answer
+//! are these same bodies.
 
 mod activity;
 mod automation;

@@ -6,7 +6,9 @@ use crm_domain::{Activity, Company, Contact, Deal, Pipeline, Stage};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ActivityBody, CompanyBody, ContactBody, DealBody, PipelineBody, StageBody};
+use super::{
+    ActivityBody, CompanyBody, ContactBody, DealBody, DeletedBody, PipelineBody, StageBody,
+};
 
 /// The records as the API's bodies show them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,6 +41,10 @@ impl RecordViews for BodyViews {
 
     fn stage(&self, stage: &Stage) -> Value {
         to_value(&StageBody::from(stage))
+    }
+
+    fn deleted(&self, id: &str, object: &'static str) -> Value {
+        to_value(&DeletedBody::new(id, object))
     }
 }
 

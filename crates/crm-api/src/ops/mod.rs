@@ -1,5 +1,6 @@
-//! The operations, one module per resource. Each module declares its DTOs (the wire format, with
-//! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
+//! The operations, one module per resource. Each module declares its request DTOs (with JSON
+//! Schemas), converts them to domain types, answers with the response bodies of
+//! [`crate::bodies`], and lists its [`Operation`]s.
 
 pub mod activities;
 pub mod automations;
