@@ -224,7 +224,15 @@ async fn runtime_at(backend: Backend, url: &str) -> (Runtime, Arc<ManualClock>) 
         }
     };
     let clock = Arc::new(ManualClock(AtomicI64::new(1_800_000_000_000)));
-    (Runtime::new(store, clock.clone(), Arc::new(UuidV7)), clock)
+    (
+        Runtime::new(
+            store,
+            clock.clone(),
+            Arc::new(UuidV7),
+            Arc::new(crm_api::bodies::BodyViews),
+        ),
+        clock,
+    )
 }
 
 /// A key whose first request is still running answers `idempotency_in_progress`; once its lease

@@ -139,7 +139,11 @@ fn main() -> Result<()> {
         Some("reliability") => reliability::main(&root(), &args[1..]),
         Some("schemathesis") => reliability::main(
             &root(),
-            &[&["--only".to_owned(), "schemathesis".to_owned()], &args[1..]].concat(),
+            &[
+                &["--only".to_owned(), "schemathesis".to_owned()],
+                &args[1..],
+            ]
+            .concat(),
         ),
         Some("bench-hello") => bench::hello_main(),
         _ => {

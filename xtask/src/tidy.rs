@@ -105,7 +105,14 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     // Adapters of crm-app's ports: each knows its own library and nothing of the transports.
     (
         "crm-store-sqlite",
-        &["crm-app", "crm-domain", "async-trait", "sqlx", "tokio", "tracing"],
+        &[
+            "crm-app",
+            "crm-domain",
+            "async-trait",
+            "sqlx",
+            "tokio",
+            "tracing",
+        ],
         &["crm-store-conformance"],
     ),
     (
@@ -128,12 +135,26 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "crm-outbound",
-        &["crm-app", "crm-domain", "async-trait", "reqwest", "tokio", "tracing"],
+        &[
+            "crm-app",
+            "crm-domain",
+            "async-trait",
+            "reqwest",
+            "tokio",
+            "tracing",
+        ],
         &[],
     ),
     (
         "crm-email",
-        &["crm-app", "crm-domain", "async-trait", "lettre", "reqwest", "tracing"],
+        &[
+            "crm-app",
+            "crm-domain",
+            "async-trait",
+            "lettre",
+            "reqwest",
+            "tracing",
+        ],
         &[],
     ),
     (
@@ -149,11 +170,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         ],
         &[],
     ),
-    (
-        "crm-secrets",
-        &["crm-app", "chacha20poly1305", "rand"],
-        &[],
-    ),
+    ("crm-secrets", &["crm-app", "chacha20poly1305", "rand"], &[]),
     // The binary wires everything; its dev-dependencies drive the black-box suite.
     (
         "crm-server",
@@ -195,7 +212,9 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     // axum and sqlx (deny.toml lists xtask as their wrapper too).
     (
         "xtask",
-        &["anyhow", "axum", "httparse", "rand", "rustix", "sqlx", "tokio"],
+        &[
+            "anyhow", "axum", "httparse", "rand", "rustix", "sqlx", "tokio",
+        ],
         &["cargo_metadata"],
     ),
 ];

@@ -1,12 +1,15 @@
 //! The operation catalog: every operation of the service, declared once. The REST router, the
 //! OpenAPI document, the MCP tool list and the A2A skills are all derived from [`catalog`].
 
-use std::{borrow::Cow, collections::BTreeMap, future::Future, pin::Pin, sync::OnceLock};
+use std::{
+    borrow::Cow, collections::BTreeMap, future::Future, ops::Deref, pin::Pin, sync::OnceLock,
+};
 
 use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::Value;
 
-use crate::{ops, problem::Problem, Api};
+use crate::{bodies::Versioned, ops, problem::Problem, schema::schema_of, Api};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -227,7 +230,9 @@ pub struct Operation {
     pub success_status: u16,
     pub query: &'static [QueryParam],
     pub body: Option<fn() -> Value>,
-    pub output: fn() -> Value,
+    /// The success body's schema, from its type (`Output::of::<ContactBody>()`). Called, it
+    /// gives the schema inline: `(op.output)()`.
+    pub output: Output,
     pub hints: Hints,
     pub handler: Handler,
 }
@@ -286,6 +291,65 @@ impl Operation {
             );
         }
         serde_json::json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+    }
+}
+
+/// The schema of an operation's success body. From a type ([`Output::of`]) it is the type the
+/// handler answers with, so the schema and the answer cannot drift; the OpenAPI document refers
+/// to it by name, the agent transports take it inline.
+#[derive(Clone, Copy)]
+pub struct Output {
+    inline: fn() -> Value,
+    /// `None` for a schema written by hand ([`Output::written`]), which has no name.
+    named: Option<fn(&mut SchemaGenerator) -> Schema>,
+}
+
+impl Output {
+    /// The schema of the body type `T`.
+    pub fn of<T: JsonSchema>() -> Output {
+        Output {
+            inline: schema_of::<T>,
+            named: Some(|generator| generator.subschema_for::<T>()),
+        }
+    }
+
+    /// A schema written out by hand, for documents that are not one type.
+    pub fn written(schema: fn() -> Value) -> Output {
+        Output {
+            inline: schema,
+            named: None,
+        }
+    }
+
+    /// The schema with its subschemas inlined: self-contained, for MCP and A2A.
+    pub fn inline(&self) -> Value {
+        (self.inline)()
+    }
+
+    /// The schema as `generator` describes it: a `$ref` to the body type's definition where the
+    /// type has a name (the generator collects the definitions), else the inline schema.
+    pub fn in_generator(&self, generator: &mut SchemaGenerator) -> Value {
+        match self.named {
+            Some(named) => named(generator).to_value(),
+            None => self.inline(),
+        }
+    }
+}
+
+/// `(op.output)()` is the inline schema.
+impl Deref for Output {
+    type Target = fn() -> Value;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inline
+    }
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output")
+            .field("named", &self.named.is_some())
+            .finish()
     }
 }
 
@@ -438,6 +502,14 @@ impl Reply {
             ),
             etag: None,
             replayed: false,
+        }
+    }
+
+    /// A single record's typed body, serialized here once; its version becomes the ETag.
+    pub fn versioned<B: serde::Serialize + Versioned>(status: u16, body: &B) -> Reply {
+        Reply {
+            etag: Some(body.version()),
+            ..Reply::serialized(status, body)
         }
     }
 

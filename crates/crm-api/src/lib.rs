@@ -7,6 +7,7 @@
 //! knows JSON and the wire DTOs; it does not know axum, HTTP servers, MCP or A2A framing, or SQL.
 
 pub mod agent;
+pub mod bodies;
 pub mod body;
 pub mod catalog;
 pub mod openapi;

@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document, generated from the catalog.
 
+use schemars::{generate::SchemaSettings, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::{
@@ -60,15 +61,26 @@ fn header_refs(names: &[&str]) -> Value {
 
 const RATE: [&str; 3] = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
 
+/// The generator of the document's body schemas: a body type is described once, under
+/// `components.schemas` by its name, and referred to from each operation that answers with it.
+fn schema_generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+        })
+        .into_generator()
+}
+
 /// The responses of `op`, or of an alias of it answering `success`: each success status with
 /// the output schema, 401 and 429 (the two every operation may answer with headers of their
 /// own), and every other problem as `default`.
-fn responses(op: &Operation, success: &[u16]) -> Value {
-    let output = (op.output)();
+fn responses(op: &Operation, success: &[u16], generator: &mut SchemaGenerator) -> Value {
+    let output = op.output.in_generator(generator);
     let mut ok = vec!["Request-Id"];
     ok.extend(RATE);
     // A single record (it has a version) is answered with its version as ETag.
-    if output.pointer("/properties/version").is_some() {
+    if op.output.inline().pointer("/properties/version").is_some() {
         ok.push("ETag");
     }
     let mut problem = vec!["Request-Id"];
@@ -141,6 +153,7 @@ fn query_parameter(q: &QueryParam) -> Value {
 
 /// The document for a server reachable at `public_url`.
 pub fn document(public_url: &str) -> Value {
+    let mut generator = schema_generator();
     let mut paths: Map<String, Value> = Map::new();
     for op in catalog() {
         let mut parameters: Vec<Value> = op
@@ -164,7 +177,7 @@ pub fn document(public_url: &str) -> Value {
             "parameters": parameters,
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
-            "responses": responses(op, &[&[op.success_status], op.also_success()].concat()),
+            "responses": responses(op, &[&[op.success_status], op.also_success()].concat(), &mut generator),
         });
         if let Some(body) = op.body {
             operation["requestBody"] = request_body(body());
@@ -195,7 +208,7 @@ pub fn document(public_url: &str) -> Value {
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
             // The aliases change or remove: 200, never the 201 of an add.
-            "responses": responses(op, &[200]),
+            "responses": responses(op, &[200], &mut generator),
         });
         if !alias.fields.is_empty() {
             operation["requestBody"] = request_body(alias_body(op, alias));
@@ -205,6 +218,9 @@ pub fn document(public_url: &str) -> Value {
             .or_insert_with(|| json!({}));
         entry[method] = operation;
     }
+    let mut schemas = Map::new();
+    schemas.insert("Problem".into(), problem_schema());
+    schemas.extend(generator.take_definitions(true));
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -216,7 +232,7 @@ pub fn document(public_url: &str) -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "svc_test_… or svc_live_… API key"}},
-            "schemas": {"Problem": problem_schema()},
+            "schemas": schemas,
             "headers": headers(),
         },
     })
@@ -396,6 +412,41 @@ mod tests {
                 &json!(["contact", "deal"])
             )
         );
+    }
+
+    /// A body type is described once, under its name, and each operation refers to it: a
+    /// generated client has one `Contact` class for create, get, update and list.
+    #[test]
+    fn bodies_are_referred_to_by_name() {
+        let doc = document("http://localhost:8080");
+        let schema = |path: &str, method: &str, status: &str| {
+            doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        let contact = json!({"$ref": "#/components/schemas/Contact"});
+        assert_eq!(schema("/contacts", "post", "201"), contact);
+        assert_eq!(schema("/contacts/{id}", "get", "200"), contact);
+        assert_eq!(schema("/contacts/{id}", "patch", "200"), contact);
+        assert_eq!(
+            schema("/contacts", "get", "200"),
+            json!({"$ref": "#/components/schemas/ContactList"})
+        );
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(
+            schemas["ContactList"]["properties"]["data"]["items"],
+            contact
+        );
+        assert_eq!(
+            crate::schema::property_names(&schemas["Contact"]),
+            crate::schema::property_names(&crate::schema::schema_of::<crate::bodies::ContactBody>())
+        );
+        // Every reference resolves.
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"").skip(1) {
+            let target = &reference[..reference.find('"').unwrap()];
+            let pointer = target.strip_prefix('#').unwrap();
+            assert!(doc.pointer(pointer).is_some(), "{target} does not resolve");
+        }
     }
 
     #[test]

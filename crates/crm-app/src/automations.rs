@@ -21,6 +21,7 @@ use crate::{
     paging::{page_from, slice_for, Page, PageParams},
     plans::check_plan_cap,
     ports::{StoreError, Tx},
+    views::RecordViews,
     write::{Effects, Emit, PendingEvent, RecordRef},
     App,
 };
@@ -139,13 +140,17 @@ impl ActionCache {
         tx: &mut dyn Tx,
         tenant: &Tenant,
         record: &Value,
+        views: &dyn RecordViews,
     ) -> Result<Option<Value>, AppError> {
         let Some(id) = record.get("company_id").and_then(Value::as_str) else {
             return Ok(None);
         };
         if !self.companies.contains_key(id) {
             let company = match CompanyId::parse(id) {
-                Ok(cid) => tx.get_company(tenant, &cid).await?.map(|c| c.snapshot()),
+                Ok(cid) => tx
+                    .get_company(tenant, &cid)
+                    .await?
+                    .map(|c| views.company(&c)),
                 Err(_) => None,
             };
             self.companies.insert(id.to_owned(), company);
@@ -297,7 +302,7 @@ impl App {
         // A template's text is not known here: load the company for it too (once per write).
         let templated = matches!(action, Action::SendEmail(e) if e.template_id.is_some());
         let company = if templated || action_texts(action).iter().any(|t| t.contains("company.")) {
-            cache.company(tx, tenant, &event.data).await?
+            cache.company(tx, tenant, &event.data, &*self.views).await?
         } else {
             None
         };
@@ -323,15 +328,19 @@ impl App {
                 let snapshot = match &event.record {
                     RecordRef::Contact(id) => {
                         let patch = rule::contact_patch(&target, value.clone())?;
-                        self.update_contact_in(tx, tenant, id.as_str(), patch, None, fx)
-                            .await?
-                            .snapshot()
+                        self.views.contact(
+                            &self
+                                .update_contact_in(tx, tenant, id.as_str(), patch, None, fx)
+                                .await?,
+                        )
                     }
                     RecordRef::Deal(id) => {
                         let patch = rule::deal_patch(&target, value.clone())?;
-                        self.update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx)
-                            .await?
-                            .snapshot()
+                        self.views.deal(
+                            &self
+                                .update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx)
+                                .await?,
+                        )
                     }
                 };
                 outcome.finals.insert(event.record.clone(), snapshot);
@@ -351,7 +360,9 @@ impl App {
                 let deal = self
                     .update_deal_in(tx, tenant, id.as_str(), patch, None, None, fx)
                     .await?;
-                outcome.finals.insert(event.record.clone(), deal.snapshot());
+                outcome
+                    .finals
+                    .insert(event.record.clone(), self.views.deal(&deal));
                 Ok(json!({"stage": deal.stage}))
             }
             Planned::CreateActivity {

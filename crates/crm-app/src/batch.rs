@@ -57,34 +57,36 @@ impl App {
         let tenant = &caller.tenant;
         Ok(match op {
             BatchOp::CreateContact(draft) => self
-                .create_contact_in(tx, tenant, draft, fx)
-                .await?
-                .snapshot(),
-            BatchOp::UpdateContact { id, patch } => self
-                .update_contact_in(tx, tenant, &id, patch, None, fx)
-                .await?
-                .snapshot(),
+                .views
+                .contact(&self.create_contact_in(tx, tenant, draft, fx).await?),
+            BatchOp::UpdateContact { id, patch } => self.views.contact(
+                &self
+                    .update_contact_in(tx, tenant, &id, patch, None, fx)
+                    .await?,
+            ),
             BatchOp::DeleteContact { id } => {
                 let c = self
                     .set_contact_deleted_in(tx, tenant, &id, true, fx)
                     .await?;
-                serde_json::json!({"id": c.id.as_str(), "object": "contact", "deleted": true})
+                self.views.deleted(c.id.as_str(), "contact")
             }
-            BatchOp::CreateDeal { draft, pipeline } => self
-                .create_deal_in(tx, tenant, draft, pipeline.as_deref(), fx)
-                .await?
-                .snapshot(),
+            BatchOp::CreateDeal { draft, pipeline } => self.views.deal(
+                &self
+                    .create_deal_in(tx, tenant, draft, pipeline.as_deref(), fx)
+                    .await?,
+            ),
             BatchOp::UpdateDeal {
                 id,
                 patch,
                 pipeline,
-            } => self
-                .update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, fx)
-                .await?
-                .snapshot(),
+            } => self.views.deal(
+                &self
+                    .update_deal_in(tx, tenant, &id, patch, pipeline.as_deref(), None, fx)
+                    .await?,
+            ),
             BatchOp::DeleteDeal { id } => {
                 let d = self.set_deal_deleted_in(tx, tenant, &id, true, fx).await?;
-                serde_json::json!({"id": d.id.as_str(), "object": "deal", "deleted": true})
+                self.views.deleted(d.id.as_str(), "deal")
             }
         })
     }

@@ -14,6 +14,7 @@ use crate::{
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{ContactFilter, FieldFilter, StoreError, Tx},
+    views::RecordViews,
     write::{
         check_references, finish_in_tx, missing_reference, store_references, Effects, Emit,
         RecordRef, Touched,
@@ -27,7 +28,7 @@ pub(crate) fn parse_id(id: &str) -> Result<ContactId, AppError> {
     ContactId::parse(id).map_err(|_| AppError::not_found("contact", id))
 }
 
-fn conflict(existing: &Contact) -> AppError {
+fn conflict(views: &dyn RecordViews, existing: &Contact) -> AppError {
     let detail = match existing.deleted_at {
         Some(_) => {
             "a deleted contact holds this email; restore it with POST /contacts/{id}/restore"
@@ -36,11 +37,12 @@ fn conflict(existing: &Contact) -> AppError {
     };
     AppError::Conflict {
         detail: detail.into(),
-        existing: Some(existing.snapshot()),
+        existing: Some(views.contact(existing)),
     }
 }
 
 pub(crate) async fn email_conflict(
+    views: &dyn RecordViews,
     tx: &mut dyn Tx,
     tenant: &Tenant,
     contact: &Contact,
@@ -49,7 +51,7 @@ pub(crate) async fn email_conflict(
         return AppError::Internal("duplicate contact without an email".into());
     };
     match tx.get_contact_by_email(tenant, email).await {
-        Ok(Some(existing)) => conflict(&existing),
+        Ok(Some(existing)) => conflict(views, &existing),
         Ok(None) => AppError::Internal("duplicate email but no holder found".into()),
         Err(e) => e.into(),
     }
@@ -58,6 +60,7 @@ pub(crate) async fn email_conflict(
 /// Inserts `contact`, answering a missing reference with `invalid_reference` and a taken email
 /// with the conflict naming its holder. Nothing is written when it fails; `tx` stays usable.
 async fn insert_contact_checked(
+    views: &dyn RecordViews,
     tx: &mut dyn Tx,
     tenant: &Tenant,
     contact: &Contact,
@@ -68,7 +71,7 @@ async fn insert_contact_checked(
         .await
     {
         Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
-        Err(StoreError::Duplicate) => Err(email_conflict(tx, tenant, contact).await),
+        Err(StoreError::Duplicate) => Err(email_conflict(views, tx, tenant, contact).await),
         other => Ok(other?),
     }
 }
@@ -143,11 +146,11 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
         let mut fx = Effects::new(Emit::Events);
-        insert_contact_checked(&mut *tx, tenant, &contact, refs).await?;
+        insert_contact_checked(&*self.views, &mut *tx, tenant, &contact, refs).await?;
         self.contact_created(&mut fx, &contact);
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let contact = reload(&mut *tx, tenant, contact, &touched).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &contact.snapshot()).await?;
+        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.contact(&contact)).await?;
         tx.commit().await?;
         Ok(contact)
     }
@@ -200,7 +203,7 @@ impl App {
             Err(StoreError::MissingReference(i)) => Err(missing_reference(refs, i)),
             Err(StoreError::Duplicate) => {
                 let mut tx = self.store.begin_read().await?;
-                Err(email_conflict(&mut *tx, tenant, &contact).await)
+                Err(email_conflict(&*self.views, &mut *tx, tenant, &contact).await)
             }
             Err(e) => Err(e.into()),
         }
@@ -214,7 +217,7 @@ impl App {
         fx: &mut Effects,
     ) -> Result<Contact, AppError> {
         let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
-        insert_contact_checked(tx, tenant, &contact, &refs).await?;
+        insert_contact_checked(&*self.views, tx, tenant, &contact, &refs).await?;
         self.contact_created(fx, &contact);
         Ok(contact)
     }
@@ -245,7 +248,7 @@ impl App {
             EventType::ContactCreated,
             record,
             contact.created_at,
-            contact.snapshot(),
+            self.views.contact(contact),
             None,
             None,
         );
@@ -319,7 +322,9 @@ impl App {
         }
         check_references(tx, tenant, &refs).await?;
         match tx.update_contact(tenant, &contact).await {
-            Err(StoreError::Duplicate) => return Err(email_conflict(tx, tenant, &contact).await),
+            Err(StoreError::Duplicate) => {
+                return Err(email_conflict(&*self.views, tx, tenant, &contact).await)
+            }
             Err(StoreError::Stale) => {
                 return Err(AppError::VersionConflict {
                     current: contact.version - 1,
@@ -335,7 +340,7 @@ impl App {
             EventType::ContactUpdated,
             record,
             now,
-            contact.snapshot(),
+            self.views.contact(&contact),
             Some(changed),
             None,
         );

@@ -323,14 +323,21 @@ impl App {
                         *reloaded = tx.get_contact(tenant, &contact.id).await?;
                     }
                     let shown = reloaded.as_ref().unwrap_or(contact);
-                    finish_in_tx(&mut *tx, tenant, q.idem.as_ref(), 201, &shown.snapshot()).await?;
+                    finish_in_tx(
+                        &mut *tx,
+                        tenant,
+                        q.idem.as_ref(),
+                        201,
+                        &self.views.contact(shown),
+                    )
+                    .await?;
                 }
                 Stage::Skipped {
                     contact,
                     error: error @ None,
                     ..
                 } => {
-                    let conflict = email_conflict(&mut *tx, tenant, contact).await;
+                    let conflict = email_conflict(&*self.views, &mut *tx, tenant, contact).await;
                     if matches!(conflict, AppError::Internal(_) | AppError::Unavailable(_)) {
                         return Err(conflict);
                     }

@@ -65,7 +65,7 @@ impl App {
             .await?;
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let deal = reload(&mut *tx, tenant, deal, &touched).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &deal.snapshot()).await?;
+        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.deal(&deal)).await?;
         tx.commit().await?;
         Ok(deal)
     }
@@ -90,7 +90,7 @@ impl App {
         )?;
         check_references(tx, tenant, &refs).await?;
         tx.insert_deal(tenant, &deal).await?;
-        let snapshot = deal.snapshot();
+        let snapshot = self.views.deal(&deal);
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);
         self.emit(
@@ -204,7 +204,7 @@ impl App {
             }
             other => other?,
         }
-        let snapshot = deal.snapshot();
+        let snapshot = self.views.deal(&deal);
         let changed = change.changed.iter().map(|f| (*f).to_owned()).collect();
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);

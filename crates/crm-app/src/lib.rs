@@ -34,6 +34,7 @@ pub mod sequence_hooks;
 pub mod sequence_sends;
 pub mod sequences;
 pub mod store_error;
+pub mod views;
 pub mod webhooks;
 pub mod workspaces;
 pub mod write;
@@ -77,16 +78,20 @@ pub struct App {
     config: Arc<dyn ports::ConfigCache>,
     /// Where contact creates are grouped, once the server turns grouping on (`create_groups`).
     create_groups: create_groups::CreateGroups,
+    /// How records look to clients: event payloads and stored answers are built with it.
+    pub(crate) views: Arc<dyn views::RecordViews>,
     /// Told when this process writes events, so that an idle fan-out loop looks again at once
     /// instead of after its idle wait ([`App::events_written`]).
     events_written: Arc<dyn ports::OutboxSignal>,
 }
 
 impl App {
+    /// `views` renders records as clients see them (crm-api's bodies).
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         ids: Arc<dyn IdSource>,
+        views: Arc<dyn views::RecordViews>,
         infrastructure: Infrastructure,
     ) -> App {
         let Infrastructure {
@@ -104,6 +109,7 @@ impl App {
             outbound: None,
             config,
             create_groups: create_groups::CreateGroups::default(),
+            views,
             events_written: outbox,
         }
     }

@@ -9,6 +9,7 @@ use crate::{
     auth::Caller,
     error::AppError,
     ports::{DealFilter, RowLock, Slice, StoreError, Tx},
+    views::RecordViews,
     write::{Effects, Emit, RecordRef},
     App,
 };
@@ -150,7 +151,7 @@ async fn find(tx: &mut dyn Tx, tenant: &Tenant, id_or_key: &str) -> Result<Pipel
 
 /// A stage key taken in the pipeline is a uniqueness conflict (409, with the stage), as a taken
 /// pipeline key is.
-fn stage_add_error(e: AddStageError) -> AppError {
+fn stage_add_error(views: &dyn RecordViews, e: AddStageError) -> AppError {
     match e {
         AddStageError::Invalid(e) => e.into(),
         AddStageError::KeyTaken(existing) => AppError::Conflict {
@@ -158,7 +159,7 @@ fn stage_add_error(e: AddStageError) -> AppError {
                 "a stage with key `{}` already exists in this pipeline",
                 existing.key
             ),
-            existing: Some(existing.snapshot()),
+            existing: Some(views.stage(&existing)),
         },
     }
 }
@@ -198,7 +199,7 @@ impl App {
                 let existing = tx
                     .get_pipeline_by_key(tenant, &pipeline.key, RowLock::Share)
                     .await?
-                    .map(|p| p.snapshot());
+                    .map(|p| self.views.pipeline(&p));
                 return Err(AppError::Conflict {
                     detail: format!("a pipeline with key `{}` already exists", pipeline.key),
                     existing,
@@ -306,7 +307,7 @@ impl App {
             StageAction::Add { draft, position } => {
                 pipeline
                     .add_stage(draft, position, StageId::from_uuid(self.ids.new_uuid()))
-                    .map_err(stage_add_error)?;
+                    .map_err(|e| stage_add_error(&*self.views, e))?;
                 pipeline.touch(now);
                 save(&mut *tx, tenant, &pipeline).await?;
             }

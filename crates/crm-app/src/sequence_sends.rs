@@ -276,14 +276,17 @@ impl App {
                     continue;
                 }
             };
-            let record = contact.snapshot();
+            let record = self.views.contact(contact);
             let company = match &contact.company_id {
                 Some(cid)
                     if [&subject, &body].iter().any(|t| t.contains("company."))
                         || text.as_deref().is_some_and(|t| t.contains("company.")) =>
                 {
                     if !companies.contains_key(cid) {
-                        let c = tx.get_company(tenant, cid).await?.map(|c| c.snapshot());
+                        let c = tx
+                            .get_company(tenant, cid)
+                            .await?
+                            .map(|c| self.views.company(&c));
                         companies.insert(cid.clone(), c);
                     }
                     companies[cid].clone()

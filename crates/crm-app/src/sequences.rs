@@ -270,7 +270,11 @@ impl App {
     /// The dry run of decisions §13: the cumulative schedule, how many existing records would
     /// enroll now (capped at 500, whatever `enroll_existing` says), and merge tags no field
     /// provides. Reads only.
-    pub async fn preview_sequence(&self, caller: &Caller, id: &str) -> Result<Value, AppError> {
+    pub async fn preview_sequence(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<sequence::Preview, AppError> {
         let id = parse_id(id)?;
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
@@ -336,7 +340,7 @@ impl App {
                             .iter()
                             .filter(|c| c.email.is_some())
                             .filter_map(|c| {
-                                let snap = c.snapshot();
+                                let snap = self.views.contact(c);
                                 (seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap))
                                     .then(|| (c.id.clone(), c.id.to_string()))
                             })
@@ -352,7 +356,7 @@ impl App {
                         let c = rows
                             .iter()
                             .filter_map(|d| {
-                                let snap = d.snapshot();
+                                let snap = self.views.deal(d);
                                 let ok =
                                     seq.def.filter_matches(&snap) && !seq.def.exit_matches(&snap);
                                 ok.then(|| {
@@ -583,7 +587,7 @@ impl App {
                     };
                     match known.get(&cid) {
                         Some(c) if c.deleted_at.is_none() => {
-                            out.insert(id.clone(), c.snapshot());
+                            out.insert(id.clone(), self.views.contact(c));
                         }
                         Some(_) => {}
                         None => contact_ids.push(cid),
@@ -598,12 +602,12 @@ impl App {
         deal_ids.dedup();
         for c in tx.contacts_by_ids(tenant, &contact_ids).await? {
             if c.deleted_at.is_none() {
-                out.insert(c.id.to_string(), c.snapshot());
+                out.insert(c.id.to_string(), self.views.contact(&c));
             }
         }
         for d in tx.deals_by_ids(tenant, &deal_ids).await? {
             if d.deleted_at.is_none() {
-                out.insert(d.id.to_string(), d.snapshot());
+                out.insert(d.id.to_string(), self.views.deal(&d));
             }
         }
         Ok(out)

@@ -1,8 +1,6 @@
 //! Activities: notes, calls, emails and tasks on a contact or deal, listed newest first by when
 //! they happened (`occurred_at`, which may be backdated).
 
-use serde_json::{json, Value};
-
 use crate::{
     contact::{clean, clean_patch},
     error::ValidationError,
@@ -179,22 +177,6 @@ impl Activity {
             Some(body) => crate::text::check_len("body", body, crate::text::MAX_BODY),
             None => Ok(()),
         }
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "activity",
-            "type": self.activity_type,
-            "contact_id": self.contact_id.as_ref().map(ContactId::as_str),
-            "deal_id": self.deal_id.as_ref().map(DealId::as_str),
-            "body": self.body,
-            "occurred_at": self.occurred_at.to_string(),
-            "custom_fields": self.custom_fields,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
     }
 }
 

@@ -1,7 +1,5 @@
 //! Companies: a name, an optional domain (not unique), custom fields.
 
-use serde_json::{json, Value};
-
 use crate::{
     contact::{clean, clean_patch},
     error::ValidationError,
@@ -125,20 +123,6 @@ impl Company {
             ],
             changed,
         )
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "company",
-            "name": self.name,
-            "domain": self.domain,
-            "custom_fields": self.custom_fields,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-            "deleted_at": self.deleted_at.map(|t| t.to_string()),
-        })
     }
 }
 

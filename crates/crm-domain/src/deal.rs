@@ -1,7 +1,5 @@
 //! Deals: an opportunity in a pipeline stage, with money in integer minor units.
 
-use serde_json::{json, Value};
-
 use crate::{
     contact::{clean, clean_patch},
     error::ValidationError,
@@ -257,28 +255,6 @@ impl Deal {
             self.version += 1;
         }
         Ok(change)
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "deal",
-            "title": self.title,
-            "pipeline": self.pipeline_key,
-            "pipeline_id": self.pipeline_id.as_str(),
-            "stage": self.stage,
-            "stage_type": self.stage_type.as_str(),
-            "primary_contact_id": self.primary_contact_id.as_ref().map(ContactId::as_str),
-            "company_id": self.company_id.as_ref().map(CompanyId::as_str),
-            "value_cents": self.value_cents,
-            "currency": self.currency,
-            "close_date": self.close_date.map(|d| d.to_string()),
-            "custom_fields": self.custom_fields,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-            "deleted_at": self.deleted_at.map(|t| t.to_string()),
-        })
     }
 }
 

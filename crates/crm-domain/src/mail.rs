@@ -203,19 +203,6 @@ impl Connection {
         let chars: Vec<char> = self.api_key.chars().collect();
         chars[chars.len().saturating_sub(4)..].iter().collect()
     }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "connection",
-            "channel": "email",
-            "provider": self.provider.as_str(),
-            "from": self.from,
-            "base_url": self.base_url,
-            "api_key_last4": self.api_key_last4(),
-            "created_at": self.created_at.to_string(),
-        })
-    }
 }
 
 /// A reusable email: subject, HTML body and optional text part, with merge tags.
@@ -305,20 +292,6 @@ impl Template {
             self.version += 1;
         }
         Ok(changed)
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "template",
-            "name": self.name,
-            "subject": self.subject,
-            "body": self.body,
-            "text": self.text,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
     }
 }
 
@@ -422,29 +395,7 @@ pub struct EmailMessage {
     pub sent_at: Option<Timestamp>,
 }
 
-impl EmailMessage {
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "email",
-            "to": self.to,
-            "from": self.from,
-            "subject": self.subject,
-            "html": self.html,
-            "text": self.text,
-            "status": self.status.as_str(),
-            "error": self.error,
-            "source": self.source.snapshot(),
-            "contact_id": self.contact_id.as_ref().map(ContactId::as_str),
-            "deal_id": self.deal_id.as_ref().map(DealId::as_str),
-            "attempts": self.attempts,
-            "next_attempt_at": self.next_attempt_at.map(|t| t.to_string()),
-            "provider_message_id": self.provider_message_id,
-            "created_at": self.created_at.to_string(),
-            "sent_at": self.sent_at.map(|t| t.to_string()),
-        })
-    }
-}
+impl EmailMessage {}
 
 /// Waits between delivery attempts of a live email: after the first failure the first entry,
 /// and so on; when the schedule is used up, the email is `failed`.
@@ -487,9 +438,7 @@ mod tests {
             (c.from.as_str(), c.base_url.as_deref()),
             ("Acme <hello@acme.com>", Some("http://127.0.0.1:9"))
         );
-        let snap = c.snapshot();
-        assert_eq!(snap["api_key_last4"], "1234");
-        assert!(!snap.to_string().contains("re_secret"));
+        assert_eq!(c.api_key_last4(), "1234");
         assert!(!format!("{c:?}").contains("re_secret"));
         assert!(
             matches!(create(draft("mailgun", None)), Err(ValidationError::UnknownValue { valid_options, .. }) if valid_options.len() == 4)

@@ -151,11 +151,7 @@ impl ObjectKind {
     /// `GET /schema` would list the name twice.
     pub fn reserved_field_names(self) -> impl Iterator<Item = &'static str> {
         let (writable, snapshot, special): (&[&str], &[&str], &[&str]) = match self {
-            ObjectKind::Contact => (
-                &CONTACT_WRITABLE_FIELDS,
-                CONTACT_TAG_FIELDS,
-                &["company"],
-            ),
+            ObjectKind::Contact => (&CONTACT_WRITABLE_FIELDS, CONTACT_TAG_FIELDS, &["company"]),
             ObjectKind::Company => (&COMPANY_WRITABLE_FIELDS, COMPANY_TAG_FIELDS, &[]),
             ObjectKind::Deal => (
                 &DEAL_WRITABLE_FIELDS,

@@ -427,20 +427,6 @@ impl Pipeline {
         self.is_default = is_default;
         changed
     }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "pipeline",
-            "key": self.key,
-            "name": self.name,
-            "is_default": self.is_default,
-            "stages": self.stages.iter().map(Stage::snapshot).collect::<Vec<_>>(),
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
-    }
 }
 
 #[cfg(test)]

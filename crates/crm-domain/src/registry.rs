@@ -6,16 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::{
-    email::Email,
-    error::ValidationError,
-    suggest, text,
-    time::Date,
-    JsonMap,
-};
+use crate::{email::Email, error::ValidationError, suggest, text, time::Date, JsonMap};
 
 pub use crate::object::{ObjectKind, ACTIVITY_TYPE_GROUP};
-
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DataType {

@@ -654,21 +654,6 @@ impl Automation {
         }
     }
 
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "automation",
-            "name": self.def.name,
-            "trigger_event": self.def.trigger_event.as_str(),
-            "conditions": self.def.conditions.iter().map(Condition::snapshot).collect::<Vec<_>>(),
-            "actions": self.def.actions.iter().map(Action::snapshot).collect::<Vec<_>>(),
-            "enabled": self.enabled,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
-    }
-
     /// Whether this rule fires for an event of `event_type` about `subject` (the record as the
     /// client's write left it).
     pub fn matches(&self, event_type: EventType, subject: &Subject<'_>) -> bool {
@@ -795,20 +780,6 @@ impl ActionOutcome {
 impl AutomationRun {
     pub fn actions_json(&self) -> Value {
         Value::Array(self.actions.iter().map(ActionOutcome::snapshot).collect())
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "automation_run",
-            "automation_id": self.automation_id.as_str(),
-            "event_id": self.event_id.as_str(),
-            "event_type": self.event_type.as_str(),
-            "record_id": self.record_id,
-            "matched": self.matched,
-            "actions": self.actions_json(),
-            "created_at": self.created_at.to_string(),
-        })
     }
 }
 

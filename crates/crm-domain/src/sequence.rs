@@ -549,31 +549,51 @@ pub fn schedule(waits: &[i64]) -> Vec<ScheduledStep> {
         .collect()
 }
 
-/// The preview document (decisions §13): the schedule with each step's subject (a template's
-/// when the step names one: `subjects[i]`), how many existing records would enroll now, and the
-/// merge tags no field provides.
+/// What a sequence would do (decisions §13): the schedule with each step's subject, how many
+/// existing records would enroll now, and the merge tags no field provides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    pub schedule: Vec<PreviewStep>,
+    /// Capped at [`ENROLL_EXISTING_LIMIT`].
+    pub would_enroll_now: usize,
+    pub warnings: Vec<String>,
+}
+
+/// One step of a [`Preview`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewStep {
+    pub at: ScheduledStep,
+    /// A template's subject when the step names one, else the step's own.
+    pub subject: Option<String>,
+}
+
+/// The preview of `def`, with each step's subject (a template's when the step names one:
+/// `subjects[i]`).
 pub fn preview(
     def: &SequenceDef,
     subjects: &[Option<String>],
     would_enroll_now: usize,
     warnings: &[String],
-) -> Value {
-    let schedule: Vec<Value> = def
+) -> Preview {
+    let schedule = def
         .schedule()
-        .iter()
+        .into_iter()
         .zip(&def.steps)
         .enumerate()
-        .map(|(i, (s, step))| {
-            let subject = subjects.get(i).cloned().flatten().or_else(|| step.subject.clone());
-            json!({"step": s.step, "wait_seconds": s.wait_seconds, "send_offset_seconds": s.send_offset_seconds, "subject": subject})
+        .map(|(i, (at, step))| PreviewStep {
+            at,
+            subject: subjects
+                .get(i)
+                .cloned()
+                .flatten()
+                .or_else(|| step.subject.clone()),
         })
         .collect();
-    json!({
-        "object": "sequence_preview",
-        "schedule": schedule,
-        "would_enroll_now": would_enroll_now.min(ENROLL_EXISTING_LIMIT),
-        "warnings": warnings,
-    })
+    Preview {
+        schedule,
+        would_enroll_now: would_enroll_now.min(ENROLL_EXISTING_LIMIT),
+        warnings: warnings.to_vec(),
+    }
 }
 
 /// Merge tags of `texts` that no field of the enrolled contact (built-in or custom) or of its
@@ -617,23 +637,6 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "sequence",
-            "name": self.def.name,
-            "channel": "email",
-            "trigger": self.def.trigger_snapshot(),
-            "exit_when": self.def.exit_when_snapshot(),
-            "steps": self.def.steps_snapshot(),
-            "enabled": self.enabled,
-            "enroll_existing": self.enroll_existing,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-        })
-    }
-
     /// Whether an event enrolls its record: the sequence is enabled, triggered by this event,
     /// and the record meets the filter and does not already meet the exit conditions.
     pub fn enrolls(&self, event: EventType, record: &Value) -> bool {
@@ -789,23 +792,6 @@ impl Enrollment {
             }
         }
         true
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "sequence_enrollment",
-            "sequence_id": self.sequence_id.as_str(),
-            "contact_id": self.contact_id.as_str(),
-            "source": {"object": self.source_object.as_str(), "id": self.source_id},
-            "state": self.state.as_str(),
-            "exit_reason": self.exit_reason.map(ExitReason::as_str),
-            "steps_sent": self.steps_sent,
-            "next_send_at": self.next_send_at.map(|t| t.to_string()),
-            "enrolled_at": self.enrolled_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "ended_at": self.ended_at.map(|t| t.to_string()),
-        })
     }
 }
 
@@ -1042,18 +1028,25 @@ mod tests {
         assert_eq!(offsets, [0, 3, 7, 14]);
         let doc = preview(&def, &[], 900, &[]);
         assert_eq!(
-            doc["schedule"][2],
-            json!({"step": 3, "wait_seconds": 4 * 86_400, "send_offset_seconds": 7 * 86_400, "subject": "S{{first_name}}"})
+            doc.schedule[2],
+            PreviewStep {
+                at: ScheduledStep {
+                    step: 3,
+                    wait_seconds: 4 * 86_400,
+                    send_offset_seconds: 7 * 86_400
+                },
+                subject: Some("S{{first_name}}".into())
+            }
         );
-        assert_eq!(doc["would_enroll_now"], 500, "capped");
+        assert_eq!(doc.would_enroll_now, 500, "capped");
         let doc = preview(
             &def,
             &[None, Some("From template".into())],
             3,
             &["w".into()],
         );
-        assert_eq!(doc["schedule"][1]["subject"], "From template");
-        assert_eq!(doc["warnings"], json!(["w"]));
+        assert_eq!(doc.schedule[1].subject.as_deref(), Some("From template"));
+        assert_eq!(doc.warnings, ["w"]);
     }
 
     #[test]
@@ -1117,7 +1110,10 @@ mod tests {
         );
         assert!(!e.exit(ExitReason::Unenrolled, t0));
         assert!(!e.step_sent(&s.def.steps, t0));
-        assert_eq!(e.snapshot()["exit_reason"], "source_deleted");
+        assert_eq!(
+            e.exit_reason.map(ExitReason::as_str),
+            Some("source_deleted")
+        );
         for r in ExitReason::ALL {
             assert_eq!(ExitReason::parse(r.as_str()), Some(r));
         }

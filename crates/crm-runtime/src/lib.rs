@@ -22,6 +22,7 @@ use std::{
 
 use crm_app::{
     create_groups::{ContactCreate, ContactCreateGrouping, ContactCreated},
+    views::RecordViews,
     App, Clock, IdSource, Infrastructure, Store,
 };
 use tokio::sync::Notify;
@@ -46,7 +47,13 @@ impl Runtime {
     /// the store when [`App::flush_usage`] runs), rate budgets in this process's memory (see
     /// [`App::with_rate_limiter`] to share them) and no write grouping (see
     /// [`contact_create_slots`]).
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, ids: Arc<dyn IdSource>) -> Runtime {
+    /// `views` renders records as clients see them (crm-api's bodies, handed in by the binary).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+        views: Arc<dyn RecordViews>,
+    ) -> Runtime {
         let holder = crm_domain::encode_uuid(ids.new_uuid());
         let events_written = Arc::new(Notify::new());
         let infrastructure = Infrastructure {
@@ -56,7 +63,7 @@ impl Runtime {
             outbox: Arc::new(OutboxNotify(events_written.clone())),
         };
         Runtime {
-            app: App::new(store, clock, ids, infrastructure),
+            app: App::new(store, clock, ids, views, infrastructure),
             events_written,
         }
     }

@@ -216,7 +216,12 @@ async fn main() -> Result<()> {
 
 /// The application over `store` with this process's infrastructure (`crm-runtime`).
 fn runtime(store: Arc<dyn Store>) -> Runtime {
-    Runtime::new(store, Arc::new(SystemClock), Arc::new(UuidV7))
+    Runtime::new(
+        store,
+        Arc::new(SystemClock),
+        Arc::new(UuidV7),
+        Arc::new(crm_api::bodies::BodyViews),
+    )
 }
 
 /// The application of an operator's command: nothing cached, nothing grouped, no workers.

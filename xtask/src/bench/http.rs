@@ -87,7 +87,8 @@ impl Conn {
     /// Like [`Conn::open`], from the local address `local` (another loopback address than the
     /// server sees the rest of the traffic come from).
     pub async fn open_from(addr: &str, local: std::net::IpAddr, key: Option<&str>) -> Result<Conn> {
-        let server: std::net::SocketAddr = addr.parse().with_context(|| format!("address {addr}"))?;
+        let server: std::net::SocketAddr =
+            addr.parse().with_context(|| format!("address {addr}"))?;
         let socket = tokio::net::TcpSocket::new_v4()?;
         socket.bind(std::net::SocketAddr::new(local, 0))?;
         let stream = socket

@@ -12,13 +12,13 @@
 mod ab;
 mod background;
 mod data;
-mod plans;
-mod report;
-mod runs;
 pub(crate) mod http;
 pub(crate) mod load;
+mod plans;
 pub(crate) mod procs;
 pub(crate) mod raw;
+mod report;
+mod runs;
 mod scenarios;
 
 use std::{

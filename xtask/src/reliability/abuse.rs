@@ -88,9 +88,7 @@ pub fn run(
     let mut rows = Vec::new();
     for p in phases {
         let answered = p.client_errors == 0 && p.client_requests > 0;
-        let passed = answered
-            && p.server_errors == 0
-            && (quick || p.p99_ms < P99_TARGET_MS);
+        let passed = answered && p.server_errors == 0 && (quick || p.p99_ms < P99_TARGET_MS);
         rows.push(Row {
             store,
             check: format!("abuse: {}", p.name),
@@ -265,7 +263,11 @@ async fn connect(server: SocketAddr) -> std::io::Result<TcpStream> {
 }
 
 /// Opens `n` sockets that send nothing and holds them until told to stop.
-async fn idle_sockets(server: SocketAddr, n: usize, stop: Arc<AtomicBool>) -> Result<AttackOutcome> {
+async fn idle_sockets(
+    server: SocketAddr,
+    n: usize,
+    stop: Arc<AtomicBool>,
+) -> Result<AttackOutcome> {
     let mut held = Vec::with_capacity(n);
     let mut refused = 0;
     for _ in 0..n {
@@ -324,7 +326,11 @@ async fn slow_heads(server: SocketAddr, n: usize, stop: Arc<AtomicBool>) -> Resu
     for t in tasks {
         let _ = t.await;
     }
-    Ok((n, 0, format!("{} cut off by the server", cut.load(Ordering::Relaxed))))
+    Ok((
+        n,
+        0,
+        format!("{} cut off by the server", cut.load(Ordering::Relaxed)),
+    ))
 }
 
 /// `n` requests that declare a 900 KB body and send ten bytes of it.
@@ -362,7 +368,10 @@ async fn stalled_bodies(
     }
     let answers = answers.lock().expect("not poisoned");
     let timed_out = answers.iter().filter(|s| **s == Some(408)).count();
-    let errors = answers.iter().filter(|s| s.is_some_and(|s| s >= 500)).count();
+    let errors = answers
+        .iter()
+        .filter(|s| s.is_some_and(|s| s >= 500))
+        .count();
     Ok((n, errors, format!("{timed_out} answered 408")))
 }
 
@@ -379,41 +388,86 @@ async fn hostile_bodies(
     let two_mib = format!("{{\"first_name\": \"{}\"}}", "x".repeat(2 << 20));
     requests.push((
         "2 MiB body",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(two_mib.as_bytes())),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(two_mib.as_bytes()),
+        ),
     ));
     requests.push((
         "2 MiB chunked body",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Chunked(two_mib.as_bytes())),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Chunked(two_mib.as_bytes()),
+        ),
     ));
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     requests.push((
         "100,000-deep JSON",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(deep.as_bytes())),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(deep.as_bytes()),
+        ),
     ));
     let fields: Vec<String> = (0..10_000).map(|i| format!("\"f{i}\": \"v\"")).collect();
-    let many = format!("{{\"first_name\": \"A\", \"custom_fields\": {{{}}}}}", fields.join(","));
+    let many = format!(
+        "{{\"first_name\": \"A\", \"custom_fields\": {{{}}}}}",
+        fields.join(",")
+    );
     requests.push((
         "10,000 custom fields",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(many.as_bytes())),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(many.as_bytes()),
+        ),
     ));
     let long = format!("{{\"first_name\": \"{}\"}}", "x".repeat(900_000));
     requests.push((
         "900 KB name",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(long.as_bytes())),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(long.as_bytes()),
+        ),
     ));
     let mut invalid = b"{\"first_name\": \"".to_vec();
     invalid.extend_from_slice(&[0xff, 0xfe, 0xc3]);
     invalid.extend_from_slice(b"\"}");
     requests.push((
         "invalid UTF-8",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(&invalid)),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(&invalid),
+        ),
     ));
-    for path in ["/v1/contacts?q=a%00b", "/v1/search?q=%00a", "/v1/contacts?q=%FF%FE"] {
-        requests.push(("NUL or bad UTF-8 in a query", request("GET", path, &[&auth], Body::None)));
+    for path in [
+        "/v1/contacts?q=a%00b",
+        "/v1/search?q=%00a",
+        "/v1/contacts?q=%FF%FE",
+    ] {
+        requests.push((
+            "NUL or bad UTF-8 in a query",
+            request("GET", path, &[&auth], Body::None),
+        ));
     }
     requests.push((
         "duplicate keys",
-        request("POST", "/v1/contacts", &[&auth, json], Body::Sized(br#"{"first_name": "A", "first_name": "B"}"#)),
+        request(
+            "POST",
+            "/v1/contacts",
+            &[&auth, json],
+            Body::Sized(br#"{"first_name": "A", "first_name": "B"}"#),
+        ),
     ));
 
     let mut sent = 0;
@@ -445,7 +499,13 @@ async fn hostile_bodies(
         .map(|(name, s)| {
             let list: Vec<String> = s
                 .iter()
-                .map(|s| if *s == 0 { "closed".into() } else { s.to_string() })
+                .map(|s| {
+                    if *s == 0 {
+                        "closed".into()
+                    } else {
+                        s.to_string()
+                    }
+                })
                 .collect();
             format!("{name}: {}", list.join("/"))
         })
@@ -461,7 +521,8 @@ enum Body<'a> {
 }
 
 fn request(method: &str, path: &str, headers: &[&str], body: Body<'_>) -> Vec<u8> {
-    let mut out = format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n").into_bytes();
+    let mut out =
+        format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n").into_bytes();
     for h in headers {
         out.extend_from_slice(h.as_bytes());
     }

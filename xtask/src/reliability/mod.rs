@@ -160,7 +160,10 @@ impl Database {
 
     fn drop_it(&self) {
         if let Some((admin, name)) = &self.admin {
-            let _ = raw::psql(admin, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            let _ = raw::psql(
+                admin,
+                &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            );
         }
     }
 }

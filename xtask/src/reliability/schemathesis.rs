@@ -124,7 +124,11 @@ impl Summary {
                     None => in_failures = false,
                 }
             }
-            if let Some(n) = t.split(" generated").next().filter(|_| t.contains(" generated")) {
+            if let Some(n) = t
+                .split(" generated")
+                .next()
+                .filter(|_| t.contains(" generated"))
+            {
                 s.cases = n.trim().parse().unwrap_or(s.cases);
             }
             if let Some(rest) = t.strip_prefix("Filtered: ") {

@@ -17,7 +17,13 @@ use crate::bench::{
     procs,
 };
 
-pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, env: &[(&str, &str)]) -> Result<Vec<Row>> {
+pub fn run(
+    bin: &Path,
+    store: Store,
+    db_url: &str,
+    run_dir: &Path,
+    env: &[(&str, &str)],
+) -> Result<Vec<Row>> {
     let a = super::workspace(bin, db_url)?;
     let b = procs::create_workspace(bin, db_url)?;
     let log = run_dir.join(format!("tenants-{}.log", store.name()));
@@ -27,7 +33,8 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, env: &[(&str,
     let addr = server.addr.clone();
     let outcome = block_on(async move { matrix(&addr, &a, &b).await })?;
     drop(server);
-    let passed = outcome.successes.is_empty() && outcome.leaks.is_empty() && outcome.changed.is_empty();
+    let passed =
+        outcome.successes.is_empty() && outcome.leaks.is_empty() && outcome.changed.is_empty();
     let mut notes = Vec::new();
     notes.extend(outcome.successes.iter().take(5).cloned());
     notes.extend(outcome.leaks.iter().take(5).cloned());
@@ -58,11 +65,22 @@ struct Outcome {
     changed: Vec<String>,
 }
 
-async fn call(addr: &str, key: Option<&str>, method: &'static str, path: &str, body: Option<Value>) -> Result<(u16, Value)> {
+async fn call(
+    addr: &str,
+    key: Option<&str>,
+    method: &'static str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value)> {
     let mut conn = Conn::open(addr, key).await?;
     let req = match body {
         Some(body) => Req::with_body(method, path, body.to_string()),
-        None => Req { method, path: path.to_owned(), body: None, headers: Vec::new() },
+        None => Req {
+            method,
+            path: path.to_owned(),
+            body: None,
+            headers: Vec::new(),
+        },
     };
     let res = conn.send(&req).await?;
     let body = serde_json::from_slice(res.body).unwrap_or(Value::Null);
@@ -70,7 +88,13 @@ async fn call(addr: &str, key: Option<&str>, method: &'static str, path: &str, b
 }
 
 /// A's request that must succeed; its answer.
-async fn seed(addr: &str, key: &str, method: &'static str, path: &str, body: Value) -> Result<Value> {
+async fn seed(
+    addr: &str,
+    key: &str,
+    method: &'static str,
+    path: &str,
+    body: Value,
+) -> Result<Value> {
     let (status, answer) = call(addr, Some(key), method, path, Some(body)).await?;
     if !(200..300).contains(&status) {
         bail!("seeding {method} {path} answered {status}: {answer}");
@@ -86,38 +110,118 @@ async fn matrix(addr: &str, a: &procs::Workspace, b: &procs::Workspace) -> Resul
     let key = a.test_key.as_str();
     // A's records, one of each kind, named by the path parameter that addresses them.
     let mut ids: BTreeMap<&str, String> = BTreeMap::new();
-    let hook = seed(addr, key, "POST", "/v1/webhooks", json!({"url": "http://127.0.0.1:9/hook", "events": ["*"]})).await?;
+    let hook = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/webhooks",
+        json!({"url": "http://127.0.0.1:9/hook", "events": ["*"]}),
+    )
+    .await?;
     ids.insert("webhooks", id_of(&hook)?);
-    let template = seed(addr, key, "POST", "/v1/templates", json!({"name": "t", "subject": "s", "body": "b"})).await?;
+    let template = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/templates",
+        json!({"name": "t", "subject": "s", "body": "b"}),
+    )
+    .await?;
     ids.insert("templates", id_of(&template)?);
-    let automation = seed(addr, key, "POST", "/v1/automations", json!({"name": "a", "trigger_event": "contact.created",
-        "actions": [{"type": "send_email", "subject": "s", "body": "b"}]})).await?;
+    let automation = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/automations",
+        json!({"name": "a", "trigger_event": "contact.created",
+        "actions": [{"type": "send_email", "subject": "s", "body": "b"}]}),
+    )
+    .await?;
     ids.insert("automations", id_of(&automation)?);
-    let sequence = seed(addr, key, "POST", "/v1/sequences", json!({"name": "S", "trigger": {"event": "contact.updated"},
-        "steps": [{"wait_days": 1, "subject": "s", "body": "b"}]})).await?;
+    let sequence = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/sequences",
+        json!({"name": "S", "trigger": {"event": "contact.updated"},
+        "steps": [{"wait_days": 1, "subject": "s", "body": "b"}]}),
+    )
+    .await?;
     ids.insert("sequences", id_of(&sequence)?);
-    let pipeline = seed(addr, key, "POST", "/v1/pipelines", json!({"key": "tenancy", "name": "T", "stages": ["one", "two"]})).await?;
+    let pipeline = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/pipelines",
+        json!({"key": "tenancy", "name": "T", "stages": ["one", "two"]}),
+    )
+    .await?;
     ids.insert("pipelines", id_of(&pipeline)?);
     let company = seed(addr, key, "POST", "/v1/companies", json!({"name": "A Co"})).await?;
     ids.insert("companies", id_of(&company)?);
-    let contact = seed(addr, key, "POST", "/v1/contacts", json!({"first_name": "A", "email": "a@tenant-a.example"})).await?;
+    let contact = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/contacts",
+        json!({"first_name": "A", "email": "a@tenant-a.example"}),
+    )
+    .await?;
     ids.insert("contacts", id_of(&contact)?);
-    let deal = seed(addr, key, "POST", "/v1/deals", json!({"title": "D", "pipeline": "tenancy"})).await?;
+    let deal = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/deals",
+        json!({"title": "D", "pipeline": "tenancy"}),
+    )
+    .await?;
     ids.insert("deals", id_of(&deal)?);
-    let activity = seed(addr, key, "POST", "/v1/activities", json!({"type": "note", "body": "x", "contact_id": ids["contacts"]})).await?;
+    let activity = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/activities",
+        json!({"type": "note", "body": "x", "contact_id": ids["contacts"]}),
+    )
+    .await?;
     ids.insert("activities", id_of(&activity)?);
-    let other_key = seed(addr, key, "POST", "/v1/keys", json!({"name": "k", "scopes": ["*"]})).await?;
+    let other_key = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/keys",
+        json!({"name": "k", "scopes": ["*"]}),
+    )
+    .await?;
     ids.insert("keys", id_of(&other_key)?);
     let connection = seed(addr, key, "POST", "/v1/connections", json!({"channel": "email", "provider": "postmark", "api_key": "pm-tenant-a", "from": "a@tenant-a.example"})).await?;
     ids.insert("connections", id_of(&connection)?);
-    let enrollment = seed(addr, key, "POST", &format!("/v1/sequences/{}/enroll", ids["sequences"]), json!({"contact_id": ids["contacts"]})).await?;
+    let enrollment = seed(
+        addr,
+        key,
+        "POST",
+        &format!("/v1/sequences/{}/enroll", ids["sequences"]),
+        json!({"contact_id": ids["contacts"]}),
+    )
+    .await?;
     ids.insert("enrollment_id", id_of(&enrollment)?);
     let (_, emails) = call(addr, Some(key), "GET", "/v1/emails", None).await?;
-    ids.insert("emails", id_of(&emails["data"][0]).context("the automation's email")?);
+    ids.insert(
+        "emails",
+        id_of(&emails["data"][0]).context("the automation's email")?,
+    );
     // The webhook's delivery of contact.created, once the worker has made it.
     let mut delivery = None;
     for _ in 0..100 {
-        let (_, list) = call(addr, Some(key), "GET", &format!("/v1/webhooks/{}/deliveries", ids["webhooks"]), None).await?;
+        let (_, list) = call(
+            addr,
+            Some(key),
+            "GET",
+            &format!("/v1/webhooks/{}/deliveries", ids["webhooks"]),
+            None,
+        )
+        .await?;
         if let Some(d) = list["data"][0]["delivery_id"].as_str() {
             delivery = Some(d.to_owned());
             break;
@@ -127,11 +231,38 @@ async fn matrix(addr: &str, a: &procs::Workspace, b: &procs::Workspace) -> Resul
     ids.insert("dlv_id", delivery.context("a webhook delivery of A")?);
 
     // The keys that must not reach A's records.
-    let revoked = seed(addr, key, "POST", "/v1/keys", json!({"name": "revoked", "scopes": ["*"]})).await?;
-    seed(addr, key, "DELETE", &format!("/v1/keys/{}", id_of(&revoked)?), json!({})).await?;
-    let narrow = seed(addr, key, "POST", "/v1/keys", json!({"name": "narrow", "scopes": ["usage:read"]})).await?;
-    let revoked_secret = revoked["secret"].as_str().context("the revoked key's secret")?.to_owned();
-    let narrow_secret = narrow["secret"].as_str().context("the narrow key's secret")?.to_owned();
+    let revoked = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/keys",
+        json!({"name": "revoked", "scopes": ["*"]}),
+    )
+    .await?;
+    seed(
+        addr,
+        key,
+        "DELETE",
+        &format!("/v1/keys/{}", id_of(&revoked)?),
+        json!({}),
+    )
+    .await?;
+    let narrow = seed(
+        addr,
+        key,
+        "POST",
+        "/v1/keys",
+        json!({"name": "narrow", "scopes": ["usage:read"]}),
+    )
+    .await?;
+    let revoked_secret = revoked["secret"]
+        .as_str()
+        .context("the revoked key's secret")?
+        .to_owned();
+    let narrow_secret = narrow["secret"]
+        .as_str()
+        .context("the narrow key's secret")?
+        .to_owned();
     let attackers: [(&str, Option<&str>); 5] = [
         ("workspace B", Some(&b.test_key)),
         ("A's live mode", Some(&a.live_key)),
@@ -142,14 +273,26 @@ async fn matrix(addr: &str, a: &procs::Workspace, b: &procs::Workspace) -> Resul
 
     let (_, doc) = call(addr, None, "GET", "/v1/openapi.json", None).await?;
     let paths = doc["paths"].as_object().context("the document's paths")?;
-    let mut outcome = Outcome { operations: 0, attempts: 0, successes: Vec::new(), lists: 0, leaks: Vec::new(), changed: Vec::new() };
+    let mut outcome = Outcome {
+        operations: 0,
+        attempts: 0,
+        successes: Vec::new(),
+        lists: 0,
+        leaks: Vec::new(),
+        changed: Vec::new(),
+    };
     let a_ids: Vec<String> = ids.values().cloned().collect();
     for (template, item) in paths {
         for method in ["get", "post", "patch", "delete"] {
             if item.get(method).is_none() {
                 continue;
             }
-            let verb: &'static str = match method { "get" => "GET", "post" => "POST", "patch" => "PATCH", _ => "DELETE" };
+            let verb: &'static str = match method {
+                "get" => "GET",
+                "post" => "POST",
+                "patch" => "PATCH",
+                _ => "DELETE",
+            };
             if !template.contains('{') {
                 if verb == "GET" {
                     // A list, a search, the feed: read as B and as A's live mode.
@@ -163,36 +306,65 @@ async fn matrix(addr: &str, a: &procs::Workspace, b: &procs::Workspace) -> Resul
                         let text = body.to_string();
                         for id in &a_ids {
                             if text.contains(id.as_str()) {
-                                outcome.leaks.push(format!("GET {path} ({status}) shows {id}"));
+                                outcome
+                                    .leaks
+                                    .push(format!("GET {path} ({status}) shows {id}"));
                             }
                         }
                     }
                 }
                 continue;
             }
-            let Some(path) = concrete(template, &ids) else { continue };
+            let Some(path) = concrete(template, &ids) else {
+                continue;
+            };
             outcome.operations += 1;
             let body = (verb == "POST" || verb == "PATCH").then(|| json!({}));
             for (who, attacker) in attackers {
                 outcome.attempts += 1;
-                let (status, _) = call(addr, attacker, verb, &format!("/v1{path}"), body.clone()).await?;
+                let (status, _) =
+                    call(addr, attacker, verb, &format!("/v1{path}"), body.clone()).await?;
                 if (200..300).contains(&status) {
-                    outcome.successes.push(format!("{verb} {path} with {who}: {status}"));
+                    outcome
+                        .successes
+                        .push(format!("{verb} {path} with {who}: {status}"));
                 }
             }
         }
     }
     // A batch of B naming A's contact must not touch it.
-    let (_, batch) = call(addr, Some(&b.test_key), "POST", "/v1/batch", Some(json!({"operations": [
+    let (_, batch) = call(
+        addr,
+        Some(&b.test_key),
+        "POST",
+        "/v1/batch",
+        Some(json!({"operations": [
         {"op": "update", "object": "contact", "id": ids["contacts"], "data": {"first_name": "B"}},
-        {"op": "delete", "object": "deal", "id": ids["deals"]}]}))).await?;
+        {"op": "delete", "object": "deal", "id": ids["deals"]}]})),
+    )
+    .await?;
     if batch["succeeded"].as_u64() != Some(0) {
-        outcome.successes.push(format!("POST /batch of B on A's records: {batch}"));
+        outcome
+            .successes
+            .push(format!("POST /batch of B on A's records: {batch}"));
     }
-    for (collection, id) in [("contacts", &ids["contacts"]), ("companies", &ids["companies"]), ("deals", &ids["deals"])] {
-        let (_, record) = call(addr, Some(key), "GET", &format!("/v1/{collection}/{id}"), None).await?;
+    for (collection, id) in [
+        ("contacts", &ids["contacts"]),
+        ("companies", &ids["companies"]),
+        ("deals", &ids["deals"]),
+    ] {
+        let (_, record) = call(
+            addr,
+            Some(key),
+            "GET",
+            &format!("/v1/{collection}/{id}"),
+            None,
+        )
+        .await?;
         if record["version"] != 1 || !record["deleted_at"].is_null() {
-            outcome.changed.push(format!("A's {collection} record changed: {record}"));
+            outcome
+                .changed
+                .push(format!("A's {collection} record changed: {record}"));
         }
     }
     Ok(outcome)

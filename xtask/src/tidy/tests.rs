@@ -59,7 +59,9 @@ fn every_crate_depends_only_on_what_its_layer_allows() {
     let metadata = metadata();
     let mut broken = Vec::new();
     for package in members(&metadata) {
-        let Some((_, normal, dev)) = ALLOWED.iter().find(|(name, ..)| *name == package.name.as_str())
+        let Some((_, normal, dev)) = ALLOWED
+            .iter()
+            .find(|(name, ..)| *name == package.name.as_str())
         else {
             broken.push(format!(
                 "{} has no allow-list in xtask/src/tidy.rs: say what its layer may use",
@@ -85,18 +87,22 @@ fn every_crate_depends_only_on_what_its_layer_allows() {
             }
         }
     }
-    assert!(broken.is_empty(), "layering broken:\n  {}", broken.join("\n  "));
+    assert!(
+        broken.is_empty(),
+        "layering broken:\n  {}",
+        broken.join("\n  ")
+    );
 }
 
 #[test]
 fn every_allow_list_names_a_workspace_crate() {
     let metadata = metadata();
-    let names: Vec<&str> = members(&metadata)
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
+    let names: Vec<&str> = members(&metadata).iter().map(|p| p.name.as_str()).collect();
     for (name, ..) in ALLOWED {
-        assert!(names.contains(name), "{name} is not a workspace crate any more");
+        assert!(
+            names.contains(name),
+            "{name} is not a workspace crate any more"
+        );
     }
 }
 
@@ -156,7 +162,8 @@ fn no_source_file_outside_the_tests_is_too_long() {
         .filter_map(|path| {
             let name = relative(&path);
             let lines = std::fs::read_to_string(&path).ok()?.lines().count();
-            (!is_test_code(&name) && lines > MAX_SOURCE_LINES).then(|| format!("{name}: {lines} lines"))
+            (!is_test_code(&name) && lines > MAX_SOURCE_LINES)
+                .then(|| format!("{name}: {lines} lines"))
         })
         .collect();
     assert!(

@@ -1,16 +1,15 @@
 //! Activities: `/activities`, newest first by `occurred_at`.
 
 use crm_app::{ports::ActivityFilter, Scope};
-use crm_domain::{Activity, ActivityDraft, ActivityPatch, ContactId, DealId, JsonMap};
+use crm_domain::{ActivityDraft, ActivityPatch, ContactId, DealId, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
-};
+use super::{filter_value, handler, if_match};
 use crate::{
+    bodies::{ActivityBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -56,31 +55,17 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct ActivityOut {
-    /// `act_` prefix.
-    id: String,
-    object: String,
-    #[schemars(rename = "type")]
-    activity_type: String,
-    contact_id: Option<String>,
-    deal_id: Option<String>,
-    body: Option<String>,
-    occurred_at: String,
-    custom_fields: JsonMap,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-fn render(a: &Activity) -> serde_json::Value {
-    a.snapshot()
-}
-
 const LIST_QUERY: &[QueryParam] = &[
-    QueryParam::id_filter("contact_id", crm_domain::ContactId::PATTERN, "Activities of this contact."),
-    QueryParam::id_filter("deal_id", crm_domain::DealId::PATTERN, "Activities of this deal."),
+    QueryParam::id_filter(
+        "contact_id",
+        crm_domain::ContactId::PATTERN,
+        "Activities of this contact.",
+    ),
+    QueryParam::id_filter(
+        "deal_id",
+        crm_domain::DealId::PATTERN,
+        "Activities of this deal.",
+    ),
     QueryParam::string("type", "A registered `activity.type` value."),
     LIMIT,
     CURSOR,
@@ -97,7 +82,7 @@ handler!(list(api, caller, input) {
     };
     let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
     let page = api.app.list_activities(caller, filter, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<ActivityBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
@@ -111,12 +96,12 @@ handler!(create(api, caller, input) {
         custom_fields: c.custom_fields.unwrap_or_default(),
     };
     let activity = api.app.create_activity(caller, draft, input.idem.as_ref()).await?;
-    Ok(Reply::record(201, render(&activity)))
+    Ok(Reply::versioned(201, &ActivityBody::from(&activity)))
 });
 
 handler!(get(api, caller, input) {
     let activity = api.app.get_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&activity)))
+    Ok(Reply::versioned(200, &ActivityBody::from(&activity)))
 });
 
 handler!(update(api, caller, input) {
@@ -131,12 +116,12 @@ handler!(update(api, caller, input) {
         custom_fields: u.custom_fields,
     };
     let activity = api.app.update_activity(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::record(200, render(&activity)))
+    Ok(Reply::versioned(200, &ActivityBody::from(&activity)))
 });
 
 handler!(delete(api, caller, input) {
     let activity = api.app.delete_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(activity.id.as_str(), "activity")))
+    Ok(Reply::serialized(200, &DeletedBody::new(activity.id.as_str(), "activity")))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -156,7 +141,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<ActivityOut>,
+            output: Output::of::<ListBody<ActivityBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -174,7 +159,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<ActivityCreate>),
-            output: schema_of::<ActivityOut>,
+            output: Output::of::<ActivityBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -190,7 +175,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<ActivityOut>,
+            output: Output::of::<ActivityBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -207,7 +192,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<ActivityUpdate>),
-            output: schema_of::<ActivityOut>,
+            output: Output::of::<ActivityBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -223,7 +208,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },

@@ -1,74 +1,18 @@
 //! Automations: `/automations` and `/automations/{id}/runs` (spec, "Automation"; decisions §12).
 
 use crm_app::{automations::AutomationPatch, Scope};
-use crm_domain::{
-    automation::{ActionType, ConditionOp},
-    rule::{Automation, AutomationDraft, AutomationRun},
-};
+use crm_domain::rule::AutomationDraft;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{deleted_body, deleted_schema, handler, list_body, list_schema};
+use super::handler;
 use crate::{
+    bodies::{ActionBody, AutomationBody, AutomationRunBody, ConditionBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
-    schema::{schema_of, string_enum},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    schema::schema_of,
 };
-
-fn condition_ops(schema: &mut schemars::Schema) {
-    string_enum(schema, &ConditionOp::ALL.map(|o| o.as_str()));
-}
-
-fn action_types(schema: &mut schemars::Schema) {
-    string_enum(schema, &ActionType::ALL.map(|t| t.as_str()));
-}
-
-/// A condition: `{field, op, value?}`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
-#[schemars(deny_unknown_fields)] // crm_domain::rule::parse_condition refuses other keys
-pub struct ConditionIn {
-    /// A built-in field of the triggering record, a custom field key (bare or
-    /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
-    field: String,
-    /// One of eq, neq, in, nin, exists, empty, contains, gt, lt, gte, lte.
-    #[schemars(transform = condition_ops)]
-    op: String,
-    /// Omitted for `exists` and `empty`; an array for `in` and `nin`; a number or date for the
-    /// orderings.
-    value: Option<Value>,
-}
-
-/// An action: `{type, ...parameters}`; see GET /automations-capabilities for each type's
-/// parameters.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[allow(dead_code)] // describes the wire shape
-#[schemars(deny_unknown_fields)] // the engine refuses keys that are not the action's parameters
-pub struct ActionIn {
-    /// create_activity, set_field, move_deal_stage or send_email.
-    #[serde(rename = "type")]
-    #[schemars(transform = action_types)]
-    action_type: String,
-    /// create_activity: a registered `activity.type` value.
-    activity_type: Option<String>,
-    /// create_activity: the text; send_email: the HTML body. `{{field}}` placeholders allowed.
-    body: Option<String>,
-    /// set_field: a built-in field or a registered custom field key.
-    field: Option<String>,
-    /// set_field: the new value (strings may hold placeholders).
-    value: Option<Value>,
-    /// move_deal_stage: a stage key of the deal's pipeline.
-    stage: Option<String>,
-    /// send_email: the recipient; default the triggering contact or the deal's primary contact.
-    to: Option<String>,
-    /// send_email: the subject.
-    subject: Option<String>,
-    /// send_email: a plain-text part; derived from `body` when absent.
-    text: Option<String>,
-    /// send_email: a `tpl_` template giving subject, body and text instead.
-    template_id: Option<String>,
-}
 
 /// A rule to create.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -79,10 +23,10 @@ pub struct AutomationCreate {
     #[schemars(required, extend("enum" = ["contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]))]
     pub trigger_event: Option<String>,
     /// Conditions combined with AND (default: none, the rule fires on every such event).
-    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub conditions: Option<Value>,
     /// One or more actions, run in order.
-    #[schemars(with = "Option<Vec<ActionIn>>", required, length(min = 1))]
+    #[schemars(with = "Option<Vec<ActionBody>>", required, length(min = 1))]
     pub actions: Option<Value>,
     /// Default true. An enabled rule counts against the plan's active-automation cap.
     pub enabled: Option<bool>,
@@ -93,102 +37,48 @@ pub struct AutomationCreate {
 pub struct AutomationUpdate {
     pub name: Option<String>,
     pub trigger_event: Option<String>,
-    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub conditions: Option<Value>,
-    #[schemars(with = "Option<Vec<ActionIn>>")]
+    #[schemars(with = "Option<Vec<ActionBody>>")]
     pub actions: Option<Value>,
     /// Enabling a disabled rule checks the plan's cap again.
     pub enabled: Option<bool>,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct AutomationOut {
-    /// `aut_` prefix.
-    id: String,
-    object: String,
-    name: String,
-    trigger_event: String,
-    conditions: Vec<ConditionIn>,
-    actions: Vec<ActionIn>,
-    enabled: bool,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct ActionOutcomeOut {
-    #[schemars(rename = "type")]
-    action_type: String,
-    /// `succeeded` or `failed`.
-    status: String,
-    /// What the action made or set, e.g. `{"activity_id": ...}`, `{"email_id": ...}`.
-    result: Option<Value>,
-    /// `{code, detail}` when it failed; `code` is a code of the error table, or `no_recipient`.
-    error: Option<Value>,
-}
-
-/// One evaluation of a rule for one event.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct AutomationRunOut {
-    /// `run_` prefix.
-    id: String,
-    object: String,
-    automation_id: String,
-    event_id: String,
-    event_type: String,
-    record_id: String,
-    /// Whether the conditions matched (then the actions ran).
-    matched: bool,
-    actions: Vec<ActionOutcomeOut>,
-    created_at: String,
-}
-
-fn render(a: &Automation) -> Value {
-    a.snapshot()
-}
-
-fn render_run(r: &AutomationRun) -> Value {
-    r.snapshot()
 }
 
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 handler!(list(api, caller, input) {
     let page = api.app.list_automations(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<AutomationBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: AutomationCreate = body::parse(input.body.as_ref(), None)?;
     let draft = AutomationDraft { name: c.name, trigger_event: c.trigger_event, conditions: c.conditions, actions: c.actions };
     let automation = api.app.create_automation(caller, draft, c.enabled.unwrap_or(true)).await?;
-    Ok(Reply::record(201, render(&automation)))
+    Ok(Reply::versioned(201, &AutomationBody::from(&automation)))
 });
 
 handler!(get(api, caller, input) {
     let automation = api.app.get_automation(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&automation)))
+    Ok(Reply::versioned(200, &AutomationBody::from(&automation)))
 });
 
 handler!(update(api, caller, input) {
     let u: AutomationUpdate = body::parse(input.body.as_ref(), None)?;
     let patch = AutomationPatch { name: u.name, trigger_event: u.trigger_event, conditions: u.conditions, actions: u.actions, enabled: u.enabled };
     let automation = api.app.update_automation(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::record(200, render(&automation)))
+    Ok(Reply::versioned(200, &AutomationBody::from(&automation)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_automation(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "automation")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "automation")))
 });
 
 handler!(runs(api, caller, input) {
     let page = api.app.list_automation_runs(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_run)))
+    Ok(Reply::serialized(200, &ListBody::<AutomationRunBody>::of(page)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -207,7 +97,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<AutomationOut>,
+            output: Output::of::<ListBody<AutomationBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -230,7 +120,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<AutomationCreate>),
-            output: schema_of::<AutomationOut>,
+            output: Output::of::<AutomationBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -246,7 +136,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<AutomationOut>,
+            output: Output::of::<AutomationBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -263,7 +153,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<AutomationUpdate>),
-            output: schema_of::<AutomationOut>,
+            output: Output::of::<AutomationBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -279,7 +169,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -297,7 +187,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<AutomationRunOut>,
+            output: Output::of::<ListBody<AutomationRunBody>>(),
             hints: Hints::READ,
             handler: runs,
         },

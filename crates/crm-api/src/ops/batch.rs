@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Api, ErrorCode, Problem,
 };
@@ -245,7 +245,7 @@ pub fn operations() -> Vec<Operation> {
         success_status: 200,
         query: &[],
         body: Some(schema_of::<BatchRequest>),
-        output: output_schema,
+        output: Output::written(output_schema),
         hints: Hints::CREATE,
         handler: batch,
     }]

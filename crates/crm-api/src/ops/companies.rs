@@ -1,16 +1,17 @@
 //! Companies: `/companies`. Company changes emit no events.
 
 use crm_app::{ports::CompanyFilter, Scope};
-use crm_domain::{Company, CompanyDraft, CompanyPatch, JsonMap};
+use crm_domain::{CompanyDraft, CompanyPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
-};
+use super::{filter_value, handler, if_match};
 use crate::{
+    bodies::{CompanyBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{
+        Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    },
     schema::{schema_of, PatchField},
 };
 
@@ -35,34 +36,14 @@ pub struct CompanyCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CompanyUpdate {
     #[serde(default)]
-    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))] // null is refused: a company keeps a name
+    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))]
+    // null is refused: a company keeps a name
     pub name: PatchField<String>,
     #[serde(default)]
     #[schemars(length(max = 1024))]
     pub domain: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
-}
-
-/// A company as the API returns it.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct CompanyOut {
-    /// `cmp_` prefix.
-    id: String,
-    /// Always `company`.
-    object: String,
-    name: String,
-    domain: Option<String>,
-    custom_fields: JsonMap,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-    deleted_at: Option<String>,
-}
-
-fn render(c: &Company) -> serde_json::Value {
-    c.snapshot()
 }
 
 const LIST_QUERY: &[QueryParam] = &[
@@ -80,19 +61,19 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<CompanyBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: CompanyCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
     let company = api.app.create_company(caller, draft, input.idem.as_ref()).await?;
-    Ok(Reply::record(201, render(&company)))
+    Ok(Reply::versioned(201, &CompanyBody::from(&company)))
 });
 
 handler!(get(api, caller, input) {
     let company = api.app.get_company(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&company)))
+    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
 });
 
 handler!(update(api, caller, input) {
@@ -100,17 +81,17 @@ handler!(update(api, caller, input) {
     let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
     let company = api.app.update_company(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::record(200, render(&company)))
+    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
 });
 
 handler!(delete(api, caller, input) {
     let company = api.app.delete_company(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(company.id.as_str(), "company")))
+    Ok(Reply::serialized(200, &DeletedBody::new(company.id.as_str(), "company")))
 });
 
 handler!(restore(api, caller, input) {
     let company = api.app.restore_company(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&company)))
+    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -131,7 +112,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<CompanyOut>,
+            output: Output::of::<ListBody<CompanyBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -149,7 +130,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<CompanyCreate>),
-            output: schema_of::<CompanyOut>,
+            output: Output::of::<CompanyBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -166,7 +147,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<CompanyOut>,
+            output: Output::of::<CompanyBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -184,7 +165,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<CompanyUpdate>),
-            output: schema_of::<CompanyOut>,
+            output: Output::of::<CompanyBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -201,7 +182,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -217,7 +198,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<CompanyOut>,
+            output: Output::of::<CompanyBody>(),
             hints: Hints::UPDATE,
             handler: restore,
         },
@@ -230,21 +211,7 @@ mod tests {
     use crate::schema::property_names;
 
     #[test]
-    fn the_output_schema_describes_the_snapshot_exactly() {
-        let draft = CompanyDraft {
-            name: Some("A".into()),
-            ..Default::default()
-        };
-        let id = crm_domain::CompanyId::from_uuid(uuid::Uuid::nil());
-        let (c, _) = Company::create(
-            id,
-            crm_domain::Timestamp::from_millis(0),
-            draft,
-            &Default::default(),
-        )
-        .unwrap();
-        let keys: Vec<String> = c.snapshot().as_object().unwrap().keys().cloned().collect();
-        assert_eq!(property_names(&schema_of::<CompanyOut>()), keys);
+    fn create_takes_the_writable_fields() {
         assert_eq!(
             property_names(&schema_of::<CompanyCreate>()),
             crm_domain::company::WRITABLE_FIELDS

@@ -1,18 +1,17 @@
 //! Contacts: `/contacts`.
 
 use crm_app::{ports::ContactFilter, Scope};
-use crm_domain::{Contact, ContactDraft, ContactPatch, Email, JsonMap};
+use crm_domain::{ContactDraft, ContactPatch, Email, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
-};
+use super::{filter_value, handler, if_match};
 use crate::{
+    bodies::{ContactBody, DeletedBody, ListBody},
     body,
     catalog::{
-        Hints, Method, Operation, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
-        MAX_FIELD_FILTERS,
+        Hints, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED,
+        LIMIT, MAX_FIELD_FILTERS,
     },
     schema::{schema_of, PatchField},
     Problem,
@@ -74,30 +73,6 @@ pub struct ContactUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
-/// A contact as the API returns it.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct ContactOut {
-    /// `con_` prefix.
-    id: String,
-    /// Always `contact`.
-    object: String,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone: Option<String>,
-    linkedin_url: Option<String>,
-    company_id: Option<String>,
-    #[schemars(rename = "type")]
-    contact_type: Option<String>,
-    custom_fields: JsonMap,
-    created_at: String,
-    updated_at: String,
-    /// Incremented on every change; send it back in `If-Match`.
-    version: i64,
-    deleted_at: Option<String>,
-}
-
 impl From<ContactCreate> for ContactDraft {
     fn from(c: ContactCreate) -> Self {
         ContactDraft {
@@ -128,10 +103,6 @@ impl From<ContactUpdate> for ContactPatch {
     }
 }
 
-fn render(c: &Contact) -> serde_json::Value {
-    c.snapshot()
-}
-
 /// `custom_fields.<key>=<value>`: equality on a registered custom field (decisions: lists).
 pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
     name: "custom_fields",
@@ -148,7 +119,11 @@ const LIST_QUERY: &[QueryParam] = &[
         "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
     ),
     QueryParam::string("email", "Exact email (case-insensitive)."),
-    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Contacts of this company (`cmp_` id)."),
+    QueryParam::id_filter(
+        "company_id",
+        crm_domain::CompanyId::PATTERN,
+        "Contacts of this company (`cmp_` id).",
+    ),
     QueryParam::string("type", "A registered `contact.type` value."),
     CUSTOM_FIELDS,
     LIMIT,
@@ -180,35 +155,35 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<ContactBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let draft: ContactCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let contact = api.app.create_contact(caller, draft.into(), input.idem.as_ref()).await?;
-    Ok(Reply::record(201, render(&contact)))
+    Ok(Reply::versioned(201, &ContactBody::from(&contact)))
 });
 
 handler!(get(api, caller, input) {
     let contact = api.app.get_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&contact)))
+    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
 });
 
 handler!(update(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let patch: ContactUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let contact = api.app.update_contact(caller, input.path_param("id"), patch.into(), expected).await?;
-    Ok(Reply::record(200, render(&contact)))
+    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
 });
 
 handler!(delete(api, caller, input) {
     let contact = api.app.delete_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(contact.id.as_str(), "contact")))
+    Ok(Reply::serialized(200, &DeletedBody::new(contact.id.as_str(), "contact")))
 });
 
 handler!(restore(api, caller, input) {
     let contact = api.app.restore_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&contact)))
+    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -232,7 +207,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<ContactOut>,
+            output: Output::of::<ListBody<ContactBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -252,7 +227,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<ContactCreate>),
-            output: schema_of::<ContactOut>,
+            output: Output::of::<ContactBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -269,7 +244,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<ContactOut>,
+            output: Output::of::<ContactBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -288,7 +263,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<ContactUpdate>),
-            output: schema_of::<ContactOut>,
+            output: Output::of::<ContactBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -305,7 +280,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -321,7 +296,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<ContactOut>,
+            output: Output::of::<ContactBody>(),
             hints: Hints::UPDATE,
             handler: restore,
         },
@@ -332,25 +307,6 @@ pub fn operations() -> Vec<Operation> {
 mod tests {
     use super::*;
     use crate::schema::property_names;
-
-    #[test]
-    fn the_output_schema_describes_the_snapshot_exactly() {
-        let draft = ContactDraft {
-            first_name: Some("A".into()),
-            ..Default::default()
-        };
-        let id = crm_domain::ContactId::from_uuid(uuid::Uuid::nil());
-        let (c, _) = Contact::create(
-            id,
-            crm_domain::Timestamp::from_millis(0),
-            draft,
-            &Default::default(),
-        )
-        .unwrap();
-        let snapshot_keys: Vec<String> =
-            c.snapshot().as_object().unwrap().keys().cloned().collect();
-        assert_eq!(property_names(&schema_of::<ContactOut>()), snapshot_keys);
-    }
 
     #[test]
     fn create_and_update_accept_the_same_fields() {

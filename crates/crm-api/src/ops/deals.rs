@@ -1,16 +1,17 @@
 //! Deals: `/deals`.
 
 use crm_app::{deals::DealQuery, Scope};
-use crm_domain::{CompanyId, ContactId, Deal, DealDraft, DealPatch, JsonMap};
+use crm_domain::{CompanyId, ContactId, DealDraft, DealPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    deleted_body, deleted_schema, filter_value, handler, if_match, list_body, list_schema,
-};
+use super::{filter_value, handler, if_match};
 use crate::{
+    bodies::{DealBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
+    catalog::{
+        Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    },
     schema::{schema_of, PatchField, WholeNumber},
     Problem,
 };
@@ -50,7 +51,8 @@ pub struct DealCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct DealUpdate {
     #[serde(default)]
-    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))] // null is refused: a deal keeps a title
+    #[schemars(with = "String", length(max = 1024), pattern(crate::schema::NON_BLANK))]
+    // null is refused: a deal keeps a title
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
@@ -71,31 +73,6 @@ pub struct DealUpdate {
     pub close_date: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct DealOut {
-    /// `deal_` prefix.
-    id: String,
-    object: String,
-    title: String,
-    /// Pipeline key.
-    pipeline: String,
-    pipeline_id: String,
-    stage: String,
-    /// `open`, `won` or `lost`.
-    stage_type: String,
-    primary_contact_id: Option<String>,
-    company_id: Option<String>,
-    value_cents: Option<i64>,
-    currency: Option<String>,
-    close_date: Option<String>,
-    custom_fields: JsonMap,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-    deleted_at: Option<String>,
 }
 
 /// `pipeline` and its alias `pipeline_id` must agree when both are given.
@@ -144,10 +121,6 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
-fn render(d: &Deal) -> serde_json::Value {
-    d.snapshot()
-}
-
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of the title."),
     QueryParam::string(
@@ -159,8 +132,16 @@ const LIST_QUERY: &[QueryParam] = &[
         "stage",
         "Stage key. Keys repeat across pipelines: pass `pipeline` for one funnel.",
     ),
-    QueryParam::id_filter("company_id", crm_domain::CompanyId::PATTERN, "Deals of this company."),
-    QueryParam::id_filter("primary_contact_id", crm_domain::ContactId::PATTERN, "Deals of this primary contact."),
+    QueryParam::id_filter(
+        "company_id",
+        crm_domain::CompanyId::PATTERN,
+        "Deals of this company.",
+    ),
+    QueryParam::id_filter(
+        "primary_contact_id",
+        crm_domain::ContactId::PATTERN,
+        "Deals of this primary contact.",
+    ),
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
@@ -185,35 +166,35 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_deals(caller, query, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<DealBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let (draft, pipeline) = draft(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
     let deal = api.app.create_deal(caller, draft, pipeline.as_deref(), input.idem.as_ref()).await?;
-    Ok(Reply::record(201, render(&deal)))
+    Ok(Reply::versioned(201, &DealBody::from(&deal)))
 });
 
 handler!(get(api, caller, input) {
     let deal = api.app.get_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&deal)))
+    Ok(Reply::versioned(200, &DealBody::from(&deal)))
 });
 
 handler!(update(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let (patch, pipeline) = patch(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
     let deal = api.app.update_deal(caller, input.path_param("id"), patch, pipeline.as_deref(), expected).await?;
-    Ok(Reply::record(200, render(&deal)))
+    Ok(Reply::versioned(200, &DealBody::from(&deal)))
 });
 
 handler!(delete(api, caller, input) {
     let deal = api.app.delete_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(deal.id.as_str(), "deal")))
+    Ok(Reply::serialized(200, &DeletedBody::new(deal.id.as_str(), "deal")))
 });
 
 handler!(restore(api, caller, input) {
     let deal = api.app.restore_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&deal)))
+    Ok(Reply::versioned(200, &DealBody::from(&deal)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -235,7 +216,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<DealOut>,
+            output: Output::of::<ListBody<DealBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -255,7 +236,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<DealCreate>),
-            output: schema_of::<DealOut>,
+            output: Output::of::<DealBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -272,7 +253,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<DealOut>,
+            output: Output::of::<DealBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -291,7 +272,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<DealUpdate>),
-            output: schema_of::<DealOut>,
+            output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -307,7 +288,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -323,7 +304,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<DealOut>,
+            output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: restore,
         },

@@ -23,8 +23,9 @@ use super::{
     registry::{enum_groups, EnumValueOut, TypeOut},
 };
 use crate::{
-    catalog::{self, Hints, Method, Operation, ParamKind, Reply, CURSOR, INCLUDE_DELETED, LIMIT},
-    schema::schema_of,
+    catalog::{
+        self, Hints, Method, Operation, Output, ParamKind, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    },
     Problem, SPEC_VERSION,
 };
 
@@ -426,7 +427,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<SchemaDoc>,
+            output: Output::of::<SchemaDoc>(),
             hints: Hints::READ,
             handler: describe_schema,
         },
@@ -444,7 +445,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<Capabilities>,
+            output: Output::of::<Capabilities>(),
             hints: Hints::READ,
             handler: get_capabilities,
         },
@@ -454,6 +455,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::schema_of;
     use crm_domain::FieldDef;
     use serde_json::json;
 

@@ -3,17 +3,18 @@
 
 use crm_app::{emails::TemplatePatch, ports::EmailFilter, Scope};
 use crm_domain::{
-    mail::{Connection, ConnectionDraft, EmailMessage, EmailStatus, Template, TemplateDraft},
+    mail::{ConnectionDraft, EmailStatus, TemplateDraft},
     ContactId, DealId,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{deleted_body, deleted_schema, filter_value, handler, list_body, list_schema};
+use super::{filter_value, handler};
 use crate::{
+    bodies::{ConnectionBody, DeletedBody, EmailBody, ListBody, TemplateBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -36,21 +37,6 @@ pub struct ConnectionCreate {
     /// Overrides the provider's API host (e.g. a regional endpoint). For smtp, required:
     /// `smtp://[user@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://[user@]host[:port]`.
     pub base_url: Option<String>,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct ConnectionOut {
-    /// `conn_` prefix.
-    id: String,
-    object: String,
-    channel: String,
-    provider: String,
-    from: String,
-    base_url: Option<String>,
-    /// The last four characters of the key; the key itself is never shown again.
-    api_key_last4: String,
-    created_at: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -82,64 +68,19 @@ pub struct TemplateUpdate {
     pub text: PatchField<String>,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct TemplateOut {
-    /// `tpl_` prefix.
-    id: String,
-    object: String,
-    name: String,
-    subject: String,
-    body: String,
-    text: Option<String>,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct EmailOut {
-    /// `em_` prefix.
-    id: String,
-    object: String,
-    to: String,
-    from: String,
-    subject: String,
-    html: String,
-    text: String,
-    /// simulated (test mode), queued, sent or failed.
-    status: String,
-    /// The provider's last error.
-    error: Option<String>,
-    /// `{type: "automation", automation_id}` or `{type: "sequence", sequence_id, step}`.
-    source: Value,
-    contact_id: Option<String>,
-    deal_id: Option<String>,
-    attempts: u32,
-    next_attempt_at: Option<String>,
-    provider_message_id: Option<String>,
-    created_at: String,
-    sent_at: Option<String>,
-}
-
-fn render_connection(c: &Connection) -> Value {
-    c.snapshot()
-}
-
-fn render_template(t: &Template) -> Value {
-    t.snapshot()
-}
-
-fn render_email(e: &EmailMessage) -> Value {
-    e.snapshot()
-}
-
 const PAGE_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 const EMAIL_QUERY: &[QueryParam] = &[
-    QueryParam::id_filter("contact_id", crm_domain::ContactId::PATTERN, "Emails to or logged on this contact."),
-    QueryParam::id_filter("deal_id", crm_domain::DealId::PATTERN, "Emails about this deal."),
+    QueryParam::id_filter(
+        "contact_id",
+        crm_domain::ContactId::PATTERN,
+        "Emails to or logged on this contact.",
+    ),
+    QueryParam::id_filter(
+        "deal_id",
+        crm_domain::DealId::PATTERN,
+        "Emails about this deal.",
+    ),
     QueryParam::string("status", "simulated, queued, sent or failed."),
     LIMIT,
     CURSOR,
@@ -147,40 +88,40 @@ const EMAIL_QUERY: &[QueryParam] = &[
 
 handler!(list_connections(api, caller, input) {
     let page = api.app.list_connections(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_connection)))
+    Ok(Reply::serialized(200, &ListBody::<ConnectionBody>::of(page)))
 });
 
 handler!(create_connection(api, caller, input) {
     let c: ConnectionCreate = body::parse(input.body.as_ref(), None)?;
     let draft = ConnectionDraft { channel: c.channel, provider: c.provider, api_key: c.api_key, from: c.from, base_url: c.base_url };
     let connection = api.app.create_connection(caller, draft).await?;
-    Ok(Reply::new(201, render_connection(&connection)))
+    Ok(Reply::serialized(201, &ConnectionBody::from(&connection)))
 });
 
 handler!(get_connection(api, caller, input) {
     let connection = api.app.get_connection(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, render_connection(&connection)))
+    Ok(Reply::serialized(200, &ConnectionBody::from(&connection)))
 });
 
 handler!(delete_connection(api, caller, input) {
     let id = api.app.delete_connection(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "connection")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "connection")))
 });
 
 handler!(list_templates(api, caller, input) {
     let page = api.app.list_templates(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_template)))
+    Ok(Reply::serialized(200, &ListBody::<TemplateBody>::of(page)))
 });
 
 handler!(create_template(api, caller, input) {
     let c: TemplateCreate = body::parse(input.body.as_ref(), None)?;
     let template = api.app.create_template(caller, TemplateDraft { name: c.name, subject: c.subject, body: c.body, text: c.text }).await?;
-    Ok(Reply::record(201, render_template(&template)))
+    Ok(Reply::versioned(201, &TemplateBody::from(&template)))
 });
 
 handler!(get_template(api, caller, input) {
     let template = api.app.get_template(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render_template(&template)))
+    Ok(Reply::versioned(200, &TemplateBody::from(&template)))
 });
 
 handler!(update_template(api, caller, input) {
@@ -193,12 +134,12 @@ handler!(update_template(api, caller, input) {
     };
     let patch = TemplatePatch { draft: TemplateDraft { name: u.name, subject: u.subject, body: u.body, text }, clear_text };
     let template = api.app.update_template(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::record(200, render_template(&template)))
+    Ok(Reply::versioned(200, &TemplateBody::from(&template)))
 });
 
 handler!(delete_template(api, caller, input) {
     let id = api.app.delete_template(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "template")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "template")))
 });
 
 handler!(list_emails(api, caller, input) {
@@ -221,12 +162,12 @@ handler!(list_emails(api, caller, input) {
         None => None,
     };
     let page = api.app.list_emails(caller, EmailFilter { contact_id, deal_id, status }, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_email)))
+    Ok(Reply::serialized(200, &ListBody::<EmailBody>::of(page)))
 });
 
 handler!(get_email(api, caller, input) {
     let email = api.app.get_email(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, render_email(&email)))
+    Ok(Reply::serialized(200, &EmailBody::from(&email)))
 });
 
 #[allow(clippy::too_many_arguments)]
@@ -239,7 +180,7 @@ fn op(
     scope: Scope,
     query: &'static [QueryParam],
     body: Option<fn() -> Value>,
-    output: fn() -> Value,
+    output: Output,
     handler: crate::catalog::Handler,
 ) -> Operation {
     let (success_status, hints) = match method {
@@ -273,42 +214,42 @@ pub fn operations() -> Vec<Operation> {
     vec![
         op("svc_list_connections", Method::Get, "/connections", "List connections",
             "Lists the email connections of this mode, newest first; the newest one sends. Keys show only `api_key_last4`.",
-            conn_read, PAGE_QUERY, None, list_schema::<ConnectionOut>, list_connections),
+            conn_read, PAGE_QUERY, None, Output::of::<ListBody<ConnectionBody>>(), list_connections),
         op("svc_create_connection", Method::Post, "/connections", "Connect an email provider",
             "Connects the workspace's own email account: `provider` resend, postmark or sendgrid (their HTTP APIs; `base_url` \
              overrides the host) or smtp (`base_url` names the server). `api_key` is write-only. Live-mode sends go through \
              the newest connection of the live mode; test mode never delivers. Errors: unknown_value (channel, provider), \
              validation_failed.",
-            conn_write, &[], Some(schema_of::<ConnectionCreate>), schema_of::<ConnectionOut>, create_connection),
+            conn_write, &[], Some(schema_of::<ConnectionCreate>), Output::of::<ConnectionBody>(), create_connection),
         op("svc_get_connection", Method::Get, "/connections/{id}", "Get a connection",
             "Returns one connection by its `conn_` id (without its key). Errors: not_found.",
-            conn_read, &[], None, schema_of::<ConnectionOut>, get_connection),
+            conn_read, &[], None, Output::of::<ConnectionBody>(), get_connection),
         op("svc_delete_connection", Method::Delete, "/connections/{id}", "Delete a connection",
             "Deletes a connection for good. Queued live emails wait (and retry) until a connection exists again. Errors: not_found.",
-            conn_write, &[], None, deleted_schema, delete_connection),
+            conn_write, &[], None, Output::of::<DeletedBody>(), delete_connection),
         op("svc_list_templates", Method::Get, "/templates", "List templates",
             "Lists email templates newest first.",
-            tpl_read, PAGE_QUERY, None, list_schema::<TemplateOut>, list_templates),
+            tpl_read, PAGE_QUERY, None, Output::of::<ListBody<TemplateBody>>(), list_templates),
         op("svc_create_template", Method::Post, "/templates", "Create a template",
             "Creates an email template `{name, subject, body, text?}` with `{{field}}` placeholders; `send_email` actions \
              may name it with `template_id` instead of giving subject and body. Errors: validation_failed.",
-            tpl_write, &[], Some(schema_of::<TemplateCreate>), schema_of::<TemplateOut>, create_template),
+            tpl_write, &[], Some(schema_of::<TemplateCreate>), Output::of::<TemplateBody>(), create_template),
         op("svc_get_template", Method::Get, "/templates/{id}", "Get a template",
             "Returns one template by its `tpl_` id. Errors: not_found.",
-            tpl_read, &[], None, schema_of::<TemplateOut>, get_template),
+            tpl_read, &[], None, Output::of::<TemplateBody>(), get_template),
         op("svc_update_template", Method::Patch, "/templates/{id}", "Update a template",
             "Changes the fields sent (`text: null` removes the text part). Errors: not_found, validation_failed.",
-            tpl_write, &[], Some(schema_of::<TemplateUpdate>), schema_of::<TemplateOut>, update_template),
+            tpl_write, &[], Some(schema_of::<TemplateUpdate>), Output::of::<TemplateBody>(), update_template),
         op("svc_delete_template", Method::Delete, "/templates/{id}", "Delete a template",
             "Deletes a template for good; rules that still name it record a not_found failure when they run. Errors: not_found.",
-            tpl_write, &[], None, deleted_schema, delete_template),
+            tpl_write, &[], None, Output::of::<DeletedBody>(), delete_template),
         op("svc_list_emails", Method::Get, "/emails", "List emails",
             "Every email sent or simulated in this mode, newest first: recipient, sender, subject, HTML and text parts, \
              status (simulated in test mode; queued, sent or failed in live mode) with the provider's error, and its source \
              (automation or sequence step). Filter by `contact_id`, `deal_id` or `status`.",
-            emails_read, EMAIL_QUERY, None, list_schema::<EmailOut>, list_emails),
+            emails_read, EMAIL_QUERY, None, Output::of::<ListBody<EmailBody>>(), list_emails),
         op("svc_get_email", Method::Get, "/emails/{id}", "Get an email",
             "Returns one email by its `em_` id. Errors: not_found.",
-            emails_read, &[], None, schema_of::<EmailOut>, get_email),
+            emails_read, &[], None, Output::of::<EmailBody>(), get_email),
     ]
 }

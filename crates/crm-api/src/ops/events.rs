@@ -1,45 +1,20 @@
 //! Events: `GET /events`, the outbox as a pollable list.
 
 use crm_app::Scope;
-use crm_domain::{Event, EventType};
-use schemars::JsonSchema;
+use crm_domain::EventType;
 
-use super::{filter_value, handler, list_body, list_schema};
+use super::{filter_value, handler};
 use crate::{
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    bodies::{EventBody, ListBody},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     Problem,
 };
-
-/// An event as webhooks and `GET /events` carry it.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct EventOut {
-    /// `evt_` prefix.
-    id: String,
-    /// One of the five event types.
-    #[schemars(rename = "type")]
-    event_type: String,
-    /// The object the event is about: `contact` or `deal`.
-    object: String,
-    created_at: String,
-    mode: String,
-    /// The record after the change.
-    data: serde_json::Value,
-    /// `*.updated` only: the fields the change touched.
-    changed_fields: Option<Vec<String>>,
-    /// `deal.stage_changed` only: the stage the deal left.
-    previous_stage: Option<String>,
-}
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("type", "Only events of this type."),
     LIMIT,
     CURSOR,
 ];
-
-fn render(e: &Event) -> serde_json::Value {
-    e.snapshot()
-}
 
 handler!(list(api, caller, input) {
     let event_type = filter_value(&input, "type");
@@ -52,7 +27,7 @@ handler!(list(api, caller, input) {
         }
     }
     let page = api.app.list_events(caller, event_type.as_deref(), input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<EventBody>::of(page)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -70,7 +45,7 @@ pub fn operations() -> Vec<Operation> {
         success_status: 200,
         query: LIST_QUERY,
         body: None,
-        output: list_schema::<EventOut>,
+        output: Output::of::<ListBody<EventBody>>(),
         hints: Hints::READ,
         handler: list,
     }]

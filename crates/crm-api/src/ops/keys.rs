@@ -1,15 +1,16 @@
 //! API keys: `/keys` (decisions §7). A key sees and manages the keys of its own mode; secrets
 //! are returned once, by create and roll, and never again.
 
-use crm_app::{auth::ApiKeyRecord, keys::NewKey, Scope};
+use crm_app::Scope;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{handler, list_body, list_schema};
+use super::handler;
 use crate::{
+    bodies::{KeyBody, KeyWithSecretBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of},
     Problem,
 };
@@ -41,57 +42,6 @@ pub struct KeyRoll {
     pub expire_old_after_seconds: Option<f64>,
 }
 
-/// An API key as the API returns it. The secret is not part of it.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered key; never constructed
-pub struct KeyOut {
-    /// `key_` prefix.
-    id: String,
-    /// Always `key`.
-    object: String,
-    name: String,
-    /// `test` or `live`, from the key's prefix.
-    mode: String,
-    scopes: Vec<String>,
-    created_at: String,
-    /// Updated in batches, about once a second.
-    last_used_at: Option<String>,
-    revoked_at: Option<String>,
-    /// Set on a key that was rolled: when its secret stops working.
-    expires_at: Option<String>,
-}
-
-/// A key just created or rolled, with its secret: shown this once, store it now.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered key; never constructed
-pub struct KeyWithSecret {
-    #[serde(flatten)]
-    key: KeyOut,
-    /// The whole key (`svc_test_…` or `svc_live_…`), for `Authorization: Bearer`.
-    secret: String,
-}
-
-fn render(k: &ApiKeyRecord) -> Value {
-    let ts = |t: Option<crm_domain::Timestamp>| t.map(|t| t.to_string());
-    json!({
-        "id": k.id.as_str(),
-        "object": "key",
-        "name": k.name,
-        "mode": k.mode.as_str(),
-        "scopes": k.scopes,
-        "created_at": k.created_at.to_string(),
-        "last_used_at": ts(k.last_used_at),
-        "revoked_at": ts(k.revoked_at),
-        "expires_at": ts(k.expires_at),
-    })
-}
-
-fn render_new(new: &NewKey) -> Value {
-    let mut v = render(&new.key);
-    v["secret"] = Value::from(new.secret.as_str());
-    v
-}
-
 /// Whole seconds given as any JSON number without a fraction (decisions §17).
 fn whole_seconds(v: Option<f64>) -> Result<Option<u64>, Problem> {
     match v {
@@ -106,18 +56,18 @@ fn whole_seconds(v: Option<f64>) -> Result<Option<u64>, Problem> {
 
 handler!(list(api, caller, input) {
     let page = api.app.list_keys(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<KeyBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: KeyCreate = body::parse(input.body.as_ref(), None)?;
     let new = api.app.create_key(caller, c.name, c.scopes).await?;
-    Ok(Reply::new(201, render_new(&new)))
+    Ok(Reply::serialized(201, &KeyWithSecretBody::from(&new)))
 });
 
 handler!(get(api, caller, input) {
     let key = api.app.get_key(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, render(&key)))
+    Ok(Reply::serialized(200, &KeyBody::from(&key)))
 });
 
 handler!(revoke(api, caller, input) {
@@ -129,7 +79,7 @@ handler!(revoke(api, caller, input) {
 handler!(roll(api, caller, input) {
     let r: KeyRoll = body::parse(input.body.as_ref(), None)?;
     let new = api.app.roll_key(caller, input.path_param("id"), whole_seconds(r.expire_old_after_seconds)?).await?;
-    Ok(Reply::new(201, render_new(&new)))
+    Ok(Reply::serialized(201, &KeyWithSecretBody::from(&new)))
 });
 
 fn revoked_schema() -> Value {
@@ -165,7 +115,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<KeyOut>,
+            output: Output::of::<ListBody<KeyBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -184,7 +134,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<KeyCreate>),
-            output: schema_of::<KeyWithSecret>,
+            output: Output::of::<KeyWithSecretBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -201,7 +151,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<KeyOut>,
+            output: Output::of::<KeyBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -218,7 +168,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: revoked_schema,
+            output: Output::written(revoked_schema),
             hints: Hints::DELETE,
             handler: revoke,
         },
@@ -237,7 +187,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<KeyRoll>),
-            output: schema_of::<KeyWithSecret>,
+            output: Output::of::<KeyWithSecretBody>(),
             hints: Hints::CREATE,
             handler: roll,
         },
@@ -247,7 +197,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crm_app::{auth::ApiKeyRecord, keys::NewKey};
 
     #[test]
     fn the_output_schemas_describe_the_rendered_key() {
@@ -263,19 +213,12 @@ mod tests {
             revoked_at: None,
             expires_at: None,
         };
-        let keys: Vec<String> = render(&key).as_object().unwrap().keys().cloned().collect();
-        assert_eq!(property_names(&schema_of::<KeyOut>()), keys);
+        crate::bodies::assert_schema_describes(&KeyBody::from(&key));
         let new = NewKey {
             key,
             secret: "svc_test_x".into(),
         };
-        let keys: Vec<String> = render_new(&new)
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
-        assert_eq!(property_names(&schema_of::<KeyWithSecret>()), keys);
+        crate::bodies::assert_schema_describes(&KeyWithSecretBody::from(&new));
     }
 
     #[test]

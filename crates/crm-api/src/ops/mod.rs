@@ -1,5 +1,6 @@
-//! The operations, one module per resource. Each module declares its DTOs (the wire format, with
-//! JSON Schemas), converts them to and from domain types, and lists its [`Operation`]s.
+//! The operations, one module per resource. Each module declares its request DTOs (with JSON
+//! Schemas), converts them to domain types, answers with the response bodies of
+//! [`crate::bodies`], and lists its [`Operation`]s.
 
 pub mod activities;
 pub mod automations;
@@ -18,10 +19,6 @@ pub mod sequences;
 pub mod usage;
 pub mod webhooks;
 
-use crm_app::Page;
-use schemars::JsonSchema;
-use serde_json::{json, Value};
-
 /// Declares a handler: an async body turned into the catalog's boxed-future fn pointer.
 macro_rules! handler {
     ($name:ident($api:ident, $caller:ident, $input:ident) $body:block) => {
@@ -35,43 +32,6 @@ macro_rules! handler {
     };
 }
 pub(crate) use handler;
-
-/// The list envelope of decisions §4.
-pub(crate) fn list_body<T>(page: Page<T>, render: impl Fn(&T) -> Value) -> Value {
-    json!({
-        "object": "list",
-        "data": page.data.iter().map(render).collect::<Vec<_>>(),
-        "has_more": page.has_more,
-        "next_cursor": page.next_cursor,
-    })
-}
-
-/// The schema of a list envelope of `T`.
-pub(crate) fn list_schema<T: JsonSchema>() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "object": {"const": "list"},
-            "data": {"type": "array", "items": crate::schema::schema_of::<T>()},
-            "has_more": {"type": "boolean"},
-            "next_cursor": {"type": ["string", "null"]},
-        },
-        "required": ["object", "data", "has_more", "next_cursor"],
-    })
-}
-
-/// The body DELETE answers with (decisions §3).
-pub(crate) fn deleted_body(id: &str, object: &str) -> Value {
-    json!({"id": id, "object": object, "deleted": true})
-}
-
-pub(crate) fn deleted_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "deleted": {"const": true}},
-        "required": ["id", "object", "deleted"],
-    })
-}
 
 /// A version no record has (versions start at 1): what a weak `If-Match` tag stands for, so that
 /// the update answers 412 `version_conflict` with `current_version`, as any other mismatch does.

@@ -5,15 +5,15 @@ use crm_app::{
     pipelines::{PipelineUpdate, StageAction},
     Scope,
 };
-use crm_domain::{Pipeline, PipelineDraft, StageDraft};
+use crm_domain::{PipelineDraft, StageDraft};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{deleted_body, deleted_schema, handler, list_schema};
+use super::handler;
 use crate::{
+    bodies::{DeletedBody, ListBody, PipelineBody},
     body,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, WholeNumber},
     Problem,
 };
@@ -127,44 +127,15 @@ pub struct StageChange {
     pub move_to: Option<String>,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct StageOut {
-    id: String,
-    key: String,
-    label: String,
-    #[schemars(rename = "type")]
-    stage_type: String,
-    ordinal: u32,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct PipelineOut {
-    /// `pl_` prefix.
-    id: String,
-    object: String,
-    key: String,
-    name: String,
-    is_default: bool,
-    stages: Vec<StageOut>,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-fn render(p: &Pipeline) -> serde_json::Value {
-    p.snapshot()
-}
-
 handler!(list(api, caller, _input) {
     let pipelines = api.app.list_pipelines(caller).await?;
-    Ok(Reply::new(200, json!({
-        "object": "list",
-        "data": pipelines.iter().map(render).collect::<Vec<_>>(),
-        "has_more": false,
-        "next_cursor": null,
-    })))
+    let list = ListBody {
+        object: "list",
+        data: pipelines.iter().map(PipelineBody::from).collect(),
+        has_more: false,
+        next_cursor: None,
+    };
+    Ok(Reply::serialized(200, &list))
 });
 
 handler!(create(api, caller, input) {
@@ -176,23 +147,23 @@ handler!(create(api, caller, input) {
         stages: c.stages.unwrap_or_default().into_iter().map(StageDraft::from).collect(),
     };
     let pipeline = api.app.create_pipeline(caller, draft).await?;
-    Ok(Reply::record(201, render(&pipeline)))
+    Ok(Reply::versioned(201, &PipelineBody::from(&pipeline)))
 });
 
 handler!(get(api, caller, input) {
     let pipeline = api.app.get_pipeline(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&pipeline)))
+    Ok(Reply::versioned(200, &PipelineBody::from(&pipeline)))
 });
 
 handler!(update(api, caller, input) {
     let c: PipelineChange = body::parse(input.body.as_ref(), None)?;
     let pipeline = api.app.update_pipeline(caller, input.path_param("id"), PipelineUpdate { name: c.name, is_default: c.is_default }).await?;
-    Ok(Reply::record(200, render(&pipeline)))
+    Ok(Reply::versioned(200, &PipelineBody::from(&pipeline)))
 });
 
 handler!(delete(api, caller, input) {
     let pipeline = api.app.delete_pipeline(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(pipeline.id.as_str(), "pipeline")))
+    Ok(Reply::serialized(200, &DeletedBody::new(pipeline.id.as_str(), "pipeline")))
 });
 
 fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
@@ -236,7 +207,7 @@ handler!(manage_stage(api, caller, input) {
     let change: StageChange = body::parse(input.body.as_ref(), None)?;
     let status = if change.action.as_deref().unwrap_or("add") == "add" { 201 } else { 200 };
     let pipeline = api.app.manage_stage(caller, input.path_param("pipeline"), stage_action(change)?).await?;
-    Ok(Reply::record(status, render(&pipeline)))
+    Ok(Reply::versioned(status, &PipelineBody::from(&pipeline)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -256,7 +227,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: list_schema::<PipelineOut>,
+            output: Output::of::<ListBody<PipelineBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -275,7 +246,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<PipelineCreate>),
-            output: schema_of::<PipelineOut>,
+            output: Output::of::<PipelineBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -291,7 +262,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<PipelineOut>,
+            output: Output::of::<PipelineBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -308,7 +279,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<PipelineChange>),
-            output: schema_of::<PipelineOut>,
+            output: Output::of::<PipelineBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -325,7 +296,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -346,7 +317,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<StageChange>),
-            output: schema_of::<PipelineOut>,
+            output: Output::of::<PipelineBody>(),
             hints: Hints::UPDATE,
             handler: manage_stage,
         },

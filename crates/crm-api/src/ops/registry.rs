@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::handler;
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Reply},
+    catalog::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Problem,
 };
@@ -83,6 +83,7 @@ pub struct TypeCreate {
 
 /// A registered custom field.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Field")]
 pub struct FieldOut {
     pub object: &'static str,
     pub key: String,
@@ -108,6 +109,7 @@ impl From<&FieldDef> for FieldOut {
 
 /// Every custom field of one object after a registration.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "FieldSet")]
 pub struct FieldSetOut {
     /// The object the fields belong to.
     pub object: &'static str,
@@ -118,6 +120,7 @@ pub struct FieldSetOut {
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "EnumValue")]
 pub struct EnumValueOut {
     pub value: String,
     pub label: Option<String>,
@@ -134,6 +137,7 @@ impl From<&EnumValue> for EnumValueOut {
 
 /// Every enum group with its values (in the order they were added).
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Enums")]
 pub struct EnumsOut {
     /// Always `enums`.
     pub object: &'static str,
@@ -142,6 +146,7 @@ pub struct EnumsOut {
 
 /// One enum group after a registration.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "EnumGroup")]
 pub struct EnumGroupOut {
     /// Always `enum_group`.
     pub object: &'static str,
@@ -153,6 +158,7 @@ pub struct EnumGroupOut {
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "ObjectType")]
 pub struct TypeOut {
     pub key: String,
     pub label: Option<String>,
@@ -169,6 +175,7 @@ impl From<&ObjectType> for TypeOut {
 
 /// Every custom object type after a registration.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ObjectTypeSet")]
 pub struct TypeSetOut {
     /// Always `types`.
     pub object: &'static str,
@@ -260,7 +267,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<FieldCreate>),
-            output: schema_of::<FieldSetOut>,
+            output: Output::of::<FieldSetOut>(),
             hints: REGISTER,
             handler: create_field,
         },
@@ -278,7 +285,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<EnumsOut>,
+            output: Output::of::<EnumsOut>(),
             hints: Hints::READ,
             handler: list_enums,
         },
@@ -297,7 +304,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<EnumValueCreate>),
-            output: schema_of::<EnumGroupOut>,
+            output: Output::of::<EnumGroupOut>(),
             hints: REGISTER,
             handler: create_enum_value,
         },
@@ -315,7 +322,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<TypeCreate>),
-            output: schema_of::<TypeSetOut>,
+            output: Output::of::<TypeSetOut>(),
             hints: REGISTER,
             handler: create_type,
         },

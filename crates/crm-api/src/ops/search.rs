@@ -1,11 +1,13 @@
 //! `GET /search`: a substring over contacts, companies and deals, one section per object.
 
 use crm_app::{search::Section, Scope};
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::handler;
 use crate::{
-    catalog::{Hints, Method, Operation, ParamKind, QueryParam, Reply},
+    bodies::{CompanyBody, ContactBody, DealBody},
+    catalog::{Hints, Method, Operation, Output, ParamKind, QueryParam, Reply},
     Problem,
 };
 
@@ -27,14 +29,45 @@ const QUERY: &[QueryParam] = &[
 
 pub const DEFAULT_LIMIT: u32 = 10;
 
-fn section<T>(s: Option<Section<T>>, render: impl Fn(&T) -> Value) -> (Value, bool) {
-    match s {
-        Some(s) => (
-            json!({"data": s.data.iter().map(render).collect::<Vec<_>>(), "has_more": s.has_more}),
-            s.has_more,
-        ),
-        None => (Value::Null, false),
-    }
+/// The answer: one section per object the key may read.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "SearchResults")]
+struct SearchBody {
+    #[schemars(extend("const" = "search"))]
+    object: &'static str,
+    query: String,
+    /// True when any section was cut at `limit`.
+    has_more: bool,
+    /// Left out when the key may not read contacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "SectionBody<ContactBody>")]
+    contacts: Option<SectionBody<ContactBody>>,
+    /// Left out when the key may not read companies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "SectionBody<CompanyBody>")]
+    companies: Option<SectionBody<CompanyBody>>,
+    /// Left out when the key may not read deals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "SectionBody<DealBody>")]
+    deals: Option<SectionBody<DealBody>>,
+}
+
+/// The records of one object that matched, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "{T}SearchSection")]
+struct SectionBody<T> {
+    data: Vec<T>,
+    has_more: bool,
+}
+
+fn section<R, T>(s: Option<Section<R>>) -> Option<SectionBody<T>>
+where
+    T: for<'r> From<&'r R>,
+{
+    s.map(|s| SectionBody {
+        data: s.data.iter().map(T::from).collect(),
+        has_more: s.has_more,
+    })
 }
 
 handler!(search(api, caller, input) {
@@ -50,37 +83,24 @@ handler!(search(api, caller, input) {
         },
     };
     let results = api.app.search(caller, &q, limit).await?;
-    let (contacts, c_more) = section(results.contacts, |c| c.snapshot());
-    let (companies, co_more) = section(results.companies, |c| c.snapshot());
-    let (deals, d_more) = section(results.deals, |d| d.snapshot());
-    let mut body = json!({"object": "search", "query": q, "has_more": c_more || co_more || d_more});
-    for (name, value) in [("contacts", contacts), ("companies", companies), ("deals", deals)] {
-        if !value.is_null() {
-            body[name] = value;
-        }
-    }
-    Ok(Reply::new(200, body))
+    let contacts = section::<_, ContactBody>(results.contacts);
+    let companies = section::<_, CompanyBody>(results.companies);
+    let deals = section::<_, DealBody>(results.deals);
+    let body = SearchBody {
+        object: "search",
+        query: q,
+        has_more: [
+            contacts.as_ref().map(|s| s.has_more),
+            companies.as_ref().map(|s| s.has_more),
+            deals.as_ref().map(|s| s.has_more),
+        ]
+        .contains(&Some(true)),
+        contacts,
+        companies,
+        deals,
+    };
+    Ok(Reply::serialized(200, &body))
 });
-
-fn output_schema() -> Value {
-    let section = json!({
-        "type": "object",
-        "properties": {"data": {"type": "array", "items": {"type": "object"}}, "has_more": {"type": "boolean"}},
-        "required": ["data", "has_more"],
-    });
-    json!({
-        "type": "object",
-        "properties": {
-            "object": {"const": "search"},
-            "query": {"type": "string"},
-            "contacts": section,
-            "companies": section,
-            "deals": section,
-            "has_more": {"type": "boolean", "description": "True when any section was cut at `limit`."},
-        },
-        "required": ["object", "query", "has_more"],
-    })
-}
 
 pub fn operations() -> Vec<Operation> {
     vec![Operation {
@@ -98,7 +118,7 @@ pub fn operations() -> Vec<Operation> {
         success_status: 200,
         query: QUERY,
         body: None,
-        output: output_schema,
+        output: Output::of::<SearchBody>(),
         hints: Hints::READ,
         handler: search,
     }]

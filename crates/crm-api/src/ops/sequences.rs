@@ -2,51 +2,21 @@
 //! decisions §13, §17).
 
 use crm_app::{sequences::SequencePatch, Scope};
-use crm_domain::sequence::{Enrollment, Sequence, SequenceDraft};
+use crm_domain::sequence::SequenceDraft;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{handler, list_body, list_schema};
+use super::handler;
 use crate::{
+    bodies::{
+        ConditionBody, DeletedBody, EnrollmentBody, ListBody, PreviewBody, SequenceBody, StepBody,
+        TriggerBody, UnenrolledBody,
+    },
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
-    ops::automations::ConditionIn,
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::schema_of,
 };
-
-/// What enrolls records by itself.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[allow(dead_code)] // describes the wire shape; bodies are parsed as JSON and checked by the engine
-#[schemars(deny_unknown_fields)] // crm_domain::sequence refuses other keys
-pub struct TriggerIn {
-    /// contact.created, contact.updated, deal.created, deal.updated or deal.stage_changed.
-    event: String,
-    /// Conditions `{field, op, value}` on the event's record, combined with AND.
-    filter: Option<Vec<ConditionIn>>,
-}
-
-/// One step: wait (exactly one of the three), then send.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[allow(dead_code)] // describes the wire shape
-#[schemars(deny_unknown_fields)] // crm_domain::sequence refuses other keys
-pub struct StepIn {
-    /// Days to wait after the previous step (the first step: after enrollment).
-    wait_days: Option<i64>,
-    wait_hours: Option<i64>,
-    wait_seconds: Option<i64>,
-    /// The subject; `{{field}}` merge tags allowed. Required unless `template_id` is given.
-    #[schemars(length(max = 1024))]
-    subject: Option<String>,
-    /// The HTML body; merge tag values are HTML-escaped. Required unless `template_id` is given.
-    #[schemars(length(max = 100000))]
-    body: Option<String>,
-    /// A plain-text part; derived from `body` when absent.
-    #[schemars(length(max = 100000))]
-    text: Option<String>,
-    /// A `tpl_` template supplying subject, body and text.
-    template_id: Option<String>,
-}
 
 /// A sequence to create.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -56,14 +26,14 @@ pub struct SequenceCreate {
     /// `email` (the default and only channel).
     pub channel: Option<String>,
     /// `{event, filter}`; without a trigger, contacts are enrolled only with POST /sequences/{id}/enroll.
-    #[schemars(with = "Option<TriggerIn>")]
+    #[schemars(with = "Option<TriggerBody>")]
     pub trigger: Option<Value>,
     /// Conditions on the source record, combined with AND (use `op: in` for OR on one field):
     /// an enrollment ends when they all hold.
-    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub exit_when: Option<Value>,
     /// One or more steps.
-    #[schemars(with = "Option<Vec<StepIn>>", required, length(min = 1))]
+    #[schemars(with = "Option<Vec<StepBody>>", required, length(min = 1))]
     pub steps: Option<Value>,
     /// Default true.
     pub enabled: Option<bool>,
@@ -77,11 +47,11 @@ pub struct SequenceUpdate {
     pub name: Option<String>,
     pub channel: Option<String>,
     /// `null` removes the trigger.
-    #[schemars(with = "Option<TriggerIn>")]
+    #[schemars(with = "Option<TriggerBody>")]
     pub trigger: Option<Value>,
-    #[schemars(with = "Option<Vec<ConditionIn>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub exit_when: Option<Value>,
-    #[schemars(with = "Option<Vec<StepIn>>")]
+    #[schemars(with = "Option<Vec<StepBody>>")]
     pub steps: Option<Value>,
     /// `false` ends every active enrollment (`sequence_disabled`).
     pub enabled: Option<bool>,
@@ -95,111 +65,23 @@ pub struct EnrollIn {
     pub contact_id: Option<String>,
 }
 
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct SequenceOut {
-    /// `seq_` prefix.
-    id: String,
-    object: String,
-    name: String,
-    channel: String,
-    trigger: Option<TriggerIn>,
-    exit_when: Vec<ConditionIn>,
-    steps: Vec<StepIn>,
-    enabled: bool,
-    enroll_existing: bool,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct SourceOut {
-    /// `contact` or `deal`.
-    object: String,
-    id: String,
-}
-
-/// One contact's way through a sequence.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct EnrollmentOut {
-    /// `enr_` prefix.
-    id: String,
-    object: String,
-    sequence_id: String,
-    /// The recipient.
-    contact_id: String,
-    /// The record whose changes and deletion end the enrollment.
-    source: SourceOut,
-    /// `active`, `completed` or `exited`.
-    state: String,
-    /// When exited: exit_condition, source_deleted, sequence_disabled, sequence_deleted or unenrolled.
-    exit_reason: Option<String>,
-    steps_sent: u32,
-    next_send_at: Option<String>,
-    enrolled_at: String,
-    updated_at: String,
-    ended_at: Option<String>,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the snapshot; never constructed
-pub struct UnenrolledOut {
-    #[serde(flatten)]
-    enrollment: EnrollmentOut,
-    deleted: bool,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the document; never constructed
-pub struct ScheduleLineOut {
-    /// From 1.
-    step: u32,
-    wait_seconds: i64,
-    /// Seconds from enrollment to this step's send.
-    send_offset_seconds: i64,
-    subject: Option<String>,
-}
-
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the document; never constructed
-pub struct PreviewOut {
-    object: String,
-    schedule: Vec<ScheduleLineOut>,
-    /// Existing records that match the trigger filter, not the exit conditions, have a recipient
-    /// and are not enrolled yet; capped at 500.
-    would_enroll_now: u32,
-    /// Merge tags that no field provides (they render empty).
-    warnings: Vec<String>,
-}
-
-fn render(s: &Sequence) -> Value {
-    s.snapshot()
-}
-
-fn render_enrollment(e: &Enrollment) -> Value {
-    e.snapshot()
-}
-
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 handler!(list(api, caller, input) {
     let page = api.app.list_sequences(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<SequenceBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: SequenceCreate = body::parse(input.body.as_ref(), None)?;
     let draft = SequenceDraft { name: c.name, channel: c.channel, trigger: c.trigger, exit_when: c.exit_when, steps: c.steps };
     let seq = api.app.create_sequence(caller, draft, c.enabled.unwrap_or(true), c.enroll_existing.unwrap_or(false)).await?;
-    Ok(Reply::record(201, render(&seq)))
+    Ok(Reply::versioned(201, &SequenceBody::from(&seq)))
 });
 
 handler!(get(api, caller, input) {
     let seq = api.app.get_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&seq)))
+    Ok(Reply::versioned(200, &SequenceBody::from(&seq)))
 });
 
 handler!(update(api, caller, input) {
@@ -212,35 +94,33 @@ handler!(update(api, caller, input) {
     };
     let patch = SequencePatch { name: u.name, channel: u.channel, trigger, exit_when: u.exit_when, steps: u.steps, enabled: u.enabled };
     let seq = api.app.update_sequence(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::record(200, render(&seq)))
+    Ok(Reply::versioned(200, &SequenceBody::from(&seq)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, super::deleted_body(id.as_str(), "sequence")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "sequence")))
 });
 
 handler!(preview(api, caller, input) {
-    let doc = api.app.preview_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, doc))
+    let preview = api.app.preview_sequence(caller, input.path_param("id")).await?;
+    Ok(Reply::serialized(200, &PreviewBody::from(&preview)))
 });
 
 handler!(enroll(api, caller, input) {
     let b: EnrollIn = body::parse(input.body.as_ref(), None)?;
     let done = api.app.enroll_contact(caller, input.path_param("id"), b.contact_id).await?;
-    Ok(Reply::new(if done.created { 201 } else { 200 }, render_enrollment(&done.enrollment)))
+    Ok(Reply::serialized(if done.created { 201 } else { 200 }, &EnrollmentBody::from(&done.enrollment)))
 });
 
 handler!(enrollments(api, caller, input) {
     let page = api.app.list_sequence_enrollments(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_enrollment)))
+    Ok(Reply::serialized(200, &ListBody::<EnrollmentBody>::of(page)))
 });
 
 handler!(unenroll(api, caller, input) {
     let e = api.app.unenroll_contact(caller, input.path_param("id"), input.path_param("enrollment_id")).await?;
-    let mut body = render_enrollment(&e);
-    body["deleted"] = Value::Bool(true);
-    Ok(Reply::new(200, body))
+    Ok(Reply::serialized(200, &UnenrolledBody { enrollment: EnrollmentBody::from(&e), deleted: true }))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -259,7 +139,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<SequenceOut>,
+            output: Output::of::<ListBody<SequenceBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -283,7 +163,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<SequenceCreate>),
-            output: schema_of::<SequenceOut>,
+            output: Output::of::<SequenceBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -299,7 +179,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<SequenceOut>,
+            output: Output::of::<SequenceBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -317,7 +197,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<SequenceUpdate>),
-            output: schema_of::<SequenceOut>,
+            output: Output::of::<SequenceBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -334,7 +214,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: super::deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -352,7 +232,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<PreviewOut>,
+            output: Output::of::<PreviewBody>(),
             hints: Hints::READ,
             handler: preview,
         },
@@ -371,7 +251,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<EnrollIn>),
-            output: schema_of::<EnrollmentOut>,
+            output: Output::of::<EnrollmentBody>(),
             hints: Hints {
                 read_only: false,
                 destructive: false,
@@ -392,7 +272,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<EnrollmentOut>,
+            output: Output::of::<ListBody<EnrollmentBody>>(),
             hints: Hints::READ,
             handler: enrollments,
         },
@@ -410,7 +290,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<UnenrolledOut>,
+            output: Output::of::<UnenrolledBody>(),
             hints: Hints::DELETE,
             handler: unenroll,
         },

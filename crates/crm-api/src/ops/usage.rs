@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use super::handler;
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Reply},
-    schema::{schema_of, PatchField},
+    catalog::{Hints, Method, Operation, Output, Reply},
+    schema::PatchField,
     Problem,
 };
 
@@ -21,6 +21,7 @@ use crate::{
 
 /// The billing period.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "UsagePeriod")]
 pub struct PeriodOut {
     /// First instant of the billing period (the calendar month, UTC).
     start: String,
@@ -29,6 +30,7 @@ pub struct PeriodOut {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "UsageRequests")]
 pub struct RequestsOut {
     /// Requests counted this period in this mode (all but GET /usage and GET/PATCH /settings;
     /// 401s and 429s are not counted). Other servers' counts arrive within about a second.
@@ -40,12 +42,14 @@ pub struct RequestsOut {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "UsageAutomations")]
 pub struct AutomationsOut {
     active: u64,
     limit: u32,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "UsageSequences")]
 pub struct SequencesOut {
     count: u64,
     /// `null`: unlimited (scale plan).
@@ -54,6 +58,7 @@ pub struct SequencesOut {
 
 /// Usage of the calling key's mode in the current billing period, with the effective limits.
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Usage")]
 pub struct UsageOut {
     /// Always `usage`.
     object: &'static str,
@@ -75,6 +80,7 @@ pub struct UsageOut {
 
 /// The workspace's settings (shared by both modes).
 #[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Settings")]
 pub struct SettingsOut {
     /// Always `settings`.
     object: &'static str,
@@ -180,7 +186,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<UsageOut>,
+            output: Output::of::<UsageOut>(),
             hints: Hints::READ,
             handler: get_usage,
         },
@@ -198,7 +204,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<SettingsOut>,
+            output: Output::of::<SettingsOut>(),
             hints: Hints::READ,
             handler: get_settings,
         },
@@ -217,7 +223,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(update_schema),
-            output: schema_of::<SettingsOut>,
+            output: Output::of::<SettingsOut>(),
             hints: Hints::UPDATE,
             handler: update_settings,
         },
@@ -228,6 +234,7 @@ pub fn operations() -> Vec<Operation> {
 mod tests {
     use super::*;
     use crate::schema::property_names;
+    use crate::schema::schema_of;
     use crm_domain::{Mode, Period, Plan, Timestamp};
 
     #[test]

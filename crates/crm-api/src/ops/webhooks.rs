@@ -1,20 +1,19 @@
 //! Webhooks: `/webhooks`, their secret (shown at creation and when rolled), and the log of their
 //! delivery attempts (spec "Webhook", "Events"; decisions §3, §11).
 
-use crm_app::{
-    ports::{DeliveryAttempt, DeliveryRecord},
-    webhooks::WebhookPatch,
-    Scope,
-};
-use crm_domain::{Patch, Subscription, Webhook};
+use crm_app::{webhooks::WebhookPatch, Scope};
+use crm_domain::{Patch, Subscription};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
-use super::{deleted_body, deleted_schema, handler, if_match, list_body, list_schema};
+use super::{handler, if_match};
 use crate::{
+    bodies::{
+        DeletedBody, DeliveryAttemptBody, DeliveryBody, ListBody, WebhookBody,
+        WebhookWithSecretBody,
+    },
     body,
-    catalog::{Hints, Method, Operation, QueryParam, Reply, CURSOR, LIMIT},
+    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of, PatchField},
 };
 
@@ -57,146 +56,20 @@ pub struct WebhookUpdate {
     pub enabled: Option<bool>,
 }
 
-/// A webhook as the API returns it. The secret is not part of it.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered webhook; never constructed
-pub struct WebhookOut {
-    /// `wh_` prefix.
-    id: String,
-    /// Always `webhook`.
-    object: String,
-    url: String,
-    events: Vec<String>,
-    description: Option<String>,
-    enabled: bool,
-    /// `test` or `live`: the webhook receives only events of its own mode.
-    mode: String,
-    created_at: String,
-    updated_at: String,
-    version: i64,
-}
-
-/// A webhook just created, or whose secret was rolled, with its signing secret: shown this once.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered webhook; never constructed
-pub struct WebhookWithSecretOut {
-    #[serde(flatten)]
-    webhook: WebhookOut,
-    /// `whsec_` + base64 of 24 random bytes. `Svc-Signature` is keyed with this whole string;
-    /// the Standard Webhooks `webhook-signature` with the base64-decoded part after `whsec_`.
-    secret: String,
-}
-
-/// One attempt to deliver an event.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered attempt; never constructed
-pub struct DeliveryAttemptOut {
-    /// Always `webhook_delivery_attempt`.
-    object: String,
-    /// `dlv_` prefix: the `Svc-Delivery` header, the same on every attempt of the delivery.
-    delivery_id: String,
-    event_id: String,
-    event_type: String,
-    /// 1 to 6 (more after a manual retry of a dead-lettered delivery).
-    attempt: u32,
-    /// The delivery's status after this attempt: `succeeded`, `retrying` or `dead_lettered`.
-    status: String,
-    /// The receiver's HTTP status, when it answered.
-    response_status: Option<u16>,
-    /// Why the attempt failed (timeout, refused address, connection error, non-2xx status).
-    error: Option<String>,
-    duration_ms: u64,
-    /// When the next attempt is due (`retrying` only).
-    next_attempt_at: Option<String>,
-    created_at: String,
-}
-
-/// A delivery queued again by a manual retry.
-#[derive(Debug, JsonSchema)]
-#[allow(dead_code)] // describes the rendered delivery; never constructed
-pub struct DeliveryOut {
-    /// `dlv_` prefix.
-    id: String,
-    /// Always `webhook_delivery`.
-    object: String,
-    webhook_id: String,
-    event_id: String,
-    event_type: String,
-    /// `pending`, `retrying`, `succeeded` or `dead_lettered`.
-    status: String,
-    /// Attempts made so far.
-    attempts: u32,
-    next_attempt_at: String,
-    created_at: String,
-    updated_at: String,
-}
-
-fn render(w: &Webhook) -> Value {
-    json!({
-        "id": w.id.as_str(),
-        "object": "webhook",
-        "url": w.url,
-        "events": w.events.names(),
-        "description": w.description,
-        "enabled": w.enabled,
-        "mode": w.mode.as_str(),
-        "created_at": w.created_at.to_string(),
-        "updated_at": w.updated_at.to_string(),
-        "version": w.version,
-    })
-}
-
-fn render_with_secret(w: &Webhook) -> Value {
-    let mut v = render(w);
-    v["secret"] = Value::from(w.secret.as_str());
-    v
-}
-
-fn render_attempt(a: &DeliveryAttempt) -> Value {
-    json!({
-        "object": "webhook_delivery_attempt",
-        "delivery_id": a.delivery_id.as_str(),
-        "event_id": a.event_id.as_str(),
-        "event_type": a.event_type.as_str(),
-        "attempt": a.attempt,
-        "status": a.status.as_str(),
-        "response_status": a.response_status,
-        "error": a.error,
-        "duration_ms": a.duration_ms,
-        "next_attempt_at": a.next_attempt_at.map(|t| t.to_string()),
-        "created_at": a.created_at.to_string(),
-    })
-}
-
-fn render_delivery(d: &DeliveryRecord) -> Value {
-    json!({
-        "id": d.id.as_str(),
-        "object": "webhook_delivery",
-        "webhook_id": d.webhook_id.as_str(),
-        "event_id": d.event_id.as_str(),
-        "event_type": d.event_type.as_str(),
-        "status": d.status.as_str(),
-        "attempts": d.attempts,
-        "next_attempt_at": d.next_attempt_at.to_string(),
-        "created_at": d.created_at.to_string(),
-        "updated_at": d.updated_at.to_string(),
-    })
-}
-
 handler!(list(api, caller, input) {
     let page = api.app.list_webhooks(caller, input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render)))
+    Ok(Reply::serialized(200, &ListBody::<WebhookBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: WebhookCreate = body::parse(input.body.as_ref(), None)?;
     let hook = api.app.create_webhook(caller, c.url, c.events, c.description).await?;
-    Ok(Reply::record(201, render_with_secret(&hook)))
+    Ok(Reply::versioned(201, &WebhookWithSecretBody::from(&hook)))
 });
 
 handler!(get(api, caller, input) {
     let hook = api.app.get_webhook(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render(&hook)))
+    Ok(Reply::versioned(200, &WebhookBody::from(&hook)))
 });
 
 handler!(update(api, caller, input) {
@@ -209,27 +82,27 @@ handler!(update(api, caller, input) {
     };
     let patch = WebhookPatch { url: u.url, events: u.events, description, enabled: u.enabled };
     let hook = api.app.update_webhook(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::record(200, render(&hook)))
+    Ok(Reply::versioned(200, &WebhookBody::from(&hook)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_webhook(caller, input.path_param("id")).await?;
-    Ok(Reply::new(200, deleted_body(id.as_str(), "webhook")))
+    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "webhook")))
 });
 
 handler!(roll_secret(api, caller, input) {
     let hook = api.app.roll_webhook_secret(caller, input.path_param("id")).await?;
-    Ok(Reply::record(200, render_with_secret(&hook)))
+    Ok(Reply::versioned(200, &WebhookWithSecretBody::from(&hook)))
 });
 
 handler!(list_deliveries(api, caller, input) {
     let page = api.app.list_webhook_deliveries(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::new(200, list_body(page, render_attempt)))
+    Ok(Reply::serialized(200, &ListBody::<DeliveryAttemptBody>::of(page)))
 });
 
 handler!(retry_delivery(api, caller, input) {
     let d = api.app.retry_webhook_delivery(caller, input.path_param("id"), input.path_param("dlv_id")).await?;
-    Ok(Reply::new(202, render_delivery(&d)))
+    Ok(Reply::serialized(202, &DeliveryBody::from(&d)))
 });
 
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
@@ -251,7 +124,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<WebhookOut>,
+            output: Output::of::<ListBody<WebhookBody>>(),
             hints: Hints::READ,
             handler: list,
         },
@@ -273,7 +146,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 201,
             query: &[],
             body: Some(schema_of::<WebhookCreate>),
-            output: schema_of::<WebhookWithSecretOut>,
+            output: Output::of::<WebhookWithSecretBody>(),
             hints: Hints::CREATE,
             handler: create,
         },
@@ -289,7 +162,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<WebhookOut>,
+            output: Output::of::<WebhookBody>(),
             hints: Hints::READ,
             handler: get,
         },
@@ -307,7 +180,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: Some(schema_of::<WebhookUpdate>),
-            output: schema_of::<WebhookOut>,
+            output: Output::of::<WebhookBody>(),
             hints: Hints::UPDATE,
             handler: update,
         },
@@ -323,7 +196,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: deleted_schema,
+            output: Output::of::<DeletedBody>(),
             hints: Hints::DELETE,
             handler: delete,
         },
@@ -340,7 +213,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: &[],
             body: None,
-            output: schema_of::<WebhookWithSecretOut>,
+            output: Output::of::<WebhookWithSecretBody>(),
             hints: Hints::CREATE,
             handler: roll_secret,
         },
@@ -359,7 +232,7 @@ pub fn operations() -> Vec<Operation> {
             success_status: 200,
             query: LIST_QUERY,
             body: None,
-            output: list_schema::<DeliveryAttemptOut>,
+            output: Output::of::<ListBody<DeliveryAttemptBody>>(),
             hints: Hints::READ,
             handler: list_deliveries,
         },
@@ -377,81 +250,9 @@ pub fn operations() -> Vec<Operation> {
             success_status: 202,
             query: &[],
             body: None,
-            output: schema_of::<DeliveryOut>,
+            output: Output::of::<DeliveryBody>(),
             hints: Hints::CREATE,
             handler: retry_delivery,
         },
     ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::schema::property_names;
-    use crm_domain::{
-        ids::DeliveryId, DeliveryStatus, EventId, EventType, Mode, Subscription, Timestamp,
-        WebhookId,
-    };
-    use uuid::Uuid;
-
-    #[test]
-    fn the_output_schemas_describe_what_is_rendered() {
-        let w = Webhook {
-            id: WebhookId::from_uuid(Uuid::nil()),
-            mode: Mode::Test,
-            url: "https://example.com/".into(),
-            events: Subscription::All,
-            description: None,
-            enabled: true,
-            secret: "whsec_x".into(),
-            created_at: Timestamp::from_millis(0),
-            updated_at: Timestamp::from_millis(0),
-            version: 1,
-        };
-        let keys = |v: Value| {
-            v.as_object()
-                .unwrap()
-                .keys()
-                .cloned()
-                .collect::<Vec<String>>()
-        };
-        assert_eq!(property_names(&schema_of::<WebhookOut>()), keys(render(&w)));
-        assert_eq!(
-            property_names(&schema_of::<WebhookWithSecretOut>()),
-            keys(render_with_secret(&w))
-        );
-        let a = DeliveryAttempt {
-            seq: "x".into(),
-            webhook_id: w.id.clone(),
-            delivery_id: DeliveryId::from_uuid(Uuid::nil()),
-            event_id: EventId::from_uuid(Uuid::nil()),
-            event_type: EventType::DealCreated,
-            attempt: 1,
-            status: DeliveryStatus::Retrying,
-            response_status: Some(500),
-            error: None,
-            duration_ms: 3,
-            next_attempt_at: None,
-            created_at: Timestamp::from_millis(0),
-        };
-        assert_eq!(
-            property_names(&schema_of::<DeliveryAttemptOut>()),
-            keys(render_attempt(&a))
-        );
-        let d = DeliveryRecord {
-            id: a.delivery_id.clone(),
-            webhook_id: w.id.clone(),
-            event_id: a.event_id.clone(),
-            event_type: a.event_type,
-            status: DeliveryStatus::Pending,
-            attempts: 6,
-            next_attempt_at: Timestamp::from_millis(0),
-            created_at: Timestamp::from_millis(0),
-            updated_at: Timestamp::from_millis(0),
-        };
-        assert_eq!(
-            property_names(&schema_of::<DeliveryOut>()),
-            keys(render_delivery(&d))
-        );
-    }
 }

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use crm_app::{
     ports::{NoConfigCache, NoOutboxSignal, UsageMeter},
     secrets::{SecretBox, SecretError, SecretSlot},
+    views::RecordViews,
     workspaces::Overrides,
     App, Caller, Clock, IdSource, Infrastructure, RateLimiter, RateStatus, StoreError,
 };
@@ -193,6 +194,7 @@ pub async fn env_with(limiter: Arc<dyn RateLimiter>, plan: Plan, overrides: Over
         Arc::new(store),
         clock.clone(),
         Arc::new(Ids),
+        Arc::new(Views),
         infrastructure,
     );
     let created = app.create_workspace("w", plan, overrides).await.unwrap();
@@ -228,5 +230,68 @@ impl Env {
     /// The time on the test's clock.
     pub fn clock_now(&self) -> Timestamp {
         self.clock.now()
+    }
+}
+
+/// Records as a reader sees them, enough for conditions, merge tags and replays: the fields by
+/// the names the API gives them (crm-api's bodies are the real views; this crate cannot see them).
+pub struct Views;
+
+fn ts(t: crm_domain::Timestamp) -> serde_json::Value {
+    serde_json::Value::from(t.to_string())
+}
+
+impl RecordViews for Views {
+    fn contact(&self, c: &crm_domain::Contact) -> serde_json::Value {
+        serde_json::json!({
+            "id": c.id.as_str(), "object": "contact",
+            "first_name": c.first_name, "last_name": c.last_name,
+            "email": c.email.as_ref().map(|e| e.as_str().to_owned()),
+            "phone": c.phone, "linkedin_url": c.linkedin_url,
+            "company_id": c.company_id.as_ref().map(|id| id.as_str().to_owned()),
+            "type": c.contact_type, "custom_fields": c.custom_fields,
+            "created_at": ts(c.created_at), "updated_at": ts(c.updated_at),
+            "version": c.version,
+        })
+    }
+
+    fn company(&self, c: &crm_domain::Company) -> serde_json::Value {
+        serde_json::json!({
+            "id": c.id.as_str(), "object": "company", "name": c.name, "domain": c.domain,
+            "custom_fields": c.custom_fields, "version": c.version,
+        })
+    }
+
+    fn deal(&self, d: &crm_domain::Deal) -> serde_json::Value {
+        serde_json::json!({
+            "id": d.id.as_str(), "object": "deal", "title": d.title,
+            "pipeline": d.pipeline_key, "pipeline_id": d.pipeline_id.as_str(),
+            "stage": d.stage, "stage_type": d.stage_type.as_str(),
+            "company_id": d.company_id.as_ref().map(|id| id.as_str().to_owned()),
+            "value_cents": d.value_cents, "currency": d.currency,
+            "custom_fields": d.custom_fields, "version": d.version,
+        })
+    }
+
+    fn activity(&self, a: &crm_domain::Activity) -> serde_json::Value {
+        serde_json::json!({
+            "id": a.id.as_str(), "object": "activity", "type": a.activity_type,
+            "body": a.body, "custom_fields": a.custom_fields, "version": a.version,
+        })
+    }
+
+    fn pipeline(&self, p: &crm_domain::Pipeline) -> serde_json::Value {
+        serde_json::json!({
+            "id": p.id.as_str(), "object": "pipeline", "key": p.key, "name": p.name,
+            "stages": p.stages.iter().map(|s| self.stage(s)).collect::<Vec<_>>(),
+        })
+    }
+
+    fn stage(&self, s: &crm_domain::Stage) -> serde_json::Value {
+        serde_json::json!({"id": s.id.as_str(), "key": s.key, "label": s.label, "type": s.stage_type.as_str()})
+    }
+
+    fn deleted(&self, id: &str, object: &'static str) -> serde_json::Value {
+        serde_json::json!({"id": id, "object": object, "deleted": true})
     }
 }

@@ -79,8 +79,7 @@ fn custom_values_and_records_have_sizes() {
     for i in 0..30 {
         let key = format!("t{i}");
         big.fields.push(
-            FieldDef::new(ObjectKind::Contact, &key, None, DataType::Text, None, false)
-                .unwrap(),
+            FieldDef::new(ObjectKind::Contact, &key, None, DataType::Text, None, false).unwrap(),
         );
         values.insert(key, Value::from("y".repeat(text::MAX_CUSTOM_TEXT)));
     }
@@ -327,15 +326,12 @@ fn registration_refuses_keys_that_shadow_built_in_or_reserved_names() {
     assert!(FieldDef::register(registration("contact", "previous_stage", None)).is_ok());
     assert!(FieldDef::register(registration("company", "company", None)).is_ok());
     // Definitions read back are not re-checked.
-    assert!(
-        FieldDef::new(ObjectKind::Deal, "stage", None, DataType::Text, None, false).is_ok()
-    );
+    assert!(FieldDef::new(ObjectKind::Deal, "stage", None, DataType::Text, None, false).is_ok());
 }
 
 #[test]
 fn multiselect_without_group_uses_object_dot_key_too() {
-    let f =
-        FieldDef::register(registration("activity", "channels", Some("multiselect"))).unwrap();
+    let f = FieldDef::register(registration("activity", "channels", Some("multiselect"))).unwrap();
     assert_eq!(f.enum_group.as_deref(), Some("activity.channels"));
 }
 
@@ -511,8 +507,7 @@ fn arb_value() -> impl Strategy<Value = Value> {
             .prop_filter("finite", |f| f.is_finite())
             .prop_map(Value::from),
         "[a-z@.:/0-9-]{0,20}".prop_map(Value::String),
-        prop::collection::vec("[a-z]{1,3}".prop_map(Value::String), 0..3)
-            .prop_map(Value::Array),
+        prop::collection::vec("[a-z]{1,3}".prop_map(Value::String), 0..3).prop_map(Value::Array),
     ]
 }
 
