@@ -48,8 +48,8 @@ fn enum_of<S: AsRef<str>>(values: &[S]) -> Value {
     values.iter().map(|v| Value::from(v.as_ref())).collect()
 }
 
-/// The fields a body of type `T` may carry, generated from its schema once per process: a
-/// schema generation per request was 5 % of a create's CPU.
+/// The fields a body of type `T` may carry, generated from its schema once per process: generating
+/// a schema costs far more than answering a create does.
 pub fn field_names<T: JsonSchema + 'static>() -> Arc<[String]> {
     static NAMES: OnceLock<RwLock<HashMap<TypeId, Arc<[String]>>>> = OnceLock::new();
     let names = NAMES.get_or_init(RwLock::default);

@@ -1,4 +1,4 @@
-//! Contact creates grouped into shared transactions: the write coalescing of issue 8. When
+//! Contact creates grouped into shared transactions, so that a burst of them costs fewer commits. When
 //! creates run together is decided outside this crate (a [`WriteGrouping`] port, which
 //! `crm-runtime` implements with a few transaction slots and a queue: groups form only while the
 //! database already has that many create transactions in flight, and grow with the load); what

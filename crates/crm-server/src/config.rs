@@ -81,7 +81,8 @@ impl EdgeArgs {
     /// with room for the database, logs and outbound connections.
     pub fn config(&self, open_files: u64) -> crm_http::server::EdgeConfig {
         const OTHER_FILES: u64 = 512;
-        let fits = usize::try_from(open_files.saturating_sub(OTHER_FILES).max(1)).unwrap_or(usize::MAX);
+        let fits =
+            usize::try_from(open_files.saturating_sub(OTHER_FILES).max(1)).unwrap_or(usize::MAX);
         let wanted = self.http_max_connections as usize;
         if wanted > fits {
             tracing::warn!(

@@ -15,7 +15,10 @@ const MAX_WAIT: Duration = Duration::from_secs(2);
 
 /// Opens and migrates the store the URL names: `postgres://…` is Postgres, anything else SQLite.
 /// Without `keys` (commands that touch no secret) reading or writing a secret fails.
-pub async fn open_store(db: &DatabaseArgs, keys: Option<Arc<crm_secrets::Keyring>>) -> Result<Arc<dyn Store>> {
+pub async fn open_store(
+    db: &DatabaseArgs,
+    keys: Option<Arc<crm_secrets::Keyring>>,
+) -> Result<Arc<dyn Store>> {
     try_open(db, &keys)
         .await
         .map_err(|(step, e)| anyhow::Error::new(e).context(step))

@@ -1,7 +1,7 @@
 //! The server's log lines: `tracing-subscriber`'s text or JSON lines, plus `request_id` on every
 //! line written by a request's code (`crm_http::with_request_id`). The id is kept out of
-//! `tracing` spans because a span per request cost about 2,000 instructions whether or not a line
-//! was written (docs/performance-history.md); this costs nothing until a line is.
+//! `tracing` spans because a span per request costs work whether or not a line is written; this
+//! costs nothing until a line is.
 //!
 //! Text lines end with ` request_id=<id>`; JSON lines have a top-level `"request_id"`. A line with
 //! a request id is formatted without colours (it is assembled in a buffer first).

@@ -1,5 +1,5 @@
 //! `cargo xtask bench [--quick] [--long] [--store sqlite|postgres]`: the release server against
-//! the database's own ceiling, in one run (issue 8). See docs/performance.md.
+//! the database's own ceiling, in one run. See docs/performance.md.
 //!
 //! Per store: the raw baselines first (server not running), then the server on a fresh database,
 //! its data set (API + bulk load), the search query plans, every scenario of

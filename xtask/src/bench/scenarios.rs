@@ -1,4 +1,4 @@
-//! The scenarios, as data: what each sends, what it is compared with, and which targets (issue 8)
+//! The scenarios, as data: what each sends, what it is compared with, and which targets
 //! it answers to. A new request/response scenario is one more entry in [`SCENARIOS`]; the
 //! background-work ones (webhook fan-out, sequence sends) are driven by `background.rs`;
 //! [`PENDING`] says which are waiting for their feature.
@@ -73,7 +73,7 @@ pub enum Baseline {
     Hello(&'static Scenario),
 }
 
-/// A target from issue 8, checked against the run.
+/// A target of docs/performance.md, checked against the run.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
     /// API ÷ baseline throughput at this concurrency, at least `min` (per store: Postgres, SQLite).
@@ -426,7 +426,7 @@ pub static HELLO_BODY: Scenario = ceiling(
     hello_body,
 );
 
-/// Scenarios issue 8 asks for that cannot run yet, and why.
+/// Scenarios docs/performance.md asks for that cannot run yet, and why.
 pub static PENDING: &[(&str, &str)] = &[];
 
 /// The contact creates that drive `webhook_fanout` (open loop at a fixed rate; see background.rs).

@@ -9,8 +9,8 @@ pub trait Clock: Send + Sync {
 
     /// The time to within a clock tick (a few milliseconds, never ahead of [`Clock::now`]), for
     /// the checks every request makes: a key's expiry, the billing period, a reservation's
-    /// lease. The system clock answers this one without reading the time-stamp counter (`now`
-    /// was 4 % of a cached request's CPU, `perf`). Where a tick could change the answer (within
+    /// lease. The system clock answers this one without reading the time-stamp counter, which is
+    /// a noticeable share of a cached request's work. Where a tick could change the answer (within
     /// [`COARSE_SLACK_MS`] of an expiry or a period's end) the caller asks [`Clock::now`] too.
     fn now_coarse(&self) -> Timestamp {
         self.now()
