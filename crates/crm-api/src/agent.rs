@@ -5,7 +5,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::{catalog::Input, problem::ErrorCode, Api, Operation, Problem, RateSlot, Reply};
+use crate::{
+    catalog::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest, Request,
+};
 
 /// The argument that carries `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
@@ -116,29 +118,24 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
     })
 }
 
-/// Runs the tool `op` for `caller` with `arguments`: the same admission and dispatch a REST
-/// request gets, so scopes, limits, usage counting, idempotency and `If-Match` apply alike. As on
-/// REST, the call is admitted (and counted) before its arguments are read, so a malformed call
-/// counts too (decisions §17: each `tools/call` and `SendMessage` is one request). The rate
-/// budget goes to `rate` for the response headers.
-pub async fn call(
-    api: &Api,
-    op: &'static Operation,
-    caller: &crm_app::Caller,
-    arguments: Map<String, Value>,
-    rate: &RateSlot,
-) -> Result<Reply, Problem> {
-    let admission = api.admit(op, caller).await.map_err(|refused| {
-        rate.set(refused.rate);
-        refused.problem
-    })?;
-    rate.set(Some(admission.rate));
-    let ToolCall {
-        input,
-        idempotency_key,
-    } = split(op, arguments)?;
-    api.dispatch(op, caller, input, idempotency_key.as_deref())
-        .await
+/// A tool call's arguments, as an agent transport hands them to [`Api::call`], which splits
+/// them ([`split`]) once the call is admitted: as on REST, a malformed call counts too
+/// (decisions §17: each `tools/call` and `SendMessage` is one request).
+#[derive(Debug)]
+pub struct ToolArguments(pub Map<String, Value>);
+
+impl ReadRequest for ToolArguments {
+    async fn read(self, op: &'static Operation) -> Result<Request, Problem> {
+        let ToolCall {
+            input,
+            idempotency_key,
+        } = split(op, self.0)?;
+        Ok(Request {
+            input,
+            idempotency_key,
+            alias: None,
+        })
+    }
 }
 
 /// The tool named `name`, or the problem to answer a call of an unknown one: `bad_request` naming
@@ -164,6 +161,19 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
         doc["request_id"] = Value::from(request_id);
     }
     doc
+}
+
+/// The HTTP headers an agent transport's problem response carries besides its content type, as
+/// REST's do: `WWW-Authenticate` on a 401, `Retry-After` on a 503.
+pub fn problem_headers(problem: &Problem) -> Option<(&'static str, String)> {
+    match problem.code {
+        ErrorCode::Unauthorized => Some(("www-authenticate", "Bearer".to_owned())),
+        ErrorCode::ServiceUnavailable => Some((
+            "retry-after",
+            crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
+        )),
+        _ => None,
+    }
 }
 
 /// A filter value as a URL would carry it; `None` for arrays, objects and null.

@@ -9,12 +9,13 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use crm_api::{Api, ErrorCode, Problem, RateSlot};
+use crm_api::{Api, Problem, RateSlot};
 
 /// Authenticates the key and hands the [`crm_app::Caller`] (and a [`RateSlot`]) on in the request's extensions, where
 /// rmcp passes them to the tool handler (inside the request's `http::request::Parts`). A missing
 /// or bad key is answered 401 with `WWW-Authenticate: Bearer` and a problem document, as REST
-/// answers it.
+/// answers it (and an unreachable database 503 with `Retry-After`). A tool call hands the caller
+/// to [`Api::call`], which does not look the key up again.
 pub(crate) async fn require_key(
     State(api): State<Arc<Api>>,
     mut req: Request,
@@ -25,7 +26,7 @@ pub(crate) async fn require_key(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}").to_owned());
-    match api.app.authenticate(authorization.as_deref()).await {
+    match api.authenticate(authorization.as_deref()).await {
         Ok(caller) => {
             // The tool handler records the call's rate budget here (rmcp hands it a clone of the
             // request's extensions, so the Arc is shared), and the response carries it.
@@ -46,7 +47,7 @@ pub(crate) async fn require_key(
                 .get("request-id")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            refusal(&api, &e.into(), request_id)
+            refusal(&api, &e, request_id)
         }
     }
 }
@@ -61,9 +62,10 @@ fn refusal(api: &Api, problem: &Problem, request_id: &str) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
     );
-    if problem.code == ErrorCode::Unauthorized {
-        res.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    if let Some((name, value)) = crm_api::agent::problem_headers(problem) {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            res.headers_mut().insert(name, value);
+        }
     }
     res
 }

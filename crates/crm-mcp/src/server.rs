@@ -3,7 +3,7 @@
 
 use std::{borrow::Cow, sync::Arc};
 
-use crm_api::{agent, Api, RateSlot};
+use crm_api::{agent, Api, Credentials, RateSlot};
 use crm_app::Caller;
 use rmcp::{
     model::{
@@ -108,15 +108,14 @@ impl ServerHandler for CrmMcp {
             .and_then(|p| p.extensions.get::<Arc<RateSlot>>())
             .cloned()
             .unwrap_or_default();
-        let outcome = agent::call(
-            &self.api,
-            op,
-            &caller,
-            request.arguments.unwrap_or_default(),
-            &rate,
-        )
-        .await;
-        let outcome = outcome
+        let arguments = agent::ToolArguments(request.arguments.unwrap_or_default());
+        let answer = self
+            .api
+            .call(op, Credentials::Caller(&caller), arguments)
+            .await;
+        rate.set(answer.rate);
+        let outcome = answer
+            .result
             .map(|reply| reply.body.into_value())
             .map_err(|p| agent::problem_document(&self.api, &p, request_id));
         Ok(tools::call_result(outcome).into())
