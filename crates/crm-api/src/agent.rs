@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::{
+    body::JsonBody,
     catalog::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest, Request,
 };
 
@@ -108,7 +109,7 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         input.query.push((q.name.to_owned(), text));
     }
     if op.body.is_some() {
-        input.body = Some(Value::Object(arguments));
+        input.body = Some(JsonBody::Value(Value::Object(arguments)));
     } else if let Some(unknown) = arguments.keys().next() {
         return Err(unknown_argument(op, unknown));
     }
@@ -238,7 +239,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.input.path.get("id").map(String::as_str), Some("con_1"));
-        assert_eq!(call.input.body, Some(json!({"first_name": "Ada"})));
+        assert_eq!(call.input.body, Some(JsonBody::Value(json!({"first_name": "Ada"}))));
         assert_eq!(call.input.if_match.as_deref(), Some("3"));
         assert!(call.input.query.is_empty());
 
@@ -301,7 +302,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.idempotency_key.as_deref(), Some("k1"));
-        assert_eq!(call.input.body, Some(json!({"email": "a@example.com"})));
+        assert_eq!(call.input.body, Some(JsonBody::Value(json!({"email": "a@example.com"}))));
         // Ignored where the operation does not honour it, as the REST header is.
         let call = split(
             op("svc_get_contact"),
@@ -315,7 +316,7 @@ mod tests {
     #[test]
     fn a_create_without_arguments_still_has_a_body() {
         let call = split(op("svc_create_contact"), Map::new()).unwrap();
-        assert_eq!(call.input.body, Some(json!({})));
+        assert_eq!(call.input.body, Some(JsonBody::Value(json!({}))));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::{
+    body::JsonBody,
     catalog::{Alias, Input, Operation},
     problem::Problem,
     query::check_query_params,
@@ -18,7 +19,7 @@ use crate::{
 /// query cannot name another stage than the path does.
 pub(crate) fn fold(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Problem> {
     check_query_params(alias.query, &input.query)?;
-    let mut body = match input.body.take() {
+    let mut body = match input.body.take().map(JsonBody::into_value) {
         None => serde_json::Map::new(),
         Some(Value::Object(map)) => map,
         Some(_) => {
@@ -43,6 +44,6 @@ pub(crate) fn fold(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(
         body.insert(k, Value::String(v));
     }
     body.insert("action".into(), Value::from(alias.action));
-    input.body = Some(Value::Object(body));
+    input.body = Some(JsonBody::Value(Value::Object(body)));
     Ok(())
 }

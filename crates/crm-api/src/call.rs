@@ -6,7 +6,6 @@
 use std::future::Future;
 
 use crm_app::{Admission, Caller, RateStatus};
-use serde_json::Value;
 
 use crate::{
     alias,
@@ -134,15 +133,10 @@ impl Api {
     ) -> Result<Reply, Problem> {
         caller.require(op.scope)?;
         check_query(op, &input)?;
-        if op.body.is_some() {
-            match &input.body {
-                None | Some(Value::Object(_)) => {}
-                Some(_) => {
-                    return Err(Problem::bad_request(
-                        "the request body must be a JSON object",
-                    ))
-                }
-            }
+        if op.body.is_some() && input.body.as_ref().is_some_and(|body| !body.is_object()) {
+            return Err(Problem::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         match idempotency_key {
             // Boxed: inline, the claim, replay and store steps would make every call's future

@@ -346,7 +346,8 @@ const ALSO_SUCCESS: &[(&str, &[u16])] =
 pub struct Input {
     pub path: BTreeMap<String, String>,
     pub query: Vec<(String, String)>,
-    pub body: Option<Value>,
+    /// Read into the operation's input type by [`crate::body::parse`].
+    pub body: Option<crate::body::JsonBody>,
     pub if_match: Option<String>,
     /// Set by the dispatcher when the request holds an idempotency key.
     pub idem: Option<IdemClaim>,

@@ -7,6 +7,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
+    body::JsonBody,
     catalog::{Input, Operation, Reply},
     problem::{ErrorCode, Problem},
     Api,
@@ -96,7 +97,8 @@ fn fingerprint(op: &Operation, input: &Input) -> String {
     h.update(b" ");
     h.update(path.as_bytes());
     h.update(b"\n");
-    h.update(canonical_json(input.body.as_ref().unwrap_or(&Value::Null)).as_bytes());
+    let body = input.body.as_ref().map(JsonBody::to_value);
+    h.update(canonical_json(body.as_deref().unwrap_or(&Value::Null)).as_bytes());
     hex::encode(h.finalize())
 }
 

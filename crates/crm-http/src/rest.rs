@@ -1,5 +1,5 @@
-//! The catalog's operations over REST under `/v1` (routed by [`crate::dispatch`]), and the
-//! routes beside them that are not operations.
+//! The catalog's operations over REST under `/v1` (routed by [`crate::dispatch`], served here
+//! through [`crm_api::Api::call`]), and the routes beside them that are not operations.
 
 use std::{
     cell::RefCell,
@@ -15,7 +15,8 @@ use axum::{
 };
 use bytes::Bytes;
 use crm_api::{
-    body::caused_by, catalog::Alias, Api, Credentials, ErrorCode, Input, Operation, Problem,
+    body::{caused_by, JsonBody},
+    catalog::Alias, Api, Credentials, ErrorCode, Input, Operation, Problem,
     ReadRequest, Reply, ReplyBody,
 };
 use crm_app::RateStatus;
@@ -362,14 +363,15 @@ fn needs_body(op: &Operation) -> bool {
     })
 }
 
-/// Reads at most [`MAX_BODY_BYTES`] and parses them as strict JSON (decisions §22, §24): a body
+/// Reads at most [`MAX_BODY_BYTES`] and checks them as strict JSON (decisions §22, §24): a body
 /// of another media type answers 415, one that stalls 408, one that is too large 413, one with
-/// duplicate keys 400. An empty body is `None`, unless `required`: then 400.
+/// duplicate keys 400. An empty body is `None`, unless `required`: then 400. The bytes are kept:
+/// the operation reads them straight into its input type ([`crm_api::body::parse`]).
 async fn read_json(
     headers: &HeaderMap,
     body: Body,
     required: impl FnOnce() -> bool,
-) -> Result<Option<Value>, Problem> {
+) -> Result<Option<JsonBody>, Problem> {
     let too_large = || {
         Problem::new(
             ErrorCode::PayloadTooLarge,
@@ -408,7 +410,7 @@ async fn read_json(
             ));
         }
     }
-    crm_api::strict_json::from_slice(&bytes)
+    JsonBody::from_bytes(bytes.into())
         .map(Some)
         .map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
 }
