@@ -19,23 +19,17 @@ use std::{
 
 use axum::{extract::Request, http, response::Response, routing::future::RouteFuture, Router};
 use crm_api::{
-    catalog::{self, Alias, ALIASES},
-    Api, Method, Operation,
+    catalog::{self, ALIASES},
+    Api, Method,
 };
 use tower::Service;
 
-use crate::{request_context::current_request_id, rest, REQUEST_ID};
-
-/// An operation route's handler: the operation, and the alias it was reached by, if any.
-#[derive(Clone, Copy)]
-pub(crate) struct Target {
-    pub op: &'static Operation,
-    pub alias: Option<&'static Alias>,
-}
-
-/// The path parameters, percent-decoded; `Err` when one is not UTF-8 once decoded (the request
-/// is then refused after authentication and admission, like any other malformed input).
-pub(crate) type PathParams = Result<BTreeMap<String, String>, ()>;
+use crate::{
+    request_context::current_request_id,
+    rest,
+    route::{PathParams, Target},
+    REQUEST_ID,
+};
 
 /// One path's operations, by method (`Method as usize`).
 #[derive(Default, Clone, Copy)]

@@ -23,7 +23,7 @@ use crm_app::RateStatus;
 use serde_json::Value;
 
 use crate::{
-    dispatch::{PathParams, Target},
+    route::{PathParams, Target},
     with_request_id, REQUEST_ID,
 };
 
