@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     body::JsonBody,
-    catalog::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest, Request,
+    operation::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest, Request,
 };
 
 /// The argument that carries `Idempotency-Key`.
@@ -70,7 +70,7 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
     }
     for q in op.query {
-        if q.kind == crate::catalog::ParamKind::FieldMap {
+        if q.kind == crate::operation::ParamKind::FieldMap {
             match arguments.remove(q.name) {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(filters)) => {

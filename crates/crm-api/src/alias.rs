@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::{
     body::JsonBody,
-    catalog::{Alias, Input, Operation},
+    operation::{Alias, Input, Operation},
     problem::Problem,
     query::check_query_params,
 };

@@ -9,7 +9,7 @@ use crm_app::{Admission, Caller, RateStatus};
 
 use crate::{
     alias,
-    catalog::{Alias, Input, Operation, Reply},
+    operation::{Alias, Input, Operation, Reply},
     idempotency,
     problem::Problem,
     query::check_query,

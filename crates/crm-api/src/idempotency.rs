@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     body::JsonBody,
-    catalog::{Input, Operation, Reply},
+    operation::{Input, Operation, Reply},
     problem::{ErrorCode, Problem},
     Api,
 };

@@ -1,7 +1,7 @@
 //! The operation catalog and everything the transports share.
 //!
-//! Each operation is declared once in [`catalog`]: name, method and path, input and output
-//! schemas, scope, idempotency, description and handler. [`Api::call`] is the one way a
+//! Each operation is declared once ([`operation::Operation`]: name, method and path, input and
+//! output schemas, scope, idempotency, description and handler) and listed in [`catalog`]. [`Api::call`] is the one way a
 //! transport runs one: it authenticates the caller, admits the call, has the transport read the
 //! input, and applies scopes and `Idempotency-Key` the same way whichever transport (REST, MCP,
 //! A2A) received it, turning every error into a [`problem::Problem`]. This crate knows JSON and
@@ -15,6 +15,7 @@ mod call;
 pub mod catalog;
 mod idempotency;
 pub mod openapi;
+pub mod operation;
 pub mod ops;
 pub mod problem;
 mod query;
@@ -24,7 +25,8 @@ pub mod strict_json;
 
 pub use api::Api;
 pub use call::{Answer, Credentials, ReadRequest, Request};
-pub use catalog::{catalog, Input, Method, Operation, Reply, ReplyBody, StaticBody};
+pub use catalog::catalog;
+pub use operation::{Input, Method, Operation, Reply, ReplyBody, StaticBody};
 pub use problem::{ErrorCode, Problem};
 pub use rate::{rate_limit_headers, RateSlot};
 

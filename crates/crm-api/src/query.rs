@@ -2,7 +2,7 @@
 //! alias route declares before anything reads them (decisions §22).
 
 use crate::{
-    catalog::{Input, Operation, ParamKind, QueryParam},
+    operation::{Input, Operation, ParamKind, QueryParam},
     problem::Problem,
 };
 
