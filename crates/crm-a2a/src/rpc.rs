@@ -305,7 +305,11 @@ async fn run(
     };
     let answer = agent
         .api
-        .call(op, Credentials::Caller(caller), agent::ToolArguments(arguments))
+        .call(
+            op,
+            Credentials::Caller(caller),
+            agent::ToolArguments(arguments),
+        )
         .await;
     rate.set(answer.rate);
     let outcome = match answer.result {

@@ -6,8 +6,8 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    body::JsonBody,
-    operation::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest, Request,
+    body::JsonBody, operation::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest,
+    Request,
 };
 
 /// The argument that carries `Idempotency-Key`.
@@ -239,7 +239,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.input.path.get("id").map(String::as_str), Some("con_1"));
-        assert_eq!(call.input.body, Some(JsonBody::Value(json!({"first_name": "Ada"}))));
+        assert_eq!(
+            call.input.body,
+            Some(JsonBody::Value(json!({"first_name": "Ada"})))
+        );
         assert_eq!(call.input.if_match.as_deref(), Some("3"));
         assert!(call.input.query.is_empty());
 
@@ -302,7 +305,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.idempotency_key.as_deref(), Some("k1"));
-        assert_eq!(call.input.body, Some(JsonBody::Value(json!({"email": "a@example.com"}))));
+        assert_eq!(
+            call.input.body,
+            Some(JsonBody::Value(json!({"email": "a@example.com"})))
+        );
         // Ignored where the operation does not honour it, as the REST header is.
         let call = split(
             op("svc_get_contact"),
@@ -372,6 +378,22 @@ mod tests {
             find_tool("svc_create_contact").ok().map(|op| op.name),
             Some("svc_create_contact")
         );
+    }
+
+    #[test]
+    fn agent_problem_responses_carry_the_headers_rest_sends() {
+        assert_eq!(
+            problem_headers(&Problem::new(ErrorCode::Unauthorized, "no key")),
+            Some(("www-authenticate", "Bearer".to_owned()))
+        );
+        assert_eq!(
+            problem_headers(&Problem::new(ErrorCode::ServiceUnavailable, "down")),
+            Some((
+                "retry-after",
+                crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string()
+            ))
+        );
+        assert_eq!(problem_headers(&Problem::bad_request("x")), None);
     }
 
     #[test]

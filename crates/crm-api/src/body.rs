@@ -27,7 +27,9 @@ impl std::fmt::Display for BodyTimeout {
 impl std::error::Error for BodyTimeout {}
 
 /// Whether `error`, or an error it was caused by, is an `E` (body readers wrap their errors).
-pub fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+pub fn caused_by<E: std::error::Error + 'static>(
+    error: &(dyn std::error::Error + 'static),
+) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
         if e.is::<E>() {
@@ -41,7 +43,11 @@ pub fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error 
 /// The problem for a body that could not be read whole: it stalled (408), it was over `limit`
 /// bytes (`over_limit`: 413), or the client hung up before its end (400, logged at `debug`: the
 /// client is gone and will not read it).
-pub fn unreadable(error: &(dyn std::error::Error + 'static), over_limit: bool, limit: usize) -> Problem {
+pub fn unreadable(
+    error: &(dyn std::error::Error + 'static),
+    over_limit: bool,
+    limit: usize,
+) -> Problem {
     if caused_by::<BodyTimeout>(error) {
         Problem::new(
             ErrorCode::RequestTimeout,
@@ -269,7 +275,12 @@ fn integral_floats_as_integers(value: &mut Value) {
 /// Whether `value` holds a number [`integral_floats_as_integers`] would change.
 fn has_integral_float(value: &Value) -> bool {
     match value {
-        Value::Number(n) => n.is_f64() && n.as_f64().and_then(crm_domain::registry::integral_f64).is_some(),
+        Value::Number(n) => {
+            n.is_f64()
+                && n.as_f64()
+                    .and_then(crm_domain::registry::integral_f64)
+                    .is_some()
+        }
         Value::Array(items) => items.iter().any(has_integral_float),
         Value::Object(map) => map.values().any(has_integral_float),
         _ => false,
@@ -440,7 +451,11 @@ mod tests {
             let from_value = parse::<T>(Some(&value), Some("register it"));
             let body = JsonBody::from_bytes(text.as_bytes().to_vec()).unwrap();
             let from_bytes = parse::<T>(Some(&body), Some("register it"));
-            assert_eq!(format!("{from_bytes:?}"), format!("{from_value:?}"), "{text}");
+            assert_eq!(
+                format!("{from_bytes:?}"),
+                format!("{from_value:?}"),
+                "{text}"
+            );
         }
         #[derive(Debug, Deserialize, JsonSchema)]
         #[allow(dead_code)]
@@ -493,7 +508,10 @@ mod tests {
         assert_eq!(body.get("name"), Some(json!("x")));
         assert_eq!(body.get("other"), None);
         assert!(body.is_object());
-        assert_eq!(body.to_value().into_owned(), json!({"trigger": null, "name": "x"}));
+        assert_eq!(
+            body.to_value().into_owned(),
+            json!({"trigger": null, "name": "x"})
+        );
         let value = JsonBody::Value(json!({"trigger": null}));
         assert_eq!(value.get("trigger"), Some(Value::Null));
         assert!(!JsonBody::from_bytes(b"[]".to_vec()).unwrap().is_object());

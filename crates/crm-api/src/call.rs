@@ -8,9 +8,8 @@ use std::future::Future;
 use crm_app::{Admission, Caller, RateStatus};
 
 use crate::{
-    alias,
+    alias, idempotency,
     operation::{Alias, Input, Operation, Reply},
-    idempotency,
     problem::Problem,
     query::check_query,
     Api,

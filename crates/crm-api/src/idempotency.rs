@@ -50,8 +50,7 @@ pub(crate) async fn dispatch(
                 );
                 if let Value::Object(map) = body {
                     for (k, v) in map {
-                        if !["type", "title", "status", "detail", "code"].contains(&k.as_str())
-                        {
+                        if !["type", "title", "status", "detail", "code"].contains(&k.as_str()) {
                             p.extra.insert(k, v);
                         }
                     }

@@ -291,7 +291,10 @@ mod tests {
         let strict = from_slice(text.as_bytes()).unwrap();
         assert_eq!(strict, serde_json::from_str::<Value>(text).unwrap());
         // Keys keep the order they came in, as serde_json's `preserve_order` map does.
-        assert_eq!(strict.as_object().unwrap().keys().collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(
+            strict.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["b", "a"]
+        );
     }
 
     #[test]

@@ -262,8 +262,7 @@ mod tests {
         };
         for op in catalog::catalog() {
             let concrete = format!("/v1{}", op.path.replace('{', "x").replace('}', ""));
-            let Lookup::Operation(target, params) =
-                routes.find(&http_method(op.method), &concrete)
+            let Lookup::Operation(target, params) = routes.find(&http_method(op.method), &concrete)
             else {
                 panic!("{}", op.path)
             };
@@ -308,8 +307,14 @@ mod tests {
             _ => panic!("{method} {path} is not refused"),
         };
         assert_eq!(allow(http::Method::PUT, "/v1/contacts"), "GET, HEAD, POST");
-        assert_eq!(allow(http::Method::TRACE, "/v1/contacts"), "GET, HEAD, POST");
-        assert_eq!(allow(http::Method::POST, "/v1/contacts/con_1"), "GET, HEAD, PATCH, DELETE");
+        assert_eq!(
+            allow(http::Method::TRACE, "/v1/contacts"),
+            "GET, HEAD, POST"
+        );
+        assert_eq!(
+            allow(http::Method::POST, "/v1/contacts/con_1"),
+            "GET, HEAD, PATCH, DELETE"
+        );
         assert_eq!(allow(http::Method::PUT, "/v1/settings"), "GET, HEAD, PATCH");
     }
 

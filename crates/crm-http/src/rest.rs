@@ -16,8 +16,8 @@ use axum::{
 use bytes::Bytes;
 use crm_api::{
     body::{caused_by, JsonBody},
-    catalog::Alias, Api, Credentials, ErrorCode, Input, Operation, Problem,
-    ReadRequest, Reply, ReplyBody,
+    catalog::Alias,
+    Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
 };
 use crm_app::RateStatus;
 use serde_json::Value;
@@ -148,7 +148,11 @@ pub(crate) async fn serve(
         body,
     };
     let answer = api
-        .call(target.op, Credentials::Authorization(authorization), request)
+        .call(
+            target.op,
+            Credentials::Authorization(authorization),
+            request,
+        )
         .await;
     match answer.result {
         Ok(reply) => reply_response(reply, answer.rate.as_ref()),
@@ -425,12 +429,9 @@ fn is_json(content_type: &HeaderValue) -> bool {
         return false;
     };
     !kind.is_empty()
-        && (subtype.eq_ignore_ascii_case("json")
-            && kind.eq_ignore_ascii_case("application")
-            || subtype.len() > 5
-                && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
+        && (subtype.eq_ignore_ascii_case("json") && kind.eq_ignore_ascii_case("application")
+            || subtype.len() > 5 && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
 }
-
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
     let public_url = api.errors_base_url.trim_end_matches("/errors");
