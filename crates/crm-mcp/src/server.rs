@@ -14,7 +14,10 @@ use rmcp::{
     RoleServer, ServerHandler,
 };
 
-use crate::tools;
+use crate::{
+    repeated_keys::{Arguments, RepeatedKey},
+    tools,
+};
 
 /// The revisions this endpoint negotiates (decisions §15).
 pub static SUPPORTED_PROTOCOL_VERSIONS: [ProtocolVersion; 3] = [
@@ -108,7 +111,10 @@ impl ServerHandler for CrmMcp {
             .and_then(|p| p.extensions.get::<Arc<RateSlot>>())
             .cloned()
             .unwrap_or_default();
-        let arguments = agent::ToolArguments(request.arguments.unwrap_or_default());
+        let arguments = match parts.and_then(|p| p.extensions.get::<RepeatedKey>()) {
+            Some(RepeatedKey(problem)) => Arguments::Refused(problem.clone()),
+            None => Arguments::Read(agent::ToolArguments(request.arguments.unwrap_or_default())),
+        };
         let answer = self
             .api
             .call(op, Credentials::Caller(&caller), arguments)
