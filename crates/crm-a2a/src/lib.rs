@@ -2,8 +2,8 @@
 //! binding at `/a2a`, with its agent card at `/.well-known/agent-card.json` (decisions §15).
 //!
 //! A message whose data part is `{"tool": "<skill id>", "arguments": {...}}` runs that operation
-//! through [`crm_api::agent`], the same path an MCP tool call takes, and so the same
-//! [`crm_api::Api::call`] a REST request takes. The answer is a finished task. This crate knows
+//! through [`crm_api::Api::call`] with its arguments ([`crm_api::agent::ToolArguments`]), as an
+//! MCP tool call does and as a REST request does with its own input. The answer is a finished task. This crate knows
 //! A2A framing (a small hand-written JSON-RPC layer, checked against the official Python SDK) and
 //! nothing of CRM rules, SQL or the other transports.
 
