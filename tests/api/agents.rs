@@ -653,7 +653,10 @@ async fn a_tool_call_with_a_repeated_key_is_refused_as_rest_refuses_it(s: Server
     let problem = &result["structuredContent"];
     assert_eq!(problem["code"], "bad_request");
     assert!(
-        problem["detail"].as_str().unwrap().contains("appears twice"),
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("appears twice"),
         "{problem}"
     );
     let listed = call_tool(&s, "svc_list_contacts", json!({})).await;
