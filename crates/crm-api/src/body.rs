@@ -70,24 +70,38 @@ pub fn unreadable(
 /// type: REST's bytes straight into the type, with no document built in between.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JsonBody {
-    /// Bytes read from the wire and accepted by [`strict_json::check`], with what it learned.
-    Checked { bytes: Vec<u8>, facts: Facts },
+    /// Bytes read from the wire ([`JsonBody::from_bytes`]).
+    Checked(CheckedJson),
     /// A document the transport holds already: an agent tool call's arguments, or an alias
     /// route's body with its path and query folded in.
     Value(Value),
+}
+
+/// Bytes [`strict_json::check`] accepted, with what it learned of them; made only by
+/// [`JsonBody::from_bytes`], so they always parse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedJson {
+    bytes: Vec<u8>,
+    facts: Facts,
+}
+
+impl CheckedJson {
+    fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).expect("bytes strict_json::check accepted")
+    }
 }
 
 impl JsonBody {
     /// Checks `bytes` as strict JSON (decisions §22); the error is the parser's.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<JsonBody, serde_json::Error> {
         let facts = strict_json::check(&bytes)?;
-        Ok(JsonBody::Checked { bytes, facts })
+        Ok(JsonBody::Checked(CheckedJson { bytes, facts }))
     }
 
     /// Whether the document is an object, as every operation's body must be.
     pub fn is_object(&self) -> bool {
         match self {
-            JsonBody::Checked { facts, .. } => facts.object_keys.is_some(),
+            JsonBody::Checked(checked) => checked.facts.object_keys.is_some(),
             JsonBody::Value(value) => value.is_object(),
         }
     }
@@ -96,9 +110,7 @@ impl JsonBody {
     /// `Idempotency-Key` fingerprint, an alias route, a member read twice).
     pub fn to_value(&self) -> Cow<'_, Value> {
         match self {
-            JsonBody::Checked { bytes, .. } => Cow::Owned(
-                serde_json::from_slice(bytes).expect("bytes strict_json::check accepted"),
-            ),
+            JsonBody::Checked(checked) => Cow::Owned(checked.to_value()),
             JsonBody::Value(value) => Cow::Borrowed(value),
         }
     }
@@ -106,7 +118,7 @@ impl JsonBody {
     pub fn into_value(self) -> Value {
         match self {
             JsonBody::Value(value) => value,
-            checked => checked.to_value().into_owned(),
+            JsonBody::Checked(checked) => checked.to_value(),
         }
     }
 
@@ -126,14 +138,14 @@ pub trait Document {
 
 /// A [`Document`] as [`parse`] reads it.
 pub enum Json<'a> {
-    Checked { bytes: &'a [u8], facts: &'a Facts },
+    Checked(&'a CheckedJson),
     Value(&'a Value),
 }
 
 impl Document for JsonBody {
     fn json(&self) -> Json<'_> {
         match self {
-            JsonBody::Checked { bytes, facts } => Json::Checked { bytes, facts },
+            JsonBody::Checked(checked) => Json::Checked(checked),
             JsonBody::Value(value) => Json::Value(value),
         }
     }
@@ -176,21 +188,20 @@ pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(
                 deserialize(value)
             }
         }
-        Json::Checked { bytes, facts } => {
-            let Some(keys) = &facts.object_keys else {
+        Json::Checked(checked) => {
+            let Some(keys) = &checked.facts.object_keys else {
                 return Err(not_an_object());
             };
-            if facts.nul {
-                refuse_nul(&serde_json::from_slice(bytes).unwrap_or(Value::Null))?;
+            if checked.facts.nul {
+                refuse_nul(&checked.to_value())?;
             }
             refuse_unknown::<T>(keys.iter(), unknown_hint)?;
-            if facts.integral_float {
-                let mut value: Value =
-                    serde_json::from_slice(bytes).expect("bytes strict_json::check accepted");
+            if checked.facts.integral_float {
+                let mut value = checked.to_value();
                 integral_floats_as_integers(&mut value);
                 deserialize(value)
             } else {
-                deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+                deserialize(&mut serde_json::Deserializer::from_slice(&checked.bytes))
             }
         }
     }
