@@ -634,7 +634,37 @@ mod rate_limits {
     crate::on_both_backends!(tool_calls_carry_rate_limit_headers_and_count_like_rest);
 }
 
+/// A tool call whose request repeats a key in one object answers the 400 REST answers for such
+/// a body (decisions §22), as a counted call, instead of keeping the last value.
+async fn a_tool_call_with_a_repeated_key_is_refused_as_rest_refuses_it(s: Server) {
+    let body = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "svc_create_contact", "arguments": {"email": "a@example.com", "email": "b@example.com"}}}"#;
+    let res = s
+        .anon(Method::POST, "!/mcp")
+        .header("accept", MCP_ACCEPT)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-method", "tools/call")
+        .header("authorization", &format!("Bearer {}", s.keys.test))
+        .raw(body)
+        .send()
+        .await;
+    let result = res.ok(200)["result"].clone();
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(res.header("ratelimit-remaining").is_some());
+    let problem = &result["structuredContent"];
+    assert_eq!(problem["code"], "bad_request");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("appears twice"),
+        "{problem}"
+    );
+    let listed = call_tool(&s, "svc_list_contacts", json!({})).await;
+    assert_eq!(listed["structuredContent"]["data"], json!([]));
+}
+
 crate::on_both_stores!(
+    a_tool_call_with_a_repeated_key_is_refused_as_rest_refuses_it,
     rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs,
     agent_endpoints_answer_401_with_a_bearer_challenge_to_a_missing_or_bad_key,
     mcp_negotiates_each_supported_revision,

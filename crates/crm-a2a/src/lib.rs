@@ -2,8 +2,8 @@
 //! binding at `/a2a`, with its agent card at `/.well-known/agent-card.json` (decisions §15).
 //!
 //! A message whose data part is `{"tool": "<skill id>", "arguments": {...}}` runs that operation
-//! through [`crm_api::agent`], the same path an MCP tool call takes, and so the same
-//! [`crm_api::Api::call`] a REST request takes. The answer is a finished task. This crate knows
+//! through [`crm_api::Api::call`] with its arguments ([`crm_api::agent::ToolArguments`]), as an
+//! MCP tool call does and as a REST request does with its own input. The answer is a finished task. This crate knows
 //! A2A framing (a small hand-written JSON-RPC layer, checked against the official Python SDK) and
 //! nothing of CRM rules, SQL or the other transports.
 
@@ -22,7 +22,7 @@ use axum::{
     routing::{get, post},
     Router,
 };
-use crm_api::{Api, ErrorCode, Problem, RateSlot};
+use crm_api::{Api, Problem, RateSlot};
 
 pub use card::{agent_card, BEARER_SCHEME, TOOL_CALL_EXTENSION};
 pub use store::TaskStore;
@@ -61,7 +61,8 @@ async fn serve_card(State(agent): State<Arc<Agent>>) -> Response {
 }
 
 /// Authenticates first: a missing or bad key is answered 401 with `WWW-Authenticate: Bearer`
-/// before the body is read, so no task exists for it. Then one JSON-RPC request, always answered
+/// (an unreachable database 503 with `Retry-After`) before the body is read, so no task exists
+/// for it; a tool call hands the caller on to [`Api::call`]. Then one JSON-RPC request, always answered
 /// 200 with a JSON-RPC response.
 async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
@@ -76,9 +77,9 @@ async fn serve_rpc(State(agent): State<Arc<Agent>>, req: Request) -> Response {
         .headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
-    let caller = match agent.api.app.authenticate(authorization).await {
+    let caller = match agent.api.authenticate(authorization).await {
         Ok(caller) => caller,
-        Err(e) => return problem_response(&agent.api, &e.into(), &request_id),
+        Err(problem) => return problem_response(&agent.api, &problem, &request_id),
     };
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
@@ -116,9 +117,10 @@ fn problem_response(api: &Api, problem: &Problem, request_id: &str) -> Response 
         "application/problem+json",
         Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
     );
-    if problem.code == ErrorCode::Unauthorized {
-        res.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    if let Some((name, value)) = crm_api::agent::problem_headers(problem) {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            res.headers_mut().insert(name, value);
+        }
     }
     res
 }

@@ -5,7 +5,7 @@
 //! here (every task is finished when `SendMessage` returns, nothing streams, nothing is pushed)
 //! and answer the protocol's own errors for that.
 
-use crm_api::{agent, Problem, RateSlot};
+use crm_api::{agent, Credentials, Problem, RateSlot};
 use crm_app::Caller;
 use serde_json::{json, Map, Value};
 
@@ -224,14 +224,14 @@ async fn send(
             None => not_found(id),
         });
     }
-    let id = agent.api.app.ids.new_uuid().to_string();
+    let id = agent.api.new_uuid();
     let context_id = match message
         .get("contextId")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
     {
         Some(c) => c.to_owned(),
-        None => agent.api.app.ids.new_uuid().to_string(),
+        None => agent.api.new_uuid(),
     };
     let mut request = message_to(Wire::V1, message);
     request["taskId"] = id.clone().into();
@@ -243,8 +243,8 @@ async fn send(
         tool,
         outcome,
         request,
-        answer_id: agent.api.app.ids.new_uuid().to_string(),
-        timestamp: agent.api.app.clock.now().to_string(),
+        answer_id: agent.api.new_uuid(),
+        timestamp: agent.api.now(),
     };
     let rendered = task.render(
         wire,
@@ -303,7 +303,16 @@ async fn run(
             )
         }
     };
-    let outcome = match agent::call(&agent.api, op, caller, arguments, rate).await {
+    let answer = agent
+        .api
+        .call(
+            op,
+            Credentials::Caller(caller),
+            agent::ToolArguments(arguments),
+        )
+        .await;
+    rate.set(answer.rate);
+    let outcome = match answer.result {
         Ok(reply) => Outcome::Completed {
             body: reply.body.into_value(),
             status: reply.status,

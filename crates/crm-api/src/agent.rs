@@ -5,7 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::{catalog::Input, problem::ErrorCode, Api, Operation, Problem, RateSlot, Reply};
+use crate::{
+    body::JsonBody, operation::Input, problem::ErrorCode, Api, Operation, Problem, ReadRequest,
+    Request,
+};
 
 /// The argument that carries `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
@@ -67,7 +70,7 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
     }
     for q in op.query {
-        if q.kind == crate::catalog::ParamKind::FieldMap {
+        if q.kind == crate::operation::ParamKind::FieldMap {
             match arguments.remove(q.name) {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(filters)) => {
@@ -106,7 +109,7 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         input.query.push((q.name.to_owned(), text));
     }
     if op.body.is_some() {
-        input.body = Some(Value::Object(arguments));
+        input.body = Some(JsonBody::Value(Value::Object(arguments)));
     } else if let Some(unknown) = arguments.keys().next() {
         return Err(unknown_argument(op, unknown));
     }
@@ -116,29 +119,24 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
     })
 }
 
-/// Runs the tool `op` for `caller` with `arguments`: the same admission and dispatch a REST
-/// request gets, so scopes, limits, usage counting, idempotency and `If-Match` apply alike. As on
-/// REST, the call is admitted (and counted) before its arguments are read, so a malformed call
-/// counts too (decisions §17: each `tools/call` and `SendMessage` is one request). The rate
-/// budget goes to `rate` for the response headers.
-pub async fn call(
-    api: &Api,
-    op: &'static Operation,
-    caller: &crm_app::Caller,
-    arguments: Map<String, Value>,
-    rate: &RateSlot,
-) -> Result<Reply, Problem> {
-    let admission = api.admit(op, caller).await.map_err(|refused| {
-        rate.set(refused.rate);
-        refused.problem
-    })?;
-    rate.set(Some(admission.rate));
-    let ToolCall {
-        input,
-        idempotency_key,
-    } = split(op, arguments)?;
-    api.dispatch(op, caller, input, idempotency_key.as_deref())
-        .await
+/// A tool call's arguments, as an agent transport hands them to [`Api::call`], which splits
+/// them ([`split`]) once the call is admitted: as on REST, a malformed call counts too
+/// (decisions §17: each `tools/call` and `SendMessage` is one request).
+#[derive(Debug)]
+pub struct ToolArguments(pub Map<String, Value>);
+
+impl ReadRequest for ToolArguments {
+    async fn read(self, op: &'static Operation) -> Result<Request, Problem> {
+        let ToolCall {
+            input,
+            idempotency_key,
+        } = split(op, self.0)?;
+        Ok(Request {
+            input,
+            idempotency_key,
+            alias: None,
+        })
+    }
 }
 
 /// The tool named `name`, or the problem to answer a call of an unknown one: `bad_request` naming
@@ -164,6 +162,19 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
         doc["request_id"] = Value::from(request_id);
     }
     doc
+}
+
+/// The HTTP headers an agent transport's problem response carries besides its content type, as
+/// REST's do: `WWW-Authenticate` on a 401, `Retry-After` on a 503.
+pub fn problem_headers(problem: &Problem) -> Option<(&'static str, String)> {
+    match problem.code {
+        ErrorCode::Unauthorized => Some(("www-authenticate", "Bearer".to_owned())),
+        ErrorCode::ServiceUnavailable => Some((
+            "retry-after",
+            crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
+        )),
+        _ => None,
+    }
 }
 
 /// A filter value as a URL would carry it; `None` for arrays, objects and null.
@@ -228,7 +239,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.input.path.get("id").map(String::as_str), Some("con_1"));
-        assert_eq!(call.input.body, Some(json!({"first_name": "Ada"})));
+        assert_eq!(
+            call.input.body,
+            Some(JsonBody::Value(json!({"first_name": "Ada"})))
+        );
         assert_eq!(call.input.if_match.as_deref(), Some("3"));
         assert!(call.input.query.is_empty());
 
@@ -291,7 +305,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(call.idempotency_key.as_deref(), Some("k1"));
-        assert_eq!(call.input.body, Some(json!({"email": "a@example.com"})));
+        assert_eq!(
+            call.input.body,
+            Some(JsonBody::Value(json!({"email": "a@example.com"})))
+        );
         // Ignored where the operation does not honour it, as the REST header is.
         let call = split(
             op("svc_get_contact"),
@@ -305,7 +322,7 @@ mod tests {
     #[test]
     fn a_create_without_arguments_still_has_a_body() {
         let call = split(op("svc_create_contact"), Map::new()).unwrap();
-        assert_eq!(call.input.body, Some(json!({})));
+        assert_eq!(call.input.body, Some(JsonBody::Value(json!({}))));
     }
 
     #[test]
@@ -361,6 +378,22 @@ mod tests {
             find_tool("svc_create_contact").ok().map(|op| op.name),
             Some("svc_create_contact")
         );
+    }
+
+    #[test]
+    fn agent_problem_responses_carry_the_headers_rest_sends() {
+        assert_eq!(
+            problem_headers(&Problem::new(ErrorCode::Unauthorized, "no key")),
+            Some(("www-authenticate", "Bearer".to_owned()))
+        );
+        assert_eq!(
+            problem_headers(&Problem::new(ErrorCode::ServiceUnavailable, "down")),
+            Some((
+                "retry-after",
+                crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string()
+            ))
+        );
+        assert_eq!(problem_headers(&Problem::bad_request("x")), None);
     }
 
     #[test]

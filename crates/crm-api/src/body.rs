@@ -2,13 +2,16 @@
 //! unknown field is `unknown_field` with the valid names and a suggestion; a wrong type is
 //! `validation_failed` naming the field.
 
+use std::{borrow::Cow, sync::OnceLock};
+
 use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde::{de::DeserializeOwned, Deserializer};
+use serde_json::{Map, Value};
 
 use crate::{
     problem::{ErrorCode, Problem},
     schema::field_names,
+    strict_json::{self, Facts},
 };
 
 /// A request body that stalled past the transport's body timers (the HTTP edge's, decisions §24).
@@ -24,7 +27,9 @@ impl std::fmt::Display for BodyTimeout {
 impl std::error::Error for BodyTimeout {}
 
 /// Whether `error`, or an error it was caused by, is an `E` (body readers wrap their errors).
-pub fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+pub fn caused_by<E: std::error::Error + 'static>(
+    error: &(dyn std::error::Error + 'static),
+) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
         if e.is::<E>() {
@@ -38,7 +43,11 @@ pub fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error 
 /// The problem for a body that could not be read whole: it stalled (408), it was over `limit`
 /// bytes (`over_limit`: 413), or the client hung up before its end (400, logged at `debug`: the
 /// client is gone and will not read it).
-pub fn unreadable(error: &(dyn std::error::Error + 'static), over_limit: bool, limit: usize) -> Problem {
+pub fn unreadable(
+    error: &(dyn std::error::Error + 'static),
+    over_limit: bool,
+    limit: usize,
+) -> Problem {
     if caused_by::<BodyTimeout>(error) {
         Problem::new(
             ErrorCode::RequestTimeout,
@@ -57,33 +66,180 @@ pub fn unreadable(error: &(dyn std::error::Error + 'static), over_limit: bool, l
     }
 }
 
+/// A request body as its transport carried it. [`parse`] reads it into an operation's input
+/// type: REST's bytes straight into the type, with no document built in between.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JsonBody {
+    /// Bytes read from the wire ([`JsonBody::from_bytes`]).
+    Checked(CheckedJson),
+    /// A document the transport holds already: an agent tool call's arguments, or an alias
+    /// route's body with its path and query folded in.
+    Value(Value),
+}
+
+/// Bytes [`strict_json::check`] accepted, with what it learned of them; made only by
+/// [`JsonBody::from_bytes`], so they always parse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedJson {
+    bytes: Vec<u8>,
+    facts: Facts,
+}
+
+impl CheckedJson {
+    fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).expect("bytes strict_json::check accepted")
+    }
+}
+
+impl JsonBody {
+    /// Checks `bytes` as strict JSON (decisions §22); the error is the parser's.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<JsonBody, serde_json::Error> {
+        let facts = strict_json::check(&bytes)?;
+        Ok(JsonBody::Checked(CheckedJson { bytes, facts }))
+    }
+
+    /// Whether the document is an object, as every operation's body must be.
+    pub fn is_object(&self) -> bool {
+        match self {
+            JsonBody::Checked(checked) => checked.facts.object_keys.is_some(),
+            JsonBody::Value(value) => value.is_object(),
+        }
+    }
+
+    /// The document as a value: built from the bytes, for the rare readers that need one (the
+    /// `Idempotency-Key` fingerprint, an alias route, a member read twice).
+    pub fn to_value(&self) -> Cow<'_, Value> {
+        match self {
+            JsonBody::Checked(checked) => Cow::Owned(checked.to_value()),
+            JsonBody::Value(value) => Cow::Borrowed(value),
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            JsonBody::Value(value) => value,
+            JsonBody::Checked(checked) => checked.to_value(),
+        }
+    }
+
+    /// The member `name` of an object body.
+    pub fn get(&self, name: &str) -> Option<Value> {
+        match self.to_value() {
+            Cow::Borrowed(value) => value.get(name).cloned(),
+            Cow::Owned(mut value) => value.as_object_mut()?.remove(name),
+        }
+    }
+}
+
+/// What [`parse`] reads: a request's [`JsonBody`], or a document inside one (a batch item).
+pub trait Document {
+    fn json(&self) -> Json<'_>;
+}
+
+/// A [`Document`] as [`parse`] reads it.
+pub enum Json<'a> {
+    Checked(&'a CheckedJson),
+    Value(&'a Value),
+}
+
+impl Document for JsonBody {
+    fn json(&self) -> Json<'_> {
+        match self {
+            JsonBody::Checked(checked) => Json::Checked(checked),
+            JsonBody::Value(value) => Json::Value(value),
+        }
+    }
+}
+
+impl Document for Value {
+    fn json(&self) -> Json<'_> {
+        Json::Value(self)
+    }
+}
+
 /// Parses `body` (absent = `{}`) into `T`. `unknown_hint` is suggested when no valid field name
 /// is close to an unknown one (e.g. "register it with POST /fields and send it under custom_fields").
+///
+/// In order: the body must be an object (400); no text in it may hold U+0000 (422 naming its
+/// path); every member must be a field of `T` (422 `unknown_field`); then `T` is read, its
+/// errors naming the field (422). Checked bytes are read straight into `T`, unless a number in
+/// them needs reading as an integer first ([`integral_floats_as_integers`]).
 pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(
-    body: Option<&Value>,
+    body: Option<&impl Document>,
     unknown_hint: Option<&str>,
 ) -> Result<T, Problem> {
-    let mut value = body
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    integral_floats_as_integers(&mut value);
-    let Value::Object(map) = &value else {
-        return Err(Problem::bad_request(
-            "the request body must be a JSON object",
-        ));
+    static EMPTY: OnceLock<Value> = OnceLock::new();
+    let json = match body {
+        Some(body) => body.json(),
+        None => Json::Value(EMPTY.get_or_init(|| Value::Object(Map::new()))),
     };
-    if let Some(path) = nul_path(&value, String::new()) {
-        return Err(Problem::validation(
+    match json {
+        Json::Value(value) => {
+            let Value::Object(map) = value else {
+                return Err(not_an_object());
+            };
+            refuse_nul(value)?;
+            refuse_unknown::<T>(map.keys(), unknown_hint)?;
+            if has_integral_float(value) {
+                let mut value = value.clone();
+                integral_floats_as_integers(&mut value);
+                deserialize(value)
+            } else {
+                deserialize(value)
+            }
+        }
+        Json::Checked(checked) => {
+            let Some(keys) = &checked.facts.object_keys else {
+                return Err(not_an_object());
+            };
+            if checked.facts.nul {
+                refuse_nul(&checked.to_value())?;
+            }
+            refuse_unknown::<T>(keys.iter(), unknown_hint)?;
+            if checked.facts.integral_float {
+                let mut value = checked.to_value();
+                integral_floats_as_integers(&mut value);
+                deserialize(value)
+            } else {
+                deserialize(&mut serde_json::Deserializer::from_slice(&checked.bytes))
+            }
+        }
+    }
+}
+
+fn not_an_object() -> Problem {
+    Problem::bad_request("the request body must be a JSON object")
+}
+
+/// 422 naming the first text of `value` that holds U+0000.
+fn refuse_nul(value: &Value) -> Result<(), Problem> {
+    match nul_path(value, String::new()) {
+        Some(path) => Err(Problem::validation(
             &path,
             format!("{path}: text must not contain the NUL character (U+0000)"),
-        ));
+        )),
+        None => Ok(()),
     }
+}
+
+/// 422 `unknown_field` for the first of `names` that is no field of `T`.
+fn refuse_unknown<'n, T: JsonSchema + 'static>(
+    mut names: impl Iterator<Item = &'n String>,
+    unknown_hint: Option<&str>,
+) -> Result<(), Problem> {
     let valid = field_names::<T>();
-    if let Some(unknown) = map.keys().find(|k| !valid.contains(k)) {
-        let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
-        return Err(Problem::unknown_field(unknown, &valid, unknown_hint));
+    match names.find(|k| !valid.contains(k)) {
+        Some(unknown) => {
+            let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
+            Err(Problem::unknown_field(unknown, &valid, unknown_hint))
+        }
+        None => Ok(()),
     }
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+}
+
+/// Reads `T` from `de`, naming the field of the first error.
+fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(de: D) -> Result<T, Problem> {
+    serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         // serde's "invalid type: string \"x\", expected i64 at line 1 column 2" → keep the useful part.
@@ -124,6 +280,21 @@ fn integral_floats_as_integers(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
         Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
         _ => {}
+    }
+}
+
+/// Whether `value` holds a number [`integral_floats_as_integers`] would change.
+fn has_integral_float(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            n.is_f64()
+                && n.as_f64()
+                    .and_then(crm_domain::registry::integral_f64)
+                    .is_some()
+        }
+        Value::Array(items) => items.iter().any(has_integral_float),
+        Value::Object(map) => map.values().any(has_integral_float),
+        _ => false,
     }
 }
 
@@ -283,10 +454,84 @@ mod tests {
         );
     }
 
+    /// Bytes read straight into the type answer what their document read into it answers.
+    #[test]
+    fn checked_bytes_read_as_their_document_does() {
+        fn same<T: DeserializeOwned + JsonSchema + std::fmt::Debug + 'static>(text: &str) {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let from_value = parse::<T>(Some(&value), Some("register it"));
+            let body = JsonBody::from_bytes(text.as_bytes().to_vec()).unwrap();
+            let from_bytes = parse::<T>(Some(&body), Some("register it"));
+            assert_eq!(
+                format!("{from_bytes:?}"),
+                format!("{from_value:?}"),
+                "{text}"
+            );
+        }
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Nested {
+            count: i64,
+            inner: Option<In>,
+            tags: Option<Vec<String>>,
+            cents: Option<crate::schema::WholeNumber>,
+            any: Option<Value>,
+        }
+        for text in [
+            r#"{"first_name": "Ada", "count": 3}"#,
+            r#"{"first_name": "Ada", "count": 3.0}"#,
+            r#"{"count": 3.5}"#,
+            r#"{"count": "three", "first_name": 1}"#,
+            r#"{"frist_name": "x"}"#,
+            r#"{"zzz": 1}"#,
+            r#"{"first_name": "a\u0000b"}"#,
+            r#"{"frist_name": "x", "first_name": "a\u0000"}"#,
+            r#"{"first_name": null, "count": null}"#,
+            r#"{"count": 9223372036854775808}"#,
+            r#"[1, 2]"#,
+            r#""text""#,
+            r#"{}"#,
+        ] {
+            same::<In>(text);
+        }
+        for text in [
+            r#"{}"#,
+            r#"{"count": 1, "inner": {"count": "x"}}"#,
+            r#"{"count": 1, "inner": {"count": 2.0}, "any": [1.0, {"b": 2.5}]}"#,
+            r#"{"count": 1, "inner": {"frist": 1}}"#,
+            r#"{"count": 1, "tags": ["a", 2]}"#,
+            r#"{"count": 1, "tags": "a"}"#,
+            r#"{"count": 1, "cents": 1e18}"#,
+            r#"{"count": 1, "cents": 1e19}"#,
+            r#"{"count": 1, "cents": "5"}"#,
+            r#"{"count": 1, "any": {"k": ["\u0000"]}}"#,
+            r#"{"inner": {}}"#,
+        ] {
+            same::<Nested>(text);
+        }
+    }
+
+    #[test]
+    fn a_body_member_reads_from_bytes_as_from_its_document() {
+        let text = r#"{"trigger": null, "name": "x"}"#;
+        let body = JsonBody::from_bytes(text.as_bytes().to_vec()).unwrap();
+        assert_eq!(body.get("trigger"), Some(Value::Null));
+        assert_eq!(body.get("name"), Some(json!("x")));
+        assert_eq!(body.get("other"), None);
+        assert!(body.is_object());
+        assert_eq!(
+            body.to_value().into_owned(),
+            json!({"trigger": null, "name": "x"})
+        );
+        let value = JsonBody::Value(json!({"trigger": null}));
+        assert_eq!(value.get("trigger"), Some(Value::Null));
+        assert!(!JsonBody::from_bytes(b"[]".to_vec()).unwrap().is_object());
+    }
+
     #[test]
     fn absent_body_is_empty() {
         assert_eq!(
-            parse::<In>(None, None).unwrap(),
+            parse::<In>(None::<&Value>, None).unwrap(),
             In {
                 first_name: None,
                 count: None

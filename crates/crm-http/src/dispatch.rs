@@ -19,23 +19,17 @@ use std::{
 
 use axum::{extract::Request, http, response::Response, routing::future::RouteFuture, Router};
 use crm_api::{
-    catalog::{self, Alias, ALIASES},
-    Api, Method, Operation,
+    catalog::{self, ALIASES},
+    Api, Method,
 };
 use tower::Service;
 
-use crate::{request_context::current_request_id, rest, REQUEST_ID};
-
-/// An operation route's handler: the operation, and the alias it was reached by, if any.
-#[derive(Clone, Copy)]
-pub(crate) struct Target {
-    pub op: &'static Operation,
-    pub alias: Option<&'static Alias>,
-}
-
-/// The path parameters, percent-decoded; `Err` when one is not UTF-8 once decoded (the request
-/// is then refused after authentication and admission, like any other malformed input).
-pub(crate) type PathParams = Result<BTreeMap<String, String>, ()>;
+use crate::{
+    request_context::current_request_id,
+    rest,
+    route::{PathParams, Target},
+    REQUEST_ID,
+};
 
 /// One path's operations, by method (`Method as usize`).
 #[derive(Default, Clone, Copy)]
@@ -268,8 +262,7 @@ mod tests {
         };
         for op in catalog::catalog() {
             let concrete = format!("/v1{}", op.path.replace('{', "x").replace('}', ""));
-            let Lookup::Operation(target, params) =
-                routes.find(&http_method(op.method), &concrete)
+            let Lookup::Operation(target, params) = routes.find(&http_method(op.method), &concrete)
             else {
                 panic!("{}", op.path)
             };
@@ -314,8 +307,14 @@ mod tests {
             _ => panic!("{method} {path} is not refused"),
         };
         assert_eq!(allow(http::Method::PUT, "/v1/contacts"), "GET, HEAD, POST");
-        assert_eq!(allow(http::Method::TRACE, "/v1/contacts"), "GET, HEAD, POST");
-        assert_eq!(allow(http::Method::POST, "/v1/contacts/con_1"), "GET, HEAD, PATCH, DELETE");
+        assert_eq!(
+            allow(http::Method::TRACE, "/v1/contacts"),
+            "GET, HEAD, POST"
+        );
+        assert_eq!(
+            allow(http::Method::POST, "/v1/contacts/con_1"),
+            "GET, HEAD, PATCH, DELETE"
+        );
         assert_eq!(allow(http::Method::PUT, "/v1/settings"), "GET, HEAD, PATCH");
     }
 

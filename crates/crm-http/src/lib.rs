@@ -10,6 +10,7 @@ mod dispatch;
 mod errors_pages;
 mod request_context;
 mod rest;
+mod route;
 pub mod server;
 
 use std::sync::Arc;

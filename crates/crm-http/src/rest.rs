@@ -1,5 +1,5 @@
-//! The catalog's operations over REST under `/v1` (routed by [`crate::dispatch`]), and the
-//! routes beside them that are not operations.
+//! The catalog's operations over REST under `/v1` (routed by [`crate::dispatch`], served here
+//! through [`crm_api::Api::call`]), and the routes beside them that are not operations.
 
 use std::{
     cell::RefCell,
@@ -15,13 +15,15 @@ use axum::{
 };
 use bytes::Bytes;
 use crm_api::{
-    body::caused_by, catalog::Alias, Api, ErrorCode, Input, Operation, Problem, Reply, ReplyBody,
+    body::{caused_by, JsonBody},
+    catalog::Alias,
+    Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
 };
 use crm_app::RateStatus;
 use serde_json::Value;
 
 use crate::{
-    dispatch::{PathParams, Target},
+    route::{PathParams, Target},
     with_request_id, REQUEST_ID,
 };
 
@@ -126,7 +128,8 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
     res
 }
 
-/// One operation's request, from [`crate::dispatch`]: its answer with the rate-limit headers.
+/// One operation's request, from [`crate::dispatch`]: run through [`Api::call`], answered with
+/// the rate-limit headers.
 pub(crate) async fn serve(
     api: Arc<Api>,
     target: Target,
@@ -134,10 +137,26 @@ pub(crate) async fn serve(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    let mut rate = None;
-    match run(&api, target, path, &parts, body, &mut rate).await {
-        Ok(reply) => reply_response(reply, rate.as_ref()),
-        Err(problem) => problem_response(&api, &problem, rate.as_ref()),
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let request = RestRequest {
+        alias: target.alias,
+        path,
+        parts: &parts,
+        body,
+    };
+    let answer = api
+        .call(
+            target.op,
+            Credentials::Authorization(authorization),
+            request,
+        )
+        .await;
+    match answer.result {
+        Ok(reply) => reply_response(reply, answer.rate.as_ref()),
+        Err(problem) => problem_response(&api, &problem, answer.rate.as_ref()),
     }
 }
 
@@ -278,69 +297,63 @@ fn limit_value(n: u64) -> HeaderValue {
     })
 }
 
-/// Authenticates, admits (rate limit, quota, spend cap; `rate` is then known), reads the input
-/// and dispatches. Admission comes before the body is read, so a malformed request still counts.
-async fn run(
-    api: &Api,
-    target: Target,
+/// What [`Api::call`] reads of a request once it is admitted: the path parameters, the query,
+/// the body (only for the operations that take one) and the `If-Match` and `Idempotency-Key`
+/// headers.
+struct RestRequest<'a> {
+    alias: Option<&'static Alias>,
     path: PathParams,
-    parts: &Parts,
+    parts: &'a Parts,
     body: Body,
-    rate: &mut Option<RateStatus>,
-) -> Result<Reply, Problem> {
-    let Target { op, alias } = target;
-    let authorization = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or("\u{0}"));
-    let caller = api.app.authenticate(authorization).await?;
-    let admission = api.admit(op, &caller).await.map_err(|refused| {
-        *rate = refused.rate;
-        refused.problem
-    })?;
-    *rate = Some(admission.rate);
+}
 
-    let path = path.map_err(|()| Problem::bad_request("malformed path parameter"))?;
-    let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect();
-    let body = if op.body.is_some() || alias.is_some() {
-        read_json(&parts.headers, body, || alias.is_none() && needs_body(op)).await?
-    } else {
-        None
-    };
-    // Read only for the operations that take them (the others ignore them): each lookup of a
-    // header hashes its name.
-    let header = |takes: bool, name: &HeaderName| {
-        if takes {
-            parts
-                .headers
-                .get(name)
-                .map(|v| v.to_str().map(str::to_owned))
+impl ReadRequest for RestRequest<'_> {
+    async fn read(self, op: &'static Operation) -> Result<crm_api::Request, Problem> {
+        let RestRequest {
+            alias,
+            path,
+            parts,
+            body,
+        } = self;
+        let path = path.map_err(|()| Problem::bad_request("malformed path parameter"))?;
+        let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+        let body = if op.body.is_some() || alias.is_some() {
+            read_json(&parts.headers, body, || alias.is_none() && needs_body(op)).await?
         } else {
             None
-        }
-    };
-    let if_match = header(op.if_match, &header::IF_MATCH)
-        .transpose()
-        .map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
-    let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY)
-        .transpose()
-        .map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
-    let mut input = Input {
-        path,
-        query,
-        body,
-        if_match,
-        idem: None,
-    };
-    if let Some(alias) = alias {
-        // The scope first, as on the operation's own route, where it precedes every check of the input.
-        caller.require(op.scope)?;
-        fold_alias(op, alias, &mut input)?;
+        };
+        // Read only for the operations that take them (the others ignore them): each lookup of a
+        // header hashes its name.
+        let header = |takes: bool, name: &HeaderName| {
+            if takes {
+                parts
+                    .headers
+                    .get(name)
+                    .map(|v| v.to_str().map(str::to_owned))
+            } else {
+                None
+            }
+        };
+        let if_match = header(op.if_match, &header::IF_MATCH)
+            .transpose()
+            .map_err(|_| Problem::bad_request("If-Match is not valid text"))?;
+        let idempotency_key = header(op.idempotency_key, &IDEMPOTENCY_KEY)
+            .transpose()
+            .map_err(|_| Problem::bad_request("Idempotency-Key is not valid text"))?;
+        Ok(crm_api::Request {
+            input: Input {
+                path,
+                query,
+                body,
+                if_match,
+                idem: None,
+            },
+            idempotency_key,
+            alias,
+        })
     }
-    api.dispatch(op, &caller, input, idempotency_key.as_deref())
-        .await
 }
 
 /// Whether `op` must be sent a body: when its body has a required member, as its OpenAPI
@@ -354,52 +367,15 @@ fn needs_body(op: &Operation) -> bool {
     })
 }
 
-/// An alias route's extra path parameters and its query become body fields of the operation,
-/// with the alias's `action`, so the operation sees the same input a tool call would send.
-///
-/// The path names the record and the method the action: the query may hold only the alias's
-/// own parameters (400 `bad_request`, as an unknown parameter on any route) and the body only
-/// its own fields (422 `unknown_field`, as an unknown field in any body). Folded in unchecked,
-/// `DELETE …/stages/one?key=two` removed stage `two`.
-fn fold_alias(op: &Operation, alias: &Alias, input: &mut Input) -> Result<(), Problem> {
-    crm_api::check_query_params(alias.query, &input.query)?;
-    let mut body = match input.body.take() {
-        None => serde_json::Map::new(),
-        Some(Value::Object(map)) => map,
-        Some(_) => {
-            return Err(Problem::bad_request(
-                "the request body must be a JSON object",
-            ))
-        }
-    };
-    if let Some(unknown) = body.keys().find(|k| !alias.fields.contains(&k.as_str())) {
-        let hint = format!("this route's path and method name the record and the action; other fields go to {} /v1{}", op.method.as_str(), op.path);
-        return Err(Problem::unknown_field(unknown, alias.fields, Some(&hint)));
-    }
-    let own: Vec<&str> = op.path_params();
-    let extra: Vec<(String, String)> = input
-        .path
-        .iter()
-        .filter(|(k, _)| !own.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for (k, v) in extra.into_iter().chain(std::mem::take(&mut input.query)) {
-        input.path.remove(&k);
-        body.insert(k, Value::String(v));
-    }
-    body.insert("action".into(), Value::from(alias.action));
-    input.body = Some(Value::Object(body));
-    Ok(())
-}
-
-/// Reads at most [`MAX_BODY_BYTES`] and parses them as strict JSON (decisions §22, §24): a body
+/// Reads at most [`MAX_BODY_BYTES`] and checks them as strict JSON (decisions §22, §24): a body
 /// of another media type answers 415, one that stalls 408, one that is too large 413, one with
-/// duplicate keys 400. An empty body is `None`, unless `required`: then 400.
+/// duplicate keys 400. An empty body is `None`, unless `required`: then 400. The bytes are kept:
+/// the operation reads them straight into its input type ([`crm_api::body::parse`]).
 async fn read_json(
     headers: &HeaderMap,
     body: Body,
     required: impl FnOnce() -> bool,
-) -> Result<Option<Value>, Problem> {
+) -> Result<Option<JsonBody>, Problem> {
     let too_large = || {
         Problem::new(
             ErrorCode::PayloadTooLarge,
@@ -438,7 +414,7 @@ async fn read_json(
             ));
         }
     }
-    crm_api::strict_json::from_slice(&bytes)
+    JsonBody::from_bytes(bytes.into())
         .map(Some)
         .map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
 }
@@ -453,12 +429,9 @@ fn is_json(content_type: &HeaderValue) -> bool {
         return false;
     };
     !kind.is_empty()
-        && (subtype.eq_ignore_ascii_case("json")
-            && kind.eq_ignore_ascii_case("application")
-            || subtype.len() > 5
-                && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
+        && (subtype.eq_ignore_ascii_case("json") && kind.eq_ignore_ascii_case("application")
+            || subtype.len() > 5 && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
 }
-
 
 pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
     let public_url = api.errors_base_url.trim_end_matches("/errors");
@@ -466,7 +439,7 @@ pub(crate) async fn openapi(State(api): State<Arc<Api>>) -> Response {
 }
 
 pub(crate) async fn readyz(State(api): State<Arc<Api>>) -> Response {
-    match api.app.ready().await {
+    match api.ready().await {
         Ok(()) => "ready".into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "readiness check failed");

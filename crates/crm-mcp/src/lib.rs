@@ -14,6 +14,7 @@
 //! (per-request metadata, `server/discover`).
 
 mod auth;
+mod repeated_keys;
 mod server;
 pub mod tools;
 

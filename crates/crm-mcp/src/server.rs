@@ -3,7 +3,7 @@
 
 use std::{borrow::Cow, sync::Arc};
 
-use crm_api::{agent, Api, RateSlot};
+use crm_api::{agent, Api, Credentials, RateSlot};
 use crm_app::Caller;
 use rmcp::{
     model::{
@@ -14,7 +14,10 @@ use rmcp::{
     RoleServer, ServerHandler,
 };
 
-use crate::tools;
+use crate::{
+    repeated_keys::{Arguments, RepeatedKey},
+    tools,
+};
 
 /// The revisions this endpoint negotiates (decisions §15).
 pub static SUPPORTED_PROTOCOL_VERSIONS: [ProtocolVersion; 3] = [
@@ -108,15 +111,17 @@ impl ServerHandler for CrmMcp {
             .and_then(|p| p.extensions.get::<Arc<RateSlot>>())
             .cloned()
             .unwrap_or_default();
-        let outcome = agent::call(
-            &self.api,
-            op,
-            &caller,
-            request.arguments.unwrap_or_default(),
-            &rate,
-        )
-        .await;
-        let outcome = outcome
+        let arguments = match parts.and_then(|p| p.extensions.get::<RepeatedKey>()) {
+            Some(RepeatedKey(problem)) => Arguments::Refused(problem.clone()),
+            None => Arguments::Read(agent::ToolArguments(request.arguments.unwrap_or_default())),
+        };
+        let answer = self
+            .api
+            .call(op, Credentials::Caller(&caller), arguments)
+            .await;
+        rate.set(answer.rate);
+        let outcome = answer
+            .result
             .map(|reply| reply.body.into_value())
             .map_err(|p| agent::problem_document(&self.api, &p, request_id));
         Ok(tools::call_result(outcome).into())

@@ -9,7 +9,7 @@ use super::{filter_value, handler, if_match};
 use crate::{
     bodies::{ActivityBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };

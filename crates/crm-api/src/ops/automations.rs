@@ -10,7 +10,7 @@ use super::handler;
 use crate::{
     bodies::{ActionBody, AutomationBody, AutomationRunBody, ConditionBody, DeletedBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::schema_of,
 };
 

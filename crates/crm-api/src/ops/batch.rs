@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Api, ErrorCode, Problem,
 };

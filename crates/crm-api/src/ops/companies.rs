@@ -9,7 +9,7 @@ use super::{filter_value, handler, if_match};
 use crate::{
     bodies::{CompanyBody, DeletedBody, ListBody},
     body,
-    catalog::{
+    operation::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
     schema::{schema_of, PatchField},

@@ -9,7 +9,7 @@ use super::{filter_value, handler, if_match};
 use crate::{
     bodies::{ContactBody, DeletedBody, ListBody},
     body,
-    catalog::{
+    operation::{
         Hints, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED,
         LIMIT, MAX_FIELD_FILTERS,
     },

@@ -23,8 +23,9 @@ use super::{
     registry::{enum_groups, EnumValueOut, TypeOut},
 };
 use crate::{
-    catalog::{
-        self, Hints, Method, Operation, Output, ParamKind, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
+    catalog,
+    operation::{
+        Hints, Method, Operation, Output, ParamKind, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
     Problem, SPEC_VERSION,
 };

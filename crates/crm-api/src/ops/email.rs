@@ -14,7 +14,7 @@ use super::{filter_value, handler};
 use crate::{
     bodies::{ConnectionBody, DeletedBody, EmailBody, ListBody, TemplateBody},
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{schema_of, PatchField},
     Problem,
 };
@@ -181,7 +181,7 @@ fn op(
     query: &'static [QueryParam],
     body: Option<fn() -> Value>,
     output: Output,
-    handler: crate::catalog::Handler,
+    handler: crate::operation::Handler,
 ) -> Operation {
     let (success_status, hints) = match method {
         Method::Get => (200, Hints::READ),

@@ -6,7 +6,7 @@ use crm_domain::EventType;
 use super::{filter_value, handler};
 use crate::{
     bodies::{EventBody, ListBody},
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     Problem,
 };
 

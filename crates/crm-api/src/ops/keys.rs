@@ -10,7 +10,7 @@ use super::handler;
 use crate::{
     bodies::{KeyBody, KeyWithSecretBody, ListBody},
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of},
     Problem,
 };

@@ -25,8 +25,8 @@ macro_rules! handler {
         fn $name<'a>(
             $api: &'a $crate::Api,
             $caller: &'a crm_app::Caller,
-            $input: $crate::catalog::Input,
-        ) -> $crate::catalog::HandlerFuture<'a> {
+            $input: $crate::operation::Input,
+        ) -> $crate::operation::HandlerFuture<'a> {
             Box::pin(async move $body)
         }
     };

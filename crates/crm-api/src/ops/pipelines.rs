@@ -13,7 +13,7 @@ use super::handler;
 use crate::{
     bodies::{DeletedBody, ListBody, PipelineBody},
     body,
-    catalog::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, WholeNumber},
     Problem,
 };

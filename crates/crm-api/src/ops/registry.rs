@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::handler;
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply},
     schema::{schema_of, string_enum},
     Problem,
 };

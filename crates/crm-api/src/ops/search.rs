@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::handler;
 use crate::{
     bodies::{CompanyBody, ContactBody, DealBody},
-    catalog::{Hints, Method, Operation, Output, ParamKind, QueryParam, Reply},
+    operation::{Hints, Method, Operation, Output, ParamKind, QueryParam, Reply},
     Problem,
 };
 

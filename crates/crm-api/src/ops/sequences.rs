@@ -14,7 +14,7 @@ use crate::{
         TriggerBody, UnenrolledBody,
     },
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::schema_of,
 };
 

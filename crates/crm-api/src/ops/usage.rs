@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::handler;
 use crate::{
     body,
-    catalog::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply},
     schema::PatchField,
     Problem,
 };

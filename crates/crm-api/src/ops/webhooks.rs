@@ -13,7 +13,7 @@ use crate::{
         WebhookWithSecretBody,
     },
     body,
-    catalog::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
+    operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
     schema::{items_enum, schema_of, PatchField},
 };
 

@@ -1,0 +1,573 @@
+//! The shape of an operation and of what flows through it: its declaration ([`Operation`]:
+//! method, path, parameters, schemas, scope, handler), a second route of one ([`Alias`]), the
+//! input a transport hands it ([`Input`]) and its answer ([`Reply`]). The list of operations is
+//! built from these by [`crate::catalog`]; the operations ([`crate::ops`]) and the entry point
+//! ([`crate::Api::call`]) depend on this module and it on neither.
+
+use std::{borrow::Cow, collections::BTreeMap, future::Future, ops::Deref, pin::Pin};
+
+use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde_json::Value;
+
+use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem, schema::schema_of};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// Hints for agents (MCP tool annotations, decisions §17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+}
+
+impl Hints {
+    pub const READ: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+    };
+    pub const CREATE: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+    };
+    pub const UPDATE: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+    };
+    pub const DELETE: Hints = Hints {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    String,
+    /// A string the parser accepts only in this shape (a regular expression): ids, cursors.
+    Pattern(&'static str),
+    /// A filter in this shape (a regular expression), or blank for no filter.
+    Filter(&'static str),
+    Boolean,
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    /// Equality filters on custom fields: `<name>.<key>=<value>` (or `<name>[<key>]=<value>`, the
+    /// OpenAPI `deepObject` spelling) in a query string; one object `{<key>: value}` for agents.
+    FieldMap,
+}
+
+/// A query parameter an operation accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryParam {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub required: bool,
+    pub description: &'static str,
+}
+
+impl ParamKind {
+    /// The JSON type of the parameter's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParamKind::String | ParamKind::Pattern(_) | ParamKind::Filter(_) => "string",
+            ParamKind::Boolean => "boolean",
+            ParamKind::Integer { .. } => "integer",
+            ParamKind::FieldMap => "object",
+        }
+    }
+}
+
+impl QueryParam {
+    pub const fn string(name: &'static str, description: &'static str) -> QueryParam {
+        QueryParam {
+            name,
+            kind: ParamKind::String,
+            required: false,
+            description,
+        }
+    }
+
+    /// A string parameter that must match `pattern` (ids: their type's `PATTERN`).
+    pub const fn pattern(
+        name: &'static str,
+        pattern: &'static str,
+        description: &'static str,
+    ) -> QueryParam {
+        QueryParam {
+            name,
+            kind: ParamKind::Pattern(pattern),
+            required: false,
+            description,
+        }
+    }
+
+    /// A filter on an id (`pattern`: its type's `PATTERN`); blank is no filter, as for every
+    /// string filter.
+    pub const fn id_filter(
+        name: &'static str,
+        pattern: &'static str,
+        description: &'static str,
+    ) -> QueryParam {
+        QueryParam {
+            name,
+            kind: ParamKind::Filter(pattern),
+            required: false,
+            description,
+        }
+    }
+
+    /// The key a query parameter `name` gives this parameter, if it is one of its spellings:
+    /// `Some("")` for the parameter itself, `Some(key)` for `<name>.<key>` or `<name>[<key>]` of a
+    /// [`ParamKind::FieldMap`].
+    pub fn key_of<'n>(&self, name: &'n str) -> Option<&'n str> {
+        if name == self.name {
+            return (self.kind != ParamKind::FieldMap).then_some("");
+        }
+        if self.kind != ParamKind::FieldMap {
+            return None;
+        }
+        let rest = name.strip_prefix(self.name)?;
+        let key = rest
+            .strip_prefix('.')
+            .or_else(|| rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
+        (!key.is_empty()).then_some(key)
+    }
+
+    pub fn schema(&self) -> Value {
+        let mut s = match self.kind {
+            ParamKind::String => serde_json::json!({"type": "string"}),
+            ParamKind::Pattern(pattern) => {
+                serde_json::json!({"type": "string", "pattern": pattern})
+            }
+            ParamKind::Filter(pattern) => {
+                serde_json::json!({"type": "string", "pattern": format!("^\\s*$|{pattern}")})
+            }
+            ParamKind::Boolean => serde_json::json!({"type": "boolean"}),
+            ParamKind::Integer { min, max } => {
+                serde_json::json!({"type": "integer", "minimum": min, "maximum": max})
+            }
+            ParamKind::FieldMap => serde_json::json!({
+                "type": "object",
+                "propertyNames": {"pattern": crm_domain::registry::KEY_PATTERN},
+                "additionalProperties": {"type": ["string", "number", "boolean"]},
+                "maxProperties": MAX_FIELD_FILTERS,
+            }),
+        };
+        s["description"] = Value::from(self.description);
+        s
+    }
+}
+
+/// At most this many custom-field filters in one list request (each is one more index probe).
+pub const MAX_FIELD_FILTERS: usize = 5;
+
+/// The paging and deleted-record controls of every list (decisions §4).
+pub const LIMIT: QueryParam = QueryParam {
+    name: "limit",
+    kind: ParamKind::Integer { min: 1, max: 100 },
+    required: false,
+    description: "Page size, 1 to 100 (default 25).",
+};
+/// Cursors are unpadded URL-safe base64 (`crm_app::paging`); any other string is `invalid_cursor`.
+pub const CURSOR: QueryParam = QueryParam::pattern(
+    "cursor",
+    "^[A-Za-z0-9_-]+$",
+    "The `next_cursor` of the previous page.",
+);
+pub const INCLUDE_DELETED: QueryParam = QueryParam {
+    name: "include_deleted",
+    kind: ParamKind::Boolean,
+    required: false,
+    description: "List soft-deleted records too.",
+};
+
+/// The `{name}` parameters of a catalog path, in order.
+fn path_params(path: &'static str) -> Vec<&'static str> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .collect()
+}
+
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Reply, Problem>> + Send + 'a>>;
+pub type Handler = for<'a> fn(&'a Api, &'a Caller, Input) -> HandlerFuture<'a>;
+
+pub struct Operation {
+    /// `svc_<verb>_<noun>`: the MCP tool and A2A skill name, and the OpenAPI operationId.
+    pub name: &'static str,
+    pub method: Method,
+    /// Relative to `/v1`, with `{id}`-style parameters.
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// What it does, what it needs first, which errors to expect.
+    pub description: &'static str,
+    pub scope: Scope,
+    /// Whether it honours `Idempotency-Key`.
+    pub idempotency_key: bool,
+    /// Whether it honours `If-Match`.
+    pub if_match: bool,
+    pub success_status: u16,
+    pub query: &'static [QueryParam],
+    pub body: Option<fn() -> Value>,
+    /// The success body's schema, from its type (`Output::of::<ContactBody>()`). Called, it
+    /// gives the schema inline: `(op.output)()`.
+    pub output: Output,
+    pub hints: Hints,
+    pub handler: Handler,
+}
+
+impl Operation {
+    /// Names of the path parameters, in order.
+    pub fn path_params(&self) -> Vec<&'static str> {
+        path_params(self.path)
+    }
+
+    /// The statuses it may answer on success besides [`Operation::success_status`].
+    pub fn also_success(&self) -> &'static [u16] {
+        ALSO_SUCCESS
+            .iter()
+            .find(|(name, _)| *name == self.name)
+            .map_or(&[], |(_, statuses)| statuses)
+    }
+
+    /// The schema of the flat arguments object of agent tools: path parameters, query parameters
+    /// and body fields, plus `idempotency_key` / `if_match` where the operation honours them.
+    pub fn arguments_schema(&self) -> Value {
+        let mut properties = serde_json::Map::new();
+        let mut required: Vec<Value> = Vec::new();
+        for p in self.path_params() {
+            properties.insert(
+                p.to_owned(),
+                serde_json::json!({"type": "string", "description": "Id of the record."}),
+            );
+            required.push(p.into());
+        }
+        for q in self.query {
+            properties.insert(q.name.to_owned(), q.schema());
+            if q.required {
+                required.push(q.name.into());
+            }
+        }
+        if let Some(body) = self.body {
+            let body = body();
+            if let Some(props) = body.get("properties").and_then(Value::as_object) {
+                properties.extend(props.clone());
+            }
+            if let Some(req) = body.get("required").and_then(Value::as_array) {
+                required.extend(req.iter().cloned());
+            }
+        }
+        if self.idempotency_key {
+            properties.insert(
+                "idempotency_key".into(),
+                serde_json::json!({"type": "string", "minLength": 1, "maxLength": 255, "description": "Makes a retry safe: the same key with the same arguments returns the first result."}),
+            );
+        }
+        if self.if_match {
+            properties.insert(
+                "if_match".into(),
+                serde_json::json!({"type": ["string", "integer"], "description": "The record version you read; the update fails with version_conflict if it changed."}),
+            );
+        }
+        serde_json::json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+    }
+}
+
+/// The schema of an operation's success body. From a type ([`Output::of`]) it is the type the
+/// handler answers with, so the schema and the answer cannot drift; the OpenAPI document refers
+/// to it by name, the agent transports take it inline.
+#[derive(Clone, Copy)]
+pub struct Output {
+    inline: fn() -> Value,
+    /// `None` for a schema written by hand ([`Output::written`]), which has no name.
+    named: Option<fn(&mut SchemaGenerator) -> Schema>,
+}
+
+impl Output {
+    /// The schema of the body type `T`.
+    pub fn of<T: JsonSchema>() -> Output {
+        Output {
+            inline: schema_of::<T>,
+            named: Some(|generator| generator.subschema_for::<T>()),
+        }
+    }
+
+    /// A schema written out by hand, for documents that are not one type.
+    pub fn written(schema: fn() -> Value) -> Output {
+        Output {
+            inline: schema,
+            named: None,
+        }
+    }
+
+    /// The schema with its subschemas inlined: self-contained, for MCP and A2A.
+    pub fn inline(&self) -> Value {
+        (self.inline)()
+    }
+
+    /// The schema as `generator` describes it: a `$ref` to the body type's definition where the
+    /// type has a name (the generator collects the definitions), else the inline schema.
+    pub fn in_generator(&self, generator: &mut SchemaGenerator) -> Value {
+        match self.named {
+            Some(named) => named(generator).to_value(),
+            None => self.inline(),
+        }
+    }
+}
+
+/// `(op.output)()` is the inline schema.
+impl Deref for Output {
+    type Target = fn() -> Value;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inline
+    }
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output")
+            .field("named", &self.named.is_some())
+            .finish()
+    }
+}
+
+/// A second route of an operation (e.g. `PATCH /pipelines/{pipeline}/stages/{key}` of
+/// `svc_manage_stage`): the REST transport maps its path parameters and query into the body and
+/// sets `action`, so the operation and its tool stay one.
+///
+/// The route names the record (its path) and the action (its method), so its query and body
+/// may carry only what is listed here: anything else, a `key` or `action` above all, is refused
+/// rather than folded in where it could name another record than the path does.
+#[derive(Debug, Clone, Copy)]
+pub struct Alias {
+    pub operation: &'static str,
+    pub method: Method,
+    pub path: &'static str,
+    pub action: &'static str,
+    /// The query parameters the route takes (each becomes the body field of its name).
+    pub query: &'static [QueryParam],
+    /// The body fields the route takes, a subset of the operation's.
+    pub fields: &'static [&'static str],
+}
+
+impl Alias {
+    /// Names of the path parameters, in order.
+    pub fn path_params(&self) -> Vec<&'static str> {
+        path_params(self.path)
+    }
+}
+
+/// Operations that answer another 2xx besides their `success_status`, by name: stage `update`
+/// and `remove` answer 200 where `add` answers 201, and enrolling a contact that is already
+/// enrolled answers 200 with the existing enrollment. A table here rather than a field of
+/// [`Operation`], which every operation of `ops` would then have to spell out.
+pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] =
+    &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
+
+/// What a transport hands to an operation.
+#[derive(Debug, Default)]
+pub struct Input {
+    pub path: BTreeMap<String, String>,
+    pub query: Vec<(String, String)>,
+    /// Read into the operation's input type by [`crate::body::parse`].
+    pub body: Option<JsonBody>,
+    pub if_match: Option<String>,
+    /// Set by the dispatcher when the request holds an idempotency key.
+    pub idem: Option<IdemClaim>,
+}
+
+/// A response body that never changes (a catalog document): built and serialized once.
+#[derive(Debug, PartialEq)]
+pub struct StaticBody {
+    pub value: Value,
+    pub json: Vec<u8>,
+}
+
+impl StaticBody {
+    pub fn new(value: Value) -> StaticBody {
+        let json = serde_json::to_vec(&value).expect("a Value always serializes");
+        StaticBody { value, json }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyBody {
+    Owned(Value),
+    Static(&'static StaticBody),
+    /// A typed answer already serialized to JSON (see [`Reply::serialized`]).
+    Serialized(Vec<u8>),
+}
+
+impl ReplyBody {
+    /// The body as a document; a [`ReplyBody::Serialized`] one is parsed on each call.
+    pub fn value(&self) -> Cow<'_, Value> {
+        match self {
+            ReplyBody::Owned(v) => Cow::Borrowed(v),
+            ReplyBody::Static(s) => Cow::Borrowed(&s.value),
+            ReplyBody::Serialized(json) => Cow::Owned(parse_serialized(json)),
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Static(s) => s.value.clone(),
+            ReplyBody::Serialized(json) => parse_serialized(&json),
+        }
+    }
+}
+
+/// What [`Reply::serialized`] wrote parses back: it came from `serde_json` itself.
+fn parse_serialized(json: &[u8]) -> Value {
+    serde_json::from_slice(json).expect("JSON serde_json wrote")
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: ReplyBody,
+    /// The record version, sent as `ETag`.
+    pub etag: Option<i64>,
+    /// A stored result replayed for a repeated `Idempotency-Key`.
+    pub replayed: bool,
+}
+
+impl Reply {
+    pub fn new(status: u16, body: Value) -> Reply {
+        Reply {
+            status,
+            body: ReplyBody::Owned(body),
+            etag: None,
+            replayed: false,
+        }
+    }
+
+    /// A document that is the same for every caller, served without building or serializing it.
+    pub fn fixed(status: u16, body: &'static StaticBody) -> Reply {
+        Reply {
+            status,
+            body: ReplyBody::Static(body),
+            etag: None,
+            replayed: false,
+        }
+    }
+
+    /// A typed answer, serialized here once: no `Value` is built for it, whose maps hash and
+    /// allocate every key. For documents rendered from their schema types (`ops::usage`).
+    pub fn serialized(status: u16, body: &impl serde::Serialize) -> Reply {
+        Reply {
+            status,
+            body: ReplyBody::Serialized(
+                serde_json::to_vec(body).expect("a schema type serializes to JSON"),
+            ),
+            etag: None,
+            replayed: false,
+        }
+    }
+
+    /// A single record's typed body, serialized here once; its version becomes the ETag.
+    pub fn versioned<B: serde::Serialize + Versioned>(status: u16, body: &B) -> Reply {
+        Reply {
+            etag: Some(body.version()),
+            ..Reply::serialized(status, body)
+        }
+    }
+
+    /// A single record: its version becomes the ETag.
+    pub fn record(status: u16, body: Value) -> Reply {
+        let etag = body.get("version").and_then(Value::as_i64);
+        Reply {
+            status,
+            body: ReplyBody::Owned(body),
+            etag,
+            replayed: false,
+        }
+    }
+}
+
+impl Input {
+    pub fn path_param(&self, name: &str) -> &str {
+        self.path.get(name).map(String::as_str).unwrap_or_default()
+    }
+
+    pub fn query_str(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The filters given for the [`ParamKind::FieldMap`] parameter `param` as `(key, value)`, in
+    /// the order sent; a filter given empty is absent, as any other.
+    pub fn field_filters(&self, param: &QueryParam) -> Vec<(String, String)> {
+        self.query
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .filter_map(|(k, v)| {
+                param
+                    .key_of(k)
+                    .filter(|key| !key.is_empty())
+                    .map(|key| (key.to_owned(), v.clone()))
+            })
+            .collect()
+    }
+
+    pub fn query_bool(&self, name: &str) -> Result<bool, Problem> {
+        match self.query_str(name) {
+            None => Ok(false),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(_) => Err(Problem::validation(
+                name,
+                format!("{name} must be true or false"),
+            )),
+        }
+    }
+
+    pub fn page(&self) -> Result<PageParams, Problem> {
+        let limit = match self.query_str("limit") {
+            None => crm_app::paging::DEFAULT_LIMIT,
+            Some(raw) => match raw.parse::<f64>() {
+                Ok(n)
+                    if n.fract() == 0.0
+                        && (1.0..=f64::from(crm_app::paging::MAX_LIMIT)).contains(&n) =>
+                {
+                    n as u32
+                }
+                _ => {
+                    return Err(Problem::validation(
+                        "limit",
+                        "limit must be an integer from 1 to 100",
+                    ))
+                }
+            },
+        };
+        Ok(PageParams {
+            limit,
+            cursor: self.query_str("cursor").map(str::to_owned),
+        })
+    }
+}
