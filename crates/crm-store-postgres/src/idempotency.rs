@@ -45,13 +45,16 @@ impl IdempotencyRepo for PostgresTx {
         key: &str,
     ) -> Result<Option<IdemRecord>, StoreError> {
         let sql = format!(
-            "SELECT {}, owner FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3{}",
+            "SELECT {} FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3{}",
             rows::IDEM_COLUMNS,
             self.for_update()
         );
         let found = self
             .optional(tenant_query(&sql, tenant).bind(key), |row| {
-                Ok((rows::idem_record(row)?, get::<Option<i64>>(row, "owner")?))
+                Ok((
+                    rows::idem_record(row, true)?,
+                    get::<Option<i64>>(row, "owner")?,
+                ))
             })
             .await?;
         let Some((mut record, owner)) = found else {

@@ -2,11 +2,7 @@
 
 use async_trait::async_trait;
 use crm_app::{ports::RegistryRepo, StoreError};
-use crm_domain::{
-    registry::{DataType, EnumValue, FieldDef},
-    ObjectKind, ObjectType, Registry, Tenant, Timestamp,
-};
-use sqlx::postgres::PgRow;
+use crm_domain::{registry::FieldDef, ObjectKind, ObjectType, Registry, Tenant, Timestamp};
 
 use crate::{
     rows::{self, get},
@@ -26,7 +22,7 @@ impl RegistryRepo for PostgresTx {
             tenant,
         )
         .bind(object.as_str());
-        let fields = self.all(fields, |r| field_def(r, object)).await?;
+        let fields = self.all(fields, |r| rows::field_def(r, object)).await?;
         let groups = tenant_query(
             "SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2",
             tenant,
@@ -36,7 +32,7 @@ impl RegistryRepo for PostgresTx {
             "SELECT grp, value, label FROM enum_values WHERE workspace_id = $1 AND mode = $2 ORDER BY grp, position",
             tenant,
         );
-        let values = self.all(values, enum_value).await?;
+        let values = self.all(values, rows::enum_value).await?;
 
         let mut registry = Registry {
             fields,
@@ -123,7 +119,7 @@ impl RegistryRepo for PostgresTx {
         );
         self.all(q, |r| {
             let object: String = get(r, "object")?;
-            field_def(
+            rows::field_def(
                 r,
                 ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?,
             )
@@ -195,26 +191,4 @@ impl PostgresTx {
         self.execute(q).await?;
         Ok(())
     }
-}
-
-fn field_def(row: &PgRow, object: ObjectKind) -> Result<FieldDef, StoreError> {
-    let data_type: String = get(row, "data_type")?;
-    Ok(FieldDef {
-        object,
-        key: get(row, "key")?,
-        label: get(row, "label")?,
-        data_type: DataType::parse(&data_type).ok_or_else(|| rows::corrupt("data_type"))?,
-        enum_group: get(row, "enum_group")?,
-        required: get(row, "required")?,
-    })
-}
-
-fn enum_value(row: &PgRow) -> Result<(String, EnumValue), StoreError> {
-    Ok((
-        get(row, "grp")?,
-        EnumValue {
-            value: get(row, "value")?,
-            label: get(row, "label")?,
-        },
-    ))
 }

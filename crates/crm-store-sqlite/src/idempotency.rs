@@ -6,26 +6,10 @@ use crm_app::{
     ports::IdempotencyRepo,
     StoreError,
 };
-use crm_domain::{Tenant, Timestamp};
-use sqlx::{sqlite::SqliteRow, Row};
+use crm_domain::Tenant;
+use sqlx::Row;
 
-use crate::{backend, owner::Owner, tx::SqliteTx};
-
-fn idem_record(r: &SqliteRow, owner_alive: bool) -> Result<IdemRecord, StoreError> {
-    let status: Option<i64> = r.try_get("reply_status").map_err(backend)?;
-    let body: Option<Vec<u8>> = r.try_get("reply_body").map_err(backend)?;
-    Ok(IdemRecord {
-        key: r.try_get("key").map_err(backend)?,
-        fingerprint: r.try_get("fingerprint").map_err(backend)?,
-        reply: status.map(|s| StoredReply {
-            status: s as u16,
-            body: body.unwrap_or_default(),
-        }),
-        created_at: Timestamp::from_millis(r.try_get("created_at").map_err(backend)?),
-        locked_until: Timestamp::from_millis(r.try_get("locked_until").map_err(backend)?),
-        owner_alive,
-    })
-}
+use crate::{backend, owner::Owner, rows, tx::SqliteTx};
 
 impl SqliteTx {
     /// The process writing claims in this transaction; a read unit of work writes none.
@@ -89,7 +73,7 @@ impl IdempotencyRepo for SqliteTx {
             (None, Some(id), Some(me)) => me.is_alive(id),
             _ => true,
         };
-        idem_record(&row, alive).map(Some)
+        rows::idem_record(&row, alive).map(Some)
     }
 
     async fn put_idempotency(

@@ -3,10 +3,10 @@
 use async_trait::async_trait;
 use crm_app::{ports::RegistryRepo, StoreError};
 use crm_domain::{
-    registry::{DataType, EnumValue, FieldDef},
+    registry::{EnumValue, FieldDef},
     ObjectKind, ObjectType, Registry, Tenant, Timestamp,
 };
-use sqlx::{sqlite::SqliteRow, Row};
+use sqlx::Row;
 
 use crate::{backend, rows, tx::SqliteTx};
 
@@ -30,7 +30,7 @@ impl RegistryRepo for SqliteTx {
         .map_err(backend)?;
         let mut registry = Registry::default();
         for r in &field_rows {
-            registry.fields.push(field_def(r, object)?);
+            registry.fields.push(rows::field_def(r, object)?);
         }
         let groups =
             sqlx::query("SELECT grp FROM enum_groups WHERE workspace_id = $1 AND mode = $2")
@@ -150,7 +150,7 @@ impl RegistryRepo for SqliteTx {
         rows.iter()
             .map(|r| {
                 let object: String = r.try_get("object").map_err(backend)?;
-                field_def(
+                rows::field_def(
                     r,
                     ObjectKind::parse(&object).ok_or_else(|| rows::corrupt("object"))?,
                 )
@@ -197,16 +197,4 @@ impl RegistryRepo for SqliteTx {
             })
             .collect()
     }
-}
-
-fn field_def(r: &SqliteRow, object: ObjectKind) -> Result<FieldDef, StoreError> {
-    let data_type: String = r.try_get("data_type").map_err(backend)?;
-    Ok(FieldDef {
-        object,
-        key: r.try_get("key").map_err(backend)?,
-        label: r.try_get("label").map_err(backend)?,
-        data_type: DataType::parse(&data_type).ok_or_else(|| rows::corrupt("data_type"))?,
-        enum_group: r.try_get("enum_group").map_err(backend)?,
-        required: r.try_get("required").map_err(backend)?,
-    })
 }

@@ -63,7 +63,7 @@ fn webhook(row: &SqliteRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhoo
     )?;
     Ok(Webhook {
         id: WebhookId::from_trusted(id),
-        mode: rows::mode(&get::<String>(row, "mode")?)?,
+        mode: crm_store_sql::rows::mode(row, "mode")?,
         url: get(row, "url")?,
         events: subscription(&get::<String>(row, "events")?)?,
         description: get(row, "description")?,
@@ -87,7 +87,7 @@ fn attempt(row: &SqliteRow) -> Result<DeliveryAttempt, StoreError> {
         response_status: get::<Option<i64>>(row, "response_status")?.map(|s| s as u16),
         error: get(row, "error")?,
         duration_ms: get::<i64>(row, "duration_ms")?.max(0) as u64,
-        next_attempt_at: rows::ts(get(row, "next_attempt_at")?),
+        next_attempt_at: crm_store_sql::rows::opt_ts(row, "next_attempt_at")?,
         created_at: Timestamp::from_millis(get(row, "created_at")?),
     })
 }

@@ -1,0 +1,71 @@
+//! The unit of work as shared code sees it: how a backend runs a statement, and what differs in
+//! how it locks and reports a broken uniqueness rule.
+
+use std::{future::Future, sync::Arc};
+
+use crm_app::{ports::RowLock, secrets::SecretBox, StoreError};
+use sqlx::{query::Query, Database, IntoArguments};
+
+use crate::sql::Sql;
+
+/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by a store's units.
+pub type Secrets = Arc<dyn SecretBox>;
+
+/// A store's unit of work (its `Tx`), as the shared statements drive it. Each store implements
+/// it over its own connection: the statements are the same, running them is not (the Postgres
+/// store retires a connection whose session was lost, and catches a broken uniqueness rule in a
+/// savepoint).
+pub trait Unit: Send {
+    type Db: Sql;
+
+    /// Runs a statement; returns how many rows it touched.
+    fn execute<'q, A>(
+        &mut self,
+        q: Query<'q, Self::Db, A>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send
+    where
+        A: 'q + IntoArguments<'q, Self::Db> + Send;
+
+    /// [`Unit::execute`] for a statement that may break a uniqueness rule, which it reports as
+    /// `Duplicate` and which leaves the unit of work usable, as the ports promise.
+    fn execute_unique<'q, A>(
+        &mut self,
+        q: Query<'q, Self::Db, A>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send
+    where
+        A: 'q + IntoArguments<'q, Self::Db> + Send;
+
+    /// Every row a query answers, each mapped.
+    fn all<'q, A, T, F>(
+        &mut self,
+        q: Query<'q, Self::Db, A>,
+        map: F,
+    ) -> impl Future<Output = Result<Vec<T>, StoreError>> + Send
+    where
+        A: 'q + IntoArguments<'q, Self::Db> + Send,
+        T: Send,
+        F: Fn(&<Self::Db as Database>::Row) -> Result<T, StoreError> + Send;
+
+    /// The row a query answers, if any, mapped.
+    fn optional<'q, A, T, F>(
+        &mut self,
+        q: Query<'q, Self::Db, A>,
+        map: F,
+    ) -> impl Future<Output = Result<Option<T>, StoreError>> + Send
+    where
+        A: 'q + IntoArguments<'q, Self::Db> + Send,
+        T: Send,
+        F: Fn(&<Self::Db as Database>::Row) -> Result<T, StoreError> + Send;
+
+    /// The clause that locks the rows a statement reads as `lock` asks (` FOR UPDATE`, ...),
+    /// or nothing where the backend needs none (SQLite's single writer) or the unit of work
+    /// only reads.
+    fn locking(&self, lock: RowLock) -> &'static str;
+
+    /// The clause a worker's claim ends with, so that concurrent claimers skip each other's rows
+    /// (` FOR UPDATE SKIP LOCKED`), or nothing where a single writer claims.
+    fn skip_locked(&self) -> &'static str;
+
+    /// The box that seals and opens secrets in rows.
+    fn secrets(&self) -> &Secrets;
+}
