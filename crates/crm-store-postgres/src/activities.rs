@@ -8,6 +8,8 @@ use crm_app::{
 use crm_domain::{Activity, ActivityId, ContactId, DealId, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self},
     tx::{json_text, tenant_query, tenant_where, PgQuery, PostgresTx},

@@ -12,6 +12,8 @@ use crm_domain::{
 use serde_json::Value;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{corrupt, get, json_value},
     tx::{slice_clause, tenant_query, tenant_where},

@@ -8,6 +8,8 @@ use crm_app::{
 use crm_domain::{Company, CompanyId, Tenant, Timestamp};
 use sqlx::{Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self},
     search::{planned_per_needle, search_filter, search_page},

@@ -9,6 +9,8 @@ use crm_app::{
 use crm_domain::{CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp};
 use sqlx::{Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     records::push_reference_guard,
     rows::{self, get},

@@ -8,6 +8,8 @@ use crm_app::{
 use crm_domain::{Event, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self},
     tx::{slice_clause, tenant_query, tenant_where, PostgresTx},

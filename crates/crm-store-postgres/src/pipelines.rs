@@ -8,6 +8,8 @@ use crm_app::{
 };
 use crm_domain::{Pipeline, PipelineId, StageType, Tenant, Timestamp};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self, get},
     tx::{tenant_query, PostgresTx},

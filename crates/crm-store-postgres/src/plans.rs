@@ -15,6 +15,8 @@ use crm_app::{
 use crm_domain::{Tenant, Timestamp};
 use sqlx::QueryBuilder;
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self, get},
     tx::{out_of_range, slice_clause, tenant_query, PostgresTx},

@@ -4,6 +4,8 @@ use async_trait::async_trait;
 use crm_app::{ports::RegistryRepo, StoreError};
 use crm_domain::{registry::FieldDef, ObjectKind, ObjectType, Registry, Tenant, Timestamp};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self, get},
     tx::{tenant_query, PostgresTx},

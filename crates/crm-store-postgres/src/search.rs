@@ -4,6 +4,8 @@ use crm_app::{ports::Slice, StoreError};
 use crm_domain::Tenant;
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self},
     tx::{tenant_where, PgQuery, PostgresTx},
@@ -78,7 +80,7 @@ const SEARCH_MATCHES_PER_WINDOW_ROW: u32 = 5;
 /// `filters` pushes the list's conditions, the text search among them, as ` AND ...` clauses
 /// over `table`'s unqualified columns. Lists filtered by an indexed column as well keep one
 /// statement: that column's index serves them better than the newest rows.
-pub(crate) async fn search_page<'a, T>(
+pub(crate) async fn search_page<'a, T: Send>(
     tx: &mut PostgresTx,
     tenant: &'a Tenant,
     (table, columns): (&str, &str),

@@ -8,6 +8,8 @@ use crm_app::{
     StoreError,
 };
 
+use crm_store_sql::Unit;
+
 use crate::{
     backend,
     rows::{get, tenant_of},

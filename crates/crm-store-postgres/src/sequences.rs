@@ -13,6 +13,8 @@ use crm_domain::{
 };
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self, corrupt, get, json_value},
     tx::{json_text, slice_clause, tenant_query, tenant_where},

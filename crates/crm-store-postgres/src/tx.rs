@@ -16,12 +16,13 @@ use sqlx::{
     PgConnection, Postgres, QueryBuilder, Row,
 };
 
+use crm_store_sql::{duplicate_or, Unit};
+
 use crate::{backend, pool::Lease};
 
 pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
-/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
-pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+pub(crate) use crm_store_sql::Secrets;
 
 pub(crate) enum PostgresTx {
     /// A transaction (`BEGIN` sent) on its own connection, with the owner id of the claims it
@@ -87,46 +88,27 @@ impl PostgresTx {
         }
     }
 
-    pub(crate) async fn optional<T>(
-        &mut self,
-        q: PgQuery<'_>,
-        map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
-    ) -> Result<Option<T>, StoreError> {
-        let row = q
-            .fetch_optional(self.conn())
-            .await
-            .map_err(|e| self.failed(e))?;
-        row.as_ref().map(map).transpose()
-    }
-
-    pub(crate) async fn all<T>(
-        &mut self,
-        q: PgQuery<'_>,
-        map: impl Fn(&PgRow) -> Result<T, StoreError> + Send,
-    ) -> Result<Vec<T>, StoreError> {
-        let rows = q.fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
-        rows.iter().map(map).collect()
-    }
-
     /// The single boolean a `SELECT EXISTS (...)` answers.
     pub(crate) async fn exists(&mut self, q: PgQuery<'_>) -> Result<bool, StoreError> {
         let row = q.fetch_one(self.conn()).await.map_err(|e| self.failed(e))?;
         row.try_get(0).map_err(backend)
     }
+}
 
-    /// Runs a statement; returns how many rows it touched.
-    pub(crate) async fn execute(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
+impl Unit for PostgresTx {
+    type Db = Postgres;
+
+    async fn execute<'q>(&mut self, q: PgQuery<'q>) -> Result<u64, StoreError> {
         Ok(q.execute(self.conn())
             .await
             .map_err(|e| self.failed(e))?
             .rows_affected())
     }
 
-    /// Runs a statement that may break a uniqueness rule no `ON CONFLICT` can catch (an UPDATE),
-    /// reporting that as `Duplicate`. A failed statement aborts a Postgres transaction, and the
-    /// port promises `Duplicate` leaves it usable, so in a write transaction the statement runs
-    /// in a savepoint that is rolled back when it fails.
-    pub(crate) async fn execute_unique(&mut self, q: PgQuery<'_>) -> Result<u64, StoreError> {
+    /// A failed statement aborts a Postgres transaction, and the port promises `Duplicate`
+    /// leaves it usable, so in a write transaction the statement runs in a savepoint that is
+    /// rolled back when it fails. Statements that can use `ON CONFLICT DO NOTHING` do instead.
+    async fn execute_unique<'q>(&mut self, q: PgQuery<'q>) -> Result<u64, StoreError> {
         let result = match self {
             PostgresTx::Write(lease, ..) => {
                 lease.begin().await.map_err(backend)?; // a savepoint, inside the transaction
@@ -144,15 +126,73 @@ impl PostgresTx {
         };
         match result {
             Ok(done) => Ok(done.rows_affected()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
-            Err(e) => Err(self.failed(e)),
+            Err(e) => Err(duplicate_or(e, |e| self.failed(e))),
         }
     }
-}
 
-/// Was this a violation of a UNIQUE or PRIMARY KEY constraint?
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+    async fn all<'q, T, F>(&mut self, q: PgQuery<'q>, map: F) -> Result<Vec<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&PgRow) -> Result<T, StoreError> + Send,
+    {
+        let rows = q.fetch_all(self.conn()).await.map_err(|e| self.failed(e))?;
+        rows.iter().map(map).collect()
+    }
+
+    async fn optional<'q, T, F>(&mut self, q: PgQuery<'q>, map: F) -> Result<Option<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&PgRow) -> Result<T, StoreError> + Send,
+    {
+        let row = q
+            .fetch_optional(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
+        row.as_ref().map(map).transpose()
+    }
+
+    async fn all_built<'q, T, F>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Postgres>,
+        map: F,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&PgRow) -> Result<T, StoreError> + Send,
+    {
+        let rows = qb
+            .build()
+            .fetch_all(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?;
+        rows.iter().map(map).collect()
+    }
+
+    async fn execute_built<'q>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Postgres>,
+    ) -> Result<u64, StoreError> {
+        Ok(qb
+            .build()
+            .execute(self.conn())
+            .await
+            .map_err(|e| self.failed(e))?
+            .rows_affected())
+    }
+
+    fn locking(&self, lock: RowLock) -> &'static str {
+        PostgresTx::locking(self, lock)
+    }
+
+    fn skip_locked(&self) -> &'static str {
+        " FOR UPDATE SKIP LOCKED"
+    }
+
+    fn secret_box(&self) -> &Secrets {
+        match self {
+            PostgresTx::Write(_, _, _, s) | PostgresTx::Read(_, s) => s,
+        }
+    }
 }
 
 /// `sql` with the tenant bound as `$1` (workspace) and `$2` (mode).

@@ -17,6 +17,8 @@ use crm_domain::{
 };
 use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self, get, tenant_of},
     secrets::{open, seal, WEBHOOKS},

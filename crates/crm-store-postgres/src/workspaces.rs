@@ -8,6 +8,8 @@ use crm_app::{
 };
 use crm_domain::{ApiKeyId, Tenant, Timestamp, WorkspaceId};
 
+use crm_store_sql::Unit;
+
 use crate::{
     rows::{self},
     tx::{out_of_range, tenant_query, PostgresTx},

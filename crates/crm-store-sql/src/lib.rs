@@ -15,11 +15,24 @@
 //!
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
+pub mod clauses;
+pub mod email;
 mod encoding;
 mod errors;
 pub mod rows;
 mod sql;
 mod unit;
+
+/// What the `impl_*` macros name, reachable from any store crate.
+#[doc(hidden)]
+pub mod reexport {
+    pub use async_trait::async_trait;
+    pub use crm_app::{
+        ports::{EmailFilter, EmailRepo, Slice},
+        StoreError,
+    };
+    pub use crm_domain::{mail, ConnectionId, EmailId, TemplateId, Tenant, Timestamp};
+}
 
 pub use encoding::*;
 pub use errors::*;

@@ -4,9 +4,9 @@
 use std::{future::Future, sync::Arc};
 
 use crm_app::{ports::RowLock, secrets::SecretBox, StoreError};
-use sqlx::{query::Query, Database, IntoArguments};
+use sqlx::{Database, QueryBuilder};
 
-use crate::sql::Sql;
+use crate::{sql::Sql, SqlQuery};
 
 /// The box secrets are sealed and opened with (`crm_app::secrets`), shared by a store's units.
 pub type Secrets = Arc<dyn SecretBox>;
@@ -19,43 +19,54 @@ pub trait Unit: Send {
     type Db: Sql;
 
     /// Runs a statement; returns how many rows it touched.
-    fn execute<'q, A>(
+    fn execute<'q>(
         &mut self,
-        q: Query<'q, Self::Db, A>,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send
-    where
-        A: 'q + IntoArguments<'q, Self::Db> + Send;
+        q: SqlQuery<'q, Self::Db>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// [`Unit::execute`] for a statement that may break a uniqueness rule, which it reports as
     /// `Duplicate` and which leaves the unit of work usable, as the ports promise.
-    fn execute_unique<'q, A>(
+    fn execute_unique<'q>(
         &mut self,
-        q: Query<'q, Self::Db, A>,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send
-    where
-        A: 'q + IntoArguments<'q, Self::Db> + Send;
+        q: SqlQuery<'q, Self::Db>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Every row a query answers, each mapped.
-    fn all<'q, A, T, F>(
+    fn all<'q, T, F>(
         &mut self,
-        q: Query<'q, Self::Db, A>,
+        q: SqlQuery<'q, Self::Db>,
         map: F,
     ) -> impl Future<Output = Result<Vec<T>, StoreError>> + Send
     where
-        A: 'q + IntoArguments<'q, Self::Db> + Send,
         T: Send,
         F: Fn(&<Self::Db as Database>::Row) -> Result<T, StoreError> + Send;
 
     /// The row a query answers, if any, mapped.
-    fn optional<'q, A, T, F>(
+    fn optional<'q, T, F>(
         &mut self,
-        q: Query<'q, Self::Db, A>,
+        q: SqlQuery<'q, Self::Db>,
         map: F,
     ) -> impl Future<Output = Result<Option<T>, StoreError>> + Send
     where
-        A: 'q + IntoArguments<'q, Self::Db> + Send,
         T: Send,
         F: Fn(&<Self::Db as Database>::Row) -> Result<T, StoreError> + Send;
+
+    /// [`Unit::all`] for the statement `qb` built. (A built statement borrows its text for less
+    /// time than its arguments, which only the backend's own types can reconcile.)
+    fn all_built<'q, T, F>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Self::Db>,
+        map: F,
+    ) -> impl Future<Output = Result<Vec<T>, StoreError>> + Send
+    where
+        T: Send,
+        F: Fn(&<Self::Db as Database>::Row) -> Result<T, StoreError> + Send;
+
+    /// [`Unit::execute`] for the statement `qb` built.
+    fn execute_built<'q>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Self::Db>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// The clause that locks the rows a statement reads as `lock` asks (` FOR UPDATE`, ...),
     /// or nothing where the backend needs none (SQLite's single writer) or the unit of work
@@ -67,5 +78,5 @@ pub trait Unit: Send {
     fn skip_locked(&self) -> &'static str;
 
     /// The box that seals and opens secrets in rows.
-    fn secrets(&self) -> &Secrets;
+    fn secret_box(&self) -> &Secrets;
 }

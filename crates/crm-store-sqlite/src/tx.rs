@@ -3,21 +3,23 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ConfigMarks, Slice},
+    ports::{ConfigMarks, RowLock, Slice},
     StoreError, Tx,
 };
 use crm_domain::{Tenant, WorkspaceId};
 use sqlx::{
-    pool::PoolConnection, sqlite::SqliteArguments, QueryBuilder, Sqlite, SqliteConnection,
-    Transaction,
+    pool::PoolConnection,
+    sqlite::{SqliteArguments, SqliteRow},
+    QueryBuilder, Sqlite, SqliteConnection, Transaction,
 };
 
 use std::sync::Arc;
 
+use crm_store_sql::{duplicate_or, Unit};
+
 use crate::{backend, owner::Owner};
 
-/// The box secrets are sealed and opened with (`crm_app::secrets`), shared by the store's units.
-pub(crate) type Secrets = std::sync::Arc<dyn crm_app::secrets::SecretBox>;
+pub(crate) use crm_store_sql::Secrets;
 
 pub enum SqliteTx {
     /// A transaction, its configuration marks, the process owning the claims it writes, and the
@@ -68,9 +70,97 @@ pub(crate) fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> Query<'q> {
         .bind(tenant.mode.as_str())
 }
 
-/// Was this a violation of a UNIQUE or PRIMARY KEY constraint?
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+pub(crate) use crm_store_sql::is_unique_violation;
+
+/// SQLite's single writer needs no row locks and lets no other claimer in; a statement that
+/// breaks a uniqueness rule leaves the transaction as it was.
+impl Unit for SqliteTx {
+    type Db = Sqlite;
+
+    async fn execute<'q>(
+        &mut self,
+        q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<u64, StoreError> {
+        Ok(q.execute(self.conn())
+            .await
+            .map_err(backend)?
+            .rows_affected())
+    }
+
+    async fn execute_unique<'q>(
+        &mut self,
+        q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<u64, StoreError> {
+        match q.execute(self.conn()).await {
+            Ok(done) => Ok(done.rows_affected()),
+            Err(e) => Err(duplicate_or(e, backend)),
+        }
+    }
+
+    async fn all<'q, T, F>(
+        &mut self,
+        q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
+        map: F,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&SqliteRow) -> Result<T, StoreError> + Send,
+    {
+        let rows = q.fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(map).collect()
+    }
+
+    async fn optional<'q, T, F>(
+        &mut self,
+        q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
+        map: F,
+    ) -> Result<Option<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&SqliteRow) -> Result<T, StoreError> + Send,
+    {
+        let row = q.fetch_optional(self.conn()).await.map_err(backend)?;
+        row.as_ref().map(map).transpose()
+    }
+
+    async fn all_built<'q, T, F>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Sqlite>,
+        map: F,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        T: Send,
+        F: Fn(&SqliteRow) -> Result<T, StoreError> + Send,
+    {
+        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+        rows.iter().map(map).collect()
+    }
+
+    async fn execute_built<'q>(
+        &mut self,
+        qb: &mut QueryBuilder<'q, Sqlite>,
+    ) -> Result<u64, StoreError> {
+        Ok(qb
+            .build()
+            .execute(self.conn())
+            .await
+            .map_err(backend)?
+            .rows_affected())
+    }
+
+    fn locking(&self, _lock: RowLock) -> &'static str {
+        ""
+    }
+
+    fn skip_locked(&self) -> &'static str {
+        ""
+    }
+
+    fn secret_box(&self) -> &Secrets {
+        match self {
+            SqliteTx::Write(_, _, _, s) | SqliteTx::Read(_, s) => s,
+        }
+    }
 }
 
 pub(crate) fn json_text(map: &crm_domain::JsonMap) -> String {
