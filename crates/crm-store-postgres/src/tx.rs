@@ -98,6 +98,21 @@ impl PostgresTx {
 impl Unit for PostgresTx {
     type Db = Postgres;
 
+    const JSON: &'static str = "::jsonb";
+
+    fn push_in<'q>(
+        qb: &mut QueryBuilder<'q, Postgres>,
+        column: &str,
+        values: impl IntoIterator<Item = &'q str>,
+    ) {
+        let values: Vec<&'q str> = values.into_iter().collect();
+        qb.push(" AND ")
+            .push(column)
+            .push(" = ANY(")
+            .push_bind(values)
+            .push(")");
+    }
+
     async fn execute<'q>(&mut self, q: PgQuery<'q>) -> Result<u64, StoreError> {
         Ok(q.execute(self.conn())
             .await

@@ -15,11 +15,14 @@
 //!
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
+pub mod automations;
 pub mod clauses;
 pub mod email;
 mod encoding;
 mod errors;
+mod port;
 pub mod rows;
+pub mod secrets;
 mod sql;
 mod unit;
 
@@ -28,10 +31,13 @@ mod unit;
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
-        ports::{EmailFilter, EmailRepo, Slice},
+        ports::{AutomationRepo, EmailFilter, EmailRepo, Slice},
+        secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
-    pub use crm_domain::{mail, ConnectionId, EmailId, TemplateId, Tenant, Timestamp};
+    pub use crm_domain::{
+        mail, rule, AutomationId, ConnectionId, EmailId, EventType, TemplateId, Tenant, Timestamp,
+    };
 }
 
 pub use encoding::*;

@@ -18,6 +18,18 @@ pub type Secrets = Arc<dyn SecretBox>;
 pub trait Unit: Send {
     type Db: Sql;
 
+    /// What follows a bound JSON text where a JSON column takes it: `::jsonb` on Postgres
+    /// (text is not cast to JSON implicitly), nothing on SQLite (JSON is text).
+    const JSON: &'static str;
+
+    /// ` AND column IN (values)`, as the backend best takes a list (Postgres: one array
+    /// argument, so the statement text does not change with the list's length).
+    fn push_in<'q>(
+        qb: &mut QueryBuilder<'q, Self::Db>,
+        column: &str,
+        values: impl IntoIterator<Item = &'q str>,
+    );
+
     /// Runs a statement; returns how many rows it touched.
     fn execute<'q>(
         &mut self,

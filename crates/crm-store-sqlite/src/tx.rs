@@ -77,6 +77,21 @@ pub(crate) use crm_store_sql::is_unique_violation;
 impl Unit for SqliteTx {
     type Db = Sqlite;
 
+    const JSON: &'static str = "";
+
+    fn push_in<'q>(
+        qb: &mut QueryBuilder<'q, Sqlite>,
+        column: &str,
+        values: impl IntoIterator<Item = &'q str>,
+    ) {
+        qb.push(" AND ").push(column).push(" IN (");
+        let mut list = qb.separated(", ");
+        for v in values {
+            list.push_bind(v);
+        }
+        qb.push(")");
+    }
+
     async fn execute<'q>(
         &mut self,
         q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,
