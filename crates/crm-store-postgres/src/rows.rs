@@ -4,8 +4,8 @@ pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
         activity, api_key, company, contact, deal, enum_value, event, field_def, get, idem_record,
-        json_value, pipeline, tenant_of, workspace, ACTIVITY_COLUMNS, COMPANY_COLUMNS,
-        CONTACT_COLUMNS, DEAL_COLUMNS, EVENT_COLUMNS, IDEM_COLUMNS, KEY_COLUMNS, PIPELINE_COLUMNS,
+        pipeline, tenant_of, workspace, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS,
+        DEAL_COLUMNS, EVENT_COLUMNS, IDEM_COLUMNS, KEY_COLUMNS, PIPELINE_COLUMNS,
         WORKSPACE_COLUMNS,
     },
     stages_json,

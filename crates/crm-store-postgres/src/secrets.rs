@@ -4,8 +4,6 @@
 pub(crate) use crm_app::secrets::WEBHOOKS;
 use crm_app::StoreError;
 
-use crm_store_sql::Unit;
-
 use crate::{backend, PostgresStore, PostgresTx};
 
 pub(crate) use crm_app::secrets::{open_row as open, seal_row as seal};

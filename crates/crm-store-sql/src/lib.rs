@@ -23,6 +23,7 @@ mod errors;
 mod port;
 pub mod rows;
 pub mod secrets;
+pub mod sequences;
 mod sql;
 mod unit;
 
@@ -31,12 +32,13 @@ mod unit;
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
-        ports::{AutomationRepo, EmailFilter, EmailRepo, Slice},
+        ports::{AutomationRepo, EmailFilter, EmailRepo, SequenceRepo, Slice},
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        mail, rule, AutomationId, ConnectionId, EmailId, EventType, TemplateId, Tenant, Timestamp,
+        mail, rule, sequence, AutomationId, ConnectionId, Contact, ContactId, Deal, DealId,
+        EmailId, EnrollmentId, EventType, SequenceId, TemplateId, Tenant, Timestamp,
     };
 }
 

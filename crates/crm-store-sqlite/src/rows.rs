@@ -3,9 +3,9 @@
 pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
-        activity, api_key, company, contact, deal, field_def, get, idem_record, json_value,
-        pipeline, tenant_of, workspace, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS,
-        DEAL_COLUMNS, KEY_COLUMNS, PIPELINE_COLUMNS, WORKSPACE_COLUMNS,
+        activity, api_key, company, contact, deal, field_def, get, idem_record, pipeline,
+        tenant_of, workspace, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS, DEAL_COLUMNS,
+        KEY_COLUMNS, PIPELINE_COLUMNS, WORKSPACE_COLUMNS,
     },
     stages_json,
 };
