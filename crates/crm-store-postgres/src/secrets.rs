@@ -6,7 +6,7 @@ use crm_app::StoreError;
 
 use crate::{backend, PostgresStore, PostgresTx};
 
-pub(crate) use crm_app::secrets::{open_row as open, seal_row as seal};
+pub(crate) use crm_app::secrets::open_row as open;
 
 crm_store_sql::impl_secret_repo!(PostgresTx);
 

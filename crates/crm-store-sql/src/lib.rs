@@ -26,19 +26,24 @@ pub mod secrets;
 pub mod sequences;
 mod sql;
 mod unit;
+pub mod webhooks;
 
 /// What the `impl_*` macros name, reachable from any store crate.
 #[doc(hidden)]
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
-        ports::{AutomationRepo, EmailFilter, EmailRepo, SequenceRepo, Slice},
+        ports::{
+            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, SequenceRepo,
+            Slice, WebhookRepo,
+        },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        mail, rule, sequence, AutomationId, ConnectionId, Contact, ContactId, Deal, DealId,
-        EmailId, EnrollmentId, EventType, SequenceId, TemplateId, Tenant, Timestamp,
+        ids::DeliveryId, mail, rule, sequence, AutomationId, ConnectionId, Contact, ContactId,
+        Deal, DealId, EmailId, EnrollmentId, EventType, SequenceId, TemplateId, Tenant, Timestamp,
+        Webhook, WebhookId,
     };
 }
 
