@@ -1,24 +1,15 @@
 //! The event outbox (`EventRepo`).
 
-use async_trait::async_trait;
-use crm_app::{
-    ports::{EventRepo, Slice},
-    StoreError,
-};
+use crm_app::StoreError;
 use crm_domain::{Event, Tenant};
-use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
-use crate::{
-    rows::{self},
-    tx::{slice_clause, tenant_query, tenant_where, PostgresTx},
-};
+use crate::tx::tenant_query;
 
-/// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) by the statement
-/// that inserts it: one round trip, and no write can leave an event out of the queue.
-#[async_trait]
-impl EventRepo for PostgresTx {
+// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) by the statement
+// that inserts it: one round trip, and no write can leave an event out of the queue.
+crm_store_sql::impl_event_repo!(crate::PostgresTx, {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
         let q = tenant_query(
             "WITH e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::json)
@@ -56,20 +47,4 @@ impl EventRepo for PostgresTx {
             }
         }
     }
-
-    async fn list_events(
-        &mut self,
-        tenant: &Tenant,
-        event_type: Option<&str>,
-        slice: &Slice,
-    ) -> Result<Vec<Event>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Postgres>::new(format!("SELECT {} FROM events", rows::EVENT_COLUMNS));
-        tenant_where(&mut qb, tenant);
-        if let Some(t) = event_type {
-            qb.push(" AND type = ").push_bind(t);
-        }
-        slice_clause(&mut qb, slice);
-        self.all(qb.build(), rows::event).await
-    }
-}
+});

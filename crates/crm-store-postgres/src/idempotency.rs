@@ -1,22 +1,16 @@
 //! Idempotency claims and their stored replies (`IdempotencyRepo`).
 
-use async_trait::async_trait;
-use crm_app::{
-    idempotency::{IdemRecord, StoredReply},
-    ports::IdempotencyRepo,
-    StoreError,
-};
+use crm_app::{idempotency::IdemRecord, StoreError};
 use crm_domain::Tenant;
 
 use crm_store_sql::Unit;
 
 use crate::{
     rows::{self, get},
-    tx::{tenant_query, PostgresTx},
+    tx::tenant_query,
 };
 
-#[async_trait]
-impl IdempotencyRepo for PostgresTx {
+crm_store_sql::impl_idempotency_repo!(crate::PostgresTx, {
     async fn insert_idempotency(
         &mut self,
         tenant: &Tenant,
@@ -100,31 +94,4 @@ impl IdempotencyRepo for PostgresTx {
         self.execute(q).await?;
         Ok(())
     }
-
-    async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
-            tenant,
-        )
-        .bind(key);
-        self.execute(q).await?;
-        Ok(())
-    }
-
-    async fn finish_idempotency(
-        &mut self,
-        tenant: &Tenant,
-        key: &str,
-        reply: &StoredReply,
-    ) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "UPDATE idempotency_keys SET reply_status = $4, reply_body = $5 WHERE workspace_id = $1 AND mode = $2 AND key = $3",
-            tenant,
-        )
-        .bind(key)
-        .bind(i64::from(reply.status))
-        .bind(reply.body.as_slice());
-        self.execute(q).await?;
-        Ok(())
-    }
-}
+});

@@ -10,7 +10,6 @@ use crm_app::{
 use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, Tenant, Timestamp, WebhookId};
 use sqlx::{Postgres, QueryBuilder};
 
-
 use crm_store_sql::webhooks::{event_type, subscription, ATTEMPT_COLUMNS};
 
 use crate::{

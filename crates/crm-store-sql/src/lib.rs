@@ -20,7 +20,9 @@ pub mod clauses;
 pub mod email;
 mod encoding;
 mod errors;
+pub mod idempotency;
 mod port;
+pub mod records;
 pub mod rows;
 pub mod secrets;
 pub mod sequences;
@@ -33,17 +35,18 @@ pub mod webhooks;
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
+        idempotency::StoredReply,
         ports::{
-            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, SequenceRepo,
-            Slice, WebhookRepo,
+            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
+            IdempotencyRepo, RecordRepo, SequenceRepo, Slice, WebhookRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
         ids::DeliveryId, mail, rule, sequence, AutomationId, ConnectionId, Contact, ContactId,
-        Deal, DealId, EmailId, EnrollmentId, EventType, SequenceId, TemplateId, Tenant, Timestamp,
-        Webhook, WebhookId,
+        Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId, TemplateId,
+        Tenant, Timestamp, Webhook, WebhookId,
     };
 }
 

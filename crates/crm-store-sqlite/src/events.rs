@@ -1,22 +1,14 @@
 //! The event outbox (`EventRepo`).
 
-use async_trait::async_trait;
-use crm_app::{
-    ports::{EventRepo, Slice},
-    StoreError,
-};
+use crm_app::StoreError;
 use crm_domain::{Event, Tenant};
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Sqlite};
 
-use crate::{
-    backend, rows,
-    tx::{slice_clause, tenant_where, SqliteTx},
-};
+use crate::backend;
 
-/// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) in the
-/// transaction that inserts it.
-#[async_trait]
-impl EventRepo for SqliteTx {
+// Every event is queued for dispatch (`event_dispatch_queue`, migration 0011) in the
+// transaction that inserts it.
+crm_store_sql::impl_event_repo!(crate::SqliteTx, {
     async fn insert_event(&mut self, tenant: &Tenant, event: &Event) -> Result<(), StoreError> {
         self.insert_events(tenant, std::slice::from_ref(event))
             .await
@@ -52,27 +44,4 @@ impl EventRepo for SqliteTx {
         }
         Ok(())
     }
-
-    async fn list_events(
-        &mut self,
-        tenant: &Tenant,
-        event_type: Option<&str>,
-        slice: &Slice,
-    ) -> Result<Vec<Event>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new("SELECT body FROM events");
-        tenant_where(&mut qb, tenant);
-        if let Some(t) = event_type {
-            qb.push(" AND type = ").push_bind(t);
-        }
-        slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter()
-            .map(|r: &SqliteRow| {
-                let body: String = r.try_get("body").map_err(backend)?;
-                let v: serde_json::Value =
-                    serde_json::from_str(&body).map_err(|_| rows::corrupt("event body"))?;
-                Event::from_snapshot(&v).ok_or_else(|| rows::corrupt("event body"))
-            })
-            .collect()
-    }
-}
+});

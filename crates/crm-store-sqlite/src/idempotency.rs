@@ -1,11 +1,6 @@
 //! Idempotency claims and their stored replies (`IdempotencyRepo`).
 
-use async_trait::async_trait;
-use crm_app::{
-    idempotency::{IdemRecord, StoredReply},
-    ports::IdempotencyRepo,
-    StoreError,
-};
+use crm_app::{idempotency::IdemRecord, StoreError};
 use crm_domain::Tenant;
 use sqlx::Row;
 
@@ -21,8 +16,7 @@ impl SqliteTx {
     }
 }
 
-#[async_trait]
-impl IdempotencyRepo for SqliteTx {
+crm_store_sql::impl_idempotency_repo!(crate::SqliteTx, {
     async fn insert_idempotency(
         &mut self,
         tenant: &Tenant,
@@ -85,38 +79,4 @@ impl IdempotencyRepo for SqliteTx {
         self.insert_idempotency(tenant, rec).await?;
         Ok(())
     }
-
-    async fn delete_idempotency(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "DELETE FROM idempotency_keys WHERE workspace_id = $1 AND mode = $2 AND key = $3",
-        )
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(key)
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn finish_idempotency(
-        &mut self,
-        tenant: &Tenant,
-        key: &str,
-        reply: &StoredReply,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE idempotency_keys SET reply_status = $1, reply_body = $2
-             WHERE workspace_id = $3 AND mode = $4 AND key = $5",
-        )
-        .bind(i64::from(reply.status))
-        .bind(reply.body.as_slice())
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(key)
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-}
+});
