@@ -5,28 +5,17 @@ use crm_app::{
     ports::{ActivityFilter, ActivityRepo, Slice},
     StoreError,
 };
-use crm_domain::{Activity, ActivityId, ContactId, DealId, Tenant};
+use crm_domain::{Activity, ActivityId, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
+use crm_store_sql::binds::bind_activity;
+
 use crate::{
     rows::{self},
-    tx::{json_text, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{tenant_query, tenant_where, PostgresTx},
 };
-
-/// Binds an activity's id and writable fields as `$3` to `$11` (after the tenant).
-fn bind_activity<'q>(q: PgQuery<'q>, a: &'q Activity) -> PgQuery<'q> {
-    q.bind(a.id.as_str())
-        .bind(&a.activity_type)
-        .bind(a.contact_id.as_ref().map(ContactId::as_str))
-        .bind(a.deal_id.as_ref().map(DealId::as_str))
-        .bind(a.body.as_deref())
-        .bind(a.occurred_at.millis())
-        .bind(json_text(&a.custom_fields))
-        .bind(a.updated_at.millis())
-        .bind(a.version)
-}
 
 /// An activity cursor is `"<occurred_at ms>:<id>"`.
 fn activity_position(before: &str) -> Result<(i64, &str), StoreError> {

@@ -5,26 +5,18 @@ use crm_app::{
     ports::{CompanyFilter, CompanyRepo, Slice},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Tenant, Timestamp};
+use crm_domain::{Company, CompanyId, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
+use crm_store_sql::binds::bind_company;
+
 use crate::{
     rows::{self},
     search::{planned_per_needle, search_filter, search_page},
-    tx::{json_text, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{slice_clause, tenant_query, tenant_where, PostgresTx},
 };
-
-/// Binds a company's writable fields as `$5` to `$10` (after the tenant, the id and one more).
-fn bind_company<'q>(q: PgQuery<'q>, c: &'q Company) -> PgQuery<'q> {
-    q.bind(&c.name)
-        .bind(c.domain.as_deref())
-        .bind(json_text(&c.custom_fields))
-        .bind(c.updated_at.millis())
-        .bind(c.version)
-        .bind(c.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl CompanyRepo for PostgresTx {

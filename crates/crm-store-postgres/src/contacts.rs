@@ -11,11 +11,13 @@ use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
+use crm_store_sql::binds::bind_contact;
+
 use crate::{
     records::push_reference_guard,
     rows::{self, get},
     search::{planned_per_needle, search_filter, search_page},
-    tx::{and_equals, json_text, slice_clause_on, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{and_equals, json_text, slice_clause_on, tenant_query, tenant_where, PostgresTx},
 };
 
 impl PostgresTx {
@@ -78,21 +80,6 @@ impl PostgresTx {
 const INSERT_CONTACT: &str = "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
                                    company_id, type, custom_fields, updated_at, version, deleted_at)
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15";
-
-/// Binds a contact's writable fields as `$5` to `$15` (after the tenant, the id and one more).
-fn bind_contact<'q>(q: PgQuery<'q>, c: &'q Contact) -> PgQuery<'q> {
-    q.bind(c.first_name.as_deref())
-        .bind(c.last_name.as_deref())
-        .bind(c.email.as_ref().map(Email::as_str))
-        .bind(c.phone.as_deref())
-        .bind(c.linkedin_url.as_deref())
-        .bind(c.company_id.as_ref().map(CompanyId::as_str))
-        .bind(c.contact_type.as_deref())
-        .bind(json_text(&c.custom_fields))
-        .bind(c.updated_at.millis())
-        .bind(c.version)
-        .bind(c.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl ContactRepo for PostgresTx {

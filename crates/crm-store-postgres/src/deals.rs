@@ -5,35 +5,18 @@ use crm_app::{
     ports::{DealFilter, DealRepo, Slice},
     StoreError,
 };
-use crm_domain::{CompanyId, ContactId, Deal, DealId, PipelineId, Tenant, Timestamp};
+use crm_domain::{CompanyId, ContactId, Deal, DealId, PipelineId, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
+use crm_store_sql::binds::bind_deal;
+
 use crate::{
     rows::{self},
     search::{planned_per_needle, search_filter, search_page},
-    tx::{and_equals, json_text, slice_clause, tenant_query, tenant_where, PgQuery, PostgresTx},
+    tx::{and_equals, slice_clause, tenant_query, tenant_where, PostgresTx},
 };
-
-/// Binds a deal's id and writable fields as `$3` to `$17` (after the tenant).
-fn bind_deal<'q>(q: PgQuery<'q>, d: &'q Deal) -> PgQuery<'q> {
-    q.bind(d.id.as_str())
-        .bind(&d.title)
-        .bind(d.pipeline_id.as_str())
-        .bind(&d.pipeline_key)
-        .bind(&d.stage)
-        .bind(d.stage_type.as_str())
-        .bind(d.primary_contact_id.as_ref().map(ContactId::as_str))
-        .bind(d.company_id.as_ref().map(CompanyId::as_str))
-        .bind(d.value_cents)
-        .bind(d.currency.as_deref())
-        .bind(d.close_date.map(|c| c.to_string()))
-        .bind(json_text(&d.custom_fields))
-        .bind(d.updated_at.millis())
-        .bind(d.version)
-        .bind(d.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl DealRepo for PostgresTx {

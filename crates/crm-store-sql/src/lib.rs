@@ -16,6 +16,7 @@
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
 pub mod automations;
+pub mod binds;
 pub mod clauses;
 pub mod email;
 mod encoding;

@@ -5,26 +5,16 @@ use crm_app::{
     ports::{CompanyFilter, CompanyRepo, Slice},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Tenant, Timestamp};
+use crm_domain::{Company, CompanyId, Tenant};
 use sqlx::{QueryBuilder, Sqlite};
+
+use crm_store_sql::binds::bind_company;
 
 use crate::{
     backend, rows,
     search::{push_not_deleted, push_search, search_page, trigram_needle},
-    tx::{json_text, slice_clause, tenant_where, SqliteTx},
+    tx::{slice_clause, tenant_where, SqliteTx},
 };
-
-fn bind_company<'q>(
-    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-    c: &'q Company,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
-    q.bind(&c.name)
-        .bind(c.domain.as_deref())
-        .bind(json_text(&c.custom_fields))
-        .bind(c.updated_at.millis())
-        .bind(c.version)
-        .bind(c.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl CompanyRepo for SqliteTx {

@@ -8,6 +8,8 @@ use crm_app::{
 use crm_domain::{CompanyId, Contact, ContactId, Email, Tenant, Timestamp};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
+use crm_store_sql::binds::bind_contact;
+
 use crate::{
     backend,
     records::record_table,
@@ -15,23 +17,6 @@ use crate::{
     search::{push_not_deleted, push_search, search_page, trigram_needle},
     tx::{is_unique_violation, json_text, slice_clause_on, tenant_where, SqliteTx},
 };
-
-fn bind_contact<'q>(
-    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-    c: &'q Contact,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
-    q.bind(c.first_name.as_deref())
-        .bind(c.last_name.as_deref())
-        .bind(c.email.as_ref().map(Email::as_str))
-        .bind(c.phone.as_deref())
-        .bind(c.linkedin_url.as_deref())
-        .bind(c.company_id.as_ref().map(CompanyId::as_str))
-        .bind(c.contact_type.as_deref())
-        .bind(json_text(&c.custom_fields))
-        .bind(c.updated_at.millis())
-        .bind(c.version)
-        .bind(c.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl ContactRepo for SqliteTx {

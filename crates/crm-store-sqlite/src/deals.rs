@@ -5,33 +5,16 @@ use crm_app::{
     ports::{DealFilter, DealRepo, Slice},
     StoreError,
 };
-use crm_domain::{CompanyId, ContactId, Deal, DealId, Tenant, Timestamp};
+use crm_domain::{Deal, DealId, Tenant};
 use sqlx::{QueryBuilder, Sqlite};
+
+use crm_store_sql::binds::bind_deal;
 
 use crate::{
     backend, rows,
     search::{push_not_deleted, push_search, search_page, trigram_needle},
-    tx::{json_text, slice_clause, tenant_query, tenant_where, Query, SqliteTx},
+    tx::{slice_clause, tenant_query, tenant_where, SqliteTx},
 };
-
-/// Binds a deal's mutable fields as `$4`..`$17` (after tenant and id).
-fn bind_deal<'q>(q: Query<'q>, d: &'q Deal) -> Query<'q> {
-    q.bind(d.id.as_str())
-        .bind(&d.title)
-        .bind(d.pipeline_id.as_str())
-        .bind(&d.pipeline_key)
-        .bind(&d.stage)
-        .bind(d.stage_type.as_str())
-        .bind(d.primary_contact_id.as_ref().map(ContactId::as_str))
-        .bind(d.company_id.as_ref().map(CompanyId::as_str))
-        .bind(d.value_cents)
-        .bind(d.currency.as_deref())
-        .bind(d.close_date.map(|c| c.to_string()))
-        .bind(json_text(&d.custom_fields))
-        .bind(d.updated_at.millis())
-        .bind(d.version)
-        .bind(d.deleted_at.map(Timestamp::millis))
-}
 
 #[async_trait]
 impl DealRepo for SqliteTx {
