@@ -98,6 +98,8 @@ impl PostgresTx {
 impl Unit for PostgresTx {
     type Db = Postgres;
 
+    const GREATEST: &'static str = "GREATEST";
+
     const JSON: &'static str = "::jsonb";
 
     fn push_in<'q>(

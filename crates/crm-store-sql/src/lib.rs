@@ -22,6 +22,7 @@ pub mod email;
 mod encoding;
 mod errors;
 pub mod idempotency;
+pub mod keys;
 mod port;
 pub mod records;
 pub mod rows;
@@ -36,10 +37,11 @@ pub mod webhooks;
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
+        auth::ApiKeyRecord,
         idempotency::StoredReply,
         ports::{
             AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
-            IdempotencyRepo, RecordRepo, SequenceRepo, Slice, WebhookRepo,
+            IdempotencyRepo, KeyRepo, KeyUse, RecordRepo, SequenceRepo, Slice, WebhookRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

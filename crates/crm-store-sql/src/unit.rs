@@ -22,6 +22,10 @@ pub trait Unit: Send {
     /// (text is not cast to JSON implicitly), nothing on SQLite (JSON is text).
     const JSON: &'static str;
 
+    /// The function that answers the larger of two values: `GREATEST` on Postgres, `MAX` on
+    /// SQLite (whose `GREATEST` does not exist; its two-argument `MAX` is that function).
+    const GREATEST: &'static str;
+
     /// ` AND column IN (values)`, as the backend best takes a list (Postgres: one array
     /// argument, so the statement text does not change with the list's length).
     fn push_in<'q>(

@@ -3,14 +3,14 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    auth::{ApiKeyRecord, Workspace},
-    ports::{KeyRepo, KeyUse, PlanCounts, PlanRepo, Slice, UsageLock},
+    auth::Workspace,
+    ports::{PlanCounts, PlanRepo, UsageLock},
     StoreError,
 };
 use crm_domain::{Tenant, Timestamp};
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 
-use crate::{backend, rows, tx::slice_clause, SqliteTx};
+use crate::{backend, rows, SqliteTx};
 
 fn count(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Backend(format!("{what} out of range").into()))
@@ -18,56 +18,6 @@ fn count(v: u64, what: &str) -> Result<i64, StoreError> {
 
 fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| rows::corrupt(what))
-}
-
-#[async_trait]
-impl KeyRepo for SqliteTx {
-    async fn list_api_keys(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {} FROM api_keys k WHERE k.workspace_id = ",
-            rows::KEY_COLUMNS
-        ));
-        qb.push_bind(tenant.workspace_id.as_str())
-            .push(" AND k.mode = ")
-            .push_bind(tenant.mode.as_str());
-        slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter().map(rows::api_key).collect()
-    }
-
-    async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE api_keys SET revoked_at = $1, expires_at = $2 WHERE workspace_id = $3 AND mode = $4 AND id = $5")
-            .bind(key.revoked_at.map(Timestamp::millis))
-            .bind(key.expires_at.map(Timestamp::millis))
-            .bind(key.workspace_id.as_str())
-            .bind(key.mode.as_str())
-            .bind(key.id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn touch_api_keys(&mut self, uses: &[KeyUse]) -> Result<(), StoreError> {
-        for u in uses {
-            sqlx::query(
-                "UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, $4), $4)
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-            )
-            .bind(u.tenant.workspace_id.as_str())
-            .bind(u.tenant.mode.as_str())
-            .bind(u.id.as_str())
-            .bind(u.at.millis())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]

@@ -77,6 +77,8 @@ pub(crate) use crm_store_sql::is_unique_violation;
 impl Unit for SqliteTx {
     type Db = Sqlite;
 
+    const GREATEST: &'static str = "MAX";
+
     const JSON: &'static str = "";
 
     fn push_in<'q>(
