@@ -371,130 +371,26 @@ pub async fn finish_email_attempt<U: Unit>(
     Ok(())
 }
 
-/// `impl EmailRepo for $tx`, each method the shared statement of the same name. (The impl has
-/// to be written in the store crate: neither the trait nor the type is this crate's.)
+/// `impl EmailRepo for $tx` with the statements above.
 #[macro_export]
 macro_rules! impl_email_repo {
     ($tx:ty) => {
-        #[$crate::reexport::async_trait]
-        impl $crate::reexport::EmailRepo for $tx {
-            async fn insert_connection(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                c: &$crate::reexport::mail::Connection,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                $crate::email::insert_connection(self, tenant, c).await
-            }
-            async fn get_connection(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                id: &$crate::reexport::ConnectionId,
-            ) -> Result<Option<$crate::reexport::mail::Connection>, $crate::reexport::StoreError>
-            {
-                $crate::email::get_connection(self, tenant, id).await
-            }
-            async fn list_connections(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                slice: &$crate::reexport::Slice,
-            ) -> Result<Vec<$crate::reexport::mail::Connection>, $crate::reexport::StoreError> {
-                $crate::email::list_connections(self, tenant, slice).await
-            }
-            async fn delete_connection(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                id: &$crate::reexport::ConnectionId,
-            ) -> Result<bool, $crate::reexport::StoreError> {
-                $crate::email::delete_connection(self, tenant, id).await
-            }
-            async fn email_connection(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-            ) -> Result<Option<$crate::reexport::mail::Connection>, $crate::reexport::StoreError>
-            {
-                $crate::email::email_connection(self, tenant).await
-            }
-            async fn insert_template(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                t: &$crate::reexport::mail::Template,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                $crate::email::insert_template(self, tenant, t).await
-            }
-            async fn get_template(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                id: &$crate::reexport::TemplateId,
-            ) -> Result<Option<$crate::reexport::mail::Template>, $crate::reexport::StoreError>
-            {
-                $crate::email::get_template(self, tenant, id).await
-            }
-            async fn update_template(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                t: &$crate::reexport::mail::Template,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                $crate::email::update_template(self, tenant, t).await
-            }
-            async fn delete_template(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                id: &$crate::reexport::TemplateId,
-            ) -> Result<bool, $crate::reexport::StoreError> {
-                $crate::email::delete_template(self, tenant, id).await
-            }
-            async fn list_templates(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                slice: &$crate::reexport::Slice,
-            ) -> Result<Vec<$crate::reexport::mail::Template>, $crate::reexport::StoreError> {
-                $crate::email::list_templates(self, tenant, slice).await
-            }
-            async fn insert_email(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                e: &$crate::reexport::mail::EmailMessage,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                $crate::email::insert_email(self, tenant, e).await
-            }
-            async fn get_email(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                id: &$crate::reexport::EmailId,
-            ) -> Result<Option<$crate::reexport::mail::EmailMessage>, $crate::reexport::StoreError>
-            {
-                $crate::email::get_email(self, tenant, id).await
-            }
-            async fn list_emails(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                filter: &$crate::reexport::EmailFilter,
-                slice: &$crate::reexport::Slice,
-            ) -> Result<Vec<$crate::reexport::mail::EmailMessage>, $crate::reexport::StoreError>
-            {
-                $crate::email::list_emails(self, tenant, filter, slice).await
-            }
-            async fn claim_due_emails(
-                &mut self,
-                now: $crate::reexport::Timestamp,
-                claim_until: $crate::reexport::Timestamp,
-                limit: u32,
-            ) -> Result<
-                Vec<(
-                    $crate::reexport::Tenant,
-                    $crate::reexport::mail::EmailMessage,
-                )>,
-                $crate::reexport::StoreError,
-            > {
-                $crate::email::claim_due_emails(self, now, claim_until, limit).await
-            }
-            async fn finish_email_attempt(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                e: &$crate::reexport::mail::EmailMessage,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                $crate::email::finish_email_attempt(self, tenant, e).await
-            }
-        }
+        $crate::port_impl!($crate::reexport::EmailRepo, $tx, email, [
+            fn insert_connection(tenant: &$crate::reexport::Tenant, c: &$crate::reexport::mail::Connection) -> Result<(), $crate::reexport::StoreError>;
+            fn get_connection(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ConnectionId) -> Result<Option<$crate::reexport::mail::Connection>, $crate::reexport::StoreError>;
+            fn list_connections(tenant: &$crate::reexport::Tenant, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::mail::Connection>, $crate::reexport::StoreError>;
+            fn delete_connection(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ConnectionId) -> Result<bool, $crate::reexport::StoreError>;
+            fn email_connection(tenant: &$crate::reexport::Tenant) -> Result<Option<$crate::reexport::mail::Connection>, $crate::reexport::StoreError>;
+            fn insert_template(tenant: &$crate::reexport::Tenant, t: &$crate::reexport::mail::Template) -> Result<(), $crate::reexport::StoreError>;
+            fn get_template(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::TemplateId) -> Result<Option<$crate::reexport::mail::Template>, $crate::reexport::StoreError>;
+            fn update_template(tenant: &$crate::reexport::Tenant, t: &$crate::reexport::mail::Template) -> Result<(), $crate::reexport::StoreError>;
+            fn delete_template(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::TemplateId) -> Result<bool, $crate::reexport::StoreError>;
+            fn list_templates(tenant: &$crate::reexport::Tenant, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::mail::Template>, $crate::reexport::StoreError>;
+            fn insert_email(tenant: &$crate::reexport::Tenant, e: &$crate::reexport::mail::EmailMessage) -> Result<(), $crate::reexport::StoreError>;
+            fn get_email(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::EmailId) -> Result<Option<$crate::reexport::mail::EmailMessage>, $crate::reexport::StoreError>;
+            fn list_emails(tenant: &$crate::reexport::Tenant, filter: &$crate::reexport::EmailFilter, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::mail::EmailMessage>, $crate::reexport::StoreError>;
+            fn claim_due_emails(now: $crate::reexport::Timestamp, claim_until: $crate::reexport::Timestamp, limit: u32) -> Result<Vec<($crate::reexport::Tenant, $crate::reexport::mail::EmailMessage)>, $crate::reexport::StoreError>;
+            fn finish_email_attempt(tenant: &$crate::reexport::Tenant, e: &$crate::reexport::mail::EmailMessage) -> Result<(), $crate::reexport::StoreError>;
+        ], []);
     };
 }

@@ -59,37 +59,19 @@ where
     }
 }
 
-/// Everything the shared statements bind and decode. Both stores' backends have it all.
-pub trait Sql:
-    Database
-    + for<'q> Binds<'q, &'q str>
-    + for<'q> Binds<'q, Option<&'q str>>
-    + for<'q> Binds<'q, &'q [u8]>
-    + for<'q> Binds<'q, Option<Vec<u8>>>
-    + for<'q> Binds<'q, String>
-    + for<'q> Binds<'q, Option<String>>
-    + for<'q> Binds<'q, i64>
-    + for<'q> Binds<'q, Option<i64>>
-    + for<'q> Binds<'q, i32>
-    + for<'q> Binds<'q, Option<i32>>
-    + for<'q> Binds<'q, bool>
-    + for<'q> Binds<'q, Option<f64>>
-    + Decodes<String>
-    + Decodes<Option<String>>
-    + Decodes<i64>
-    + Decodes<Option<i64>>
-    + Decodes<i32>
-    + Decodes<Option<i32>>
-    + Decodes<bool>
-    + Decodes<Option<f64>>
-    + Decodes<Vec<u8>>
-    + Decodes<Option<Vec<u8>>>
-{
+/// `Sql` and its blanket impl from one list of bounds, so the two cannot disagree.
+macro_rules! bundle {
+    ($(#[$doc:meta])* $name:ident: $($bound:tt)*) => {
+        $(#[$doc])*
+        pub trait $name: Database + $($bound)* {}
+
+        impl<DB> $name for DB where DB: Database + $($bound)* {}
+    };
 }
 
-impl<DB> Sql for DB where
-    DB: Database
-        + for<'q> Binds<'q, &'q str>
+bundle! {
+    /// Everything the shared statements bind and decode. Both stores' backends have it all.
+    Sql: for<'q> Binds<'q, &'q str>
         + for<'q> Binds<'q, Option<&'q str>>
         + for<'q> Binds<'q, &'q [u8]>
         + for<'q> Binds<'q, Option<Vec<u8>>>
@@ -111,7 +93,6 @@ impl<DB> Sql for DB where
         + Decodes<Option<f64>>
         + Decodes<Vec<u8>>
         + Decodes<Option<Vec<u8>>>
-{
 }
 
 /// `.arg(v)`: `Query::bind` for code generic over the backend.
