@@ -11,20 +11,8 @@ use crate::{
     tx::{tenant_where, PgQuery, PostgresTx},
 };
 
-/// `%q%` with LIKE's wildcards escaped (with `\`); the same escaping as the SQLite store. Not
-/// lower-cased: see `search_filter`.
-pub(crate) fn like_pattern(q: &str) -> String {
-    let mut p = String::with_capacity(q.len() + 2);
-    p.push('%');
-    for c in q.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
-}
+/// `%q%` with LIKE's wildcards escaped; not lower-cased: see `search_filter`.
+pub(crate) use crm_store_sql::like_pattern;
 
 /// ` AND search_text LIKE lower(p)`: `q` as a case-insensitive, literal substring of the row's
 /// `search_text`, a generated column holding the searchable fields lower-cased, with a trigram

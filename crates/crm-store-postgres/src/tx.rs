@@ -315,21 +315,11 @@ impl PostgresTx {
     /// transaction to mark (Postgres refuses SAVEPOINT outside one) and nothing to undo, so
     /// there the statements are skipped.
     async fn savepoint_statement(&mut self, verb: &str, name: &str) -> Result<(), StoreError> {
-        let plain = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !plain {
-            return Err(StoreError::Backend(
-                format!("invalid savepoint name {name:?}").into(),
-            ));
-        }
+        let sql = crm_store_sql::savepoint_sql(verb, name)?;
         if let PostgresTx::Read(..) = self {
             return Ok(());
         }
         // Not prepared: nothing to gain, and one cached statement per name and connection.
-        let sql = format!("{verb} {name}");
         self.execute(sqlx::query(&sql).persistent(false)).await?;
         Ok(())
     }

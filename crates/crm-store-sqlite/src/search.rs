@@ -11,16 +11,7 @@ use crate::{
 
 /// `%q%` with LIKE's wildcards escaped (with `\`).
 pub(crate) fn like_pattern(q: &str) -> String {
-    let mut p = String::with_capacity(q.len() + 2);
-    p.push('%');
-    for c in q.to_lowercase().chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
+    crm_store_sql::like_pattern(&q.to_lowercase())
 }
 
 /// The FTS5 query for the substring `q`: one phrase, quoted.

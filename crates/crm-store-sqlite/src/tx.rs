@@ -204,17 +204,6 @@ pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Sqlite>, id: &str, s
         .push_bind(i64::from(slice.limit));
 }
 
-/// Savepoint names come from our own code, never from input; still, refuse anything but a plain
-/// identifier rather than splice it into SQL unchecked.
-fn savepoint_sql(verb: &str, name: &str) -> Result<String, StoreError> {
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(StoreError::Backend(
-            format!("invalid savepoint name {name:?}").into(),
-        ));
-    }
-    Ok(format!("{verb} {name}"))
-}
-
 #[async_trait]
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
@@ -249,7 +238,7 @@ impl Tx for SqliteTx {
     }
 
     async fn savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("SAVEPOINT", name)?)
+        sqlx::query(&crm_store_sql::savepoint_sql("SAVEPOINT", name)?)
             .execute(self.conn())
             .await
             .map_err(backend)?;
@@ -257,7 +246,7 @@ impl Tx for SqliteTx {
     }
 
     async fn release_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("RELEASE SAVEPOINT", name)?)
+        sqlx::query(&crm_store_sql::savepoint_sql("RELEASE SAVEPOINT", name)?)
             .execute(self.conn())
             .await
             .map_err(backend)?;
@@ -265,10 +254,13 @@ impl Tx for SqliteTx {
     }
 
     async fn rollback_to_savepoint(&mut self, name: &str) -> Result<(), StoreError> {
-        sqlx::query(&savepoint_sql("ROLLBACK TO SAVEPOINT", name)?)
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
+        sqlx::query(&crm_store_sql::savepoint_sql(
+            "ROLLBACK TO SAVEPOINT",
+            name,
+        )?)
+        .execute(self.conn())
+        .await
+        .map_err(backend)?;
         Ok(())
     }
 }
