@@ -3,9 +3,9 @@
 pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
-        activity, api_key, company, contact, deal, enum_value, field_def, get, idem_record,
-        pipeline, tenant_of, workspace, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS,
-        DEAL_COLUMNS, IDEM_COLUMNS, KEY_COLUMNS, PIPELINE_COLUMNS, WORKSPACE_COLUMNS,
+        activity, company, contact, deal, enum_value, field_def, get, idem_record, pipeline,
+        tenant_of, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS, DEAL_COLUMNS, IDEM_COLUMNS,
+        PIPELINE_COLUMNS,
     },
     stages_json,
 };

@@ -31,25 +31,27 @@ pub mod sequences;
 mod sql;
 mod unit;
 pub mod webhooks;
+pub mod workspaces;
 
 /// What the `impl_*` macros name, reachable from any store crate.
 #[doc(hidden)]
 pub mod reexport {
     pub use async_trait::async_trait;
     pub use crm_app::{
-        auth::ApiKeyRecord,
+        auth::{ApiKeyRecord, Workspace},
         idempotency::StoredReply,
         ports::{
             AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
             IdempotencyRepo, KeyRepo, KeyUse, RecordRepo, SequenceRepo, Slice, WebhookRepo,
+            WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        ids::DeliveryId, mail, rule, sequence, AutomationId, ConnectionId, Contact, ContactId,
-        Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId, TemplateId,
-        Tenant, Timestamp, Webhook, WebhookId,
+        ids::DeliveryId, mail, rule, sequence, ApiKeyId, AutomationId, ConnectionId, Contact,
+        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId,
+        TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 
