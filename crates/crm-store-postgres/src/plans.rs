@@ -6,10 +6,8 @@
 //! Counters of several tenants are never written in one transaction, so no two transactions can
 //! wait on each other's rows in opposite orders.
 
-use async_trait::async_trait;
 use crm_app::{
-    auth::Workspace,
-    ports::{PlanCounts, PlanRepo, UsageLock},
+    ports::{PlanCounts, UsageLock},
     StoreError,
 };
 use crm_domain::{Tenant, Timestamp};
@@ -29,26 +27,7 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| rows::corrupt(what))
 }
 
-#[async_trait]
-impl PlanRepo for PostgresTx {
-    async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws
-            .included_requests_override
-            .map(|v| count(v, "included_requests_override"))
-            .transpose()?;
-        let q = sqlx::query(
-            "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
-             WHERE id = $6",
-        )
-        .bind(&ws.name)
-        .bind(ws.plan.as_str())
-        .bind(ws.overage_cap_usd)
-        .bind(ws.rate_limit_override.map(i64::from))
-        .bind(included)
-        .bind(ws.id.as_str());
-        Ok(self.execute(q).await? == 1)
-    }
-
+crm_store_sql::impl_plan_repo!(crate::PostgresTx, {
     async fn lock_usage(
         &mut self,
         tenant: &Tenant,
@@ -140,20 +119,6 @@ impl PlanRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_usage(
-        &mut self,
-        tenant: &Tenant,
-        period_start: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let q = tenant_query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3", tenant)
-            .bind(period_start.millis());
-        let used = self
-            .optional(q, |r| get::<i64>(r, "used"))
-            .await?
-            .unwrap_or(0);
-        unsigned(used, "used")
-    }
-
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
         if matches!(self, PostgresTx::Write(..)) {
             // Serialises plan-cap checks of one workspace: a create that counts and then inserts
@@ -170,4 +135,4 @@ impl PlanRepo for PostgresTx {
             sequences,
         })
     }
-}
+});

@@ -23,6 +23,7 @@ mod encoding;
 mod errors;
 pub mod idempotency;
 pub mod keys;
+pub mod plans;
 mod port;
 pub mod records;
 pub mod rows;
@@ -42,8 +43,8 @@ pub mod reexport {
         idempotency::StoredReply,
         ports::{
             AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
-            IdempotencyRepo, KeyRepo, KeyUse, RecordRepo, SequenceRepo, Slice, WebhookRepo,
-            WorkspaceRepo,
+            IdempotencyRepo, KeyRepo, KeyUse, PlanRepo, RecordRepo, SequenceRepo, Slice,
+            WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

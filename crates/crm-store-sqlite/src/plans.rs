@@ -1,16 +1,14 @@
 //! Keys, plans and usage metering over SQLite. Every write transaction holds the database's one
 //! write lock from `BEGIN IMMEDIATE`, so reservations of a capped allowance never interleave.
 
-use async_trait::async_trait;
 use crm_app::{
-    auth::Workspace,
-    ports::{PlanCounts, PlanRepo, UsageLock},
+    ports::{PlanCounts, UsageLock},
     StoreError,
 };
 use crm_domain::{Tenant, Timestamp};
 use sqlx::Row;
 
-use crate::{backend, rows, SqliteTx};
+use crate::{backend, rows};
 
 fn count(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Backend(format!("{what} out of range").into()))
@@ -20,29 +18,7 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| rows::corrupt(what))
 }
 
-#[async_trait]
-impl PlanRepo for SqliteTx {
-    async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws
-            .included_requests_override
-            .map(|v| count(v, "included_requests_override"))
-            .transpose()?;
-        let done = sqlx::query(
-            "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
-             WHERE id = $6",
-        )
-        .bind(&ws.name)
-        .bind(ws.plan.as_str())
-        .bind(ws.overage_cap_usd)
-        .bind(ws.rate_limit_override.map(i64::from))
-        .bind(included)
-        .bind(ws.id.as_str())
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
+crm_store_sql::impl_plan_repo!(crate::SqliteTx, {
     async fn lock_usage(
         &mut self,
         tenant: &Tenant,
@@ -140,24 +116,6 @@ impl PlanRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_usage(
-        &mut self,
-        tenant: &Tenant,
-        period_start: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3")
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(period_start.millis())
-            .fetch_optional(self.conn())
-            .await
-            .map_err(backend)?;
-        match row {
-            Some(r) => unsigned(r.try_get("used").map_err(backend)?, "used"),
-            None => Ok(0),
-        }
-    }
-
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
         // The single writer already serialises a count and the insert that follows it.
         let active_automations =
@@ -168,4 +126,4 @@ impl PlanRepo for SqliteTx {
             sequences,
         })
     }
-}
+});
