@@ -1,10 +1,18 @@
 //! Records to store, built with fixed clocks and ids so assertions are exact.
 
-use crm_app::auth::{ApiKeyRecord, Workspace};
-use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, JsonMap, Mode, Plan, Tenant,
-    Timestamp, WorkspaceId,
+use std::sync::Arc;
+
+use crm_app::{
+    auth::{ApiKeyRecord, Workspace},
+    idempotency::IdemRecord,
+    ports::Slice,
+    Store,
 };
+use crm_domain::{
+    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, EventId, EventType, JsonMap,
+    Mode, Plan, Tenant, Timestamp, WorkspaceId,
+};
+use serde_json::json;
 use uuid::Uuid;
 
 pub fn uuid() -> Uuid {
@@ -137,5 +145,48 @@ pub fn activity(occurred_at_ms: i64) -> crm_domain::Activity {
         created_at: now,
         updated_at: now,
         version: 1,
+    }
+}
+
+/// Every row a list can give, in one slice.
+pub fn all() -> Slice {
+    Slice {
+        before: None,
+        limit: 1000,
+    }
+}
+
+/// A workspace and a test tenant in it, committed.
+pub async fn setup(store: &Arc<dyn Store>) -> (crm_app::auth::Workspace, crm_domain::Tenant) {
+    let ws = workspace();
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_workspace(&ws).await.unwrap();
+    tx.commit().await.unwrap();
+    let t = tenant(&ws, Mode::Test);
+    (ws, t)
+}
+
+/// An event of `event_type` about a fixed contact.
+pub fn sample_event(event_type: EventType, mode: Mode) -> Event {
+    Event {
+        id: EventId::from_uuid(uuid()),
+        event_type,
+        mode,
+        created_at: Timestamp::from_millis(1_700_000_000_000),
+        data: json!({"id": "con_x", "object": "contact"}),
+        changed_fields: (event_type == EventType::ContactUpdated).then(|| vec!["email".to_owned()]),
+        previous_stage: None,
+    }
+}
+
+/// A claim whose lease has long ended.
+pub fn idem(key: &str) -> IdemRecord {
+    IdemRecord {
+        key: key.into(),
+        fingerprint: "fp".into(),
+        reply: None,
+        created_at: Timestamp::from_millis(10),
+        locked_until: Timestamp::from_millis(20),
+        owner_alive: true,
     }
 }

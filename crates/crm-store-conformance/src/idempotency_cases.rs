@@ -109,3 +109,32 @@ pub async fn a_claim_is_alive_while_its_process_runs_and_abandoned_once_it_is_go
     tx.commit().await.unwrap();
     assert!(owner_alive(&second, &t, "k").await, "taken over");
 }
+
+pub async fn idempotency_records_round_trip(store: Arc<dyn Store>) {
+    let t = setup(&store).await;
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(tx.insert_idempotency(&t, &idem("k")).await.unwrap());
+    assert!(!tx.insert_idempotency(&t, &idem("k")).await.unwrap());
+    let reply = StoredReply {
+        status: 201,
+        body: br#"{"id":"con_1"}"#.to_vec(),
+    };
+    tx.finish_idempotency(&t, "k", &reply).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    let got = tx.get_idempotency(&t, "k").await.unwrap().unwrap();
+    assert_eq!(
+        got,
+        IdemRecord {
+            reply: Some(reply),
+            ..idem("k")
+        }
+    );
+    let mut replaced = idem("k");
+    replaced.fingerprint = "other".into();
+    tx.put_idempotency(&t, &replaced).await.unwrap();
+    assert_eq!(tx.get_idempotency(&t, "k").await.unwrap(), Some(replaced));
+    tx.delete_idempotency(&t, "k").await.unwrap();
+    assert!(tx.get_idempotency(&t, "k").await.unwrap().is_none());
+    tx.commit().await.unwrap();
+}

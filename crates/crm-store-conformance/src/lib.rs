@@ -4,15 +4,28 @@
 //! migrated, empty `Arc<dyn Store>`; every case below becomes its own `#[tokio::test]`.
 //! Also here: how tests find a Postgres server ([`postgres_admin_url`]).
 
+pub mod activity_cases;
 pub mod automation_cases;
 pub mod cases;
+pub mod company_cases;
 pub mod config_cases;
+pub mod contact_cases;
+pub mod deal_cases;
 pub mod email_cases;
+pub mod event_cases;
 mod fixtures;
 pub mod idempotency_cases;
+pub mod key_cases;
+pub mod pipeline_cases;
+pub mod plan_cases;
+pub mod record_cases;
+pub mod registry_cases;
+pub mod search_cases;
 pub mod secret_cases;
 pub mod sequence_cases;
+pub mod tx_cases;
 pub mod webhook_cases;
+pub mod workspace_cases;
 
 pub use fixtures::*;
 pub use secret_cases::test_secrets;

@@ -6,18 +6,17 @@
 //! Counters of several tenants are never written in one transaction, so no two transactions can
 //! wait on each other's rows in opposite orders.
 
-use async_trait::async_trait;
 use crm_app::{
-    auth::{ApiKeyRecord, Workspace},
-    ports::{KeyRepo, KeyUse, PlanCounts, PlanRepo, Slice, UsageLock},
+    ports::{PlanCounts, UsageLock},
     StoreError,
 };
 use crm_domain::{Tenant, Timestamp};
-use sqlx::QueryBuilder;
+
+use crm_store_sql::Unit;
 
 use crate::{
     rows::{self, get},
-    tx::{out_of_range, slice_clause, tenant_query, PostgresTx},
+    tx::{out_of_range, tenant_query, PostgresTx},
 };
 
 fn count(v: u64, what: &str) -> Result<i64, StoreError> {
@@ -28,74 +27,7 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| rows::corrupt(what))
 }
 
-#[async_trait]
-impl KeyRepo for PostgresTx {
-    async fn list_api_keys(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut qb = QueryBuilder::new(format!(
-            "SELECT {} FROM api_keys k WHERE k.workspace_id = ",
-            rows::KEY_COLUMNS
-        ));
-        qb.push_bind(tenant.workspace_id.as_str())
-            .push(" AND k.mode = ")
-            .push_bind(tenant.mode.as_str());
-        slice_clause(&mut qb, slice);
-        let rows = qb
-            .build()
-            .fetch_all(self.conn())
-            .await
-            .map_err(crate::backend)?;
-        rows.iter().map(rows::api_key).collect()
-    }
-
-    async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError> {
-        let q = sqlx::query("UPDATE api_keys SET revoked_at = $1, expires_at = $2 WHERE workspace_id = $3 AND mode = $4 AND id = $5")
-            .bind(key.revoked_at.map(Timestamp::millis))
-            .bind(key.expires_at.map(Timestamp::millis))
-            .bind(key.workspace_id.as_str())
-            .bind(key.mode.as_str())
-            .bind(key.id.as_str());
-        Ok(self.execute(q).await? == 1)
-    }
-
-    async fn touch_api_keys(&mut self, uses: &[KeyUse]) -> Result<(), StoreError> {
-        for u in uses {
-            let q = tenant_query(
-                "UPDATE api_keys SET last_used_at = GREATEST(COALESCE(last_used_at, $4), $4)
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-                &u.tenant,
-            )
-            .bind(u.id.as_str())
-            .bind(u.at.millis());
-            self.execute(q).await?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl PlanRepo for PostgresTx {
-    async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws
-            .included_requests_override
-            .map(|v| count(v, "included_requests_override"))
-            .transpose()?;
-        let q = sqlx::query(
-            "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
-             WHERE id = $6",
-        )
-        .bind(&ws.name)
-        .bind(ws.plan.as_str())
-        .bind(ws.overage_cap_usd)
-        .bind(ws.rate_limit_override.map(i64::from))
-        .bind(included)
-        .bind(ws.id.as_str());
-        Ok(self.execute(q).await? == 1)
-    }
-
+crm_store_sql::impl_plan_repo!(crate::PostgresTx, {
     async fn lock_usage(
         &mut self,
         tenant: &Tenant,
@@ -187,20 +119,6 @@ impl PlanRepo for PostgresTx {
         Ok(())
     }
 
-    async fn get_usage(
-        &mut self,
-        tenant: &Tenant,
-        period_start: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let q = tenant_query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3", tenant)
-            .bind(period_start.millis());
-        let used = self
-            .optional(q, |r| get::<i64>(r, "used"))
-            .await?
-            .unwrap_or(0);
-        unsigned(used, "used")
-    }
-
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
         if matches!(self, PostgresTx::Write(..)) {
             // Serialises plan-cap checks of one workspace: a create that counts and then inserts
@@ -217,4 +135,4 @@ impl PlanRepo for PostgresTx {
             sequences,
         })
     }
-}
+});

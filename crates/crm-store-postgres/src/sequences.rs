@@ -1,90 +1,21 @@
 //! Sequences and their enrollments over Postgres.
 
-use async_trait::async_trait;
-use crm_app::{
-    ports::{ClaimedEnrollment, SequenceRepo, Slice},
-    StoreError,
-};
+use crm_app::{ports::ClaimedEnrollment, StoreError};
 use crm_domain::{
     mail::EmailMessage,
-    sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant,
-    Timestamp, WorkspaceId,
+    sequence::{Enrollment, ExitReason},
+    Activity, ContactId, DealId, EnrollmentId, SequenceId, Tenant, Timestamp,
 };
-use sqlx::{postgres::PgRow, Postgres, QueryBuilder};
+use sqlx::{Postgres, QueryBuilder};
+
+use crm_store_sql::Unit;
+
+use crm_store_sql::sequences::{claimed, ENROLLMENT_COLUMNS};
 
 use crate::{
-    rows::{self, corrupt, get, json_value},
-    tx::{json_text, slice_clause, tenant_query, tenant_where},
-    PostgresTx,
+    rows::get,
+    tx::{json_text, tenant_query},
 };
-
-const SEQUENCE_COLUMNS: &str = "id, name, trigger_def::text AS trigger_def, exit_when::text AS exit_when, steps::text AS steps, enabled, \
-     enroll_existing, created_at, updated_at, version";
-
-const ENROLLMENT_COLUMNS: &str =
-    "id, sequence_id, contact_id, source_object, source_id, state, exit_reason, steps_sent, next_send_at, enrolled_at, updated_at, ended_at";
-
-fn sequence(row: &PgRow) -> Result<Sequence, StoreError> {
-    let def = SequenceDef::from_stored(
-        get(row, "name")?,
-        &json_value(row, "trigger_def")?,
-        &json_value(row, "exit_when")?,
-        &json_value(row, "steps")?,
-    )
-    .ok_or_else(|| corrupt("sequence"))?;
-    Ok(Sequence {
-        id: SequenceId::from_trusted(get(row, "id")?),
-        def,
-        enabled: get(row, "enabled")?,
-        enroll_existing: get(row, "enroll_existing")?,
-        created_at: Timestamp::from_millis(get(row, "created_at")?),
-        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
-        version: get(row, "version")?,
-    })
-}
-
-fn enrollment(row: &PgRow) -> Result<Enrollment, StoreError> {
-    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> {
-        Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis))
-    };
-    let exit_reason = match get::<Option<String>>(row, "exit_reason")? {
-        Some(r) => Some(ExitReason::parse(&r).ok_or_else(|| corrupt("exit_reason"))?),
-        None => None,
-    };
-    Ok(Enrollment {
-        id: EnrollmentId::from_trusted(get(row, "id")?),
-        sequence_id: SequenceId::from_trusted(get(row, "sequence_id")?),
-        contact_id: ContactId::from_trusted(get(row, "contact_id")?),
-        source_object: SourceObject::parse(&get::<String>(row, "source_object")?)
-            .ok_or_else(|| corrupt("source_object"))?,
-        source_id: get(row, "source_id")?,
-        state: EnrollmentState::parse(&get::<String>(row, "state")?)
-            .ok_or_else(|| corrupt("state"))?,
-        exit_reason,
-        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?)
-            .map_err(|_| corrupt("steps_sent"))?,
-        next_send_at: ts("next_send_at")?,
-        enrolled_at: Timestamp::from_millis(get(row, "enrolled_at")?),
-        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
-        ended_at: ts("ended_at")?,
-    })
-}
-
-fn claimed(row: &PgRow) -> Result<ClaimedEnrollment, StoreError> {
-    let mode = Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?;
-    Ok(ClaimedEnrollment {
-        tenant: Tenant {
-            workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
-            mode,
-        },
-        enrollment: enrollment(row)?,
-    })
-}
-
-fn trigger_event(s: &Sequence) -> Option<&'static str> {
-    s.def.trigger.as_ref().map(|t| t.event.as_str())
-}
 
 /// Rows of new enrollment states, as `(VALUES ...) AS v(...)`, for a bulk `UPDATE ... FROM`.
 fn push_states<'a>(qb: &mut QueryBuilder<'a, Postgres>, updates: &'a [(Enrollment, u32)]) {
@@ -113,127 +44,7 @@ fn push_states<'a>(qb: &mut QueryBuilder<'a, Postgres>, updates: &'a [(Enrollmen
 const SET_STATES: &str = "UPDATE sequence_enrollments e SET state = v.state, exit_reason = v.exit_reason, steps_sent = v.steps_sent, \
      next_send_at = v.next_send_at, updated_at = v.updated_at, ended_at = v.ended_at, lease_holder = NULL, lease_until = NULL FROM ";
 
-#[async_trait]
-impl SequenceRepo for PostgresTx {
-    async fn insert_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "INSERT INTO sequences (workspace_id, mode, id, name, trigger_event, trigger_def, exit_when, steps, enabled, enroll_existing,
-                                    created_at, updated_at, version)
-             VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8::json, $9, $10, $11, $12, $13)",
-            tenant,
-        )
-        .bind(s.id.as_str())
-        .bind(&s.def.name)
-        .bind(trigger_event(s))
-        .bind(s.def.trigger_snapshot().to_string())
-        .bind(s.def.exit_when_snapshot().to_string())
-        .bind(s.def.steps_snapshot().to_string())
-        .bind(s.enabled)
-        .bind(s.enroll_existing)
-        .bind(s.created_at.millis())
-        .bind(s.updated_at.millis())
-        .bind(s.version);
-        self.execute(q).await?;
-        Ok(())
-    }
-
-    async fn get_sequence(
-        &mut self,
-        tenant: &Tenant,
-        id: &SequenceId,
-    ) -> Result<Option<Sequence>, StoreError> {
-        let sql = format!(
-            "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
-            self.for_update()
-        );
-        let q = tenant_query(&sql, tenant).bind(id.as_str());
-        self.optional(q, sequence).await
-    }
-
-    async fn get_sequences(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[SequenceId],
-    ) -> Result<Vec<Sequence>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&str> = ids.iter().map(SequenceId::as_str).collect();
-        let sql = format!("SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)");
-        self.all(tenant_query(&sql, tenant).bind(ids), sequence)
-            .await
-    }
-
-    async fn update_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "UPDATE sequences SET name = $4, trigger_event = $5, trigger_def = $6::json, exit_when = $7::json, steps = $8::json, enabled = $9,
-                    enroll_existing = $10, updated_at = $11, version = $12
-             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12 - 1",
-            tenant,
-        )
-        .bind(s.id.as_str())
-        .bind(&s.def.name)
-        .bind(trigger_event(s))
-        .bind(s.def.trigger_snapshot().to_string())
-        .bind(s.def.exit_when_snapshot().to_string())
-        .bind(s.def.steps_snapshot().to_string())
-        .bind(s.enabled)
-        .bind(s.enroll_existing)
-        .bind(s.updated_at.millis())
-        .bind(s.version);
-        match self.execute(q).await? {
-            1 => Ok(()),
-            _ => Err(StoreError::Stale),
-        }
-    }
-
-    async fn delete_sequence(
-        &mut self,
-        tenant: &Tenant,
-        id: &SequenceId,
-    ) -> Result<bool, StoreError> {
-        let q = tenant_query(
-            "DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-            tenant,
-        )
-        .bind(id.as_str());
-        Ok(self.execute(q).await? == 1)
-    }
-
-    async fn list_sequences(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<Sequence>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Postgres>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
-        tenant_where(&mut qb, tenant);
-        slice_clause(&mut qb, slice);
-        self.all(qb.build(), sequence).await
-    }
-
-    async fn triggered_sequences(
-        &mut self,
-        tenant: &Tenant,
-        events: &[EventType],
-    ) -> Result<Vec<Sequence>, StoreError> {
-        let types: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
-        let sql = format!(
-            "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND enabled AND trigger_event = ANY($3) ORDER BY id"
-        );
-        self.all(tenant_query(&sql, tenant).bind(types), sequence)
-            .await
-    }
-
-    async fn count_sequences(&mut self, tenant: &Tenant) -> Result<u64, StoreError> {
-        let q = tenant_query(
-            "SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2",
-            tenant,
-        );
-        let n = self.optional(q, |r| get::<i64>(r, "n")).await?.unwrap_or(0);
-        Ok(n.max(0) as u64)
-    }
-
+crm_store_sql::impl_sequence_repo!(crate::PostgresTx, {
     async fn insert_enrollments(
         &mut self,
         tenant: &Tenant,
@@ -270,77 +81,6 @@ impl SequenceRepo for PostgresTx {
             inserted.extend(ids);
         }
         Ok(inserted)
-    }
-
-    async fn get_enrollment(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        id: &EnrollmentId,
-    ) -> Result<Option<Enrollment>, StoreError> {
-        let sql = format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND sequence_id = $4{}",
-            self.for_update()
-        );
-        self.optional(
-            tenant_query(&sql, tenant)
-                .bind(id.as_str())
-                .bind(seq.as_str()),
-            enrollment,
-        )
-        .await
-    }
-
-    async fn list_enrollments(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        slice: &Slice,
-    ) -> Result<Vec<Enrollment>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
-        ));
-        tenant_where(&mut qb, tenant);
-        qb.push(" AND sequence_id = ").push_bind(seq.as_str());
-        slice_clause(&mut qb, slice);
-        self.all(qb.build(), enrollment).await
-    }
-
-    async fn active_enrollments_by_source(
-        &mut self,
-        tenant: &Tenant,
-        source_ids: &[String],
-    ) -> Result<Vec<Enrollment>, StoreError> {
-        if source_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND state = 'active'
-             AND source_id = ANY($3) ORDER BY id{}",
-            self.for_update()
-        );
-        self.all(tenant_query(&sql, tenant).bind(source_ids), enrollment)
-            .await
-    }
-
-    async fn enrolled_contacts(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        contacts: &[ContactId],
-    ) -> Result<Vec<ContactId>, StoreError> {
-        if contacts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&str> = contacts.iter().map(ContactId::as_str).collect();
-        let q = tenant_query(
-            "SELECT contact_id FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND sequence_id = $3 AND contact_id = ANY($4)",
-            tenant,
-        )
-        .bind(seq.as_str())
-        .bind(ids);
-        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "contact_id")?)))
-            .await
     }
 
     async fn update_enrollments(
@@ -500,38 +240,4 @@ impl SequenceRepo for PostgresTx {
         self.execute(q).await?;
         Ok(())
     }
-
-    async fn contacts_by_ids(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[ContactId],
-    ) -> Result<Vec<Contact>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&str> = ids.iter().map(ContactId::as_str).collect();
-        let sql = format!(
-            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
-            rows::CONTACT_COLUMNS
-        );
-        self.all(tenant_query(&sql, tenant).bind(ids), rows::contact)
-            .await
-    }
-
-    async fn deals_by_ids(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[DealId],
-    ) -> Result<Vec<Deal>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&str> = ids.iter().map(DealId::as_str).collect();
-        let sql = format!(
-            "SELECT {} FROM deals WHERE workspace_id = $1 AND mode = $2 AND id = ANY($3)",
-            rows::DEAL_COLUMNS
-        );
-        self.all(tenant_query(&sql, tenant).bind(ids), rows::deal)
-            .await
-    }
-}
+});

@@ -6,16 +6,27 @@
 //! read-only connections that never wait for the writer. This crate knows SQL and sqlx, and no
 //! HTTP and no business rule beyond what the port's contracts say.
 
+mod activities;
 mod automations;
+mod companies;
+mod contacts;
+mod deals;
 mod email;
+mod events;
+mod idempotency;
+mod keys;
 mod owner;
+mod pipelines;
 mod plans;
 mod records;
+mod registry;
 mod rows;
+mod search;
 mod secrets;
 mod sequences;
 mod tx;
 mod webhooks;
+mod workspaces;
 
 use std::{
     str::FromStr,

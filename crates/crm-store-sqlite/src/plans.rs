@@ -1,16 +1,14 @@
 //! Keys, plans and usage metering over SQLite. Every write transaction holds the database's one
 //! write lock from `BEGIN IMMEDIATE`, so reservations of a capped allowance never interleave.
 
-use async_trait::async_trait;
 use crm_app::{
-    auth::{ApiKeyRecord, Workspace},
-    ports::{KeyRepo, KeyUse, PlanCounts, PlanRepo, Slice, UsageLock},
+    ports::{PlanCounts, UsageLock},
     StoreError,
 };
 use crm_domain::{Tenant, Timestamp};
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 
-use crate::{backend, rows, tx::slice_clause, SqliteTx};
+use crate::{backend, rows};
 
 fn count(v: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| StoreError::Backend(format!("{what} out of range").into()))
@@ -20,79 +18,7 @@ fn unsigned(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| rows::corrupt(what))
 }
 
-#[async_trait]
-impl KeyRepo for SqliteTx {
-    async fn list_api_keys(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {} FROM api_keys k WHERE k.workspace_id = ",
-            rows::KEY_COLUMNS
-        ));
-        qb.push_bind(tenant.workspace_id.as_str())
-            .push(" AND k.mode = ")
-            .push_bind(tenant.mode.as_str());
-        slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter().map(rows::api_key).collect()
-    }
-
-    async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE api_keys SET revoked_at = $1, expires_at = $2 WHERE workspace_id = $3 AND mode = $4 AND id = $5")
-            .bind(key.revoked_at.map(Timestamp::millis))
-            .bind(key.expires_at.map(Timestamp::millis))
-            .bind(key.workspace_id.as_str())
-            .bind(key.mode.as_str())
-            .bind(key.id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn touch_api_keys(&mut self, uses: &[KeyUse]) -> Result<(), StoreError> {
-        for u in uses {
-            sqlx::query(
-                "UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, $4), $4)
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-            )
-            .bind(u.tenant.workspace_id.as_str())
-            .bind(u.tenant.mode.as_str())
-            .bind(u.id.as_str())
-            .bind(u.at.millis())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl PlanRepo for SqliteTx {
-    async fn update_workspace(&mut self, ws: &Workspace) -> Result<bool, StoreError> {
-        let included = ws
-            .included_requests_override
-            .map(|v| count(v, "included_requests_override"))
-            .transpose()?;
-        let done = sqlx::query(
-            "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
-             WHERE id = $6",
-        )
-        .bind(&ws.name)
-        .bind(ws.plan.as_str())
-        .bind(ws.overage_cap_usd)
-        .bind(ws.rate_limit_override.map(i64::from))
-        .bind(included)
-        .bind(ws.id.as_str())
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
+crm_store_sql::impl_plan_repo!(crate::SqliteTx, {
     async fn lock_usage(
         &mut self,
         tenant: &Tenant,
@@ -190,24 +116,6 @@ impl PlanRepo for SqliteTx {
         Ok(())
     }
 
-    async fn get_usage(
-        &mut self,
-        tenant: &Tenant,
-        period_start: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT used FROM usage_counters WHERE workspace_id = $1 AND mode = $2 AND period_start = $3")
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(period_start.millis())
-            .fetch_optional(self.conn())
-            .await
-            .map_err(backend)?;
-        match row {
-            Some(r) => unsigned(r.try_get("used").map_err(backend)?, "used"),
-            None => Ok(0),
-        }
-    }
-
     async fn count_plan_objects(&mut self, tenant: &Tenant) -> Result<PlanCounts, StoreError> {
         // The single writer already serialises a count and the insert that follows it.
         let active_automations =
@@ -218,4 +126,4 @@ impl PlanRepo for SqliteTx {
             sequences,
         })
     }
-}
+});

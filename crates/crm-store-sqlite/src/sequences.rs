@@ -1,70 +1,21 @@
 //! Sequences and their enrollments over SQLite.
 
-use async_trait::async_trait;
-use crm_app::{
-    ports::{ClaimedEnrollment, SequenceRepo, Slice},
-    StoreError,
-};
+use crm_app::{ports::ClaimedEnrollment, StoreError};
 use crm_domain::{
     mail::EmailMessage,
-    sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
-    Activity, Contact, ContactId, Deal, DealId, EnrollmentId, EventType, Mode, SequenceId, Tenant,
-    Timestamp, WorkspaceId,
+    sequence::{Enrollment, ExitReason},
+    Activity, ContactId, DealId, EnrollmentId, SequenceId, Tenant, Timestamp,
 };
 use serde_json::Value;
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
+use sqlx::{QueryBuilder, Sqlite};
 
-use crate::{
-    backend,
-    rows::{self, corrupt, get, json_value},
-    tx::{slice_clause, tenant_where},
-    SqliteTx,
+use crate::tx::tenant_query;
+use crm_store_sql::{
+    sequences::{claimed, ENROLLMENT_COLUMNS},
+    Unit,
 };
 
-const SEQUENCE_COLUMNS: &str = "id, name, trigger_def, exit_when, steps, enabled, \
-     enroll_existing, created_at, updated_at, version";
-
-const ENROLLMENT_COLUMNS: &str =
-    "id, sequence_id, contact_id, source_object, source_id, state, exit_reason, steps_sent, next_send_at, enrolled_at, updated_at, ended_at";
-
-type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
-
-fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> SqliteQuery<'q> {
-    sqlx::query(sql)
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-}
-
-impl SqliteTx {
-    fn for_update(&self) -> &'static str {
-        ""
-    }
-
-    async fn optional<T>(
-        &mut self,
-        q: SqliteQuery<'_>,
-        map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send,
-    ) -> Result<Option<T>, StoreError> {
-        let row = q.fetch_optional(self.conn()).await.map_err(backend)?;
-        row.as_ref().map(map).transpose()
-    }
-
-    async fn all<T>(
-        &mut self,
-        q: SqliteQuery<'_>,
-        map: impl Fn(&SqliteRow) -> Result<T, StoreError> + Send,
-    ) -> Result<Vec<T>, StoreError> {
-        let rows = q.fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter().map(map).collect()
-    }
-
-    async fn execute(&mut self, q: SqliteQuery<'_>) -> Result<u64, StoreError> {
-        Ok(q.execute(self.conn())
-            .await
-            .map_err(backend)?
-            .rows_affected())
-    }
-}
+use crate::{rows::get, tx::tenant_where};
 
 /// `WHERE <tenant> AND <column> IN (<values>)`.
 fn tenant_in<'a>(
@@ -82,68 +33,7 @@ fn tenant_in<'a>(
     qb.push(")");
 }
 
-fn sequence(row: &SqliteRow) -> Result<Sequence, StoreError> {
-    let def = SequenceDef::from_stored(
-        get(row, "name")?,
-        &json_value(row, "trigger_def")?,
-        &json_value(row, "exit_when")?,
-        &json_value(row, "steps")?,
-    )
-    .ok_or_else(|| corrupt("sequence"))?;
-    Ok(Sequence {
-        id: SequenceId::from_trusted(get(row, "id")?),
-        def,
-        enabled: get(row, "enabled")?,
-        enroll_existing: get(row, "enroll_existing")?,
-        created_at: Timestamp::from_millis(get(row, "created_at")?),
-        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
-        version: get(row, "version")?,
-    })
-}
-
-fn enrollment(row: &SqliteRow) -> Result<Enrollment, StoreError> {
-    let ts = |c: &str| -> Result<Option<Timestamp>, StoreError> {
-        Ok(get::<Option<i64>>(row, c)?.map(Timestamp::from_millis))
-    };
-    let exit_reason = match get::<Option<String>>(row, "exit_reason")? {
-        Some(r) => Some(ExitReason::parse(&r).ok_or_else(|| corrupt("exit_reason"))?),
-        None => None,
-    };
-    Ok(Enrollment {
-        id: EnrollmentId::from_trusted(get(row, "id")?),
-        sequence_id: SequenceId::from_trusted(get(row, "sequence_id")?),
-        contact_id: ContactId::from_trusted(get(row, "contact_id")?),
-        source_object: SourceObject::parse(&get::<String>(row, "source_object")?)
-            .ok_or_else(|| corrupt("source_object"))?,
-        source_id: get(row, "source_id")?,
-        state: EnrollmentState::parse(&get::<String>(row, "state")?)
-            .ok_or_else(|| corrupt("state"))?,
-        exit_reason,
-        steps_sent: u32::try_from(get::<i32>(row, "steps_sent")?)
-            .map_err(|_| corrupt("steps_sent"))?,
-        next_send_at: ts("next_send_at")?,
-        enrolled_at: Timestamp::from_millis(get(row, "enrolled_at")?),
-        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
-        ended_at: ts("ended_at")?,
-    })
-}
-
-fn claimed(row: &SqliteRow) -> Result<ClaimedEnrollment, StoreError> {
-    let mode = Mode::parse(&get::<String>(row, "mode")?).ok_or_else(|| corrupt("mode"))?;
-    Ok(ClaimedEnrollment {
-        tenant: Tenant {
-            workspace_id: WorkspaceId::from_trusted(get(row, "workspace_id")?),
-            mode,
-        },
-        enrollment: enrollment(row)?,
-    })
-}
-
-fn trigger_event(s: &Sequence) -> Option<&'static str> {
-    s.def.trigger.as_ref().map(|t| t.event.as_str())
-}
-
-fn bind_state<'q>(q: SqliteQuery<'q>, e: &'q Enrollment) -> SqliteQuery<'q> {
+fn bind_state<'q>(q: crate::tx::Query<'q>, e: &'q Enrollment) -> crate::tx::Query<'q> {
     q.bind(e.id.as_str())
         .bind(e.state.as_str())
         .bind(e.exit_reason.map(ExitReason::as_str))
@@ -153,134 +43,7 @@ fn bind_state<'q>(q: SqliteQuery<'q>, e: &'q Enrollment) -> SqliteQuery<'q> {
         .bind(e.ended_at.map(Timestamp::millis))
 }
 
-#[async_trait]
-impl SequenceRepo for SqliteTx {
-    async fn insert_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "INSERT INTO sequences (workspace_id, mode, id, name, trigger_event, trigger_def, exit_when, steps, enabled, enroll_existing,
-                                    created_at, updated_at, version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            tenant,
-        )
-        .bind(s.id.as_str())
-        .bind(&s.def.name)
-        .bind(trigger_event(s))
-        .bind(s.def.trigger_snapshot().to_string())
-        .bind(s.def.exit_when_snapshot().to_string())
-        .bind(s.def.steps_snapshot().to_string())
-        .bind(s.enabled)
-        .bind(s.enroll_existing)
-        .bind(s.created_at.millis())
-        .bind(s.updated_at.millis())
-        .bind(s.version);
-        self.execute(q).await?;
-        Ok(())
-    }
-
-    async fn get_sequence(
-        &mut self,
-        tenant: &Tenant,
-        id: &SequenceId,
-    ) -> Result<Option<Sequence>, StoreError> {
-        let sql = format!(
-            "SELECT {SEQUENCE_COLUMNS} FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
-            self.for_update()
-        );
-        let q = tenant_query(&sql, tenant).bind(id.as_str());
-        self.optional(q, sequence).await
-    }
-
-    async fn get_sequences(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[SequenceId],
-    ) -> Result<Vec<Sequence>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
-        tenant_in(&mut qb, tenant, "id", ids.iter().map(SequenceId::as_str));
-        self.all(qb.build(), sequence).await
-    }
-
-    async fn update_sequence(&mut self, tenant: &Tenant, s: &Sequence) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "UPDATE sequences SET name = $4, trigger_event = $5, trigger_def = $6, exit_when = $7, steps = $8, enabled = $9,
-                    enroll_existing = $10, updated_at = $11, version = $12
-             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12 - 1",
-            tenant,
-        )
-        .bind(s.id.as_str())
-        .bind(&s.def.name)
-        .bind(trigger_event(s))
-        .bind(s.def.trigger_snapshot().to_string())
-        .bind(s.def.exit_when_snapshot().to_string())
-        .bind(s.def.steps_snapshot().to_string())
-        .bind(s.enabled)
-        .bind(s.enroll_existing)
-        .bind(s.updated_at.millis())
-        .bind(s.version);
-        match self.execute(q).await? {
-            1 => Ok(()),
-            _ => Err(StoreError::Stale),
-        }
-    }
-
-    async fn delete_sequence(
-        &mut self,
-        tenant: &Tenant,
-        id: &SequenceId,
-    ) -> Result<bool, StoreError> {
-        let q = tenant_query(
-            "DELETE FROM sequences WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-            tenant,
-        )
-        .bind(id.as_str());
-        Ok(self.execute(q).await? == 1)
-    }
-
-    async fn list_sequences(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<Sequence>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
-        tenant_where(&mut qb, tenant);
-        slice_clause(&mut qb, slice);
-        self.all(qb.build(), sequence).await
-    }
-
-    async fn triggered_sequences(
-        &mut self,
-        tenant: &Tenant,
-        events: &[EventType],
-    ) -> Result<Vec<Sequence>, StoreError> {
-        if events.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(format!("SELECT {SEQUENCE_COLUMNS} FROM sequences"));
-        tenant_in(
-            &mut qb,
-            tenant,
-            "trigger_event",
-            events.iter().map(|e| e.as_str()),
-        );
-        qb.push(" AND enabled = 1 ORDER BY id");
-        self.all(qb.build(), sequence).await
-    }
-
-    async fn count_sequences(&mut self, tenant: &Tenant) -> Result<u64, StoreError> {
-        let q = tenant_query(
-            "SELECT COUNT(*) AS n FROM sequences WHERE workspace_id = $1 AND mode = $2",
-            tenant,
-        );
-        let n = self.optional(q, |r| get::<i64>(r, "n")).await?.unwrap_or(0);
-        Ok(n.max(0) as u64)
-    }
-
+crm_store_sql::impl_sequence_repo!(crate::SqliteTx, {
     async fn insert_enrollments(
         &mut self,
         tenant: &Tenant,
@@ -317,84 +80,6 @@ impl SequenceRepo for SqliteTx {
             inserted.extend(ids);
         }
         Ok(inserted)
-    }
-
-    async fn get_enrollment(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        id: &EnrollmentId,
-    ) -> Result<Option<Enrollment>, StoreError> {
-        let sql = format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND sequence_id = $4{}",
-            self.for_update()
-        );
-        self.optional(
-            tenant_query(&sql, tenant)
-                .bind(id.as_str())
-                .bind(seq.as_str()),
-            enrollment,
-        )
-        .await
-    }
-
-    async fn list_enrollments(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        slice: &Slice,
-    ) -> Result<Vec<Enrollment>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
-        ));
-        tenant_where(&mut qb, tenant);
-        qb.push(" AND sequence_id = ").push_bind(seq.as_str());
-        slice_clause(&mut qb, slice);
-        self.all(qb.build(), enrollment).await
-    }
-
-    async fn active_enrollments_by_source(
-        &mut self,
-        tenant: &Tenant,
-        source_ids: &[String],
-    ) -> Result<Vec<Enrollment>, StoreError> {
-        if source_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {ENROLLMENT_COLUMNS} FROM sequence_enrollments"
-        ));
-        tenant_in(
-            &mut qb,
-            tenant,
-            "source_id",
-            source_ids.iter().map(String::as_str),
-        );
-        qb.push(" AND state = 'active' ORDER BY id");
-        self.all(qb.build(), enrollment).await
-    }
-
-    async fn enrolled_contacts(
-        &mut self,
-        tenant: &Tenant,
-        seq: &SequenceId,
-        contacts: &[ContactId],
-    ) -> Result<Vec<ContactId>, StoreError> {
-        if contacts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new("SELECT contact_id FROM sequence_enrollments");
-        tenant_in(
-            &mut qb,
-            tenant,
-            "contact_id",
-            contacts.iter().map(ContactId::as_str),
-        );
-        qb.push(" AND sequence_id = ").push_bind(seq.as_str());
-        self.all(qb.build(), |r| {
-            Ok(ContactId::from_trusted(get(r, "contact_id")?))
-        })
-        .await
     }
 
     async fn update_enrollments(
@@ -550,39 +235,7 @@ impl SequenceRepo for SqliteTx {
         }
         Ok(())
     }
-
-    async fn contacts_by_ids(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[ContactId],
-    ) -> Result<Vec<Contact>, StoreError> {
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(500) {
-            let mut qb = QueryBuilder::<Sqlite>::new(format!(
-                "SELECT {} FROM contacts",
-                rows::CONTACT_COLUMNS
-            ));
-            tenant_in(&mut qb, tenant, "id", chunk.iter().map(ContactId::as_str));
-            out.extend(self.all(qb.build(), rows::contact).await?);
-        }
-        Ok(out)
-    }
-
-    async fn deals_by_ids(
-        &mut self,
-        tenant: &Tenant,
-        ids: &[DealId],
-    ) -> Result<Vec<Deal>, StoreError> {
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(500) {
-            let mut qb =
-                QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
-            tenant_in(&mut qb, tenant, "id", chunk.iter().map(DealId::as_str));
-            out.extend(self.all(qb.build(), rows::deal).await?);
-        }
-        Ok(out)
-    }
-}
+});
 
 /// The advance of claimed enrollments to their new states, `prefix` put before it (`EXPLAIN
 /// QUERY PLAN ` in the test of its plan): a CTE of the new states joined to the table by key,
@@ -624,7 +277,9 @@ fn advance_query<'a>(
 
 #[cfg(test)]
 mod tests {
-    use crm_domain::{ContactId, EnrollmentId, Mode, Tenant, Timestamp, WorkspaceId};
+    use crm_domain::{
+        sequence::SourceObject, ContactId, EnrollmentId, Mode, Tenant, Timestamp, WorkspaceId,
+    };
     use crm_store_conformance::sequence_cases::sequence;
     use sqlx::Row;
 

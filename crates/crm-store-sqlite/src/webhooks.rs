@@ -4,93 +4,24 @@
 
 use std::collections::{HashMap, HashSet};
 
-use async_trait::async_trait;
 use crm_app::{
-    ports::{
-        AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
-        Slice, WebhookRepo,
-    },
+    ports::{AttemptOutcome, ClaimedDelivery, FanOutRow, NewDelivery},
     StoreError,
 };
-use crm_domain::{
-    ids::DeliveryId, DeliveryStatus, EventId, EventType, Subscription, Tenant, Timestamp, Webhook,
-    WebhookId,
-};
-use sqlx::{sqlite::SqliteRow, QueryBuilder, Sqlite};
+use crm_domain::{ids::DeliveryId, DeliveryStatus, EventId, Tenant, Timestamp, WebhookId};
+use sqlx::{QueryBuilder, Sqlite};
+
+use crm_store_sql::webhooks::{event_type, subscription, ATTEMPT_COLUMNS};
 
 use crate::{
     backend,
-    rows::{self, get, tenant_of},
-    secrets::{open, seal, WEBHOOKS},
-    tx::Secrets,
+    rows::{get, tenant_of},
+    secrets::{open, WEBHOOKS},
     SqliteTx,
 };
 
 /// Rows per multi-row statement (SQLite allows 32766 bound values).
 const CHUNK: usize = 1000;
-
-const WEBHOOK_COLUMNS: &str =
-    "id, mode, url, events, description, enabled, secret, created_at, updated_at, version";
-const ATTEMPT_COLUMNS: &str =
-    "seq, webhook_id, delivery_id, event_id, event_type, attempt, status, response_status, error, duration_ms, next_attempt_at, created_at";
-
-fn event_type(s: &str) -> Result<EventType, StoreError> {
-    EventType::parse(s).ok_or_else(|| rows::corrupt("event type"))
-}
-
-fn status(s: &str) -> Result<DeliveryStatus, StoreError> {
-    DeliveryStatus::parse(s).ok_or_else(|| rows::corrupt("delivery status"))
-}
-
-fn events_text(s: &Subscription) -> String {
-    serde_json::to_string(&s.names()).unwrap_or_else(|_| "[]".into())
-}
-
-fn subscription(text: &str) -> Result<Subscription, StoreError> {
-    let names: Vec<String> =
-        serde_json::from_str(text).map_err(|_| rows::corrupt("webhook events"))?;
-    Ok(Subscription::from_stored(&names))
-}
-
-fn webhook(row: &SqliteRow, tenant: &Tenant, secrets: &Secrets) -> Result<Webhook, StoreError> {
-    let id: String = get(row, "id")?;
-    let secret = open(
-        secrets,
-        tenant,
-        WEBHOOKS,
-        &id,
-        &get::<String>(row, "secret")?,
-    )?;
-    Ok(Webhook {
-        id: WebhookId::from_trusted(id),
-        mode: rows::mode(&get::<String>(row, "mode")?)?,
-        url: get(row, "url")?,
-        events: subscription(&get::<String>(row, "events")?)?,
-        description: get(row, "description")?,
-        enabled: get(row, "enabled")?,
-        secret,
-        created_at: Timestamp::from_millis(get(row, "created_at")?),
-        updated_at: Timestamp::from_millis(get(row, "updated_at")?),
-        version: get(row, "version")?,
-    })
-}
-
-fn attempt(row: &SqliteRow) -> Result<DeliveryAttempt, StoreError> {
-    Ok(DeliveryAttempt {
-        seq: get(row, "seq")?,
-        webhook_id: WebhookId::from_trusted(get(row, "webhook_id")?),
-        delivery_id: DeliveryId::from_trusted(get(row, "delivery_id")?),
-        event_id: EventId::from_trusted(get(row, "event_id")?),
-        event_type: event_type(&get::<String>(row, "event_type")?)?,
-        attempt: get::<i64>(row, "attempt")? as u32,
-        status: status(&get::<String>(row, "status")?)?,
-        response_status: get::<Option<i64>>(row, "response_status")?.map(|s| s as u16),
-        error: get(row, "error")?,
-        duration_ms: get::<i64>(row, "duration_ms")?.max(0) as u64,
-        next_attempt_at: rows::ts(get(row, "next_attempt_at")?),
-        created_at: Timestamp::from_millis(get(row, "created_at")?),
-    })
-}
 
 /// How long a due delivery that cannot be sent (its webhook is disabled) waits before it is
 /// looked at again.
@@ -213,116 +144,7 @@ async fn record_round(tx: &mut SqliteTx, round: &[&AttemptOutcome]) -> Result<u6
     Ok(n)
 }
 
-#[async_trait]
-impl WebhookRepo for SqliteTx {
-    async fn insert_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
-        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
-        sqlx::query(
-            "INSERT INTO webhooks (workspace_id, mode, id, url, events, description, enabled, secret, created_at, updated_at, version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(w.id.as_str())
-        .bind(&w.url)
-        .bind(events_text(&w.events))
-        .bind(&w.description)
-        .bind(w.enabled)
-        .bind(&secret)
-        .bind(w.created_at.millis())
-        .bind(w.updated_at.millis())
-        .bind(w.version)
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn get_webhook(
-        &mut self,
-        tenant: &Tenant,
-        id: &WebhookId,
-    ) -> Result<Option<Webhook>, StoreError> {
-        let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3");
-        let row = sqlx::query(&sql)
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(id.as_str())
-            .fetch_optional(self.conn())
-            .await
-            .map_err(backend)?;
-        let secrets = self.secrets();
-        row.as_ref()
-            .map(|r| webhook(r, tenant, &secrets))
-            .transpose()
-    }
-
-    async fn list_webhooks(
-        &mut self,
-        tenant: &Tenant,
-        slice: &Slice,
-    ) -> Result<Vec<Webhook>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks"));
-        crate::tx::tenant_where(&mut qb, tenant);
-        crate::tx::slice_clause(&mut qb, slice);
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        let secrets = self.secrets();
-        rows.iter().map(|r| webhook(r, tenant, &secrets)).collect()
-    }
-
-    async fn update_webhook(&mut self, tenant: &Tenant, w: &Webhook) -> Result<(), StoreError> {
-        let secret = seal(&self.secrets(), tenant, WEBHOOKS, w.id.as_str(), &w.secret)?;
-        let done = sqlx::query(
-            "UPDATE webhooks SET url = $4, events = $5, description = $6, enabled = $7, secret = $8, updated_at = $9, version = $10
-             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
-        )
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(w.id.as_str())
-        .bind(&w.url)
-        .bind(events_text(&w.events))
-        .bind(&w.description)
-        .bind(w.enabled)
-        .bind(&secret)
-        .bind(w.updated_at.millis())
-        .bind(w.version)
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        if done.rows_affected() == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::Stale)
-        }
-    }
-
-    async fn delete_webhook(
-        &mut self,
-        tenant: &Tenant,
-        id: &WebhookId,
-    ) -> Result<bool, StoreError> {
-        for table in ["webhook_delivery_attempts", "webhook_deliveries"] {
-            sqlx::query(&format!(
-                "DELETE FROM {table} WHERE workspace_id = $1 AND mode = $2 AND webhook_id = $3"
-            ))
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(id.as_str())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        }
-        let done =
-            sqlx::query("DELETE FROM webhooks WHERE workspace_id = $1 AND mode = $2 AND id = $3")
-                .bind(tenant.workspace_id.as_str())
-                .bind(tenant.mode.as_str())
-                .bind(id.as_str())
-                .execute(self.conn())
-                .await
-                .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
+crm_store_sql::impl_webhook_repo!(crate::SqliteTx, {
     async fn take_events_to_dispatch(&mut self, limit: u32) -> Result<Vec<FanOutRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT b.workspace_id, b.mode, b.id, b.type, w.id AS webhook_id, w.events AS webhook_events
@@ -505,81 +327,4 @@ impl WebhookRepo for SqliteTx {
         }
         Ok(recorded)
     }
-
-    async fn get_delivery(
-        &mut self,
-        tenant: &Tenant,
-        webhook_id: &WebhookId,
-        id: &DeliveryId,
-    ) -> Result<Option<DeliveryRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, webhook_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at
-             FROM webhook_deliveries WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4",
-        )
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(id.as_str())
-        .bind(webhook_id.as_str())
-        .fetch_optional(self.conn())
-        .await
-        .map_err(backend)?;
-        row.map(|r| {
-            Ok(DeliveryRecord {
-                id: DeliveryId::from_trusted(get(&r, "id")?),
-                webhook_id: WebhookId::from_trusted(get(&r, "webhook_id")?),
-                event_id: EventId::from_trusted(get(&r, "event_id")?),
-                event_type: event_type(&get::<String>(&r, "event_type")?)?,
-                status: status(&get::<String>(&r, "status")?)?,
-                attempts: get::<i64>(&r, "attempts")?.max(0) as u32,
-                next_attempt_at: Timestamp::from_millis(get(&r, "next_attempt_at")?),
-                created_at: Timestamp::from_millis(get(&r, "created_at")?),
-                updated_at: Timestamp::from_millis(get(&r, "updated_at")?),
-            })
-        })
-        .transpose()
-    }
-
-    async fn requeue_dead_delivery(
-        &mut self,
-        tenant: &Tenant,
-        webhook_id: &WebhookId,
-        id: &DeliveryId,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $5, claim_token = NULL, updated_at = $5
-             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND webhook_id = $4 AND status = 'dead_lettered'",
-        )
-        .bind(tenant.workspace_id.as_str())
-        .bind(tenant.mode.as_str())
-        .bind(id.as_str())
-        .bind(webhook_id.as_str())
-        .bind(now.millis())
-        .execute(self.conn())
-        .await
-        .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn list_delivery_attempts(
-        &mut self,
-        tenant: &Tenant,
-        webhook_id: &WebhookId,
-        slice: &Slice,
-    ) -> Result<Vec<DeliveryAttempt>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM webhook_delivery_attempts WHERE workspace_id = "
-        ));
-        qb.push_bind(tenant.workspace_id.as_str())
-            .push(" AND mode = ")
-            .push_bind(tenant.mode.as_str());
-        qb.push(" AND webhook_id = ").push_bind(webhook_id.as_str());
-        if let Some(before) = &slice.before {
-            qb.push(" AND seq < ").push_bind(before.as_str());
-        }
-        qb.push(" ORDER BY seq DESC LIMIT ")
-            .push_bind(i64::from(slice.limit));
-        let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
-        rows.iter().map(attempt).collect()
-    }
-}
+});

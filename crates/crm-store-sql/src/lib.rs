@@ -1,0 +1,62 @@
+//! What the SQLite and Postgres stores share, written once: row decoding and the column lists it
+//! reads, the SQL text both backends accept, the encoding of stored JSON, and constraint
+//! violations as the ports' business errors.
+//!
+//! The code is generic over sqlx's `Database`: [`Sql`] gathers the bind and decode bounds a
+//! statement needs, and [`Unit`] is a store's unit of work as shared code drives it (run a
+//! statement, lock rows, catch a uniqueness violation). Each store implements `Unit` for its own
+//! `Tx` and keeps only what truly differs: its pool and transactions, locking, upsert syntax,
+//! text search, advisory locks and worker claims. Generics rather than textual inclusion, so the
+//! shared code is type-checked once and monomorphised per backend at no run-time cost. Both
+//! backends take `$1`-style numbered parameters (sqlx's SQLite driver maps them to SQLite's own
+//! `?NNN`), which is what lets most statements be one text. The port implementations
+//! (`impl ContactRepo for ...`) stay in the store crates, one file per port, each forwarding to
+//! the shared functions here where the statements are the same.
+//!
+//! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
+
+pub mod automations;
+pub mod binds;
+pub mod clauses;
+pub mod email;
+mod encoding;
+mod errors;
+pub mod idempotency;
+pub mod keys;
+pub mod plans;
+mod port;
+pub mod records;
+pub mod rows;
+pub mod secrets;
+pub mod sequences;
+mod sql;
+mod unit;
+pub mod webhooks;
+pub mod workspaces;
+
+/// What the `impl_*` macros name, reachable from any store crate.
+#[doc(hidden)]
+pub mod reexport {
+    pub use async_trait::async_trait;
+    pub use crm_app::{
+        auth::{ApiKeyRecord, Workspace},
+        idempotency::StoredReply,
+        ports::{
+            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
+            IdempotencyRepo, KeyRepo, KeyUse, PlanRepo, RecordRepo, SequenceRepo, Slice,
+            WebhookRepo, WorkspaceRepo,
+        },
+        secrets::{SecretRepo, StoredSecret},
+        StoreError,
+    };
+    pub use crm_domain::{
+        ids::DeliveryId, mail, rule, sequence, ApiKeyId, AutomationId, ConnectionId, Contact,
+        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId,
+        TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+    };
+}
+
+pub use encoding::*;
+pub use errors::*;
+pub use sql::{Arg, Binds, Col, Decodes, PushArg, Sql, SqlQuery};
+pub use unit::{Secrets, Unit};
