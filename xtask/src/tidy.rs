@@ -103,11 +103,18 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         &[],
     ),
     // Adapters of crm-app's ports: each knows its own library and nothing of the transports.
+    // What both stores share, generic over the sqlx backend.
+    (
+        "crm-store-sql",
+        &["crm-app", "crm-domain", "async-trait", "sqlx"],
+        &["tokio"],
+    ),
     (
         "crm-store-sqlite",
         &[
             "crm-app",
             "crm-domain",
+            "crm-store-sql",
             "async-trait",
             "sqlx",
             "tokio",
@@ -120,6 +127,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         &[
             "crm-app",
             "crm-domain",
+            "crm-store-sql",
             "async-trait",
             "deadpool",
             "sqlx",
