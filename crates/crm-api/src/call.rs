@@ -145,5 +145,6 @@ impl Api {
             }
             _ => (op.handler)(self, caller, input).await,
         }
+        .map(|reply| reply.declared(op))
     }
 }

@@ -57,9 +57,7 @@ pub(crate) async fn dispatch(
                 }
                 return Err(p.replayed());
             }
-            let mut reply = Reply::record(stored.status, body);
-            reply.replayed = true;
-            return Ok(reply);
+            return Ok(Reply::replay(stored.status, body));
         }
         Claim::Fresh(claim) => claim,
     };

@@ -456,9 +456,13 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn new(status: u16, body: Value) -> Reply {
+    /// What a handler answers by default: the operation's declared
+    /// [`Operation::success_status`], which the entry point fills in ([`Reply::declared`]).
+    const DECLARED: u16 = 0;
+
+    pub fn new(body: Value) -> Reply {
         Reply {
-            status,
+            status: Reply::DECLARED,
             body: ReplyBody::Owned(body),
             etag: None,
             replayed: false,
@@ -466,9 +470,9 @@ impl Reply {
     }
 
     /// A document that is the same for every caller, served without building or serializing it.
-    pub fn fixed(status: u16, body: &'static StaticBody) -> Reply {
+    pub fn fixed(body: &'static StaticBody) -> Reply {
         Reply {
-            status,
+            status: Reply::DECLARED,
             body: ReplyBody::Static(body),
             etag: None,
             replayed: false,
@@ -476,10 +480,10 @@ impl Reply {
     }
 
     /// A typed answer, serialized here once: no `Value` is built for it, whose maps hash and
-    /// allocate every key. For documents rendered from their schema types (`ops::usage`).
-    pub fn serialized(status: u16, body: &impl serde::Serialize) -> Reply {
+    /// allocate every key.
+    pub fn serialized(body: &impl serde::Serialize) -> Reply {
         Reply {
-            status,
+            status: Reply::DECLARED,
             body: ReplyBody::Serialized(
                 serde_json::to_vec(body).expect("a schema type serializes to JSON"),
             ),
@@ -489,22 +493,44 @@ impl Reply {
     }
 
     /// A single record's typed body, serialized here once; its version becomes the ETag.
-    pub fn versioned<B: serde::Serialize + Versioned>(status: u16, body: &B) -> Reply {
+    pub fn versioned<B: serde::Serialize + Versioned>(body: &B) -> Reply {
         Reply {
             etag: Some(body.version()),
-            ..Reply::serialized(status, body)
+            ..Reply::serialized(body)
         }
     }
 
-    /// A single record: its version becomes the ETag.
-    pub fn record(status: u16, body: Value) -> Reply {
+    /// A stored answer replayed as it was first given: its status, and its version as the ETag.
+    pub fn replay(status: u16, body: Value) -> Reply {
         let etag = body.get("version").and_then(Value::as_i64);
         Reply {
             status,
             body: ReplyBody::Owned(body),
             etag,
-            replayed: false,
+            replayed: true,
         }
+    }
+
+    /// Answers with another success status than the operation's declared one: only one the
+    /// operation lists besides it ([`Operation::also_success`]).
+    pub fn with_status(self, status: u16) -> Reply {
+        Reply { status, ..self }
+    }
+
+    /// The reply with the operation's declared success status where the handler kept it.
+    pub(crate) fn declared(mut self, op: &Operation) -> Reply {
+        if self.status == Reply::DECLARED {
+            self.status = op.success_status;
+        }
+        debug_assert!(
+            self.status == op.success_status
+                || self.replayed
+                || op.also_success().contains(&self.status),
+            "{} answered {}, which it does not declare",
+            op.name,
+            self.status
+        );
+        self
     }
 }
 

@@ -82,7 +82,7 @@ handler!(list(api, caller, input) {
     };
     let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
     let page = api.app.list_activities(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<ActivityBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<ActivityBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
@@ -96,12 +96,12 @@ handler!(create(api, caller, input) {
         custom_fields: c.custom_fields.unwrap_or_default(),
     };
     let activity = api.app.create_activity(caller, draft, input.idem.as_ref()).await?;
-    Ok(Reply::versioned(201, &ActivityBody::from(&activity)))
+    Ok(Reply::versioned(&ActivityBody::from(&activity)))
 });
 
 handler!(get(api, caller, input) {
     let activity = api.app.get_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &ActivityBody::from(&activity)))
+    Ok(Reply::versioned(&ActivityBody::from(&activity)))
 });
 
 handler!(update(api, caller, input) {
@@ -116,12 +116,12 @@ handler!(update(api, caller, input) {
         custom_fields: u.custom_fields,
     };
     let activity = api.app.update_activity(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::versioned(200, &ActivityBody::from(&activity)))
+    Ok(Reply::versioned(&ActivityBody::from(&activity)))
 });
 
 handler!(delete(api, caller, input) {
     let activity = api.app.delete_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(activity.id.as_str(), "activity")))
+    Ok(Reply::serialized(&DeletedBody::new(activity.id.as_str(), "activity")))
 });
 
 pub fn operations() -> Vec<Operation> {

@@ -49,36 +49,36 @@ const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 handler!(list(api, caller, input) {
     let page = api.app.list_automations(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<AutomationBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<AutomationBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: AutomationCreate = body::parse(input.body.as_ref(), None)?;
     let draft = AutomationDraft { name: c.name, trigger_event: c.trigger_event, conditions: c.conditions, actions: c.actions };
     let automation = api.app.create_automation(caller, draft, c.enabled.unwrap_or(true)).await?;
-    Ok(Reply::versioned(201, &AutomationBody::from(&automation)))
+    Ok(Reply::versioned(&AutomationBody::from(&automation)))
 });
 
 handler!(get(api, caller, input) {
     let automation = api.app.get_automation(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &AutomationBody::from(&automation)))
+    Ok(Reply::versioned(&AutomationBody::from(&automation)))
 });
 
 handler!(update(api, caller, input) {
     let u: AutomationUpdate = body::parse(input.body.as_ref(), None)?;
     let patch = AutomationPatch { name: u.name, trigger_event: u.trigger_event, conditions: u.conditions, actions: u.actions, enabled: u.enabled };
     let automation = api.app.update_automation(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::versioned(200, &AutomationBody::from(&automation)))
+    Ok(Reply::versioned(&AutomationBody::from(&automation)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_automation(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "automation")))
+    Ok(Reply::serialized(&DeletedBody::new(id.as_str(), "automation")))
 });
 
 handler!(runs(api, caller, input) {
     let page = api.app.list_automation_runs(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<AutomationRunBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<AutomationRunBody>::of(page)))
 });
 
 pub fn operations() -> Vec<Operation> {

@@ -202,7 +202,7 @@ handler!(batch(api, caller, input) {
     }
     let render = |results: &[OpResult]| render(api, &parse_failures, results);
     let (status, body) = api.app.batch(caller, ops, atomic, input.idem.as_ref(), &render).await?;
-    Ok(Reply::new(status, body))
+    Ok(Reply::new(body).with_status(status))
 });
 
 fn output_schema() -> Value {

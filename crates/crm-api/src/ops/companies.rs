@@ -61,19 +61,19 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<CompanyBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<CompanyBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: CompanyCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
     let company = api.app.create_company(caller, draft, input.idem.as_ref()).await?;
-    Ok(Reply::versioned(201, &CompanyBody::from(&company)))
+    Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
 
 handler!(get(api, caller, input) {
     let company = api.app.get_company(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
+    Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
 
 handler!(update(api, caller, input) {
@@ -81,17 +81,17 @@ handler!(update(api, caller, input) {
     let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
     let company = api.app.update_company(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
+    Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
 
 handler!(delete(api, caller, input) {
     let company = api.app.delete_company(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(company.id.as_str(), "company")))
+    Ok(Reply::serialized(&DeletedBody::new(company.id.as_str(), "company")))
 });
 
 handler!(restore(api, caller, input) {
     let company = api.app.restore_company(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &CompanyBody::from(&company)))
+    Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
 
 pub fn operations() -> Vec<Operation> {

@@ -155,35 +155,35 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<ContactBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<ContactBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let draft: ContactCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let contact = api.app.create_contact(caller, draft.into(), input.idem.as_ref()).await?;
-    Ok(Reply::versioned(201, &ContactBody::from(&contact)))
+    Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
 handler!(get(api, caller, input) {
     let contact = api.app.get_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
+    Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
 handler!(update(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let patch: ContactUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let contact = api.app.update_contact(caller, input.path_param("id"), patch.into(), expected).await?;
-    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
+    Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
 handler!(delete(api, caller, input) {
     let contact = api.app.delete_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(contact.id.as_str(), "contact")))
+    Ok(Reply::serialized(&DeletedBody::new(contact.id.as_str(), "contact")))
 });
 
 handler!(restore(api, caller, input) {
     let contact = api.app.restore_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &ContactBody::from(&contact)))
+    Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
 pub fn operations() -> Vec<Operation> {

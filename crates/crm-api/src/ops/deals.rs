@@ -166,35 +166,35 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_deals(caller, query, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<DealBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<DealBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let (draft, pipeline) = draft(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
     let deal = api.app.create_deal(caller, draft, pipeline.as_deref(), input.idem.as_ref()).await?;
-    Ok(Reply::versioned(201, &DealBody::from(&deal)))
+    Ok(Reply::versioned(&DealBody::from(&deal)))
 });
 
 handler!(get(api, caller, input) {
     let deal = api.app.get_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &DealBody::from(&deal)))
+    Ok(Reply::versioned(&DealBody::from(&deal)))
 });
 
 handler!(update(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let (patch, pipeline) = patch(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
     let deal = api.app.update_deal(caller, input.path_param("id"), patch, pipeline.as_deref(), expected).await?;
-    Ok(Reply::versioned(200, &DealBody::from(&deal)))
+    Ok(Reply::versioned(&DealBody::from(&deal)))
 });
 
 handler!(delete(api, caller, input) {
     let deal = api.app.delete_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(deal.id.as_str(), "deal")))
+    Ok(Reply::serialized(&DeletedBody::new(deal.id.as_str(), "deal")))
 });
 
 handler!(restore(api, caller, input) {
     let deal = api.app.restore_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &DealBody::from(&deal)))
+    Ok(Reply::versioned(&DealBody::from(&deal)))
 });
 
 pub fn operations() -> Vec<Operation> {

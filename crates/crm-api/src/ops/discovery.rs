@@ -396,7 +396,7 @@ fn to_json<T: Serialize>(out: &T) -> Result<Value, Problem> {
 
 handler!(describe_schema(api, caller, _input) {
     let registry = api.app.describe_registry(caller).await?;
-    Ok(Reply::new(200, to_json(&document(&registry))?))
+    Ok(Reply::new(to_json(&document(&registry))?))
 });
 
 /// Built from constants, so the same for everyone: serialized once.
@@ -407,7 +407,7 @@ static CAPABILITIES: std::sync::LazyLock<crate::StaticBody> = std::sync::LazyLoc
 });
 
 handler!(get_capabilities(_api, _caller, _input) {
-    Ok(Reply::fixed(200, &CAPABILITIES))
+    Ok(Reply::fixed(&CAPABILITIES))
 });
 
 pub fn operations() -> Vec<Operation> {

@@ -88,40 +88,40 @@ const EMAIL_QUERY: &[QueryParam] = &[
 
 handler!(list_connections(api, caller, input) {
     let page = api.app.list_connections(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<ConnectionBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<ConnectionBody>::of(page)))
 });
 
 handler!(create_connection(api, caller, input) {
     let c: ConnectionCreate = body::parse(input.body.as_ref(), None)?;
     let draft = ConnectionDraft { channel: c.channel, provider: c.provider, api_key: c.api_key, from: c.from, base_url: c.base_url };
     let connection = api.app.create_connection(caller, draft).await?;
-    Ok(Reply::serialized(201, &ConnectionBody::from(&connection)))
+    Ok(Reply::serialized(&ConnectionBody::from(&connection)))
 });
 
 handler!(get_connection(api, caller, input) {
     let connection = api.app.get_connection(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &ConnectionBody::from(&connection)))
+    Ok(Reply::serialized(&ConnectionBody::from(&connection)))
 });
 
 handler!(delete_connection(api, caller, input) {
     let id = api.app.delete_connection(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "connection")))
+    Ok(Reply::serialized(&DeletedBody::new(id.as_str(), "connection")))
 });
 
 handler!(list_templates(api, caller, input) {
     let page = api.app.list_templates(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<TemplateBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<TemplateBody>::of(page)))
 });
 
 handler!(create_template(api, caller, input) {
     let c: TemplateCreate = body::parse(input.body.as_ref(), None)?;
     let template = api.app.create_template(caller, TemplateDraft { name: c.name, subject: c.subject, body: c.body, text: c.text }).await?;
-    Ok(Reply::versioned(201, &TemplateBody::from(&template)))
+    Ok(Reply::versioned(&TemplateBody::from(&template)))
 });
 
 handler!(get_template(api, caller, input) {
     let template = api.app.get_template(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &TemplateBody::from(&template)))
+    Ok(Reply::versioned(&TemplateBody::from(&template)))
 });
 
 handler!(update_template(api, caller, input) {
@@ -134,12 +134,12 @@ handler!(update_template(api, caller, input) {
     };
     let patch = TemplatePatch { draft: TemplateDraft { name: u.name, subject: u.subject, body: u.body, text }, clear_text };
     let template = api.app.update_template(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::versioned(200, &TemplateBody::from(&template)))
+    Ok(Reply::versioned(&TemplateBody::from(&template)))
 });
 
 handler!(delete_template(api, caller, input) {
     let id = api.app.delete_template(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "template")))
+    Ok(Reply::serialized(&DeletedBody::new(id.as_str(), "template")))
 });
 
 handler!(list_emails(api, caller, input) {
@@ -162,12 +162,12 @@ handler!(list_emails(api, caller, input) {
         None => None,
     };
     let page = api.app.list_emails(caller, EmailFilter { contact_id, deal_id, status }, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<EmailBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<EmailBody>::of(page)))
 });
 
 handler!(get_email(api, caller, input) {
     let email = api.app.get_email(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &EmailBody::from(&email)))
+    Ok(Reply::serialized(&EmailBody::from(&email)))
 });
 
 #[allow(clippy::too_many_arguments)]

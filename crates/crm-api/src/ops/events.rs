@@ -27,7 +27,7 @@ handler!(list(api, caller, input) {
         }
     }
     let page = api.app.list_events(caller, event_type.as_deref(), input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<EventBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<EventBody>::of(page)))
 });
 
 pub fn operations() -> Vec<Operation> {

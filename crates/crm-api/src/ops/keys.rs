@@ -56,30 +56,30 @@ fn whole_seconds(v: Option<f64>) -> Result<Option<u64>, Problem> {
 
 handler!(list(api, caller, input) {
     let page = api.app.list_keys(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<KeyBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<KeyBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: KeyCreate = body::parse(input.body.as_ref(), None)?;
     let new = api.app.create_key(caller, c.name, c.scopes).await?;
-    Ok(Reply::serialized(201, &KeyWithSecretBody::from(&new)))
+    Ok(Reply::serialized(&KeyWithSecretBody::from(&new)))
 });
 
 handler!(get(api, caller, input) {
     let key = api.app.get_key(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &KeyBody::from(&key)))
+    Ok(Reply::serialized(&KeyBody::from(&key)))
 });
 
 handler!(revoke(api, caller, input) {
     let key = api.app.revoke_key(caller, input.path_param("id")).await?;
     let revoked_at = key.revoked_at.map(|t| t.to_string());
-    Ok(Reply::new(200, json!({"id": key.id.as_str(), "object": "key", "deleted": true, "revoked_at": revoked_at})))
+    Ok(Reply::new(json!({"id": key.id.as_str(), "object": "key", "deleted": true, "revoked_at": revoked_at})))
 });
 
 handler!(roll(api, caller, input) {
     let r: KeyRoll = body::parse(input.body.as_ref(), None)?;
     let new = api.app.roll_key(caller, input.path_param("id"), whole_seconds(r.expire_old_after_seconds)?).await?;
-    Ok(Reply::serialized(201, &KeyWithSecretBody::from(&new)))
+    Ok(Reply::serialized(&KeyWithSecretBody::from(&new)))
 });
 
 fn revoked_schema() -> Value {

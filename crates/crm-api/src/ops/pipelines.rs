@@ -135,7 +135,7 @@ handler!(list(api, caller, _input) {
         has_more: false,
         next_cursor: None,
     };
-    Ok(Reply::serialized(200, &list))
+    Ok(Reply::serialized(&list))
 });
 
 handler!(create(api, caller, input) {
@@ -147,23 +147,23 @@ handler!(create(api, caller, input) {
         stages: c.stages.unwrap_or_default().into_iter().map(StageDraft::from).collect(),
     };
     let pipeline = api.app.create_pipeline(caller, draft).await?;
-    Ok(Reply::versioned(201, &PipelineBody::from(&pipeline)))
+    Ok(Reply::versioned(&PipelineBody::from(&pipeline)))
 });
 
 handler!(get(api, caller, input) {
     let pipeline = api.app.get_pipeline(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &PipelineBody::from(&pipeline)))
+    Ok(Reply::versioned(&PipelineBody::from(&pipeline)))
 });
 
 handler!(update(api, caller, input) {
     let c: PipelineChange = body::parse(input.body.as_ref(), None)?;
     let pipeline = api.app.update_pipeline(caller, input.path_param("id"), PipelineUpdate { name: c.name, is_default: c.is_default }).await?;
-    Ok(Reply::versioned(200, &PipelineBody::from(&pipeline)))
+    Ok(Reply::versioned(&PipelineBody::from(&pipeline)))
 });
 
 handler!(delete(api, caller, input) {
     let pipeline = api.app.delete_pipeline(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(pipeline.id.as_str(), "pipeline")))
+    Ok(Reply::serialized(&DeletedBody::new(pipeline.id.as_str(), "pipeline")))
 });
 
 fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
@@ -205,9 +205,10 @@ fn stage_action(c: StageChange) -> Result<StageAction, Problem> {
 
 handler!(manage_stage(api, caller, input) {
     let change: StageChange = body::parse(input.body.as_ref(), None)?;
-    let status = if change.action.as_deref().unwrap_or("add") == "add" { 201 } else { 200 };
+    let adding = change.action.as_deref().unwrap_or("add") == "add";
     let pipeline = api.app.manage_stage(caller, input.path_param("pipeline"), stage_action(change)?).await?;
-    Ok(Reply::versioned(status, &PipelineBody::from(&pipeline)))
+    let reply = Reply::versioned(&PipelineBody::from(&pipeline));
+    Ok(if adding { reply } else { reply.with_status(200) })
 });
 
 pub fn operations() -> Vec<Operation> {

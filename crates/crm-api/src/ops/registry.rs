@@ -221,12 +221,12 @@ handler!(create_field(api, caller, input) {
     };
     let FieldSet { object, created, fields } = api.app.create_field(caller, request).await?;
     let out = FieldSetOut { object: object.as_str(), created, fields: fields.iter().map(FieldOut::from).collect() };
-    Ok(Reply::new(201, to_json(&out)?))
+    Ok(Reply::new(to_json(&out)?))
 });
 
 handler!(list_enums(api, caller, _input) {
     let enums = api.app.list_enums(caller).await?;
-    Ok(Reply::new(200, to_json(&EnumsOut { object: "enums", groups: enum_groups(&enums) })?))
+    Ok(Reply::new(to_json(&EnumsOut { object: "enums", groups: enum_groups(&enums) })?))
 });
 
 handler!(create_enum_value(api, caller, input) {
@@ -234,14 +234,14 @@ handler!(create_enum_value(api, caller, input) {
     let (group, value) = (required(e.group, "group")?, required(e.value, "value")?);
     let EnumGroupSet { group, created, values } = api.app.create_enum_value(caller, &group, &value, e.label).await?;
     let out = EnumGroupOut { object: "enum_group", group, created, values: values.iter().map(EnumValueOut::from).collect() };
-    Ok(Reply::new(201, to_json(&out)?))
+    Ok(Reply::new(to_json(&out)?))
 });
 
 handler!(create_type(api, caller, input) {
     let t: TypeCreate = body::parse(input.body.as_ref(), None)?;
     let TypeSet { created, types } = api.app.create_object_type(caller, &required(t.key, "key")?, t.label).await?;
     let out = TypeSetOut { object: "types", created, types: types.iter().map(TypeOut::from).collect() };
-    Ok(Reply::new(201, to_json(&out)?))
+    Ok(Reply::new(to_json(&out)?))
 });
 
 pub fn operations() -> Vec<Operation> {

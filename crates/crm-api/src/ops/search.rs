@@ -99,7 +99,7 @@ handler!(search(api, caller, input) {
         companies,
         deals,
     };
-    Ok(Reply::serialized(200, &body))
+    Ok(Reply::serialized(&body))
 });
 
 pub fn operations() -> Vec<Operation> {

@@ -69,19 +69,19 @@ const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
 
 handler!(list(api, caller, input) {
     let page = api.app.list_sequences(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<SequenceBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<SequenceBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: SequenceCreate = body::parse(input.body.as_ref(), None)?;
     let draft = SequenceDraft { name: c.name, channel: c.channel, trigger: c.trigger, exit_when: c.exit_when, steps: c.steps };
     let seq = api.app.create_sequence(caller, draft, c.enabled.unwrap_or(true), c.enroll_existing.unwrap_or(false)).await?;
-    Ok(Reply::versioned(201, &SequenceBody::from(&seq)))
+    Ok(Reply::versioned(&SequenceBody::from(&seq)))
 });
 
 handler!(get(api, caller, input) {
     let seq = api.app.get_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &SequenceBody::from(&seq)))
+    Ok(Reply::versioned(&SequenceBody::from(&seq)))
 });
 
 handler!(update(api, caller, input) {
@@ -94,33 +94,34 @@ handler!(update(api, caller, input) {
     };
     let patch = SequencePatch { name: u.name, channel: u.channel, trigger, exit_when: u.exit_when, steps: u.steps, enabled: u.enabled };
     let seq = api.app.update_sequence(caller, input.path_param("id"), patch).await?;
-    Ok(Reply::versioned(200, &SequenceBody::from(&seq)))
+    Ok(Reply::versioned(&SequenceBody::from(&seq)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "sequence")))
+    Ok(Reply::serialized(&DeletedBody::new(id.as_str(), "sequence")))
 });
 
 handler!(preview(api, caller, input) {
     let preview = api.app.preview_sequence(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &PreviewBody::from(&preview)))
+    Ok(Reply::serialized(&PreviewBody::from(&preview)))
 });
 
 handler!(enroll(api, caller, input) {
     let b: EnrollIn = body::parse(input.body.as_ref(), None)?;
     let done = api.app.enroll_contact(caller, input.path_param("id"), b.contact_id).await?;
-    Ok(Reply::serialized(if done.created { 201 } else { 200 }, &EnrollmentBody::from(&done.enrollment)))
+    let reply = Reply::serialized(&EnrollmentBody::from(&done.enrollment));
+    Ok(if done.created { reply } else { reply.with_status(200) })
 });
 
 handler!(enrollments(api, caller, input) {
     let page = api.app.list_sequence_enrollments(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<EnrollmentBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<EnrollmentBody>::of(page)))
 });
 
 handler!(unenroll(api, caller, input) {
     let e = api.app.unenroll_contact(caller, input.path_param("id"), input.path_param("enrollment_id")).await?;
-    Ok(Reply::serialized(200, &UnenrolledBody { enrollment: EnrollmentBody::from(&e), deleted: true }))
+    Ok(Reply::serialized(&UnenrolledBody { enrollment: EnrollmentBody::from(&e), deleted: true }))
 });
 
 pub fn operations() -> Vec<Operation> {

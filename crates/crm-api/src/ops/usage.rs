@@ -149,11 +149,11 @@ fn update_schema() -> Value {
 
 handler!(get_usage(api, caller, _input) {
     let usage = api.app.usage(caller).await?;
-    Ok(Reply::serialized(200, &render_usage(&usage)))
+    Ok(Reply::serialized(&render_usage(&usage)))
 });
 
 handler!(get_settings(api, caller, _input) {
-    Ok(Reply::serialized(200, &render_settings(api.app.settings(caller))))
+    Ok(Reply::serialized(&render_settings(api.app.settings(caller))))
 });
 
 handler!(update_settings(api, caller, input) {
@@ -166,7 +166,7 @@ handler!(update_settings(api, caller, input) {
         crm_domain::Patch::Value(v) => Some(v),
     };
     let cap = api.app.update_settings(caller, cap).await?;
-    Ok(Reply::serialized(200, &render_settings(cap)))
+    Ok(Reply::serialized(&render_settings(cap)))
 });
 
 pub fn operations() -> Vec<Operation> {

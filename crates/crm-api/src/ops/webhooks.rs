@@ -58,18 +58,18 @@ pub struct WebhookUpdate {
 
 handler!(list(api, caller, input) {
     let page = api.app.list_webhooks(caller, input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<WebhookBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<WebhookBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
     let c: WebhookCreate = body::parse(input.body.as_ref(), None)?;
     let hook = api.app.create_webhook(caller, c.url, c.events, c.description).await?;
-    Ok(Reply::versioned(201, &WebhookWithSecretBody::from(&hook)))
+    Ok(Reply::versioned(&WebhookWithSecretBody::from(&hook)))
 });
 
 handler!(get(api, caller, input) {
     let hook = api.app.get_webhook(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &WebhookBody::from(&hook)))
+    Ok(Reply::versioned(&WebhookBody::from(&hook)))
 });
 
 handler!(update(api, caller, input) {
@@ -82,27 +82,27 @@ handler!(update(api, caller, input) {
     };
     let patch = WebhookPatch { url: u.url, events: u.events, description, enabled: u.enabled };
     let hook = api.app.update_webhook(caller, input.path_param("id"), patch, expected).await?;
-    Ok(Reply::versioned(200, &WebhookBody::from(&hook)))
+    Ok(Reply::versioned(&WebhookBody::from(&hook)))
 });
 
 handler!(delete(api, caller, input) {
     let id = api.app.delete_webhook(caller, input.path_param("id")).await?;
-    Ok(Reply::serialized(200, &DeletedBody::new(id.as_str(), "webhook")))
+    Ok(Reply::serialized(&DeletedBody::new(id.as_str(), "webhook")))
 });
 
 handler!(roll_secret(api, caller, input) {
     let hook = api.app.roll_webhook_secret(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(200, &WebhookWithSecretBody::from(&hook)))
+    Ok(Reply::versioned(&WebhookWithSecretBody::from(&hook)))
 });
 
 handler!(list_deliveries(api, caller, input) {
     let page = api.app.list_webhook_deliveries(caller, input.path_param("id"), input.page()?).await?;
-    Ok(Reply::serialized(200, &ListBody::<DeliveryAttemptBody>::of(page)))
+    Ok(Reply::serialized(&ListBody::<DeliveryAttemptBody>::of(page)))
 });
 
 handler!(retry_delivery(api, caller, input) {
     let d = api.app.retry_webhook_delivery(caller, input.path_param("id"), input.path_param("dlv_id")).await?;
-    Ok(Reply::serialized(202, &DeliveryBody::from(&d)))
+    Ok(Reply::serialized(&DeliveryBody::from(&d)))
 });
 
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
