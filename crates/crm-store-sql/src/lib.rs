@@ -15,9 +15,11 @@
 //!
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
+pub mod activities;
 pub mod automations;
 pub mod binds;
 pub mod clauses;
+pub mod deals;
 pub mod email;
 mod encoding;
 mod errors;
@@ -42,17 +44,18 @@ pub mod reexport {
         auth::{ApiKeyRecord, Workspace},
         idempotency::StoredReply,
         ports::{
-            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
-            IdempotencyRepo, KeyRepo, KeyUse, PlanRepo, RecordRepo, SequenceRepo, Slice,
-            WebhookRepo, WorkspaceRepo,
+            ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
+            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, IdempotencyRepo, KeyRepo, KeyUse,
+            PlanRepo, RecordRepo, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        ids::DeliveryId, mail, rule, sequence, ApiKeyId, AutomationId, ConnectionId, Contact,
-        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId,
-        TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+        ids::DeliveryId, mail, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId,
+        Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId,
+        Event, EventType, ObjectKind, SequenceId, TemplateId, Tenant, Timestamp, Webhook,
+        WebhookId, WorkspaceId,
     };
 }
 
