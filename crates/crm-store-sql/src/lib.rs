@@ -25,6 +25,7 @@ mod encoding;
 mod errors;
 pub mod idempotency;
 pub mod keys;
+pub mod pipelines;
 pub mod plans;
 mod port;
 pub mod records;
@@ -46,7 +47,8 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, IdempotencyRepo, KeyRepo, KeyUse,
-            PlanRepo, RecordRepo, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            PipelineRepo, PlanRepo, RecordRepo, RowLock, SequenceRepo, Slice, WebhookRepo,
+            WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
@@ -54,8 +56,8 @@ pub mod reexport {
     pub use crm_domain::{
         ids::DeliveryId, mail, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId,
         Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId,
-        Event, EventType, ObjectKind, SequenceId, TemplateId, Tenant, Timestamp, Webhook,
-        WebhookId, WorkspaceId,
+        Event, EventType, ObjectKind, Pipeline, PipelineId, SequenceId, StageType, TemplateId,
+        Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 
