@@ -1,8 +1,9 @@
 //! Pipelines and their stages (`PipelineRepo`): the statements, the same on both backends. What
-//! differs is how each keeps one default pipeline per tenant under concurrent writers and how it
-//! locks a stage's deals (Postgres repeats and locks, SQLite's single writer needs neither), so
-//! `default_pipeline`, `clear_default_pipeline` and `lock_stage_deals` stay in the stores, built
-//! on [`read_default_pipeline`] and [`clear_other_defaults`].
+//! differs is whether a concurrent writer can change the default pipeline under a statement
+//! (Postgres under READ COMMITTED; not SQLite's single writer), which each store answers with
+//! [`DefaultGuard`].
+
+use std::future::Future;
 
 use crm_app::{ports::RowLock, StoreError};
 use crm_domain::{Pipeline, PipelineId, StageType, Tenant, Timestamp};
@@ -71,10 +72,26 @@ pub async fn get_pipeline_by_key<U: Unit>(
         .await
 }
 
+/// How often a statement is repeated when a concurrent transaction changed the default
+/// pipeline under it (each repetition needs another such commit to be needed; see
+/// [`clear_default_pipeline`]).
+const DEFAULT_ROUNDS: usize = 32;
+
+/// A store's answer to whether a statement on the default pipeline saw the last word.
+pub trait DefaultGuard: Unit {
+    /// Whether the statement just run can be trusted: no default pipeline other than `except`
+    /// has appeared that it could not see (always, where a single writer runs).
+    fn default_settled(
+        &mut self,
+        tenant: &Tenant,
+        except: Option<&PipelineId>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
 /// The tenant's default pipeline as one statement sees it, share-locked in a write transaction:
 /// a deal created in the default pipeline must not land in a stage a concurrent transaction is
 /// removing.
-pub async fn read_default_pipeline<U: Unit>(
+async fn read_default_pipeline<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
 ) -> Result<Option<Pipeline>, StoreError> {
@@ -118,8 +135,54 @@ pub async fn update_pipeline<U: Unit>(
     }
 }
 
+/// The tenant's default pipeline. A row lock waits for the current holder and then re-checks
+/// `is_default`; when that transaction moved the default elsewhere the row no longer qualifies
+/// and the new default was invisible to the statement, so the lookup is repeated rather than
+/// answering "no default".
+pub async fn default_pipeline<U: DefaultGuard>(
+    tx: &mut U,
+    tenant: &Tenant,
+) -> Result<Option<Pipeline>, StoreError> {
+    for _ in 0..DEFAULT_ROUNDS {
+        if let Some(p) = read_default_pipeline(tx, tenant).await? {
+            return Ok(Some(p));
+        }
+        if tx.default_settled(tenant, None).await? {
+            return Ok(None);
+        }
+    }
+    Err(StoreError::Backend(
+        "the default pipeline kept changing while being read".into(),
+    ))
+}
+
+/// Clears the default flag of every pipeline but `keep`. One UPDATE is not enough under READ
+/// COMMITTED. Two transactions making pipelines A and B the default both clear the old default
+/// C; the second waits for the first's lock on C, then finds C cleared and skips it, but A,
+/// which the first made the default, was not the default in the second UPDATE's snapshot, so it
+/// would keep its flag and the tenant would end with two defaults. So after clearing, a fresh
+/// statement looks again, and clears again while another default has appeared. Every change of
+/// default locks the current default row (clearing it, or editing it), so a transaction that
+/// commits a new default before this one finishes is always one this one waited for, and seen.
+pub async fn clear_default_pipeline<U: DefaultGuard>(
+    tx: &mut U,
+    tenant: &Tenant,
+    keep: &PipelineId,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    for _ in 0..DEFAULT_ROUNDS {
+        clear_other_defaults(tx, tenant, keep, now).await?;
+        if tx.default_settled(tenant, Some(keep)).await? {
+            return Ok(());
+        }
+    }
+    Err(StoreError::Backend(
+        "the default pipeline kept changing while being cleared".into(),
+    ))
+}
+
 /// One statement clearing the default flag of every pipeline but `keep`.
-pub async fn clear_other_defaults<U: Unit>(
+async fn clear_other_defaults<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
     keep: &PipelineId,
@@ -168,6 +231,29 @@ pub async fn count_deals<U: Unit>(
     Ok(tx.optional(q, |r| r.col::<i64>("n")).await?.unwrap_or(0))
 }
 
+/// Locks a stage's deals for update, so that none is moved into it or changed while the stage
+/// is removed or retyped; no statement where the unit of work locks nothing (a single writer,
+/// or a read).
+pub async fn lock_stage_deals<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    pipeline: &PipelineId,
+    stage: &str,
+) -> Result<(), StoreError> {
+    let lock = tx.locking(RowLock::Update);
+    if lock.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT id FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 AND stage = $4 ORDER BY id{lock}"
+    );
+    let q = tenant_query::<U::Db>(&sql, tenant)
+        .arg(pipeline.as_str())
+        .arg(stage);
+    tx.all(q, |_| Ok(())).await?;
+    Ok(())
+}
+
 /// Moves every deal of a stage to another; answers how many moved.
 pub async fn move_deals<U: Unit>(
     tx: &mut U,
@@ -210,14 +296,16 @@ pub async fn set_deals_stage_type<U: Unit>(
 }
 
 /// `impl PipelineRepo for $tx` with the statements above, `$json` being the backend's
-/// `Unit::JSON` as a literal (`""` or `"::jsonb"`); the store's `default_pipeline`,
-/// `clear_default_pipeline` and `lock_stage_deals` in the braces.
+/// `Unit::JSON` as a literal (`""` or `"::jsonb"`); `$tx` implements [`DefaultGuard`].
 #[macro_export]
 macro_rules! impl_pipeline_repo {
-    ($tx:ty, json = $json:literal, { $($own:tt)* }) => {
+    ($tx:ty, json = $json:literal) => {
         $crate::port_impl!($crate::reexport::PipelineRepo, $tx, pipelines, [
             fn get_pipeline(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::PipelineId, lock: $crate::reexport::RowLock) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
             fn get_pipeline_by_key(tenant: &$crate::reexport::Tenant, key: &str, lock: $crate::reexport::RowLock) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
+            fn default_pipeline(tenant: &$crate::reexport::Tenant) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
+            fn clear_default_pipeline(tenant: &$crate::reexport::Tenant, keep: &$crate::reexport::PipelineId, now: $crate::reexport::Timestamp) -> Result<(), $crate::reexport::StoreError>;
+            fn lock_stage_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: &str) -> Result<(), $crate::reexport::StoreError>;
             fn list_pipelines(tenant: &$crate::reexport::Tenant) -> Result<Vec<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
             fn delete_pipeline(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::PipelineId) -> Result<(), $crate::reexport::StoreError>;
             fn count_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: Option<&str>) -> Result<i64, $crate::reexport::StoreError>;
@@ -249,8 +337,6 @@ macro_rules! impl_pipeline_repo {
                 );
                 $crate::pipelines::update_pipeline(self, tenant, p, SQL).await
             }
-
-            $($own)*
         ]);
     };
 }

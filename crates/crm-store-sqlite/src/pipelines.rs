@@ -1,31 +1,21 @@
 //! Pipelines and their stages (`PipelineRepo`): the shared statements. The single writer
-//! serializes write transactions, so the default pipeline is read and cleared in one statement
-//! each, and there is nothing to lock.
+//! serializes write transactions, so no concurrent writer changes the default pipeline under a
+//! statement, and there is nothing to lock.
 
 use crm_app::StoreError;
-use crm_domain::{Pipeline, PipelineId, Tenant, Timestamp};
-use crm_store_sql::pipelines::{clear_other_defaults, read_default_pipeline};
+use crm_domain::{PipelineId, Tenant};
+use crm_store_sql::pipelines::DefaultGuard;
 
-crm_store_sql::impl_pipeline_repo!(crate::SqliteTx, json = "", {
-    async fn default_pipeline(&mut self, tenant: &Tenant) -> Result<Option<Pipeline>, StoreError> {
-        read_default_pipeline(self, tenant).await
-    }
+use crate::SqliteTx;
 
-    async fn clear_default_pipeline(
-        &mut self,
-        tenant: &Tenant,
-        keep: &PipelineId,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        clear_other_defaults(self, tenant, keep, now).await
-    }
+crm_store_sql::impl_pipeline_repo!(SqliteTx, json = "");
 
-    async fn lock_stage_deals(
+impl DefaultGuard for SqliteTx {
+    async fn default_settled(
         &mut self,
         _: &Tenant,
-        _: &PipelineId,
-        _: &str,
-    ) -> Result<(), StoreError> {
-        Ok(()) // the write transaction holds the single writer's lock
+        _: Option<&PipelineId>,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
     }
-});
+}
