@@ -3,7 +3,7 @@
 pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
-        company, contact, deal, enum_value, field_def, get, idem_record, tenant_of,
-        COMPANY_COLUMNS, CONTACT_COLUMNS, DEAL_COLUMNS, IDEM_COLUMNS,
+        company, contact, deal, get, idem_record, tenant_of, COMPANY_COLUMNS, CONTACT_COLUMNS,
+        DEAL_COLUMNS, IDEM_COLUMNS,
     },
 };

@@ -29,6 +29,7 @@ pub mod pipelines;
 pub mod plans;
 mod port;
 pub mod records;
+pub mod registry;
 pub mod rows;
 pub mod secrets;
 pub mod sequences;
@@ -47,17 +48,17 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, IdempotencyRepo, KeyRepo, KeyUse,
-            PipelineRepo, PlanRepo, RecordRepo, RowLock, SequenceRepo, Slice, WebhookRepo,
-            WorkspaceRepo,
+            PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock, SequenceRepo, Slice,
+            WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        ids::DeliveryId, mail, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId,
-        Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId,
-        Event, EventType, ObjectKind, Pipeline, PipelineId, SequenceId, StageType, TemplateId,
-        Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+        ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId,
+        AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId,
+        EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline, PipelineId, Registry,
+        SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 
