@@ -18,7 +18,7 @@ use crate::{
     corrupt,
     rows::{self, json_value, opt_ts, tenant_of, ts},
     sql::{Col, PushArg},
-    Arg, Sql, Unit,
+    Arg, Sql, SqlQuery, Unit,
 };
 
 pub const SEQUENCE_COLUMNS: &str = "id, name, CAST(trigger_def AS TEXT) AS trigger_def, \
@@ -92,6 +92,18 @@ fn trigger_event(s: &Sequence) -> Option<&'static str> {
     s.def.trigger.as_ref().map(|t| t.event.as_str())
 }
 
+/// A sequence's id and definition, `$3` to `$10`, as its insert and its update take them.
+fn bind_sequence<'q, DB: Sql>(q: SqlQuery<'q, DB>, s: &'q Sequence) -> SqlQuery<'q, DB> {
+    q.arg(s.id.as_str())
+        .arg(s.def.name.as_str())
+        .arg(trigger_event(s))
+        .arg(s.def.trigger_snapshot().to_string())
+        .arg(s.def.exit_when_snapshot().to_string())
+        .arg(s.def.steps_snapshot().to_string())
+        .arg(s.enabled)
+        .arg(s.enroll_existing)
+}
+
 pub async fn insert_sequence<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -103,15 +115,7 @@ pub async fn insert_sequence<U: Unit>(
          VALUES ($1, $2, $3, $4, $5, $6{json}, $7{json}, $8{json}, $9, $10, $11, $12, $13)",
         json = U::JSON
     );
-    let q = tenant_query::<U::Db>(&sql, tenant)
-        .arg(s.id.as_str())
-        .arg(s.def.name.as_str())
-        .arg(trigger_event(s))
-        .arg(s.def.trigger_snapshot().to_string())
-        .arg(s.def.exit_when_snapshot().to_string())
-        .arg(s.def.steps_snapshot().to_string())
-        .arg(s.enabled)
-        .arg(s.enroll_existing)
+    let q = bind_sequence(tenant_query::<U::Db>(&sql, tenant), s)
         .arg(s.created_at.millis())
         .arg(s.updated_at.millis())
         .arg(s.version);
@@ -157,15 +161,7 @@ pub async fn update_sequence<U: Unit>(
          WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12 - 1",
         json = U::JSON
     );
-    let q = tenant_query::<U::Db>(&sql, tenant)
-        .arg(s.id.as_str())
-        .arg(s.def.name.as_str())
-        .arg(trigger_event(s))
-        .arg(s.def.trigger_snapshot().to_string())
-        .arg(s.def.exit_when_snapshot().to_string())
-        .arg(s.def.steps_snapshot().to_string())
-        .arg(s.enabled)
-        .arg(s.enroll_existing)
+    let q = bind_sequence(tenant_query::<U::Db>(&sql, tenant), s)
         .arg(s.updated_at.millis())
         .arg(s.version);
     match tx.execute(q).await? {
