@@ -1,3 +1,3 @@
 //! Activities (`ActivityRepo`): every statement is the shared one.
 
-crm_store_sql::impl_activity_repo!(crate::PostgresTx, json = "::jsonb");
+crm_store_sql::impl_activity_repo!(crate::PostgresTx);

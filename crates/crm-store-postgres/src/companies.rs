@@ -16,7 +16,7 @@ use crate::{
     tx::{slice_clause, tenant_where},
 };
 
-crm_store_sql::impl_company_repo!(crate::PostgresTx, json = "::jsonb", {
+crm_store_sql::impl_company_repo!(crate::PostgresTx, {
     async fn list_companies(
         &mut self,
         tenant: &Tenant,

@@ -16,7 +16,7 @@ use crate::{
     tx::{and_equals, slice_clause, tenant_where},
 };
 
-crm_store_sql::impl_deal_repo!(crate::PostgresTx, json = "::jsonb", {
+crm_store_sql::impl_deal_repo!(crate::PostgresTx, {
     async fn list_deals(
         &mut self,
         tenant: &Tenant,

@@ -8,7 +8,7 @@ use crm_store_sql::pipelines::DefaultGuard;
 
 use crate::tx::{tenant_query, PostgresTx};
 
-crm_store_sql::impl_pipeline_repo!(PostgresTx, json = "::jsonb");
+crm_store_sql::impl_pipeline_repo!(PostgresTx);
 
 impl DefaultGuard for PostgresTx {
     /// Settled in a read transaction (its snapshot is its answer), or when the tenant has no

@@ -1,9 +1,7 @@
 //! Activities (`ActivityRepo`): every statement the same on both backends, the list included
 //! (it has no text search). Activities page by when they happened, newest first, so their cursor
 //! is `"<occurred_at ms>:<id>"` rather than an id.
-//!
-//! As for deals, the insert and update texts differ only in the JSON cast, which
-//! [`impl_activity_repo!`] takes as a literal and `concat!`s at compile time.
+//! The insert and update texts are the store's [`Statements`].
 
 use crm_app::{
     ports::{ActivityFilter, RowLock, Slice},
@@ -18,6 +16,7 @@ use crate::{
     corrupt,
     rows::{activity, ACTIVITY_COLUMNS},
     sql::PushArg,
+    statements::Statements,
     Arg, Unit,
 };
 
@@ -29,14 +28,14 @@ fn activity_position(before: &str) -> Result<(i64, &str), StoreError> {
     Ok((ms.parse().map_err(|_| corrupt("activity cursor"))?, id))
 }
 
-/// Inserts an activity with `sql`, the statement [`impl_activity_repo!`] writes.
-pub async fn insert_activity<U: Unit>(
+/// Inserts an activity.
+pub async fn insert_activity<U: Statements>(
     tx: &mut U,
     tenant: &Tenant,
     a: &Activity,
-    sql: &'static str,
 ) -> Result<(), StoreError> {
-    let q = bind_activity(tenant_query::<U::Db>(sql, tenant), a).arg(a.created_at.millis());
+    let q = bind_activity(tenant_query::<U::Db>(U::INSERT_ACTIVITY, tenant), a)
+        .arg(a.created_at.millis());
     tx.execute(q).await?;
     Ok(())
 }
@@ -58,14 +57,13 @@ pub async fn get_activity<U: Unit>(
     .await
 }
 
-/// Updates an activity with `sql` if its stored version is the one before `a`'s; `Stale` if not.
-pub async fn update_activity<U: Unit>(
+/// Updates an activity if its stored version is the one before `a`'s; `Stale` if not.
+pub async fn update_activity<U: Statements>(
     tx: &mut U,
     tenant: &Tenant,
     a: &Activity,
-    sql: &'static str,
 ) -> Result<(), StoreError> {
-    let q = bind_activity(tenant_query::<U::Db>(sql, tenant), a).arg(a.version - 1);
+    let q = bind_activity(tenant_query::<U::Db>(U::UPDATE_ACTIVITY, tenant), a).arg(a.version - 1);
     match tx.execute(q).await? {
         0 => Err(StoreError::Stale),
         _ => Ok(()),
@@ -120,41 +118,16 @@ pub async fn list_activities<U: Unit>(
     tx.all_built(&mut qb, activity).await
 }
 
-/// `impl ActivityRepo for $tx` with the statements above, `$json` being the backend's
-/// `Unit::JSON` as a literal (`""` or `"::jsonb"`).
+/// `impl ActivityRepo for $tx` with the statements above (`$tx` implements [`Statements`]).
 #[macro_export]
 macro_rules! impl_activity_repo {
-    ($tx:ty, json = $json:literal) => {
+    ($tx:ty) => {
         $crate::port_impl!($crate::reexport::ActivityRepo, $tx, activities, [
+            fn insert_activity(tenant: &$crate::reexport::Tenant, a: &$crate::reexport::Activity) -> Result<(), $crate::reexport::StoreError>;
             fn get_activity(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ActivityId) -> Result<Option<$crate::reexport::Activity>, $crate::reexport::StoreError>;
+            fn update_activity(tenant: &$crate::reexport::Tenant, a: &$crate::reexport::Activity) -> Result<(), $crate::reexport::StoreError>;
             fn delete_activity(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ActivityId) -> Result<(), $crate::reexport::StoreError>;
             fn list_activities(tenant: &$crate::reexport::Tenant, filter: &$crate::reexport::ActivityFilter, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::Activity>, $crate::reexport::StoreError>;
-        ], [
-            async fn insert_activity(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                a: &$crate::reexport::Activity,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                const SQL: &str = concat!(
-                    "INSERT INTO activities (workspace_id, mode, id, type, contact_id, deal_id, body, occurred_at, \
-                     custom_fields, updated_at, version, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9", $json, ", $10, $11, $12)"
-                );
-                $crate::activities::insert_activity(self, tenant, a, SQL).await
-            }
-
-            async fn update_activity(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                a: &$crate::reexport::Activity,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                const SQL: &str = concat!(
-                    "UPDATE activities SET type = $4, contact_id = $5, deal_id = $6, body = $7, occurred_at = $8, \
-                     custom_fields = $9", $json, ", updated_at = $10, version = $11 \
-                     WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $12"
-                );
-                $crate::activities::update_activity(self, tenant, a, SQL).await
-            }
-        ]);
+        ], []);
     };
 }

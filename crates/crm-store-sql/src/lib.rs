@@ -34,6 +34,7 @@ pub mod rows;
 pub mod secrets;
 pub mod sequences;
 mod sql;
+pub mod statements;
 mod unit;
 pub mod webhooks;
 pub mod workspaces;

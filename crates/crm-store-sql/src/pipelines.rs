@@ -12,27 +12,34 @@ use crate::{
     clauses::tenant_query,
     rows::{pipeline, PIPELINE_COLUMNS},
     sql::Col,
-    stages_json, Arg, Unit,
+    stages_json,
+    statements::Statements,
+    Arg, Sql, SqlQuery, Unit,
 };
 
-/// Inserts a pipeline with `sql`, the statement [`impl_pipeline_repo!`] writes: `Duplicate` when
+/// A pipeline's writable fields, name to version (five arguments), as its insert and its update
+/// take them.
+fn bind_pipeline<'q, DB: Sql>(q: SqlQuery<'q, DB>, p: &'q Pipeline) -> SqlQuery<'q, DB> {
+    q.arg(p.name.as_str())
+        .arg(p.is_default)
+        .arg(stages_json(&p.stages))
+        .arg(p.updated_at.millis())
+        .arg(p.version)
+}
+
+/// Inserts a pipeline: `Duplicate` when
 /// its key is taken. ON CONFLICT, unlike a failed INSERT, leaves the transaction usable, and a
 /// concurrent insert of the same key makes this one wait for its outcome, then report the clash.
-pub async fn insert_pipeline<U: Unit>(
+pub async fn insert_pipeline<U: Statements>(
     tx: &mut U,
     tenant: &Tenant,
     p: &Pipeline,
-    sql: &'static str,
 ) -> Result<(), StoreError> {
-    let q = tenant_query::<U::Db>(sql, tenant)
+    let q = tenant_query::<U::Db>(U::INSERT_PIPELINE, tenant)
         .arg(p.id.as_str())
         .arg(p.key.as_str())
-        .arg(p.name.as_str())
-        .arg(p.is_default)
-        .arg(stages_json(&p.stages))
-        .arg(p.created_at.millis())
-        .arg(p.updated_at.millis())
-        .arg(p.version);
+        .arg(p.created_at.millis());
+    let q = bind_pipeline(q, p);
     match tx.execute(q).await? {
         0 => Err(StoreError::Duplicate),
         _ => Ok(()),
@@ -114,21 +121,16 @@ pub async fn list_pipelines<U: Unit>(
     tx.all(tenant_query::<U::Db>(&sql, tenant), pipeline).await
 }
 
-/// Updates a pipeline with `sql` if its stored version is the one before `p`'s; `Stale` if not.
-pub async fn update_pipeline<U: Unit>(
+/// Updates a pipeline if its stored version is the one before `p`'s; `Stale` if not.
+pub async fn update_pipeline<U: Statements>(
     tx: &mut U,
     tenant: &Tenant,
     p: &Pipeline,
-    sql: &'static str,
 ) -> Result<(), StoreError> {
-    let q = tenant_query::<U::Db>(sql, tenant)
+    let q = tenant_query::<U::Db>(U::UPDATE_PIPELINE, tenant)
         .arg(p.id.as_str())
-        .arg(p.name.as_str())
-        .arg(p.is_default)
-        .arg(stages_json(&p.stages))
-        .arg(p.updated_at.millis())
-        .arg(p.version)
         .arg(p.version - 1);
+    let q = bind_pipeline(q, p);
     match tx.execute(q).await? {
         0 => Err(StoreError::Stale),
         _ => Ok(()),
@@ -295,48 +297,24 @@ pub async fn set_deals_stage_type<U: Unit>(
     Ok(())
 }
 
-/// `impl PipelineRepo for $tx` with the statements above, `$json` being the backend's
-/// `Unit::JSON` as a literal (`""` or `"::jsonb"`); `$tx` implements [`DefaultGuard`].
+/// `impl PipelineRepo for $tx` with the statements above; `$tx` implements [`Statements`] and
+/// [`DefaultGuard`].
 #[macro_export]
 macro_rules! impl_pipeline_repo {
-    ($tx:ty, json = $json:literal) => {
+    ($tx:ty) => {
         $crate::port_impl!($crate::reexport::PipelineRepo, $tx, pipelines, [
+            fn insert_pipeline(tenant: &$crate::reexport::Tenant, p: &$crate::reexport::Pipeline) -> Result<(), $crate::reexport::StoreError>;
             fn get_pipeline(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::PipelineId, lock: $crate::reexport::RowLock) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
             fn get_pipeline_by_key(tenant: &$crate::reexport::Tenant, key: &str, lock: $crate::reexport::RowLock) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
             fn default_pipeline(tenant: &$crate::reexport::Tenant) -> Result<Option<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
-            fn clear_default_pipeline(tenant: &$crate::reexport::Tenant, keep: &$crate::reexport::PipelineId, now: $crate::reexport::Timestamp) -> Result<(), $crate::reexport::StoreError>;
-            fn lock_stage_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: &str) -> Result<(), $crate::reexport::StoreError>;
             fn list_pipelines(tenant: &$crate::reexport::Tenant) -> Result<Vec<$crate::reexport::Pipeline>, $crate::reexport::StoreError>;
+            fn update_pipeline(tenant: &$crate::reexport::Tenant, p: &$crate::reexport::Pipeline) -> Result<(), $crate::reexport::StoreError>;
+            fn clear_default_pipeline(tenant: &$crate::reexport::Tenant, keep: &$crate::reexport::PipelineId, now: $crate::reexport::Timestamp) -> Result<(), $crate::reexport::StoreError>;
             fn delete_pipeline(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::PipelineId) -> Result<(), $crate::reexport::StoreError>;
             fn count_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: Option<&str>) -> Result<i64, $crate::reexport::StoreError>;
+            fn lock_stage_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: &str) -> Result<(), $crate::reexport::StoreError>;
             fn move_deals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, from: &str, to: &str, to_type: $crate::reexport::StageType, now: $crate::reexport::Timestamp) -> Result<u64, $crate::reexport::StoreError>;
             fn set_deals_stage_type(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, stage: &str, stage_type: $crate::reexport::StageType) -> Result<(), $crate::reexport::StoreError>;
-        ], [
-            async fn insert_pipeline(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                p: &$crate::reexport::Pipeline,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                const SQL: &str = concat!(
-                    "INSERT INTO pipelines (workspace_id, mode, id, key, name, is_default, stages, created_at, \
-                     updated_at, version) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7", $json, ", $8, $9, $10) ON CONFLICT DO NOTHING"
-                );
-                $crate::pipelines::insert_pipeline(self, tenant, p, SQL).await
-            }
-
-            async fn update_pipeline(
-                &mut self,
-                tenant: &$crate::reexport::Tenant,
-                p: &$crate::reexport::Pipeline,
-            ) -> Result<(), $crate::reexport::StoreError> {
-                const SQL: &str = concat!(
-                    "UPDATE pipelines SET name = $4, is_default = $5, stages = $6", $json,
-                    ", updated_at = $7, version = $8 \
-                     WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $9"
-                );
-                $crate::pipelines::update_pipeline(self, tenant, p, SQL).await
-            }
-        ]);
+        ], []);
     };
 }

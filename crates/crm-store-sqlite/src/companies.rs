@@ -14,7 +14,7 @@ use crate::{
     tx::{slice_clause, tenant_where},
 };
 
-crm_store_sql::impl_company_repo!(crate::SqliteTx, json = "", {
+crm_store_sql::impl_company_repo!(crate::SqliteTx, {
     async fn list_companies(
         &mut self,
         tenant: &Tenant,

@@ -13,7 +13,7 @@ use crate::{
     tx::{slice_clause, tenant_where},
 };
 
-crm_store_sql::impl_deal_repo!(crate::SqliteTx, json = "", {
+crm_store_sql::impl_deal_repo!(crate::SqliteTx, {
     async fn list_deals(
         &mut self,
         tenant: &Tenant,

@@ -8,7 +8,7 @@ use crm_store_sql::pipelines::DefaultGuard;
 
 use crate::SqliteTx;
 
-crm_store_sql::impl_pipeline_repo!(SqliteTx, json = "");
+crm_store_sql::impl_pipeline_repo!(SqliteTx);
 
 impl DefaultGuard for SqliteTx {
     async fn default_settled(
