@@ -10,6 +10,8 @@ use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
+use crm_store_sql::deals::filtered_by_index;
+
 use crate::{
     rows,
     search::{planned_per_needle, search_filter, search_page},
@@ -23,11 +25,7 @@ crm_store_sql::impl_deal_repo!(crate::PostgresTx, {
         filter: &DealFilter,
         slice: &Slice,
     ) -> Result<Vec<Deal>, StoreError> {
-        let indexed_filter = filter.pipeline_id.is_some()
-            || filter.stage.is_some()
-            || filter.company_id.is_some()
-            || filter.primary_contact_id.is_some();
-        if filter.q.is_some() && !indexed_filter {
+        if filter.q.is_some() && !filtered_by_index(filter) {
             let table = ("deals", rows::DEAL_COLUMNS);
             return search_page(
                 self,

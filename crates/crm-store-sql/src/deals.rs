@@ -3,7 +3,10 @@
 //! (SQLite's FTS tables, Postgres's trigram indexes) and stays in the stores.
 //! The insert and update texts are the store's [`Statements`].
 
-use crm_app::{ports::RowLock, StoreError};
+use crm_app::{
+    ports::{DealFilter, RowLock},
+    StoreError,
+};
 use crm_domain::{Company, CompanyId, Deal, DealId, Tenant};
 
 use crate::{
@@ -13,6 +16,16 @@ use crate::{
     statements::Statements,
     Arg, Unit,
 };
+
+/// Whether a deal list filters on a column with an index of its own: such a list keeps one
+/// statement even when it also searches text, since that index serves it better than a search
+/// page's walk of the newest rows.
+pub fn filtered_by_index(filter: &DealFilter) -> bool {
+    filter.pipeline_id.is_some()
+        || filter.stage.is_some()
+        || filter.company_id.is_some()
+        || filter.primary_contact_id.is_some()
+}
 
 /// A deal by id, locked for update in a write transaction.
 pub async fn get_deal<U: Unit>(

@@ -7,6 +7,8 @@ use crm_app::{
 use crm_domain::{Deal, Tenant};
 use sqlx::{QueryBuilder, Sqlite};
 
+use crm_store_sql::deals::filtered_by_index;
+
 use crate::{
     backend, rows,
     search::{push_not_deleted, push_search, search_page, trigram_needle},
@@ -20,11 +22,7 @@ crm_store_sql::impl_deal_repo!(crate::SqliteTx, {
         filter: &DealFilter,
         slice: &Slice,
     ) -> Result<Vec<Deal>, StoreError> {
-        let indexed_filter = filter.pipeline_id.is_some()
-            || filter.stage.is_some()
-            || filter.company_id.is_some()
-            || filter.primary_contact_id.is_some();
-        if let Some(q) = trigram_needle(filter.q.as_ref()).filter(|_| !indexed_filter) {
+        if let Some(q) = trigram_needle(filter.q.as_ref()).filter(|_| !filtered_by_index(filter)) {
             return search_page(
                 self,
                 tenant,
