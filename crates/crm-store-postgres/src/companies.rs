@@ -1,66 +1,22 @@
-//! Companies (`CompanyRepo`).
+//! Companies (`CompanyRepo`): the shared statements, and the list, which searches Postgres's
+//! trigram indexes.
 
-use async_trait::async_trait;
 use crm_app::{
-    ports::{CompanyFilter, CompanyRepo, Slice},
+    ports::{CompanyFilter, Slice},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Tenant};
+use crm_domain::{Company, Tenant};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
 
-use crm_store_sql::binds::bind_company;
-
 use crate::{
-    rows::{self},
+    rows,
     search::{planned_per_needle, search_filter, search_page},
-    tx::{slice_clause, tenant_query, tenant_where, PostgresTx},
+    tx::{slice_clause, tenant_where},
 };
 
-#[async_trait]
-impl CompanyRepo for PostgresTx {
-    async fn insert_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
-        let q = tenant_query(
-            "INSERT INTO companies (workspace_id, mode, id, created_at, name, domain, custom_fields, updated_at, version, deleted_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10)",
-            tenant,
-        )
-        .bind(c.id.as_str())
-        .bind(c.created_at.millis());
-        self.execute(bind_company(q, c)).await?;
-        Ok(())
-    }
-
-    async fn get_company(
-        &mut self,
-        tenant: &Tenant,
-        id: &CompanyId,
-    ) -> Result<Option<Company>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3{}",
-            rows::COMPANY_COLUMNS,
-            self.for_update()
-        );
-        self.optional(tenant_query(&sql, tenant).bind(id.as_str()), rows::company)
-            .await
-    }
-
-    async fn update_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
-        // Companies have no uniqueness rule beyond their id, so no savepoint is needed.
-        let q = tenant_query(
-            "UPDATE companies SET name = $5, domain = $6, custom_fields = $7::jsonb, updated_at = $8, version = $9, deleted_at = $10
-             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4",
-            tenant,
-        )
-        .bind(c.id.as_str())
-        .bind(c.version - 1);
-        match self.execute(bind_company(q, c)).await? {
-            0 => Err(StoreError::Stale),
-            _ => Ok(()),
-        }
-    }
-
+crm_store_sql::impl_company_repo!(crate::PostgresTx, {
     async fn list_companies(
         &mut self,
         tenant: &Tenant,
@@ -93,7 +49,7 @@ impl CompanyRepo for PostgresTx {
         )
         .await
     }
-}
+});
 
 /// A company list's conditions, as ` AND ...` clauses.
 fn company_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a CompanyFilter) {

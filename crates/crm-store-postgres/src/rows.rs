@@ -3,9 +3,7 @@
 pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
-        activity, company, contact, deal, enum_value, field_def, get, idem_record, pipeline,
-        tenant_of, ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS, DEAL_COLUMNS, IDEM_COLUMNS,
-        PIPELINE_COLUMNS,
+        company, contact, deal, get, idem_record, tenant_of, COMPANY_COLUMNS, CONTACT_COLUMNS,
+        DEAL_COLUMNS, IDEM_COLUMNS,
     },
-    stages_json,
 };

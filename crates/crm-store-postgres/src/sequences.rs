@@ -45,44 +45,6 @@ const SET_STATES: &str = "UPDATE sequence_enrollments e SET state = v.state, exi
      next_send_at = v.next_send_at, updated_at = v.updated_at, ended_at = v.ended_at, lease_holder = NULL, lease_until = NULL FROM ";
 
 crm_store_sql::impl_sequence_repo!(crate::PostgresTx, {
-    async fn insert_enrollments(
-        &mut self,
-        tenant: &Tenant,
-        enrollments: &[Enrollment],
-    ) -> Result<Vec<EnrollmentId>, StoreError> {
-        let mut inserted = Vec::new();
-        for chunk in enrollments.chunks(1000) {
-            let mut qb = QueryBuilder::<Postgres>::new(
-                "INSERT INTO sequence_enrollments (workspace_id, mode, id, sequence_id, contact_id, source_object, source_id, state, exit_reason,
-                 steps_sent, next_send_at, enrolled_at, updated_at, ended_at) ",
-            );
-            qb.push_values(chunk, |mut b, e| {
-                b.push_bind(tenant.workspace_id.as_str())
-                    .push_bind(tenant.mode.as_str())
-                    .push_bind(e.id.as_str())
-                    .push_bind(e.sequence_id.as_str())
-                    .push_bind(e.contact_id.as_str())
-                    .push_bind(e.source_object.as_str())
-                    .push_bind(e.source_id.as_str())
-                    .push_bind(e.state.as_str())
-                    .push_bind(e.exit_reason.map(ExitReason::as_str))
-                    .push_bind(e.steps_sent as i32)
-                    .push_bind(e.next_send_at.map(Timestamp::millis))
-                    .push_bind(e.enrolled_at.millis())
-                    .push_bind(e.updated_at.millis())
-                    .push_bind(e.ended_at.map(Timestamp::millis));
-            });
-            qb.push(" ON CONFLICT DO NOTHING RETURNING id");
-            let ids = self
-                .all(qb.build(), |r| {
-                    Ok(EnrollmentId::from_trusted(get(r, "id")?))
-                })
-                .await?;
-            inserted.extend(ids);
-        }
-        Ok(inserted)
-    }
-
     async fn update_enrollments(
         &mut self,
         tenant: &Tenant,

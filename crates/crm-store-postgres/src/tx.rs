@@ -95,6 +95,9 @@ impl PostgresTx {
     }
 }
 
+// The insert and update texts, with this backend's JSON cast.
+crm_store_sql::impl_statements!(PostgresTx, json = "::jsonb");
+
 impl Unit for PostgresTx {
     type Db = Postgres;
 

@@ -14,7 +14,7 @@ use crate::{
     corrupt,
     rows::{json_value, ts},
     sql::{Col, PushArg},
-    Arg, Sql, Unit,
+    Arg, Sql, SqlQuery, Unit,
 };
 
 const AUTOMATION_COLUMNS: &str =
@@ -78,6 +78,16 @@ fn actions_text(a: &Automation) -> String {
     Value::Array(a.def.actions.iter().map(|c| c.snapshot()).collect()).to_string()
 }
 
+/// An automation's id and definition, `$3` to `$8`, as its insert and its update take them.
+fn bind_automation<'q, DB: Sql>(q: SqlQuery<'q, DB>, a: &'q Automation) -> SqlQuery<'q, DB> {
+    q.arg(a.id.as_str())
+        .arg(a.def.name.as_str())
+        .arg(a.def.trigger_event.as_str())
+        .arg(conditions_text(a))
+        .arg(actions_text(a))
+        .arg(a.enabled)
+}
+
 pub async fn insert_automation<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -88,14 +98,7 @@ pub async fn insert_automation<U: Unit>(
          VALUES ($1, $2, $3, $4, $5, $6{json}, $7{json}, $8, $9, $10, $11)",
         json = U::JSON
     );
-    let (conditions, actions) = (conditions_text(a), actions_text(a));
-    let q = tenant_query::<U::Db>(&sql, tenant)
-        .arg(a.id.as_str())
-        .arg(a.def.name.as_str())
-        .arg(a.def.trigger_event.as_str())
-        .arg(conditions.as_str())
-        .arg(actions.as_str())
-        .arg(a.enabled)
+    let q = bind_automation(tenant_query::<U::Db>(&sql, tenant), a)
         .arg(a.created_at.millis())
         .arg(a.updated_at.millis())
         .arg(a.version);
@@ -126,14 +129,7 @@ pub async fn update_automation<U: Unit>(
          updated_at = $9, version = $10 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
         json = U::JSON
     );
-    let (conditions, actions) = (conditions_text(a), actions_text(a));
-    let q = tenant_query::<U::Db>(&sql, tenant)
-        .arg(a.id.as_str())
-        .arg(a.def.name.as_str())
-        .arg(a.def.trigger_event.as_str())
-        .arg(conditions.as_str())
-        .arg(actions.as_str())
-        .arg(a.enabled)
+    let q = bind_automation(tenant_query::<U::Db>(&sql, tenant), a)
         .arg(a.updated_at.millis())
         .arg(a.version);
     match tx.execute(q).await? {

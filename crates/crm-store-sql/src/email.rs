@@ -17,7 +17,7 @@ use crate::{
     corrupt,
     rows::{opt_ts, tenant_of, ts},
     sql::{Col, PushArg},
-    Arg, Secrets, Sql, Unit,
+    Arg, Secrets, Sql, SqlQuery, Unit,
 };
 
 const CONNECTION_COLUMNS: &str = "id, provider, api_key, from_addr, base_url, created_at";
@@ -182,6 +182,15 @@ pub async fn email_connection<U: Unit>(
     tx.optional(q, |r| connection(r, tenant, &secrets)).await
 }
 
+/// A template's id and content, `$3` to `$7`, as its insert and its update take them.
+fn bind_template<'q, DB: Sql>(q: SqlQuery<'q, DB>, t: &'q Template) -> SqlQuery<'q, DB> {
+    q.arg(t.id.as_str())
+        .arg(t.name.as_str())
+        .arg(t.subject.as_str())
+        .arg(t.body.as_str())
+        .arg(t.text.as_deref())
+}
+
 pub async fn insert_template<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -191,15 +200,11 @@ pub async fn insert_template<U: Unit>(
         "INSERT INTO templates (workspace_id, mode, id, name, subject, body, text, created_at, updated_at, version)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         tenant,
-    )
-    .arg(t.id.as_str())
-    .arg(t.name.as_str())
-    .arg(t.subject.as_str())
-    .arg(t.body.as_str())
-    .arg(t.text.as_deref())
-    .arg(t.created_at.millis())
-    .arg(t.updated_at.millis())
-    .arg(t.version);
+    );
+    let q = bind_template(q, t)
+        .arg(t.created_at.millis())
+        .arg(t.updated_at.millis())
+        .arg(t.version);
     tx.execute(q).await?;
     Ok(())
 }
@@ -225,14 +230,10 @@ pub async fn update_template<U: Unit>(
         "UPDATE templates SET name = $4, subject = $5, body = $6, text = $7, updated_at = $8, version = $9
          WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $9 - 1",
         tenant,
-    )
-    .arg(t.id.as_str())
-    .arg(t.name.as_str())
-    .arg(t.subject.as_str())
-    .arg(t.body.as_str())
-    .arg(t.text.as_deref())
-    .arg(t.updated_at.millis())
-    .arg(t.version);
+    );
+    let q = bind_template(q, t)
+        .arg(t.updated_at.millis())
+        .arg(t.version);
     match tx.execute(q).await? {
         1 => Ok(()),
         _ => Err(StoreError::Stale),

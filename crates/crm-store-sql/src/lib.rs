@@ -15,21 +15,26 @@
 //!
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
+pub mod activities;
 pub mod automations;
 pub mod binds;
 pub mod clauses;
+pub mod deals;
 pub mod email;
 mod encoding;
 mod errors;
 pub mod idempotency;
 pub mod keys;
+pub mod pipelines;
 pub mod plans;
 mod port;
 pub mod records;
+pub mod registry;
 pub mod rows;
 pub mod secrets;
 pub mod sequences;
 mod sql;
+pub mod statements;
 mod unit;
 pub mod webhooks;
 pub mod workspaces;
@@ -42,17 +47,19 @@ pub mod reexport {
         auth::{ApiKeyRecord, Workspace},
         idempotency::StoredReply,
         ports::{
-            AutomationRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
-            IdempotencyRepo, KeyRepo, KeyUse, PlanRepo, RecordRepo, SequenceRepo, Slice,
+            ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
+            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, IdempotencyRepo, KeyRepo, KeyUse,
+            PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock, SequenceRepo, Slice,
             WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        ids::DeliveryId, mail, rule, sequence, ApiKeyId, AutomationId, ConnectionId, Contact,
-        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, SequenceId,
-        TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+        ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId,
+        AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId,
+        EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline, PipelineId, Registry,
+        SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 

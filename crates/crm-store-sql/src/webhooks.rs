@@ -18,7 +18,7 @@ use crate::{
     corrupt,
     rows::{mode, opt_ts, ts},
     sql::{Col, PushArg},
-    Arg, Secrets, Sql, Unit,
+    Arg, Secrets, Sql, SqlQuery, Unit,
 };
 
 pub const WEBHOOK_COLUMNS: &str =
@@ -92,6 +92,21 @@ where
     })
 }
 
+/// A webhook's id and settings with its sealed secret, `$3` to `$8`, as its insert and its
+/// update take them.
+fn bind_webhook<'q, DB: Sql>(
+    q: SqlQuery<'q, DB>,
+    w: &'q Webhook,
+    sealed_secret: String,
+) -> SqlQuery<'q, DB> {
+    q.arg(w.id.as_str())
+        .arg(w.url.as_str())
+        .arg(events_text(&w.events))
+        .arg(w.description.as_deref())
+        .arg(w.enabled)
+        .arg(sealed_secret)
+}
+
 pub async fn insert_webhook<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -102,16 +117,11 @@ pub async fn insert_webhook<U: Unit>(
         "INSERT INTO webhooks (workspace_id, mode, id, url, events, description, enabled, secret, created_at, updated_at, version)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         tenant,
-    )
-    .arg(w.id.as_str())
-    .arg(w.url.as_str())
-    .arg(events_text(&w.events))
-    .arg(w.description.as_deref())
-    .arg(w.enabled)
-    .arg(secret.as_str())
-    .arg(w.created_at.millis())
-    .arg(w.updated_at.millis())
-    .arg(w.version);
+    );
+    let q = bind_webhook(q, w, secret)
+        .arg(w.created_at.millis())
+        .arg(w.updated_at.millis())
+        .arg(w.version);
     tx.execute(q).await?;
     Ok(())
 }
@@ -152,15 +162,10 @@ pub async fn update_webhook<U: Unit>(
         "UPDATE webhooks SET url = $4, events = $5, description = $6, enabled = $7, secret = $8, updated_at = $9, version = $10
          WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $10 - 1",
         tenant,
-    )
-    .arg(w.id.as_str())
-    .arg(w.url.as_str())
-    .arg(events_text(&w.events))
-    .arg(w.description.as_deref())
-    .arg(w.enabled)
-    .arg(secret.as_str())
-    .arg(w.updated_at.millis())
-    .arg(w.version);
+    );
+    let q = bind_webhook(q, w, secret)
+        .arg(w.updated_at.millis())
+        .arg(w.version);
     match tx.execute(q).await? {
         1 => Ok(()),
         _ => Err(StoreError::Stale),

@@ -1,77 +1,20 @@
-//! Companies (`CompanyRepo`).
+//! Companies (`CompanyRepo`): the shared statements, and the list, which searches SQLite's FTS
+//! tables.
 
-use async_trait::async_trait;
 use crm_app::{
-    ports::{CompanyFilter, CompanyRepo, Slice},
+    ports::{CompanyFilter, Slice},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Tenant};
+use crm_domain::{Company, Tenant};
 use sqlx::{QueryBuilder, Sqlite};
-
-use crm_store_sql::binds::bind_company;
 
 use crate::{
     backend, rows,
     search::{push_not_deleted, push_search, search_page, trigram_needle},
-    tx::{slice_clause, tenant_where, SqliteTx},
+    tx::{slice_clause, tenant_where},
 };
 
-#[async_trait]
-impl CompanyRepo for SqliteTx {
-    async fn insert_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
-        let q = sqlx::query(
-            "INSERT INTO companies (name, domain, custom_fields, updated_at, version, deleted_at, workspace_id, mode, id, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        );
-        bind_company(q, c)
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(c.id.as_str())
-            .bind(c.created_at.millis())
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn get_company(
-        &mut self,
-        tenant: &Tenant,
-        id: &CompanyId,
-    ) -> Result<Option<Company>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM companies WHERE workspace_id = $1 AND mode = $2 AND id = $3",
-            rows::COMPANY_COLUMNS
-        );
-        let row = sqlx::query(&sql)
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(id.as_str())
-            .fetch_optional(self.conn())
-            .await
-            .map_err(backend)?;
-        row.as_ref().map(rows::company).transpose()
-    }
-
-    async fn update_company(&mut self, tenant: &Tenant, c: &Company) -> Result<(), StoreError> {
-        let q = sqlx::query(
-            "UPDATE companies SET name = $1, domain = $2, custom_fields = $3, updated_at = $4, version = $5, deleted_at = $6
-             WHERE workspace_id = $7 AND mode = $8 AND id = $9 AND version = $10",
-        );
-        let done = bind_company(q, c)
-            .bind(tenant.workspace_id.as_str())
-            .bind(tenant.mode.as_str())
-            .bind(c.id.as_str())
-            .bind(c.version - 1)
-            .execute(self.conn())
-            .await
-            .map_err(backend)?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Stale);
-        }
-        Ok(())
-    }
-
+crm_store_sql::impl_company_repo!(crate::SqliteTx, {
     async fn list_companies(
         &mut self,
         tenant: &Tenant,
@@ -105,4 +48,4 @@ impl CompanyRepo for SqliteTx {
         let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
         rows.iter().map(rows::company).collect()
     }
-}
+});

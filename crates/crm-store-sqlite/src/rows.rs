@@ -3,8 +3,7 @@
 pub(crate) use crm_store_sql::{
     corrupt,
     rows::{
-        activity, company, contact, deal, field_def, get, idem_record, pipeline, tenant_of,
-        ACTIVITY_COLUMNS, COMPANY_COLUMNS, CONTACT_COLUMNS, DEAL_COLUMNS, PIPELINE_COLUMNS,
+        company, contact, deal, get, idem_record, tenant_of, COMPANY_COLUMNS, CONTACT_COLUMNS,
+        DEAL_COLUMNS,
     },
-    stages_json,
 };

@@ -72,6 +72,9 @@ pub(crate) fn tenant_query<'q>(sql: &'q str, tenant: &'q Tenant) -> Query<'q> {
 
 pub(crate) use crm_store_sql::is_unique_violation;
 
+// The insert and update texts, with this backend's JSON cast.
+crm_store_sql::impl_statements!(SqliteTx, json = "");
+
 /// SQLite's single writer needs no row locks and lets no other claimer in; a statement that
 /// breaks a uniqueness rule leaves the transaction as it was.
 impl Unit for SqliteTx {
