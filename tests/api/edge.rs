@@ -28,7 +28,6 @@ async fn serve(backend: Backend) -> Server {
     )
 }
 
-
 fn address(s: &Server) -> std::net::SocketAddr {
     s.base.trim_start_matches("http://").parse().unwrap()
 }
@@ -63,7 +62,10 @@ fn parse_answer(answer: &str) -> (u16, String, Value) {
 fn assert_problem(answer: &str, status: u16, code: &str) {
     let (got, head, body) = parse_answer(answer);
     assert_eq!(got, status, "{answer}");
-    assert!(head.contains("\r\ncontent-type: application/problem+json"), "{answer}");
+    assert!(
+        head.contains("\r\ncontent-type: application/problem+json"),
+        "{answer}"
+    );
     assert!(head.contains("\r\nrequest-id: req_"), "{answer}");
     assert_eq!(body["code"], code, "{answer}");
     assert_eq!(body["status"], status, "{answer}");
@@ -78,19 +80,33 @@ async fn methods_a_path_does_not_serve_answer_405_with_allow(s: Server) {
         res.problem(405, "method_not_allowed");
         assert_eq!(res.header("allow"), Some("GET, HEAD, POST"));
     }
-    let res = s.req(Method::PUT, "/contacts/con_00000000000000000000000000").send().await;
+    let res = s
+        .req(Method::PUT, "/contacts/con_00000000000000000000000000")
+        .send()
+        .await;
     res.problem(405, "method_not_allowed");
     assert_eq!(res.header("allow"), Some("GET, HEAD, PATCH, DELETE"));
     // Beside the operations too.
     let res = s.anon(Method::POST, "!/healthz").send().await;
     res.problem(405, "method_not_allowed");
-    assert!(res.header("allow").unwrap().contains("GET"), "{:?}", res.headers);
+    assert!(
+        res.header("allow").unwrap().contains("GET"),
+        "{:?}",
+        res.headers
+    );
     // A path that serves no method at all is still not found.
-    s.req(Method::PUT, "/nothing-here").send().await.problem(404, "not_found");
+    s.req(Method::PUT, "/nothing-here")
+        .send()
+        .await
+        .problem(404, "not_found");
 }
 
 async fn bodies_that_are_not_json_answer_415(s: Server) {
-    for content_type in ["text/plain", "application/x-www-form-urlencoded", "application/jsonx"] {
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/jsonx",
+    ] {
         s.req(Method::POST, "/contacts")
             .header("content-type", content_type)
             .json_text(r#"{"first_name": "Ada"}"#)
@@ -120,7 +136,10 @@ async fn bodies_that_are_not_json_answer_415(s: Server) {
 }
 
 async fn an_empty_body_where_one_is_needed_is_a_bad_request(s: Server) {
-    let id = s.post("/contacts", json!({"first_name": "A"})).await.ok(201)["id"]
+    let id = s
+        .post("/contacts", json!({"first_name": "A"}))
+        .await
+        .ok(201)["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -129,13 +148,26 @@ async fn an_empty_body_where_one_is_needed_is_a_bad_request(s: Server) {
         (Method::POST, "/fields".to_owned()),
         (Method::POST, "/webhooks".to_owned()),
     ] {
-        let res = s.req(method.clone(), &path).header("content-type", "application/json").send().await;
+        let res = s
+            .req(method.clone(), &path)
+            .header("content-type", "application/json")
+            .send()
+            .await;
         res.problem(400, "bad_request");
-        assert!(res.body["detail"].as_str().unwrap().contains("body"), "{method} {path}");
+        assert!(
+            res.body["detail"].as_str().unwrap().contains("body"),
+            "{method} {path}"
+        );
     }
     // Operations whose body is all optional take an empty one, as their OpenAPI entry says.
-    s.req(Method::POST, &format!("/contacts/{id}/restore")).send().await.ok(200);
-    s.req(Method::PATCH, &format!("/contacts/{id}")).send().await.ok(200);
+    s.req(Method::POST, &format!("/contacts/{id}/restore"))
+        .send()
+        .await
+        .ok(200);
+    s.req(Method::PATCH, &format!("/contacts/{id}"))
+        .send()
+        .await
+        .ok(200);
 }
 
 async fn duplicate_keys_are_refused(s: Server) {
@@ -144,7 +176,10 @@ async fn duplicate_keys_are_refused(s: Server) {
         .json_text(r#"{"first_name": "Ada", "first_name": "Eve"}"#)
         .send()
         .await;
-    assert!(res.problem(400, "bad_request")["detail"].as_str().unwrap().contains("twice"));
+    assert!(res.problem(400, "bad_request")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("twice"));
     s.req(Method::POST, "/contacts")
         .json_text(r#"{"first_name": "Ada", "custom_fields": {"a": 1, "a": 2}}"#)
         .send()
@@ -164,10 +199,17 @@ async fn heads_the_server_cannot_parse_answer_problem_documents(s: Server) {
         many.push_str(&format!("x-h{i}: 1\r\n"));
     }
     many.push_str("\r\n");
-    let long = format!("GET /v1/contacts HTTP/1.1\r\nhost: x\r\nx-long: {}\r\n\r\n", "a".repeat(66_000));
+    let long = format!(
+        "GET /v1/contacts HTTP/1.1\r\nhost: x\r\nx-long: {}\r\n\r\n",
+        "a".repeat(66_000)
+    );
     for (head, status, code) in [
         ("HELLO\r\n\r\n".to_owned(), 400, "bad_request"),
-        ("GET /v1/con tacts HTTP/1.1\r\nhost: x\r\n\r\n".to_owned(), 400, "bad_request"),
+        (
+            "GET /v1/con tacts HTTP/1.1\r\nhost: x\r\n\r\n".to_owned(),
+            400,
+            "bad_request",
+        ),
         (many, 431, "headers_too_large"),
         (long, 431, "headers_too_large"),
     ] {
@@ -187,7 +229,10 @@ async fn a_stalled_body_answers_408_and_closes_the_connection(s: Server) {
     let started = Instant::now();
     let answer = read_to_close(&mut conn).await;
     assert_problem(&answer, 408, "request_timeout");
-    assert!(parse_answer(&answer).1.contains("\r\nconnection: close"), "{answer}");
+    assert!(
+        parse_answer(&answer).1.contains("\r\nconnection: close"),
+        "{answer}"
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     // Nothing was written.
     assert_eq!(s.get("/contacts").await.ok(200)["data"], json!([]));
@@ -198,25 +243,41 @@ async fn silent_slow_and_idle_connections_are_closed_by_their_timers(s: Server) 
     let mut silent = TcpStream::connect(address(&s)).await.unwrap();
     let started = Instant::now();
     assert_eq!(read_to_close(&mut silent).await, "");
-    assert!(started.elapsed() < Duration::from_millis(1_400), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1_400),
+        "{:?}",
+        started.elapsed()
+    );
     // Half a head: the same.
     let mut slow = TcpStream::connect(address(&s)).await.unwrap();
-    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
     assert_eq!(read_to_close(&mut slow).await, "");
     // Kept alive after an answer: open past the head timeout, closed after the idle one.
     let mut idle = TcpStream::connect(address(&s)).await.unwrap();
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = [0u8; 1024];
     let n = idle.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).ends_with("ok"));
     tokio::time::sleep(Duration::from_millis(800)).await;
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
     let n = idle.read(&mut buf).await.unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).ends_with("ok"), "still open after 800 ms");
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).ends_with("ok"),
+        "still open after 800 ms"
+    );
     let started = Instant::now();
     assert_eq!(read_to_close(&mut idle).await, "");
     let took = started.elapsed();
-    assert!(took > Duration::from_millis(1_000) && took < Duration::from_millis(3_000), "{took:?}");
+    assert!(
+        took > Duration::from_millis(1_000) && took < Duration::from_millis(3_000),
+        "{took:?}"
+    );
 }
 
 async fn a_flood_from_one_address_leaves_other_clients_served(s: Server) {
@@ -245,7 +306,8 @@ async fn a_flood_from_one_address_leaves_other_clients_served(s: Server) {
     let mut closed = 0;
     for conn in &mut flood {
         let mut buf = [0u8; 1];
-        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(5), conn.read(&mut buf)).await {
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(5), conn.read(&mut buf)).await
+        {
             closed += 1;
         }
     }

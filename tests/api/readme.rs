@@ -37,7 +37,11 @@ async fn the_readme_walk_through_answers_as_documented(s: Server) {
         .output()
         .expect("bash runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let statuses: Vec<u16> = stdout
         .lines()
         .filter_map(|l| l.strip_prefix("@@status "))

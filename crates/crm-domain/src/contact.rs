@@ -1,8 +1,6 @@
 //! Contacts: people, identified by a name, an e-mail, a phone, a LinkedIn URL, a company or a
 //! custom field.
 
-use serde_json::{json, Value};
-
 use crate::{
     email::Email,
     error::ValidationError,
@@ -225,26 +223,6 @@ impl Contact {
         } else {
             Err(ValidationError::IdentifierRequired)
         }
-    }
-
-    /// The record as clients, events and rules see it.
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "object": "contact",
-            "first_name": self.first_name,
-            "last_name": self.last_name,
-            "email": self.email.as_ref().map(Email::as_str),
-            "phone": self.phone,
-            "linkedin_url": self.linkedin_url,
-            "company_id": self.company_id.as_ref().map(CompanyId::as_str),
-            "type": self.contact_type,
-            "custom_fields": self.custom_fields,
-            "created_at": self.created_at.to_string(),
-            "updated_at": self.updated_at.to_string(),
-            "version": self.version,
-            "deleted_at": self.deleted_at.map(|t| t.to_string()),
-        })
     }
 }
 

@@ -157,7 +157,7 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
             .collect()
     }
     let created = |c: &crm_domain::Contact| Event {
-        data: c.snapshot(),
+        data: serde_json::json!({"id": c.id.as_str(), "object": "contact"}),
         ..sample_event(EventType::ContactCreated, Mode::Test)
     };
 

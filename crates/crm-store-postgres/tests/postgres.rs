@@ -532,7 +532,7 @@ async fn a_write_alone_pings_an_idle_connection_and_replaces_a_dead_one() {
         event_type: EventType::ContactCreated,
         mode: Mode::Test,
         created_at: c.created_at,
-        data: c.snapshot(),
+        data: serde_json::json!({"id": c.id.as_str(), "object": "contact"}),
         changed_fields: None,
         previous_stage: None,
     };

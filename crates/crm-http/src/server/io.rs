@@ -180,7 +180,11 @@ impl<T> EdgeIo<T> {
     }
 
     /// Called after a write attempt: the write timer runs while writes wait for the client.
-    fn after_write<R>(&mut self, cx: &mut Context<'_>, result: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+    fn after_write<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
         if result.is_ready() {
             self.write_waiting = false;
             return result;
@@ -229,7 +233,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> EdgeIo<T> {
 
     /// `head` is the start of what hyper writes: when it is one of hyper's own answers, it is
     /// replaced by a problem document, and the whole of it counts as written.
-    fn poll_replace(&mut self, cx: &mut Context<'_>, head: &[u8], len: usize) -> Option<Poll<io::Result<usize>>> {
+    fn poll_replace(
+        &mut self,
+        cx: &mut Context<'_>,
+        head: &[u8],
+        len: usize,
+    ) -> Option<Poll<io::Result<usize>>> {
         if self.replacing.is_none() {
             self.replacing = Some((self.answers.replacement_for(head)?, 0));
         }
@@ -271,7 +280,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for EdgeIo<T> {
 
 impl<T: AsyncRead + Unpin> EdgeIo<T> {
     /// A read while no request is served: no further than the most a head may be.
-    fn read_head_bytes(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn read_head_bytes(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let allowed = self.timers.max_head.saturating_sub(self.unserved_bytes);
         if buf.remaining() <= allowed {
             return Pin::new(&mut self.inner).poll_read(cx, buf);
@@ -286,7 +299,11 @@ impl<T: AsyncRead + Unpin> EdgeIo<T> {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for EdgeIo<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.start_idle_timer(cx);
         if let Some(done) = this.poll_replace(cx, buf, buf.len()) {
@@ -303,7 +320,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for EdgeIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.start_idle_timer(cx);
-        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
         let len = bufs.iter().map(|b| b.len()).sum();
         if let Some(done) = this.poll_replace(cx, first, len) {
             return done;

@@ -45,7 +45,10 @@ impl OwnAnswers {
         }
         let (status, body) = match &status[..3] {
             // 414 too: a request line over the limit is a head over it.
-            b"431" | b"414" => ("431 Request Header Fields Too Large", &self.headers_too_large),
+            b"431" | b"414" => (
+                "431 Request Header Fields Too Large",
+                &self.headers_too_large,
+            ),
             _ => ("400 Bad Request", &self.bad_request),
         };
         let request_id = crate::request_context::new_request_id();
@@ -86,7 +89,10 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
         assert!(text.contains("\r\nrequest-id: req_"), "{text}");
         assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
-        assert!(text.ends_with("\r\n\r\n{\"code\":\"bad_request\"}"), "{text}");
+        assert!(
+            text.ends_with("\r\n\r\n{\"code\":\"bad_request\"}"),
+            "{text}"
+        );
         for status in ["431 Request Header Fields Too Large", "414 URI Too Long"] {
             let head = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
             let text = String::from_utf8(own.replacement_for(head.as_bytes()).unwrap()).unwrap();

@@ -27,7 +27,10 @@ const SHORT: EdgeConfig = EdgeConfig {
 };
 
 /// Serves `app` with `config` on a free port until the returned sender is dropped or sent to.
-async fn start(app: Router, config: EdgeConfig) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+async fn start(
+    app: Router,
+    config: EdgeConfig,
+) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -136,14 +139,19 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_head_timeout() {
     let (addr, _stop, _) = start(hello(), SHORT).await;
     let mut silent = TcpStream::connect(addr).await.unwrap();
     let took = closed_silently_after(&mut silent).await;
-    assert!(took >= Duration::from_millis(250) && took < Duration::from_millis(1_000), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(1_000),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_head_that_stalls_is_closed_after_the_head_timeout_without_an_answer() {
     let (addr, _stop, _) = start(hello(), SHORT).await;
     let mut slow = TcpStream::connect(addr).await.unwrap();
-    slow.write_all(b"GET /fast HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+    slow.write_all(b"GET /fast HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
     let took = closed_silently_after(&mut slow).await;
     assert!(took < Duration::from_millis(1_000), "{took:?}");
 }
@@ -162,7 +170,10 @@ async fn a_kept_alive_connection_outlives_the_head_timeout_and_closes_after_the_
     }
     let took = closed_silently_after(&mut conn).await;
     // The idle timer started 600 ms ago.
-    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(1_500), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1_500),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -180,9 +191,11 @@ async fn a_body_that_stalls_fails_with_body_timeout() {
 async fn a_body_that_arrives_in_pieces_within_the_timer_is_read() {
     let (addr, _stop, _) = start(hello(), SHORT).await;
     let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nconnection: close\r\n\r\n12")
-        .await
-        .unwrap();
+    conn.write_all(
+        b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nconnection: close\r\n\r\n12",
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     conn.write_all(b"34").await.unwrap();
     let answer = read_to_close(&mut conn).await;
@@ -197,10 +210,17 @@ async fn unparsable_heads_answer_problem_documents_with_a_request_id() {
         many.push_str(&format!("x-h{i}: 1\r\n"));
     }
     many.push_str("\r\n");
-    let huge = format!("GET /fast HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n", "a".repeat(70_000));
+    let huge = format!(
+        "GET /fast HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+        "a".repeat(70_000)
+    );
     for (head, status, code) in [
         ("NOT A REQUEST\r\n\r\n".to_owned(), "400", "bad_request"),
-        ("GET /fa st HTTP/1.1\r\nhost: x\r\n\r\n".to_owned(), "400", "bad_request"),
+        (
+            "GET /fa st HTTP/1.1\r\nhost: x\r\n\r\n".to_owned(),
+            "400",
+            "bad_request",
+        ),
         (many, "431", "headers_too_large"),
         (huge, "431", "headers_too_large"),
     ] {
@@ -210,10 +230,19 @@ async fn unparsable_heads_answer_problem_documents_with_a_request_id() {
         let mut out = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out)).await;
         let answer = String::from_utf8_lossy(&out);
-        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{head:.40}: {answer}");
-        assert!(answer.contains("content-type: application/problem+json"), "{answer}");
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{head:.40}: {answer}"
+        );
+        assert!(
+            answer.contains("content-type: application/problem+json"),
+            "{answer}"
+        );
         assert!(answer.contains("request-id: req_"), "{answer}");
-        assert!(answer.contains(&format!("\"type\":\"http://x/errors/{code}\"")), "{answer}");
+        assert!(
+            answer.contains(&format!("\"type\":\"http://x/errors/{code}\"")),
+            "{answer}"
+        );
     }
 }
 
@@ -266,7 +295,9 @@ async fn connections_beyond_the_cap_wait_in_the_accept_queue() {
     send(&mut waiting, "/fast").await;
     let mut buf = [0u8; 512];
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), waiting.read(&mut buf)).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(300), waiting.read(&mut buf))
+            .await
+            .is_err(),
         "not served while the cap is reached"
     );
     drop(first);
