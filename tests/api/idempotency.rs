@@ -247,19 +247,27 @@ async fn in_progress_then_abandoned_then_replayed(backend: Backend) {
         workspace_id: ws.workspace.id,
         mode: Mode::Test,
     };
-    let Claim::Fresh(claim) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else {
+    let Claim::Fresh(claim) = app
+        .claim_idempotency(&tenant, "k", "fp", 201)
+        .await
+        .unwrap()
+    else {
         panic!("fresh")
     };
     assert!(matches!(
-        app.claim_idempotency(&tenant, "k", "fp").await,
+        app.claim_idempotency(&tenant, "k", "fp", 201).await,
         Err(AppError::IdempotencyInProgress)
     ));
     assert!(matches!(
-        app.claim_idempotency(&tenant, "k", "other").await,
+        app.claim_idempotency(&tenant, "k", "other", 201).await,
         Err(AppError::IdempotencyKeyReused)
     ));
     clock.0.fetch_add(LEASE_MS + 1, Ordering::SeqCst);
-    let Claim::Fresh(taken) = app.claim_idempotency(&tenant, "k", "fp").await.unwrap() else {
+    let Claim::Fresh(taken) = app
+        .claim_idempotency(&tenant, "k", "fp", 201)
+        .await
+        .unwrap()
+    else {
         panic!("taken over")
     };
     assert_eq!(taken.key, claim.key);
@@ -270,7 +278,11 @@ async fn in_progress_then_abandoned_then_replayed(backend: Backend) {
     app.finish_idempotency(&tenant, &taken, &reply)
         .await
         .unwrap();
-    match app.claim_idempotency(&tenant, "k", "fp").await.unwrap() {
+    match app
+        .claim_idempotency(&tenant, "k", "fp", 201)
+        .await
+        .unwrap()
+    {
         Claim::Replay(r) => assert_eq!(r, reply),
         Claim::Fresh(_) => panic!("should replay"),
     }
@@ -305,20 +317,20 @@ mod owners {
             mode: Mode::Test,
         };
         assert!(matches!(
-            first.claim_idempotency(&tenant, "k", "fp").await,
+            first.claim_idempotency(&tenant, "k", "fp", 201).await,
             Ok(Claim::Fresh(_))
         ));
         let (second, _) = app_at(backend, &url).await;
         for _ in 0..3 {
             assert!(matches!(
-                second.claim_idempotency(&tenant, "k", "fp").await,
+                second.claim_idempotency(&tenant, "k", "fp", 201).await,
                 Err(AppError::IdempotencyInProgress)
             ));
         }
         drop(first);
         let gone = Instant::now();
         loop {
-            match second.claim_idempotency(&tenant, "k", "fp").await {
+            match second.claim_idempotency(&tenant, "k", "fp", 201).await {
                 Ok(Claim::Fresh(_)) => break,
                 Err(AppError::IdempotencyInProgress) if gone.elapsed() < Duration::from_secs(1) => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -328,7 +340,7 @@ mod owners {
         }
         // Now the second's own: in progress to it as to anyone.
         assert!(matches!(
-            second.claim_idempotency(&tenant, "k", "fp").await,
+            second.claim_idempotency(&tenant, "k", "fp", 201).await,
             Err(AppError::IdempotencyInProgress)
         ));
     }

@@ -31,7 +31,7 @@ pub(crate) async fn dispatch(
     let tenant = &caller.tenant;
     let claim = match api
         .app
-        .claim_idempotency(tenant, key, &fingerprint(op, &input))
+        .claim_idempotency(tenant, key, &fingerprint(op, &input), op.success_status)
         .await?
     {
         Claim::Replay(stored) => {

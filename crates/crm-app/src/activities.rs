@@ -32,7 +32,7 @@ impl App {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let activity = self.create_activity_in(&mut *tx, tenant, draft).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.activity(&activity)).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.activity(&activity)).await?;
         tx.commit().await?;
         Ok(activity)
     }

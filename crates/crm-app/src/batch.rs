@@ -43,8 +43,8 @@ pub enum BatchOp {
 /// The outcome of one operation: the record (or deletion confirmation), or why it failed.
 pub type OpResult = (usize, Result<Value, AppError>);
 
-/// Turns the outcomes into the response (status, body); the caller owns the wire format.
-pub type Render<'a> = &'a (dyn Fn(&[OpResult]) -> (u16, Value) + Send + Sync);
+/// Turns the outcomes into the response body; the caller owns the wire format.
+pub type Render<'a> = &'a (dyn Fn(&[OpResult]) -> Value + Send + Sync);
 
 impl App {
     async fn run_op(
@@ -100,7 +100,7 @@ impl App {
         atomic: bool,
         idem: Option<&IdemClaim>,
         render: Render<'_>,
-    ) -> Result<(u16, Value), AppError> {
+    ) -> Result<Value, AppError> {
         let mut results: Vec<OpResult> = Vec::with_capacity(ops.len());
         let mut tx = self.store.begin_write().await?;
         // Batch writes are event-silent: no events, no automations, no enrollments; the records
@@ -133,9 +133,9 @@ impl App {
             return Err(AppError::BatchFailed { failures });
         }
         self.finish_write(&mut *tx, &caller.tenant, fx).await?;
-        let (status, body) = render(&results);
-        finish_in_tx(&mut *tx, &caller.tenant, idem, status, &body).await?;
+        let body = render(&results);
+        finish_in_tx(&mut *tx, &caller.tenant, idem, &body).await?;
         tx.commit().await?;
-        Ok((status, body))
+        Ok(body)
     }
 }

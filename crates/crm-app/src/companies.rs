@@ -37,7 +37,7 @@ impl App {
         )?;
         check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.company(&company)).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&company)).await?;
         tx.commit().await?;
         Ok(company)
     }

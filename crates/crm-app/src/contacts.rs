@@ -150,7 +150,7 @@ impl App {
         self.contact_created(&mut fx, &contact);
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let contact = reload(&mut *tx, tenant, contact, &touched).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.contact(&contact)).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.contact(&contact)).await?;
         tx.commit().await?;
         Ok(contact)
     }

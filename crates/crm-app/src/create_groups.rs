@@ -327,7 +327,6 @@ impl App {
                         &mut *tx,
                         tenant,
                         q.idem.as_ref(),
-                        201,
                         &self.views.contact(shown),
                     )
                     .await?;

@@ -65,7 +65,7 @@ impl App {
             .await?;
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let deal = reload(&mut *tx, tenant, deal, &touched).await?;
-        finish_in_tx(&mut *tx, tenant, idem, 201, &self.views.deal(&deal)).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.deal(&deal)).await?;
         tx.commit().await?;
         Ok(deal)
     }

@@ -24,6 +24,9 @@ pub struct IdemClaim {
     pub key: String,
     /// When it was claimed: tells this claim from a later one that took the key over.
     pub claimed_at: Timestamp,
+    /// The status the operation answers a success with (its declared success status, which
+    /// the caller of [`App::claim_idempotency`] knows): stored with the answer to replay it.
+    pub success_status: u16,
 }
 
 /// How often a release that found the database unavailable is tried again.
@@ -43,6 +46,7 @@ impl App {
         tenant: &Tenant,
         key: &str,
         fingerprint: &str,
+        success_status: u16,
     ) -> Result<Claim, AppError> {
         let now = self.clock.now();
         let fresh = IdemRecord {
@@ -59,6 +63,7 @@ impl App {
             return Ok(Claim::Fresh(IdemClaim {
                 key: key.to_owned(),
                 claimed_at: now,
+                success_status,
             }));
         }
         let existing = tx.get_idempotency(tenant, key).await?.ok_or_else(|| {
@@ -73,6 +78,7 @@ impl App {
             return Ok(Claim::Fresh(IdemClaim {
                 key: key.to_owned(),
                 claimed_at: now,
+                success_status,
             }));
         }
         if existing.fingerprint != fingerprint {

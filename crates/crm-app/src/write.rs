@@ -209,17 +209,17 @@ pub(crate) async fn check_references(
     Ok(())
 }
 
-/// Writes the reply of a create to its idempotency record, inside the create's transaction.
+/// Writes the reply of a create to its idempotency record, inside the create's transaction,
+/// with the operation's success status the claim carries.
 pub(crate) async fn finish_in_tx(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     idem: Option<&IdemClaim>,
-    status: u16,
     body: &Value,
 ) -> Result<(), AppError> {
     if let Some(claim) = idem {
         let reply = StoredReply {
-            status,
+            status: claim.success_status,
             body: serde_json::to_vec(body).map_err(|e| AppError::Internal(e.to_string()))?,
         };
         tx.finish_idempotency(tenant, &claim.key, &reply).await?;

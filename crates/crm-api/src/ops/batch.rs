@@ -120,7 +120,7 @@ fn require_scopes(caller: &Caller, ops: &[BatchOperation]) -> Result<(), Problem
     Ok(())
 }
 
-fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) -> (u16, Value) {
+fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) -> Value {
     let mut rows: Vec<(usize, Value)> = Vec::with_capacity(parse_failures.len() + results.len());
     let failure = |i: usize, p: &Problem| json!({"index": i, "status": p.status(), "error": api.problem_json(p)});
     rows.extend(parse_failures.iter().map(|(i, p)| (*i, failure(*i, p))));
@@ -153,7 +153,7 @@ fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) 
         "succeeded": results.len() + parse_failures.len() - failed,
         "failed": failed,
     });
-    (200, body)
+    body
 }
 
 /// Rendering needs an owned error; `AppError` is not `Clone` because of its internal variant,
@@ -201,8 +201,8 @@ handler!(batch(api, caller, input) {
         return Err(p);
     }
     let render = |results: &[OpResult]| render(api, &parse_failures, results);
-    let (status, body) = api.app.batch(caller, ops, atomic, input.idem.as_ref(), &render).await?;
-    Ok(Reply::new(body).with_status(status))
+    let body = api.app.batch(caller, ops, atomic, input.idem.as_ref(), &render).await?;
+    Ok(Reply::new(body))
 });
 
 fn output_schema() -> Value {

@@ -63,7 +63,7 @@ async fn a_grouped_create_under_an_idempotency_key_stores_its_reply() {
     let tenant = env.caller.tenant.clone();
     let Claim::Fresh(claim) = env
         .app
-        .claim_idempotency(&tenant, "k-1", "fp")
+        .claim_idempotency(&tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     else {
@@ -80,7 +80,7 @@ async fn a_grouped_create_under_an_idempotency_key_stores_its_reply() {
     let ada = answers[0].as_ref().unwrap();
     match env
         .app
-        .claim_idempotency(&tenant, "k-1", "fp")
+        .claim_idempotency(&tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     {

@@ -13,13 +13,13 @@ async fn a_key_is_claimed_once_and_its_stored_outcome_replayed() {
     let tenant = &env.caller.tenant;
     let Claim::Fresh(claim) = env
         .app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     else {
         panic!("a new key is fresh");
     };
-    let in_flight = env.app.claim_idempotency(tenant, "k-1", "fp").await;
+    let in_flight = env.app.claim_idempotency(tenant, "k-1", "fp", 201).await;
     assert!(
         matches!(in_flight, Err(AppError::IdempotencyInProgress)),
         "{in_flight:?}"
@@ -34,7 +34,7 @@ async fn a_key_is_claimed_once_and_its_stored_outcome_replayed() {
         .unwrap();
     match env
         .app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     {
@@ -48,10 +48,10 @@ async fn a_key_used_with_another_request_is_refused() {
     let env = env().await;
     let tenant = &env.caller.tenant;
     env.app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap();
-    let reused = env.app.claim_idempotency(tenant, "k-1", "other").await;
+    let reused = env.app.claim_idempotency(tenant, "k-1", "other", 201).await;
     assert!(
         matches!(reused, Err(AppError::IdempotencyKeyReused)),
         "{reused:?}"
@@ -64,7 +64,7 @@ async fn a_released_key_runs_the_request_again() {
     let tenant = &env.caller.tenant;
     let Claim::Fresh(claim) = env
         .app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     else {
@@ -72,7 +72,7 @@ async fn a_released_key_runs_the_request_again() {
     };
     env.app.release_idempotency(tenant, &claim).await.unwrap();
     assert!(matches!(
-        env.app.claim_idempotency(tenant, "k-1", "fp").await,
+        env.app.claim_idempotency(tenant, "k-1", "fp", 201).await,
         Ok(Claim::Fresh(_))
     ));
 }
@@ -83,7 +83,7 @@ async fn a_create_under_a_key_stores_its_reply_in_its_own_transaction() {
     let tenant = &env.caller.tenant;
     let Claim::Fresh(claim) = env
         .app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     else {
@@ -96,7 +96,7 @@ async fn a_create_under_a_key_stores_its_reply_in_its_own_transaction() {
         .unwrap();
     match env
         .app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap()
     {
@@ -114,12 +114,12 @@ async fn a_claim_whose_lease_ran_out_is_taken_over() {
     let env = env().await;
     let tenant = &env.caller.tenant;
     env.app
-        .claim_idempotency(tenant, "k-1", "fp")
+        .claim_idempotency(tenant, "k-1", "fp", 201)
         .await
         .unwrap();
     env.clock.advance_ms(LEASE_MS + 1);
     assert!(matches!(
-        env.app.claim_idempotency(tenant, "k-1", "fp").await,
+        env.app.claim_idempotency(tenant, "k-1", "fp", 201).await,
         Ok(Claim::Fresh(_))
     ));
 }
