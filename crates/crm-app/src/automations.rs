@@ -499,7 +499,7 @@ impl App {
             || patch.actions.is_some();
         let mut changed = false;
         if redefines {
-            let mut draft = automation.draft();
+            let mut draft = self.views.automation_draft(&automation.def);
             draft.name = patch.name.or(draft.name);
             draft.trigger_event = patch.trigger_event.or(draft.trigger_event);
             draft.conditions = patch.conditions.or(draft.conditions);

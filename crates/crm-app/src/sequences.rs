@@ -210,7 +210,7 @@ impl App {
             || patch.steps.is_some();
         let mut changed = false;
         if redefines {
-            let mut draft = seq.def.draft();
+            let mut draft = self.views.sequence_draft(&seq.def);
             draft.name = patch.name.or(draft.name);
             draft.channel = patch.channel.or(draft.channel);
             draft.trigger = patch.trigger.or(draft.trigger);

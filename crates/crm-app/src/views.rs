@@ -7,7 +7,11 @@
 //! the API's response body, which is crm-api's to define; this crate declares the port and
 //! crm-api implements it, so the dependency still points inward.
 
-use crm_domain::{Activity, Company, Contact, Deal, Pipeline, Stage};
+use crm_domain::{
+    rule::{AutomationDef, AutomationDraft},
+    sequence::{SequenceDef, SequenceDraft},
+    Activity, Company, Contact, Deal, Pipeline, Stage,
+};
 use serde_json::Value;
 
 /// The records as clients see them.
@@ -24,4 +28,11 @@ pub trait RecordViews: Send + Sync {
     fn stage(&self, stage: &Stage) -> Value;
     /// What a delete of the record `id` of kind `object` (`contact`, `deal`) answers.
     fn deleted(&self, id: &str, object: &'static str) -> Value;
+    /// A rule's definition as a client writes it, which a PATCH overlays: every member set, and
+    /// `conditions` and `actions` as the API shows them. It MUST parse back, against the same
+    /// registry and pipelines, to an equal definition.
+    fn automation_draft(&self, def: &AutomationDef) -> AutomationDraft;
+    /// A sequence's definition as a client writes it (`trigger` null when there is none), with
+    /// the same contract.
+    fn sequence_draft(&self, def: &SequenceDef) -> SequenceDraft;
 }

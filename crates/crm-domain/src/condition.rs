@@ -39,15 +39,6 @@ impl Condition {
             value,
         }
     }
-
-    /// The wire form `{field, op, value?}`.
-    pub fn snapshot(&self) -> Value {
-        let mut v = serde_json::json!({"field": self.field, "op": self.op.as_str()});
-        if let Some(value) = &self.value {
-            v["value"] = value.clone();
-        }
-        v
-    }
 }
 
 /// What conditions are evaluated against: a record snapshot and, for `deal.stage_changed`, the

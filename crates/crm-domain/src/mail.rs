@@ -1,8 +1,6 @@
 //! Email: the workspace's sending connections, templates, and the email messages the service
 //! records for every send (simulated in test mode, queued for delivery in live mode).
 
-use serde_json::{json, Value};
-
 use crate::{
     error::ValidationError,
     ids::{AutomationId, ConnectionId, ContactId, DealId, EmailId, TemplateId},
@@ -342,34 +340,6 @@ pub enum EmailSource {
     },
 }
 
-impl EmailSource {
-    pub fn snapshot(&self) -> Value {
-        match self {
-            EmailSource::Automation { automation_id } => {
-                json!({"type": "automation", "automation_id": automation_id.as_str()})
-            }
-            EmailSource::Sequence { sequence_id, step } => {
-                json!({"type": "sequence", "sequence_id": sequence_id, "step": step})
-            }
-        }
-    }
-
-    pub fn from_snapshot(v: &Value) -> Option<EmailSource> {
-        match v.get("type")?.as_str()? {
-            "automation" => Some(EmailSource::Automation {
-                automation_id: AutomationId::from_trusted(
-                    v.get("automation_id")?.as_str()?.to_owned(),
-                ),
-            }),
-            "sequence" => Some(EmailSource::Sequence {
-                sequence_id: v.get("sequence_id")?.as_str()?.to_owned(),
-                step: u32::try_from(v.get("step")?.as_u64()?).ok()?,
-            }),
-            _ => None,
-        }
-    }
-}
-
 /// One email the service sent or simulated (`GET /emails`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmailMessage {
@@ -538,20 +508,5 @@ mod tests {
         );
         assert_eq!(next_attempt(&DEFAULT_EMAIL_BACKOFF_MS, 6, now), None);
         assert_eq!(next_attempt(&[], 1, now), None);
-    }
-
-    #[test]
-    fn sources_round_trip() {
-        for s in [
-            EmailSource::Automation {
-                automation_id: AutomationId::from_uuid(Uuid::nil()),
-            },
-            EmailSource::Sequence {
-                sequence_id: "seq_x".into(),
-                step: 2,
-            },
-        ] {
-            assert_eq!(EmailSource::from_snapshot(&s.snapshot()), Some(s));
-        }
     }
 }

@@ -1,8 +1,6 @@
 //! Pipelines and their ordered stages. The lowest ordinal is the entry stage; `won` and `lost`
 //! stages are terminal. Stage keys are unique within a pipeline, not across pipelines.
 
-use serde_json::{json, Value};
-
 use crate::{
     error::ValidationError,
     ids::{PipelineId, StageId},
@@ -178,16 +176,6 @@ impl Stage {
             label,
             stage_type,
             ordinal: 0,
-        })
-    }
-
-    pub fn snapshot(&self) -> Value {
-        json!({
-            "id": self.id.as_str(),
-            "key": self.key,
-            "label": self.label,
-            "type": self.stage_type.as_str(),
-            "ordinal": self.ordinal,
         })
     }
 }

@@ -3,7 +3,7 @@
 //! and the engine that decides, for an event, whether the rule matches and what its actions do
 //! (with merge tags filled). The use cases apply the actions; nothing here does I/O.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::{
     automation::{ActionParam, ActionType, ConditionOp, Need, Operand, ParamType, TRIGGER_EVENTS},
@@ -71,39 +71,6 @@ impl Action {
             Action::MoveDealStage { .. } => ActionType::MoveDealStage,
             Action::SendEmail(_) => ActionType::SendEmail,
         }
-    }
-
-    /// The wire form `{type, ...parameters}`.
-    pub fn snapshot(&self) -> Value {
-        let mut v = json!({"type": self.action_type().as_str()});
-        match self {
-            Action::CreateActivity {
-                activity_type,
-                body,
-            } => {
-                v["activity_type"] = json!(activity_type);
-                v["body"] = json!(body);
-            }
-            Action::SetField { field, value } => {
-                v["field"] = json!(field);
-                v["value"] = value.clone();
-            }
-            Action::MoveDealStage { stage } => v["stage"] = json!(stage),
-            Action::SendEmail(e) => {
-                for (k, val) in [
-                    ("to", &e.to),
-                    ("subject", &e.subject),
-                    ("body", &e.body),
-                    ("text", &e.text),
-                    ("template_id", &e.template_id),
-                ] {
-                    if let Some(val) = val {
-                        v[k] = json!(val);
-                    }
-                }
-            }
-        }
-        v
     }
 }
 
@@ -261,24 +228,6 @@ pub struct Automation {
 }
 
 impl Automation {
-    /// The draft this rule was made from, for a PATCH to overlay.
-    pub fn draft(&self) -> AutomationDraft {
-        AutomationDraft {
-            name: Some(self.def.name.clone()),
-            trigger_event: Some(self.def.trigger_event.as_str().to_owned()),
-            conditions: Some(Value::Array(
-                self.def
-                    .conditions
-                    .iter()
-                    .map(Condition::snapshot)
-                    .collect(),
-            )),
-            actions: Some(Value::Array(
-                self.def.actions.iter().map(Action::snapshot).collect(),
-            )),
-        }
-    }
-
     /// Whether this rule fires for an event of `event_type` about `subject` (the record as the
     /// client's write left it).
     pub fn matches(&self, event_type: EventType, subject: &Subject<'_>) -> bool {
@@ -286,64 +235,6 @@ impl Automation {
             && self.def.trigger_event == event_type
             && all_match(&self.def.conditions, subject)
     }
-}
-
-impl AutomationDef {
-    /// Reads back a rule the store holds (it was validated when written; anything unreadable is
-    /// `None`, a corrupt row).
-    pub fn from_stored(
-        name: String,
-        trigger_event: &str,
-        conditions: &Value,
-        actions: &Value,
-    ) -> Option<AutomationDef> {
-        let trigger_event = EventType::parse(trigger_event)?;
-        let conditions = conditions
-            .as_array()?
-            .iter()
-            .map(|c| {
-                let op = ConditionOp::parse(c.get("op")?.as_str()?)?;
-                Some(Condition {
-                    field: c.get("field")?.as_str()?.to_owned(),
-                    op,
-                    value: c.get("value").cloned(),
-                })
-            })
-            .collect::<Option<Vec<_>>>()?;
-        let actions = actions
-            .as_array()?
-            .iter()
-            .map(action_from_stored)
-            .collect::<Option<Vec<_>>>()?;
-        Some(AutomationDef {
-            name,
-            trigger_event,
-            conditions,
-            actions,
-        })
-    }
-}
-
-fn action_from_stored(v: &Value) -> Option<Action> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    Some(match ActionType::parse(v.get("type")?.as_str()?)? {
-        ActionType::CreateActivity => Action::CreateActivity {
-            activity_type: s("activity_type")?,
-            body: s("body")?,
-        },
-        ActionType::SetField => Action::SetField {
-            field: s("field")?,
-            value: v.get("value").cloned().unwrap_or(Value::Null),
-        },
-        ActionType::MoveDealStage => Action::MoveDealStage { stage: s("stage")? },
-        ActionType::SendEmail => Action::SendEmail(EmailAction {
-            to: s("to"),
-            subject: s("subject"),
-            body: s("body"),
-            text: s("text"),
-            template_id: s("template_id"),
-        }),
-    })
 }
 
 #[cfg(test)]

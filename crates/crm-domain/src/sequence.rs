@@ -9,7 +9,7 @@
 //! - An enrollment is `active` until its last step is sent (`completed`) or it ends early
 //!   (`exited`, with an [`ExitReason`]). Nothing leaves `completed` or `exited`.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::{
     condition::{all_match, Condition, Subject},
@@ -72,21 +72,6 @@ pub struct Step {
 impl Step {
     pub fn wait_seconds(&self) -> i64 {
         self.wait * self.wait_unit.seconds()
-    }
-
-    pub fn snapshot(&self) -> Value {
-        let mut v = json!({ self.wait_unit.key(): self.wait });
-        for (k, val) in [
-            ("subject", &self.subject),
-            ("body", &self.body),
-            ("text", &self.text),
-            ("template_id", &self.template_id),
-        ] {
-            if let Some(val) = val {
-                v[k] = json!(val);
-            }
-        }
-        v
     }
 
     /// The texts whose merge tags are filled at send time.
@@ -421,75 +406,6 @@ impl SequenceDef {
             exit_when,
             steps,
         })
-    }
-
-    /// Reads back a definition the store holds (validated when written); `None`: a corrupt row.
-    pub fn from_stored(
-        name: String,
-        trigger: &Value,
-        exit_when: &Value,
-        steps: &Value,
-    ) -> Option<SequenceDef> {
-        let conditions = |v: &Value| -> Option<Vec<Condition>> {
-            v.as_array()?
-                .iter()
-                .map(|c| {
-                    let op = crate::automation::ConditionOp::parse(c.get("op")?.as_str()?)?;
-                    Some(Condition {
-                        field: c.get("field")?.as_str()?.to_owned(),
-                        op,
-                        value: c.get("value").cloned(),
-                    })
-                })
-                .collect()
-        };
-        let trigger = match trigger {
-            Value::Null => None,
-            t => Some(Trigger {
-                event: EventType::parse(t.get("event")?.as_str()?)?,
-                filter: conditions(t.get("filter")?)?,
-            }),
-        };
-        let steps = steps
-            .as_array()?
-            .iter()
-            .enumerate()
-            .map(|(i, s)| parse_step(i, s).ok())
-            .collect::<Option<Vec<_>>>()?;
-        Some(SequenceDef {
-            name,
-            trigger,
-            exit_when: conditions(exit_when)?,
-            steps,
-        })
-    }
-
-    pub fn trigger_snapshot(&self) -> Value {
-        match &self.trigger {
-            None => Value::Null,
-            Some(t) => {
-                json!({"event": t.event.as_str(), "filter": t.filter.iter().map(Condition::snapshot).collect::<Vec<_>>()})
-            }
-        }
-    }
-
-    pub fn exit_when_snapshot(&self) -> Value {
-        Value::Array(self.exit_when.iter().map(Condition::snapshot).collect())
-    }
-
-    pub fn steps_snapshot(&self) -> Value {
-        Value::Array(self.steps.iter().map(Step::snapshot).collect())
-    }
-
-    /// The draft this definition was made from, for a PATCH to overlay.
-    pub fn draft(&self) -> SequenceDraft {
-        SequenceDraft {
-            name: Some(self.name.clone()),
-            channel: Some("email".into()),
-            trigger: Some(self.trigger_snapshot()),
-            exit_when: Some(self.exit_when_snapshot()),
-            steps: Some(self.steps_snapshot()),
-        }
     }
 
     /// The templates the steps name.

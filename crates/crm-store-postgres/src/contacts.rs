@@ -51,7 +51,7 @@ impl PostgresTx {
         .bind(event.id.as_str())
         .bind(event.event_type.as_str())
         .bind(event.created_at.millis())
-        .bind(event.snapshot().to_string());
+        .bind(crm_store_sql::stored::event::event_json(event));
         let q = refs.iter().fold(q, |q, r| q.bind(r.id));
         match self.execute(q).await? {
             0 => Err(self.why_not_inserted(tenant, refs).await?),

@@ -181,7 +181,7 @@ crm_store_sql::impl_sequence_repo!(crate::PostgresTx, {
         .bind(emails.iter().map(|e| e.text.as_str()).collect::<Vec<_>>())
         .bind(emails.iter().map(|e| e.status.as_str()).collect::<Vec<_>>())
         .bind(email_col(|e| e.error.as_deref()))
-        .bind(emails.iter().map(|e| e.source.snapshot().to_string()).collect::<Vec<_>>())
+        .bind(emails.iter().map(|e| crm_store_sql::stored::mail::source_json(&e.source)).collect::<Vec<_>>())
         .bind(email_col(|e| e.contact_id.as_ref().map(ContactId::as_str)))
         .bind(email_col(|e| e.deal_id.as_ref().map(DealId::as_str)))
         .bind(emails.iter().map(|e| e.attempts as i32).collect::<Vec<_>>())

@@ -1,12 +1,11 @@
-//! Automations and their runs (`AutomationRepo`), and how their rules are stored: conditions,
-//! actions and a run's outcomes as JSON arrays of the domain's snapshots.
+//! Automations and their runs (`AutomationRepo`). A rule's conditions and actions and a run's
+//! outcomes are JSON columns, encoded by [`crate::stored::rule`].
 
 use crm_app::{ports::RowLock, ports::Slice, StoreError};
 use crm_domain::{
-    rule::{ActionOutcome, Automation, AutomationDef, AutomationRun},
+    rule::{Automation, AutomationRun},
     AutomationId, AutomationRunId, EventId, EventType, Tenant,
 };
-use serde_json::Value;
 use sqlx::{QueryBuilder, Row};
 
 use crate::{
@@ -25,7 +24,7 @@ fn automation<R: Row>(row: &R) -> Result<Automation, StoreError>
 where
     R::Database: Sql,
 {
-    let def = AutomationDef::from_stored(
+    let def = crate::stored::rule::automation_def(
         row.col("name")?,
         &row.col::<String>("trigger_event")?,
         &json_value(row, "conditions")?,
@@ -49,14 +48,8 @@ fn run<R: Row>(row: &R) -> Result<AutomationRun, StoreError>
 where
     R::Database: Sql,
 {
-    let actions = match json_value(row, "actions")? {
-        Value::Array(items) => items
-            .iter()
-            .map(ActionOutcome::from_snapshot)
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| corrupt("run actions"))?,
-        _ => return Err(corrupt("run actions")),
-    };
+    let actions = crate::stored::rule::outcomes_from_json(&json_value(row, "actions")?)
+        .ok_or_else(|| corrupt("run actions"))?;
     Ok(AutomationRun {
         id: AutomationRunId::from_trusted(row.col("id")?),
         automation_id: AutomationId::from_trusted(row.col("automation_id")?),
@@ -71,11 +64,11 @@ where
 }
 
 fn conditions_text(a: &Automation) -> String {
-    Value::Array(a.def.conditions.iter().map(|c| c.snapshot()).collect()).to_string()
+    crate::stored::rule::conditions_json(&a.def.conditions).to_string()
 }
 
 fn actions_text(a: &Automation) -> String {
-    Value::Array(a.def.actions.iter().map(|c| c.snapshot()).collect()).to_string()
+    crate::stored::rule::actions_json(&a.def.actions).to_string()
 }
 
 /// An automation's id and definition, `$3` to `$8`, as its insert and its update take them.
@@ -207,7 +200,7 @@ pub async fn insert_automation_runs<U: Unit>(
             .push_arg(r.event_type.as_str())
             .push_arg(r.record_id.as_str())
             .push_arg(r.matched)
-            .push_arg(r.actions_json().to_string());
+            .push_arg(crate::stored::rule::outcomes_json(&r.actions));
         b.push_unseparated(U::JSON).push_arg(r.created_at.millis());
     });
     tx.execute_built(&mut qb).await?;

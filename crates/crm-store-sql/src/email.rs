@@ -7,7 +7,7 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
-    mail::{Connection, EmailMessage, EmailSource, EmailStatus, Provider, Template},
+    mail::{Connection, EmailMessage, EmailStatus, Provider, Template},
     ConnectionId, ContactId, DealId, EmailId, TemplateId, Tenant, Timestamp,
 };
 use sqlx::{QueryBuilder, Row};
@@ -83,7 +83,7 @@ where
         status: EmailStatus::parse(&row.col::<String>("status")?)
             .ok_or_else(|| corrupt("status"))?,
         error: row.col("error")?,
-        source: EmailSource::from_snapshot(&source).ok_or_else(|| corrupt("source"))?,
+        source: crate::stored::mail::source_from_json(&source).ok_or_else(|| corrupt("source"))?,
         contact_id: row
             .col::<Option<String>>("contact_id")?
             .map(ContactId::from_trusted),
@@ -269,7 +269,7 @@ pub async fn insert_email<U: Unit>(
     tenant: &Tenant,
     e: &EmailMessage,
 ) -> Result<(), StoreError> {
-    let source = e.source.snapshot().to_string();
+    let source = crate::stored::mail::source_json(&e.source);
     let q = tenant_query::<U::Db>(
         "INSERT INTO emails (workspace_id, mode, id, to_addr, from_addr, subject, html, text, status, error, source, contact_id, deal_id,
                              attempts, next_attempt_at, claimed_until, provider_message_id, created_at, sent_at)

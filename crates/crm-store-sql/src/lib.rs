@@ -35,6 +35,7 @@ pub mod secrets;
 pub mod sequences;
 mod sql;
 pub mod statements;
+pub mod stored;
 mod unit;
 pub mod webhooks;
 pub mod workspaces;

@@ -12,8 +12,8 @@ use crate::{
     clauses::tenant_query,
     rows::{pipeline, PIPELINE_COLUMNS},
     sql::Col,
-    stages_json,
     statements::Statements,
+    stored::stage::stages_json,
     Arg, Sql, SqlQuery, Unit,
 };
 

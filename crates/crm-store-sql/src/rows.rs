@@ -17,7 +17,7 @@ use crm_domain::{
 };
 use sqlx::Row;
 
-use crate::{corrupt, encoding, sql::Col, Decodes, Sql};
+use crate::{corrupt, sql::Col, Decodes, Sql};
 
 /// A JSON text column, parsed.
 pub fn json_value<R: Row>(row: &R, column: &str) -> Result<serde_json::Value, StoreError>
@@ -172,7 +172,7 @@ where
 {
     let body: serde_json::Value =
         serde_json::from_str(&row.col::<String>("body")?).map_err(|_| corrupt("event body"))?;
-    Event::from_snapshot(&body).ok_or_else(|| corrupt("event body"))
+    crate::stored::event::event_from_json(&body).ok_or_else(|| corrupt("event body"))
 }
 
 pub const IDEM_COLUMNS: &str =
@@ -216,7 +216,7 @@ where
         key: row.col("key")?,
         name: row.col("name")?,
         is_default: row.col("is_default")?,
-        stages: encoding::stages_from_json(&row.col::<String>("stages")?)?,
+        stages: crate::stored::stage::stages_from_json(&row.col::<String>("stages")?)?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
         version: row.col("version")?,

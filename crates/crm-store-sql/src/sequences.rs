@@ -1,6 +1,6 @@
 //! Sequences and their enrollments (`SequenceRepo`): the statements both backends take alike,
-//! the row decoding, and how a sequence's definition is stored (trigger, exit conditions and
-//! steps as JSON snapshots). The bulk updates of enrollments and the claims of due ones differ
+//! the row decoding, and the definition's columns (trigger, exit conditions and steps, encoded by
+//! [`crate::stored::sequence`]). The bulk updates of enrollments and the claims of due ones differ
 //! per backend and stay in each store.
 
 use crm_app::{
@@ -8,7 +8,7 @@ use crm_app::{
     StoreError,
 };
 use crm_domain::{
-    sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SequenceDef, SourceObject},
+    sequence::{Enrollment, EnrollmentState, ExitReason, Sequence, SourceObject},
     Contact, ContactId, Deal, DealId, EnrollmentId, EventType, SequenceId, Tenant, Timestamp,
 };
 use sqlx::{QueryBuilder, Row};
@@ -18,6 +18,7 @@ use crate::{
     corrupt,
     rows::{self, json_value, opt_ts, tenant_of, ts},
     sql::{Col, PushArg},
+    stored::sequence as stored,
     Arg, Sql, SqlQuery, Unit,
 };
 
@@ -32,7 +33,7 @@ pub fn sequence<R: Row>(row: &R) -> Result<Sequence, StoreError>
 where
     R::Database: Sql,
 {
-    let def = SequenceDef::from_stored(
+    let def = crate::stored::sequence::sequence_def(
         row.col("name")?,
         &json_value(row, "trigger_def")?,
         &json_value(row, "exit_when")?,
@@ -97,9 +98,9 @@ fn bind_sequence<'q, DB: Sql>(q: SqlQuery<'q, DB>, s: &'q Sequence) -> SqlQuery<
     q.arg(s.id.as_str())
         .arg(s.def.name.as_str())
         .arg(trigger_event(s))
-        .arg(s.def.trigger_snapshot().to_string())
-        .arg(s.def.exit_when_snapshot().to_string())
-        .arg(s.def.steps_snapshot().to_string())
+        .arg(stored::trigger_json(s.def.trigger.as_ref()))
+        .arg(stored::exit_when_json(&s.def))
+        .arg(stored::steps_json(&s.def))
         .arg(s.enabled)
         .arg(s.enroll_existing)
 }

@@ -27,7 +27,7 @@ crm_store_sql::impl_event_repo!(crate::SqliteTx, {
                     .push_bind(e.id.as_str())
                     .push_bind(e.event_type.as_str())
                     .push_bind(e.created_at.millis())
-                    .push_bind(e.snapshot().to_string());
+                    .push_bind(crm_store_sql::stored::event::event_json(e));
             });
             qb.build().execute(self.conn()).await.map_err(backend)?;
             let mut qb = QueryBuilder::<Sqlite>::new(

@@ -163,7 +163,7 @@ crm_store_sql::impl_sequence_repo!(crate::SqliteTx, {
                     .push_bind(e.text.as_str())
                     .push_bind(e.status.as_str())
                     .push_bind(e.error.as_deref())
-                    .push_bind(e.source.snapshot().to_string())
+                    .push_bind(crm_store_sql::stored::mail::source_json(&e.source))
                     .push_bind(e.contact_id.as_ref().map(ContactId::as_str))
                     .push_bind(e.deal_id.as_ref().map(DealId::as_str))
                     .push_bind(e.attempts as i32)

@@ -261,15 +261,25 @@ mod tests {
     };
     use serde_json::{json, Value};
 
-    /// The domain's `Automation::snapshot()`, which this body replaces.
+    /// The body an automation had when the domain rendered it (the fixture's rule written out).
     fn old_automation(x: &Automation) -> Value {
         json!({
             "id": x.id.as_str(),
             "object": "automation",
             "name": x.def.name,
             "trigger_event": x.def.trigger_event.as_str(),
-            "conditions": x.def.conditions.iter().map(Condition::snapshot).collect::<Vec<_>>(),
-            "actions": x.def.actions.iter().map(Action::snapshot).collect::<Vec<_>>(),
+            "conditions": [
+                {"field": "stage", "op": ConditionOp::ALL[0].as_str(), "value": "won"},
+                {"field": "tier", "op": ConditionOp::ALL[4].as_str()},
+            ],
+            "actions": [
+                {"type": "create_activity", "activity_type": "note", "body": "b"},
+                {"type": "set_field", "field": "tier", "value": null},
+                {"type": "move_deal_stage", "stage": "won"},
+                {"type": "send_email", "to": "x@example.com", "subject": "s", "body": "b",
+                 "template_id": "tpl_x"},
+                {"type": "send_email"},
+            ],
             "enabled": x.enabled,
             "created_at": x.created_at.to_string(),
             "updated_at": x.updated_at.to_string(),
@@ -277,7 +287,7 @@ mod tests {
         })
     }
 
-    /// The domain's `AutomationRun::snapshot()`, which this body replaces.
+    /// The body a run had when the domain rendered it (the fixture's outcomes written out).
     fn old_run(x: &AutomationRun) -> Value {
         json!({
             "id": x.id.as_str(),
@@ -287,7 +297,12 @@ mod tests {
             "event_type": x.event_type.as_str(),
             "record_id": x.record_id,
             "matched": x.matched,
-            "actions": x.actions_json(),
+            "actions": [
+                {"type": "create_activity", "status": "succeeded",
+                 "result": {"activity_id": "act_x"}, "error": null},
+                {"type": "send_email", "status": "failed", "result": null,
+                 "error": {"code": "no_recipient", "detail": "none"}},
+            ],
             "created_at": x.created_at.to_string(),
         })
     }

@@ -196,7 +196,14 @@ mod tests {
             "text": x.text,
             "status": x.status.as_str(),
             "error": x.error,
-            "source": x.source.snapshot(),
+            "source": match &x.source {
+                EmailSource::Automation { automation_id } => {
+                    json!({"type": "automation", "automation_id": automation_id.as_str()})
+                }
+                EmailSource::Sequence { sequence_id, step } => {
+                    json!({"type": "sequence", "sequence_id": sequence_id, "step": step})
+                }
+            },
             "contact_id": x.contact_id.as_ref().map(ContactId::as_str),
             "deal_id": x.deal_id.as_ref().map(DealId::as_str),
             "attempts": x.attempts,

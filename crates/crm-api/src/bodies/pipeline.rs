@@ -76,7 +76,10 @@ mod tests {
             "key": x.key,
             "name": x.name,
             "is_default": x.is_default,
-            "stages": x.stages.iter().map(Stage::snapshot).collect::<Vec<_>>(),
+            "stages": x.stages.iter().map(|s| json!({
+                "id": s.id.as_str(), "key": s.key, "label": s.label,
+                "type": s.stage_type.as_str(), "ordinal": s.ordinal,
+            })).collect::<Vec<_>>(),
             "created_at": x.created_at.to_string(),
             "updated_at": x.updated_at.to_string(),
             "version": x.version,

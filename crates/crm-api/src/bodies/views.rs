@@ -2,12 +2,17 @@
 //! replayed answer and a conflict's `existing` record are what a read of the record returns.
 
 use crm_app::views::RecordViews;
-use crm_domain::{Activity, Company, Contact, Deal, Pipeline, Stage};
+use crm_domain::{
+    rule::{AutomationDef, AutomationDraft},
+    sequence::{SequenceDef, SequenceDraft},
+    Activity, Company, Contact, Deal, Pipeline, Stage,
+};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    ActivityBody, CompanyBody, ContactBody, DealBody, DeletedBody, PipelineBody, StageBody,
+    ActionBody, ActivityBody, CompanyBody, ConditionBody, ContactBody, DealBody, DeletedBody,
+    PipelineBody, StageBody, StepBody, TriggerBody,
 };
 
 /// The records as the API's bodies show them.
@@ -45,6 +50,39 @@ impl RecordViews for BodyViews {
 
     fn deleted(&self, id: &str, object: &'static str) -> Value {
         to_value(&DeletedBody::new(id, object))
+    }
+
+    fn automation_draft(&self, def: &AutomationDef) -> AutomationDraft {
+        AutomationDraft {
+            name: Some(def.name.clone()),
+            trigger_event: Some(def.trigger_event.as_str().to_owned()),
+            conditions: Some(to_value(
+                &def.conditions
+                    .iter()
+                    .map(ConditionBody::from)
+                    .collect::<Vec<_>>(),
+            )),
+            actions: Some(to_value(
+                &def.actions.iter().map(ActionBody::from).collect::<Vec<_>>(),
+            )),
+        }
+    }
+
+    fn sequence_draft(&self, def: &SequenceDef) -> SequenceDraft {
+        SequenceDraft {
+            name: Some(def.name.clone()),
+            channel: Some("email".into()),
+            trigger: Some(to_value(&def.trigger.as_ref().map(TriggerBody::from))),
+            exit_when: Some(to_value(
+                &def.exit_when
+                    .iter()
+                    .map(ConditionBody::from)
+                    .collect::<Vec<_>>(),
+            )),
+            steps: Some(to_value(
+                &def.steps.iter().map(StepBody::from).collect::<Vec<_>>(),
+            )),
+        }
     }
 }
 

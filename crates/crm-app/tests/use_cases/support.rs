@@ -18,7 +18,13 @@ use crm_app::{
     workspaces::Overrides,
     App, Caller, Clock, IdSource, Infrastructure, RateLimiter, RateStatus, StoreError,
 };
-use crm_domain::{Allowance, ApiKeyId, Period, Plan, Tenant, Timestamp};
+use crm_domain::{
+    condition::Condition,
+    rule::{Action, AutomationDef, AutomationDraft},
+    sequence::{SequenceDef, SequenceDraft, Step},
+    Allowance, ApiKeyId, Period, Plan, Tenant, Timestamp,
+};
+use serde_json::json;
 use uuid::Uuid;
 
 /// A clock that stands still until the test moves it.
@@ -294,4 +300,57 @@ impl RecordViews for Views {
     fn deleted(&self, id: &str, object: &'static str) -> serde_json::Value {
         serde_json::json!({"id": id, "object": object, "deleted": true})
     }
+
+    fn automation_draft(&self, def: &AutomationDef) -> AutomationDraft {
+        let action = |a: &Action| match a {
+            Action::CreateActivity {
+                activity_type,
+                body,
+            } => json!({"type": "create_activity", "activity_type": activity_type, "body": body}),
+            Action::SetField { field, value } => {
+                json!({"type": "set_field", "field": field, "value": value})
+            }
+            Action::MoveDealStage { stage } => json!({"type": "move_deal_stage", "stage": stage}),
+            Action::SendEmail(e) => without_nulls(json!({"type": "send_email", "to": e.to,
+                "subject": e.subject, "body": e.body, "text": e.text, "template_id": e.template_id})),
+        };
+        AutomationDraft {
+            name: Some(def.name.clone()),
+            trigger_event: Some(def.trigger_event.as_str().to_owned()),
+            conditions: Some(conditions(&def.conditions)),
+            actions: Some(def.actions.iter().map(action).collect()),
+        }
+    }
+
+    fn sequence_draft(&self, def: &SequenceDef) -> SequenceDraft {
+        let step = |s: &Step| {
+            let mut v = without_nulls(json!({"subject": s.subject, "body": s.body,
+                "text": s.text, "template_id": s.template_id}));
+            v[s.wait_unit.key()] = json!(s.wait);
+            v
+        };
+        SequenceDraft {
+            name: Some(def.name.clone()),
+            channel: Some("email".into()),
+            trigger: Some(def.trigger.as_ref().map_or(
+                serde_json::Value::Null,
+                |t| json!({"event": t.event.as_str(), "filter": conditions(&t.filter)}),
+            )),
+            exit_when: Some(conditions(&def.exit_when)),
+            steps: Some(def.steps.iter().map(step).collect()),
+        }
+    }
+}
+
+fn conditions(list: &[Condition]) -> serde_json::Value {
+    list.iter()
+        .map(|c| without_nulls(json!({"field": c.field, "op": c.op.as_str(), "value": c.value})))
+        .collect()
+}
+
+fn without_nulls(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.retain(|_, x| !x.is_null());
+    }
+    v
 }

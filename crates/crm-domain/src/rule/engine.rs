@@ -28,43 +28,6 @@ pub struct ActionOutcome {
     pub result: Result<Value, (String, String)>,
 }
 
-impl ActionOutcome {
-    pub fn snapshot(&self) -> Value {
-        match &self.result {
-            Ok(result) => {
-                json!({"type": self.action_type.as_str(), "status": "succeeded", "result": result, "error": null})
-            }
-            Err((code, detail)) => {
-                json!({"type": self.action_type.as_str(), "status": "failed", "result": null, "error": {"code": code, "detail": detail}})
-            }
-        }
-    }
-
-    pub fn from_snapshot(v: &Value) -> Option<ActionOutcome> {
-        let action_type = ActionType::parse(v.get("type")?.as_str()?)?;
-        let result = match v.get("status")?.as_str()? {
-            "succeeded" => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
-            _ => {
-                let e = v.get("error")?;
-                Err((
-                    e.get("code")?.as_str()?.to_owned(),
-                    e.get("detail")?.as_str()?.to_owned(),
-                ))
-            }
-        };
-        Some(ActionOutcome {
-            action_type,
-            result,
-        })
-    }
-}
-
-impl AutomationRun {
-    pub fn actions_json(&self) -> Value {
-        Value::Array(self.actions.iter().map(ActionOutcome::snapshot).collect())
-    }
-}
-
 /// An action with its merge tags filled from the triggering record, ready to apply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Planned {
