@@ -42,7 +42,7 @@ crm_store_sql::impl_event_repo!(crate::PostgresTx, {
                 .bind(events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())
                 .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
                 .bind(events.iter().map(|e| e.created_at.millis()).collect::<Vec<_>>())
-                .bind(events.iter().map(|e| crm_store_sql::stored::event::event_json(e)).collect::<Vec<_>>());
+                .bind(events.iter().map(crm_store_sql::stored::event::event_json).collect::<Vec<_>>());
                 self.execute(q).await.map(drop)
             }
         }
