@@ -29,13 +29,13 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         &["hmac", "idna", "time", "unicode-normalization", "url"],
         &["proptest"],
     ),
-    // Use cases and their ports: the domain, async traits, and tokio only to retry a released
-    // idempotency claim in the background (no sockets, no files). Caches, metering, limiting and
-    // write grouping are crm-runtime's.
+    // Use cases and their ports: the domain and async traits, no runtime (background work and
+    // waiting go through the `Background` port). Caches, metering, limiting and write grouping
+    // are crm-runtime's. Tests run on tokio.
     (
         "crm-app",
-        &["crm-domain", "async-trait", "rand", "tokio", "tracing"],
-        &["mockall", "crm-store-sqlite"],
+        &["crm-domain", "async-trait", "rand", "tracing"],
+        &["mockall", "crm-store-sqlite", "tokio"],
     ),
     // The in-process infrastructure behind crm-app's ports.
     (

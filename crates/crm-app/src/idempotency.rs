@@ -133,14 +133,11 @@ impl App {
     }
 
     fn release_when_back(&self, tenant: Tenant, claim: IdemClaim) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let app = self.clone();
-        drop(runtime.spawn(async move {
+        self.background.spawn(Box::pin(async move {
             let until = claim.claimed_at.plus_millis(LEASE_MS);
             while app.clock.now() < until {
-                tokio::time::sleep(RELEASE_RETRY).await;
+                app.background.sleep(RELEASE_RETRY).await;
                 match app.release_claim(&tenant, &claim).await {
                     Err(AppError::Unavailable(_)) => {}
                     Err(e) => {

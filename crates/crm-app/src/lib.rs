@@ -59,6 +59,8 @@ pub struct Infrastructure {
     pub limiter: Arc<dyn RateLimiter>,
     /// Told when this process writes events.
     pub outbox: Arc<dyn ports::OutboxSignal>,
+    /// Runs the retries that outlive a request.
+    pub background: Arc<dyn ports::Background>,
 }
 
 /// The application: the ports it was built with. Cheap to clone.
@@ -83,6 +85,8 @@ pub struct App {
     /// Told when this process writes events, so that an idle fan-out loop looks again at once
     /// instead of after its idle wait ([`App::events_written`]).
     events_written: Arc<dyn ports::OutboxSignal>,
+    /// Runs the retries that outlive a request.
+    background: Arc<dyn ports::Background>,
 }
 
 impl App {
@@ -99,6 +103,7 @@ impl App {
             meter,
             limiter,
             outbox,
+            background,
         } = infrastructure;
         App {
             store,
@@ -111,6 +116,7 @@ impl App {
             create_groups: create_groups::CreateGroups::default(),
             views,
             events_written: outbox,
+            background,
         }
     }
 

@@ -5,6 +5,7 @@
 //! CRM rule (what is counted, capped or grouped is crm-app's), no HTTP and no SQL.
 //! [`Runtime::new`] builds an application with all of it, as the server and its tests run one.
 
+pub mod background;
 pub mod config_cache;
 pub mod meter;
 pub mod outbox;
@@ -27,6 +28,7 @@ use crm_app::{
 };
 use tokio::sync::Notify;
 
+pub use background::TokioBackground;
 pub use config_cache::MemoryConfigCache;
 pub use meter::{Meter, FLUSH_INTERVAL_MS};
 pub use outbox::OutboxNotify;
@@ -61,6 +63,7 @@ impl Runtime {
             meter: Arc::new(Meter::new(holder, store.clone(), clock.clone())),
             limiter: Arc::new(LocalRateLimiter::new()),
             outbox: Arc::new(OutboxNotify(events_written.clone())),
+            background: Arc::new(TokioBackground),
         };
         Runtime {
             app: App::new(store, clock, ids, views, infrastructure),

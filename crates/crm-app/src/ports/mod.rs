@@ -12,6 +12,7 @@
 
 mod activity;
 mod automation;
+mod background;
 mod clock;
 mod company;
 mod config_cache;
@@ -41,6 +42,7 @@ mod write_grouping;
 pub use crate::store_error::StoreError;
 pub use activity::{ActivityFilter, ActivityRepo};
 pub use automation::AutomationRepo;
+pub use background::{Background, NoBackground, Task};
 pub use clock::{Clock, IdSource, COARSE_SLACK_MS};
 pub use company::{CompanyFilter, CompanyRepo};
 pub use config_cache::{ConfigCache, Generation, NoConfigCache};

@@ -12,7 +12,7 @@ use std::{
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{NoConfigCache, NoOutboxSignal, UsageMeter},
+    ports::{NoBackground, NoConfigCache, NoOutboxSignal, UsageMeter},
     secrets::{SecretBox, SecretError, SecretSlot},
     views::RecordViews,
     workspaces::Overrides,
@@ -195,6 +195,7 @@ pub async fn env_with(limiter: Arc<dyn RateLimiter>, plan: Plan, overrides: Over
         meter: meter.clone(),
         limiter,
         outbox: Arc::new(NoOutboxSignal),
+        background: Arc::new(NoBackground),
     };
     let app = App::new(
         Arc::new(store),

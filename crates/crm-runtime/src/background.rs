@@ -1,0 +1,22 @@
+//! [`crm_app::ports::Background`] on the tokio runtime the process runs on.
+
+use std::time::Duration;
+
+use crm_app::ports::{Background, Task};
+
+/// Spawns tasks on the current tokio runtime. Outside one (a synchronous caller) a task is
+/// dropped, as it would be by the process stopping.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TokioBackground;
+
+impl Background for TokioBackground {
+    fn spawn(&self, task: Task) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn(task));
+        }
+    }
+
+    fn sleep(&self, period: Duration) -> Task {
+        Box::pin(tokio::time::sleep(period))
+    }
+}
