@@ -65,12 +65,29 @@ impl ServerHandler for CrmMcp {
         Cow::Borrowed(&SUPPORTED_PROTOCOL_VERSIONS)
     }
 
+    /// The tools the connection's key may call (decisions §19), of the toolsets its URL names
+    /// (`/mcp?toolsets=records,pipelines`; checked before rmcp reads the request).
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+        let parts = context.extensions.get::<http::request::Parts>();
+        let Some(caller) = parts.and_then(|p| p.extensions.get::<Caller>()) else {
+            tracing::error!("MCP tool list without an authenticated caller");
+            return Err(ErrorData::internal_error(
+                "the request was not authenticated",
+                None,
+            ));
+        };
+        let toolsets = parts
+            .and_then(|p| tools::toolsets_of(&p.uri).ok())
+            .unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools::visible(
+            &self.tools,
+            &caller.scopes,
+            &toolsets,
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

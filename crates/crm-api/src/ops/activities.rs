@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{ActivityBody, DeletedBody, ListBody},
     body,
@@ -55,6 +56,12 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
+const EXPAND: QueryParam =
+    view::expand_param("Related records to add whole, comma-separated: `contact`, `deal`.");
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::id_filter(
         "contact_id",
@@ -69,9 +76,12 @@ const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("type", "A registered `activity.type` value."),
     LIMIT,
     CURSOR,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::ACTIVITY).await?;
     let contact_id = match filter_value(&input, "contact_id") {
         Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("contact_id", e.to_string()))?),
         None => None,
@@ -82,7 +92,11 @@ handler!(list(api, caller, input) {
     };
     let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
     let page = api.app.list_activities(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<ActivityBody>::of(page)))
+    let list = ListBody::<ActivityBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -100,8 +114,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::ACTIVITY).await?;
     let activity = api.app.get_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&ActivityBody::from(&activity)))
+    let body = ActivityBody::from(&activity);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -173,7 +192,7 @@ pub fn operations() -> Vec<Operation> {
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<ActivityBody>(),
             hints: Hints::READ,

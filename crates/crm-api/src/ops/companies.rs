@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{CompanyBody, DeletedBody, ListBody},
     body,
@@ -46,22 +47,31 @@ pub struct CompanyUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of name or domain."),
     QueryParam::string("domain", "Exact domain (case-insensitive)."),
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
     let filter = CompanyFilter {
         q: filter_value(&input, "q"),
         domain: filter_value(&input, "domain").map(|d| d.to_lowercase()),
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<CompanyBody>::of(page)))
+    let list = ListBody::<CompanyBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -72,8 +82,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
     let company = api.app.get_company(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&CompanyBody::from(&company)))
+    let body = CompanyBody::from(&company);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -145,7 +160,7 @@ pub fn operations() -> Vec<Operation> {
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<CompanyBody>(),
             hints: Hints::READ,

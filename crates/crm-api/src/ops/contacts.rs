@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{ContactBody, DeletedBody, ListBody},
     body,
@@ -113,6 +114,12 @@ pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
         enum group); a multiselect field matches records whose array holds the value. GET /schema lists them under list_filters.",
 };
 
+const EXPAND: QueryParam =
+    view::expand_param("Related records to add whole, comma-separated: `company`.");
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string(
         "q",
@@ -129,9 +136,12 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
     let contact_type = filter_value(&input, "type");
     let custom = input.field_filters(&CUSTOM_FIELDS);
     if custom.len() > MAX_FIELD_FILTERS {
@@ -155,7 +165,11 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<ContactBody>::of(page)))
+    let list = ListBody::<ContactBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -165,8 +179,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
     let contact = api.app.get_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&ContactBody::from(&contact)))
+    let body = ContactBody::from(&contact);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -242,7 +261,7 @@ pub fn operations() -> Vec<Operation> {
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<ContactBody>(),
             hints: Hints::READ,

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{DealBody, DeletedBody, ListBody},
     body,
@@ -121,6 +122,13 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
+const EXPAND: QueryParam = view::expand_param(
+    "Related records to add whole, comma-separated: `company`, `primary_contact`.",
+);
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of the title."),
     QueryParam::string(
@@ -145,9 +153,12 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
     let pipeline = pipeline_ref(filter_value(&input, "pipeline"), filter_value(&input, "pipeline_id"))?;
     let company_id = match filter_value(&input, "company_id") {
         Some(raw) => Some(CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
@@ -166,7 +177,11 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_deals(caller, query, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<DealBody>::of(page)))
+    let list = ListBody::<DealBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -176,8 +191,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
     let deal = api.app.get_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&DealBody::from(&deal)))
+    let body = DealBody::from(&deal);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -251,7 +271,7 @@ pub fn operations() -> Vec<Operation> {
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<DealBody>(),
             hints: Hints::READ,

@@ -42,6 +42,8 @@ pub struct SchemaDoc {
     pub types: Vec<TypeOut>,
     pub list_controls: ListControls,
     pub automation_capabilities: Capabilities,
+    /// The MCP toolsets (`/mcp?toolsets=a,b`) with the tools of each.
+    pub toolsets: BTreeMap<&'static str, Vec<&'static str>>,
     /// How to use the API well.
     pub notes: Vec<&'static str>,
 }
@@ -58,6 +60,8 @@ pub struct ObjectDoc {
     pub fields: Vec<FieldDoc>,
     /// Query parameters the list operation filters by (besides the list controls).
     pub list_filters: Vec<FilterDoc>,
+    /// The relations `expand=` adds to its get and list (decisions §19).
+    pub expand: Vec<&'static str>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -307,7 +311,13 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
             }),
     );
 
-    let controls = [LIMIT.name, CURSOR.name, INCLUDE_DELETED.name];
+    let controls = [
+        LIMIT.name,
+        CURSOR.name,
+        INCLUDE_DELETED.name,
+        crate::view::FIELDS.name,
+        crate::view::EXPAND,
+    ];
     let list_filters = catalog::find(&format!("svc_list_{}", collection(object)))
         .map(|list| {
             list.query
@@ -346,10 +356,15 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
         path: create.path,
         fields,
         list_filters,
+        expand: crate::view::Object::of(object)
+            .map(|o| o.relations.iter().map(|r| r.name).collect())
+            .unwrap_or_default(),
     })
 }
 
-const NOTES: [&str; 9] = [
+const NOTES: [&str; 10] = [
+    "Get and list of contacts, companies, deals and activities take `fields=a,b,custom_fields.k` (only those members, \
+     plus id and object) and `expand=` (related records added whole beside their `_id` member; see each object's `expand`).",
     "Custom fields go under `custom_fields` in create and update bodies. Register a key first with POST /fields \
      (svc_create_field); an unregistered key is refused with unknown_field, never created silently.",
     "A field with an `enum_group` accepts only that group's values (see `enums`); add a value with POST /enums \
@@ -386,6 +401,7 @@ pub fn document(registry: &RegistryView) -> SchemaDoc {
             include_deleted: INCLUDE_DELETED.name,
         },
         automation_capabilities: capabilities(),
+        toolsets: catalog::toolsets().into_iter().collect(),
         notes: NOTES.to_vec(),
     }
 }

@@ -13,7 +13,7 @@ use super::handler;
 use crate::{
     bodies::{DeletedBody, ListBody, PipelineBody},
     body,
-    operation::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply, CURSOR, LIMIT},
     schema::{schema_of, WholeNumber},
     Problem,
 };
@@ -127,15 +127,9 @@ pub struct StageChange {
     pub move_to: Option<String>,
 }
 
-handler!(list(api, caller, _input) {
-    let pipelines = api.app.list_pipelines(caller).await?;
-    let list = ListBody {
-        object: "list",
-        data: pipelines.iter().map(PipelineBody::from).collect(),
-        has_more: false,
-        next_cursor: None,
-    };
-    Ok(Reply::serialized(&list))
+handler!(list(api, caller, input) {
+    let page = api.app.list_pipelines_page(caller, input.page()?).await?;
+    Ok(Reply::serialized(&ListBody::<PipelineBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
@@ -226,7 +220,7 @@ pub fn operations() -> Vec<Operation> {
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: &[LIMIT, CURSOR],
             body: None,
             output: Output::of::<ListBody<PipelineBody>>(),
             hints: Hints::READ,
