@@ -83,6 +83,22 @@ fn output_schema(op: &Operation) -> Value {
     schema
 }
 
+/// What a model is shown of `tools` (decisions §24): the JSON of each tool's name, description
+/// and `inputSchema`, in bytes.
+pub fn shown_bytes(tools: &[Tool]) -> usize {
+    tools
+        .iter()
+        .map(|t| {
+            serde_json::to_vec(&serde_json::json!({
+                "name": t.name,
+                "description": t.description,
+                "inputSchema": t.input_schema,
+            }))
+            .map_or(0, |json| json.len())
+        })
+        .sum()
+}
+
 fn object(value: Value) -> Option<JsonObject> {
     match value {
         Value::Object(map) => Some(map),
@@ -139,6 +155,26 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no object output schema", op.name));
             assert_eq!(Value::Object((*schema).clone()), output_schema(op));
         }
+    }
+
+    /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. Today's
+    /// catalog stays near 40,000, which leaves room for them (tests/api/agents.rs holds the
+    /// 50,000 line over HTTP).
+    #[test]
+    fn what_a_model_is_shown_fits_the_budget() {
+        let all = tools();
+        let bytes = shown_bytes(&all);
+        let mut by_tool: Vec<(usize, &str)> = all
+            .iter()
+            .map(|t| (shown_bytes(std::slice::from_ref(t)), t.name.as_ref()))
+            .collect();
+        by_tool.sort();
+        println!(
+            "{bytes} bytes for {} tools; largest {:?}",
+            all.len(),
+            &by_tool[by_tool.len() - 10..]
+        );
+        assert!(bytes <= 43_000, "{bytes} bytes");
     }
 
     #[test]

@@ -56,8 +56,7 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
-const EXPAND: QueryParam =
-    view::expand_param("Related records to add whole, comma-separated: `contact`, `deal`.");
+const EXPAND: QueryParam = view::expand_param("Related records to add: `contact`, `deal`.");
 
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
@@ -152,8 +151,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/activities",
             summary: "List activities",
-            description: "Lists activities newest first by `occurred_at`, filtered by `contact_id`, `deal_id` or `type`. Errors: \
-                unknown_value for an unregistered type, bad_request for an unknown parameter, invalid_cursor.",
+            description: "Activities newest first by `occurred_at`.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -169,9 +167,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/activities",
             summary: "Record an activity",
-            description: "Records a note, call, email or task on a contact and/or deal. `type` is required and must be a registered \
-                `activity.type` value (unknown_value lists them; add more with POST /enums). `occurred_at` defaults to now and may \
-                be backdated. `contact_id`/`deal_id` must exist (invalid_reference). Send an Idempotency-Key to make retries safe.",
+            description: "Records a note, call, email or task on a contact and/or deal; `type` is a registered activity.type value.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -187,7 +183,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/activities/{id}",
             summary: "Get an activity",
-            description: "Returns one activity by its `act_` id. Errors: not_found.",
+            description: "One activity.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -203,8 +199,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/activities/{id}",
             summary: "Update an activity",
-            description: "Changes the fields sent (null clears one). Send If-Match to get version_conflict (412) if it changed \
-                since you read it. Errors: not_found, unknown_value, invalid_reference.",
+            description: "Sets the fields sent; null clears one.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -220,7 +215,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/activities/{id}",
             summary: "Delete an activity",
-            description: "Deletes an activity for good. Errors: not_found.",
+            description: "Deletes an activity for good.",
             scope: write,
             idempotency_key: false,
             if_match: false,

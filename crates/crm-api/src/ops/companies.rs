@@ -118,9 +118,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/companies",
             summary: "List companies",
-            description: "Lists companies newest first, filtered by `q` (name or domain substring) or exact `domain`. Page with \
-                `limit` and `cursor`; soft-deleted companies appear only with `include_deleted=true`. Errors: bad_request for an \
-                unknown parameter, invalid_cursor.",
+            description: "Companies newest first.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -136,9 +134,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies",
             summary: "Create a company",
-            description: "Creates a company. `name` is required (validation_failed); `domain` is not unique, so duplicates are \
-                allowed. Custom field keys must be registered first with POST /fields (unknown_field). Company changes emit no \
-                events. Send an Idempotency-Key to make retries safe.",
+            description: "Creates a company. Domains need not be unique. Companies emit no events.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -154,8 +150,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/companies/{id}",
             summary: "Get a company",
-            description: "Returns one company by its `cmp_` id, soft-deleted ones included. The ETag header carries its version. \
-                Errors: not_found.",
+            description: "One company, soft-deleted ones included.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -171,9 +166,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/companies/{id}",
             summary: "Update a company",
-            description: "Changes the fields sent (null clears `domain`; `custom_fields` merges key by key). Send If-Match with \
-                the version you read to get version_conflict (412) if it changed since. Errors: not_found, validation_failed, \
-                unknown_field, conflict for a deleted company (restore it first).",
+            description: "Sets the fields sent; `custom_fields` merges by key. A deleted company must be restored first.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -189,8 +182,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/companies/{id}",
             summary: "Delete a company",
-            description: "Soft-deletes a company; restore it with svc_restore_company. Deleting a deleted company answers the \
-                same. Errors: not_found.",
+            description: "Soft-deletes a company; it can be restored.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -206,7 +198,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies/{id}/restore",
             summary: "Restore a company",
-            description: "Brings a soft-deleted company back and returns it; restoring an active company is a no-op. Errors: not_found.",
+            description: "Brings a soft-deleted company back.",
             scope: write,
             idempotency_key: false,
             if_match: false,

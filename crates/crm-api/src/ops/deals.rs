@@ -122,9 +122,8 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
-const EXPAND: QueryParam = view::expand_param(
-    "Related records to add whole, comma-separated: `company`, `primary_contact`.",
-);
+const EXPAND: QueryParam =
+    view::expand_param("Related records to add: `company`, `primary_contact`.");
 
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
@@ -226,10 +225,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/deals",
             summary: "List deals",
-            description: "Lists deals newest first, filtered by `q` (title substring), `pipeline` (key or id; alias `pipeline_id`), \
-                `stage`, `company_id` or `primary_contact_id`. Without a pipeline filter all pipelines merge; stage keys repeat \
-                across pipelines, so pass `pipeline` for a single funnel. Errors: unknown_value for an unknown pipeline or (with a \
-                pipeline) stage, listing the valid ones; bad_request for an unknown parameter; invalid_cursor.",
+            description: "Deals newest first. Stage keys repeat across pipelines: pass `pipeline` with `stage`.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -245,11 +241,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/deals",
             summary: "Create a deal",
-            description: "Creates a deal and emits `deal.created`, plus `deal.stage_changed` when `stage` is given. `title` is \
-                required. Without `pipeline` the default pipeline is used; without `stage` its entry stage. Read svc_list_pipelines \
-                first: an unknown pipeline or stage answers unknown_value listing the valid keys. `primary_contact_id` and \
-                `company_id` must exist (invalid_reference). Money is `value_cents` in minor units with a three-letter `currency`. \
-                Custom fields must be registered first with POST /fields. Send an Idempotency-Key to make retries safe.",
+            description: "Creates a deal (emits deal.created, and deal.stage_changed with a stage). Default pipeline and its entry stage when omitted; see svc_list_pipelines.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -265,8 +257,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/deals/{id}",
             summary: "Get a deal",
-            description: "Returns one deal by its `deal_` id, soft-deleted ones included, with `pipeline`, `stage` and `stage_type`. \
-                The ETag header carries its version. Errors: not_found.",
+            description: "One deal, soft-deleted ones included.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -282,10 +273,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/deals/{id}",
             summary: "Update a deal",
-            description: "Changes the fields sent and emits `deal.updated` (with `changed_fields`), plus `deal.stage_changed` (with \
-                `previous_stage`) when the stage moves. A new `pipeline` without `stage` lands in its entry stage; `stage` must be a \
-                key of the deal's (new) pipeline, else unknown_value listing them. Send If-Match to get version_conflict (412) if it \
-                changed since you read it. Errors: not_found, invalid_reference, conflict for a deleted deal.",
+            description: "Sets the fields sent (emits deal.updated, deal.stage_changed when the stage moves). A new pipeline without a stage lands in its entry stage.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -301,7 +289,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/deals/{id}",
             summary: "Delete a deal",
-            description: "Soft-deletes a deal; restore it with svc_restore_deal. Errors: not_found.",
+            description: "Soft-deletes a deal; it can be restored.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -317,7 +305,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/deals/{id}/restore",
             summary: "Restore a deal",
-            description: "Brings a soft-deleted deal back and returns it; restoring an active deal is a no-op. Errors: not_found.",
+            description: "Brings a soft-deleted deal back.",
             scope: write,
             idempotency_key: false,
             if_match: false,

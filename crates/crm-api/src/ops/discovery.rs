@@ -434,10 +434,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/schema",
             summary: "Describe the schema",
-            description: "Returns the live schema: every object with its `id_prefix`, collection `path`, fields (built-in and \
-                registered custom fields, each with type, required, read_only, custom and enum_group) and `list_filters`; \
-                every enum group with its values; the custom object types; the list controls; the automation capability \
-                catalog; and usage notes. Read it before guessing a type, field or filter. Needs no setup.",
+            description: "The live schema: objects with their fields, custom fields, filters and `expand` relations; enum groups; toolsets; usage notes. Read it before guessing a field.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -453,9 +450,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/automations-capabilities",
             summary: "Automation capabilities",
-            description: "Returns the exact trigger events, condition operators (saying which take no value) and action types \
-                with their parameters that automations accept; the same document as `automation_capabilities` in \
-                svc_describe_schema. Needs no setup.",
+            description: "The trigger events, condition operators and action types automations accept.",
             scope: read,
             idempotency_key: false,
             if_match: false,
