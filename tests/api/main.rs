@@ -22,6 +22,7 @@ mod limits;
 mod pipelines;
 mod plans;
 mod platform;
+mod reading;
 mod readme;
 mod registry;
 mod schema;

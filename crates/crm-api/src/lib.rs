@@ -23,6 +23,7 @@ mod query;
 mod rate;
 pub mod schema;
 pub mod strict_json;
+pub mod view;
 
 pub use api::Api;
 pub use call::{Answer, Credentials, ReadRequest, Request};

@@ -204,6 +204,39 @@ pub const INCLUDE_DELETED: QueryParam = QueryParam {
     description: "List soft-deleted records too.",
 };
 
+/// Arguments whose meaning is the same on every tool that takes them, explained once in the agent
+/// transports' instructions rather than in each tool's schema.
+const SHARED_ARGUMENTS: [&str; 4] = ["limit", "cursor", "include_deleted", "fields"];
+
+/// Drops from an argument's schema what a model does not need to be told twice: a description
+/// that restates the `enum` beside it, and, below the argument itself (`top`), the descriptions of
+/// nested members (a condition's `op`, a step's `subject`), which the tool description, the
+/// capability documents and the errors' `valid_options` cover. The OpenAPI document keeps them.
+fn trim_descriptions(schema: &mut Value, top: bool) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if !top || object.contains_key("enum") {
+        object.remove("description");
+    }
+    for (key, value) in object.iter_mut() {
+        match (key.as_str(), value) {
+            ("properties", Value::Object(members)) => {
+                for member in members.values_mut() {
+                    trim_descriptions(member, false);
+                }
+            }
+            ("items" | "additionalProperties", item) => trim_descriptions(item, false),
+            ("anyOf" | "oneOf" | "allOf", Value::Array(branches)) => {
+                for branch in branches {
+                    trim_descriptions(branch, top);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The `{name}` parameters of a catalog path, in order.
 fn path_params(path: &'static str) -> Vec<&'static str> {
     path.split('/')
@@ -254,18 +287,26 @@ impl Operation {
 
     /// The schema of the flat arguments object of agent tools: path parameters, query parameters
     /// and body fields, plus `idempotency_key` / `if_match` where the operation honours them.
+    ///
+    /// Every tool's schema is shown to a model before its first call, so it says only what is
+    /// particular to the tool: the arguments every list or write shares (`limit`, `cursor`,
+    /// `include_deleted`, `fields`, `idempotency_key`, `if_match`) are explained once, in the
+    /// transports' instructions, and carry no description here.
     pub fn arguments_schema(&self) -> Value {
         let mut properties = serde_json::Map::new();
         let mut required: Vec<Value> = Vec::new();
         for p in self.path_params() {
-            properties.insert(
-                p.to_owned(),
-                serde_json::json!({"type": "string", "description": "Id of the record."}),
-            );
+            properties.insert(p.to_owned(), serde_json::json!({"type": "string"}));
             required.push(p.into());
         }
         for q in self.query {
-            properties.insert(q.name.to_owned(), q.schema());
+            let mut schema = q.schema();
+            if SHARED_ARGUMENTS.contains(&q.name) {
+                if let Some(s) = schema.as_object_mut() {
+                    s.remove("description");
+                }
+            }
+            properties.insert(q.name.to_owned(), schema);
             if q.required {
                 required.push(q.name.into());
             }
@@ -273,7 +314,11 @@ impl Operation {
         if let Some(body) = self.body {
             let body = body();
             if let Some(props) = body.get("properties").and_then(Value::as_object) {
-                properties.extend(props.clone());
+                properties.extend(props.iter().map(|(name, schema)| {
+                    let mut schema = schema.clone();
+                    trim_descriptions(&mut schema, true);
+                    (name.clone(), schema)
+                }));
             }
             if let Some(req) = body.get("required").and_then(Value::as_array) {
                 required.extend(req.iter().cloned());
@@ -282,16 +327,20 @@ impl Operation {
         if self.idempotency_key {
             properties.insert(
                 "idempotency_key".into(),
-                serde_json::json!({"type": "string", "minLength": 1, "maxLength": 255, "description": "Makes a retry safe: the same key with the same arguments returns the first result."}),
+                serde_json::json!({"type": "string", "minLength": 1, "maxLength": 255}),
             );
         }
         if self.if_match {
             properties.insert(
                 "if_match".into(),
-                serde_json::json!({"type": ["string", "integer"], "description": "The record version you read; the update fails with version_conflict if it changed."}),
+                serde_json::json!({"type": ["string", "integer"]}),
             );
         }
-        serde_json::json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+        let mut schema = serde_json::json!({"type": "object", "properties": properties, "additionalProperties": false});
+        if !required.is_empty() {
+            schema["required"] = Value::from(required);
+        }
+        schema
     }
 }
 

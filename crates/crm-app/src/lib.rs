@@ -28,6 +28,7 @@ pub mod pipelines;
 pub mod plans;
 pub mod ports;
 pub mod registry;
+pub mod related;
 pub mod search;
 pub mod secrets;
 pub mod sequence_hooks;

@@ -8,11 +8,15 @@ use crm_domain::{
 use crate::{
     auth::Caller,
     error::AppError,
+    paging::{page_from, slice_for, Page, PageParams},
     ports::{DealFilter, RowLock, Slice, StoreError, Tx},
     views::RecordViews,
     write::{Effects, Emit, RecordRef},
     App,
 };
+
+/// The name pipeline cursors carry (decisions §4: a cursor belongs to one list).
+const PIPELINE_LIST: &str = "pipelines";
 
 /// The deals of a stage (deleted ones too) as the changed records of a silent write.
 async fn deals_in_stage(
@@ -217,6 +221,41 @@ impl App {
     pub async fn list_pipelines(&self, caller: &Caller) -> Result<Vec<Pipeline>, AppError> {
         let mut tx = self.store.begin_read().await?;
         Ok(tx.list_pipelines(&caller.tenant).await?)
+    }
+
+    /// One page of the pipelines, oldest first (the order the store lists them in, by id).
+    /// Pipelines are a workspace's configuration, a handful of rows read whole by every deal
+    /// write that names one, so the page is cut from that one read rather than by a statement
+    /// of its own.
+    pub async fn list_pipelines_page(
+        &self,
+        caller: &Caller,
+        page: PageParams,
+    ) -> Result<Page<Pipeline>, AppError> {
+        let slice = slice_for(&page, &caller.tenant, PIPELINE_LIST, "")?;
+        let all = self.list_pipelines(caller).await?;
+        // After the cursor's pipeline in the store's order; should it have been deleted since,
+        // after the ids that sort before it.
+        let start = match slice.before.as_deref() {
+            None => 0,
+            Some(last) => all.iter().position(|p| p.id.as_str() == last).map_or_else(
+                || all.iter().filter(|p| p.id.as_str() < last).count(),
+                |i| i + 1,
+            ),
+        };
+        let rows: Vec<Pipeline> = all
+            .into_iter()
+            .skip(start)
+            .take(slice.limit as usize)
+            .collect();
+        Ok(page_from(
+            rows,
+            &page,
+            &caller.tenant,
+            PIPELINE_LIST,
+            "",
+            |p| p.id.to_string(),
+        ))
     }
 
     pub async fn get_pipeline(

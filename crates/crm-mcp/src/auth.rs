@@ -32,6 +32,9 @@ pub(crate) async fn require_key(State(api): State<Arc<Api>>, req: Request, next:
         .to_owned();
     match api.authenticate(authorization.as_deref()).await {
         Ok(caller) => {
+            if let Err(problem) = crate::tools::toolsets_of(req.uri()) {
+                return refusal(&api, &problem, &request_id);
+            }
             let mut req = match repeated_keys::mark(req).await {
                 Ok(req) => req,
                 Err(problem) => return refusal(&api, &problem, &request_id),

@@ -31,6 +31,11 @@ OpenAPI operationId) with the API key of this connection, so its scopes, plan li
 arguments are one flat object: the path parameters (`id`), the query parameters and the body fields of the \
 operation, plus `idempotency_key` on creates (a retry with the same key and arguments returns the first result) \
 and `if_match` on updates (the `version` you read; the update fails with version_conflict if it changed). \
+Lists take `limit` (1 to 100, default 25) and `cursor` (the `next_cursor` of the previous page, while `has_more`; \
+it works only with the filters it came from); `include_deleted: true` lists soft-deleted records too. Gets and lists \
+of contacts, companies, deals and activities take `fields` (comma-separated members to return; `id` and `object` \
+always come; `custom_fields.<key>` picks one custom field) and `expand` (related records to add whole beside their \
+`_id`, e.g. a deal's `company,primary_contact`). \
 Successful results carry the REST response body as structuredContent. A failed call returns isError with an \
 RFC 9457 problem document as structuredContent: read its `code`, `detail`, `field`, `valid_options` and \
 `suggestion` to fix the call. Custom fields must be registered (svc_create_field) before they are written.";
@@ -65,12 +70,29 @@ impl ServerHandler for CrmMcp {
         Cow::Borrowed(&SUPPORTED_PROTOCOL_VERSIONS)
     }
 
+    /// The tools the connection's key may call (decisions §19), of the toolsets its URL names
+    /// (`/mcp?toolsets=records,pipelines`; checked before rmcp reads the request).
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+        let parts = context.extensions.get::<http::request::Parts>();
+        let Some(caller) = parts.and_then(|p| p.extensions.get::<Caller>()) else {
+            tracing::error!("MCP tool list without an authenticated caller");
+            return Err(ErrorData::internal_error(
+                "the request was not authenticated",
+                None,
+            ));
+        };
+        let toolsets = parts
+            .and_then(|p| tools::toolsets_of(&p.uri).ok())
+            .unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools::visible(
+            &self.tools,
+            &caller.scopes,
+            &toolsets,
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

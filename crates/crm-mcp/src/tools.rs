@@ -11,6 +11,35 @@ pub fn tools() -> Vec<Tool> {
     catalog().iter().map(tool).collect()
 }
 
+/// The tools of `all` (one per catalog operation, in catalog order) a key holding `scopes` may
+/// call, of `toolsets` when any are named.
+pub fn visible(all: &[Tool], scopes: &crm_app::Scopes, toolsets: &[&str]) -> Vec<Tool> {
+    catalog()
+        .iter()
+        .zip(all)
+        .filter(|(op, _)| {
+            catalog::allowed(op, scopes)
+                && (toolsets.is_empty() || toolsets.contains(&catalog::toolset_of(op)))
+        })
+        .map(|(_, tool)| tool.clone())
+        .collect()
+}
+
+/// The toolsets the `toolsets` query parameter of an `/mcp` URL names (none: every tool), or the
+/// problem to answer an unknown one with.
+pub fn toolsets_of(uri: &http::Uri) -> Result<Vec<&'static str>, crm_api::Problem> {
+    let Some(query) = uri.query() else {
+        return Ok(Vec::new());
+    };
+    let params: Vec<(String, String)> = axum::extract::Query::try_from_uri(uri)
+        .map(|axum::extract::Query(params)| params)
+        .map_err(|_| crm_api::Problem::bad_request(format!("malformed query `{query}`")))?;
+    match params.iter().find(|(name, _)| name == "toolsets") {
+        Some((_, raw)) => catalog::parse_toolsets(raw),
+        None => Ok(Vec::new()),
+    }
+}
+
 /// The tool of `op`: its name, summary as title, description, the flat arguments schema as
 /// `inputSchema`, the REST response body's schema as `outputSchema`, and the hints of
 /// decisions §17 as annotations. Nothing a tool does reaches outside this service, so
@@ -22,7 +51,7 @@ pub fn tool(op: &Operation) -> Tool {
         Arc::new(object(op.arguments_schema()).unwrap_or_default()),
     );
     tool.title = Some(op.summary.to_owned());
-    tool.output_schema = object_schema((op.output)()).map(Arc::new);
+    tool.output_schema = object_schema(output_schema(op)).map(Arc::new);
     tool.annotations = Some(
         ToolAnnotations::with_title(op.summary)
             .read_only(op.hints.read_only)
@@ -31,6 +60,43 @@ pub fn tool(op: &Operation) -> Tool {
             .open_world(false),
     );
     tool
+}
+
+/// The schema of `op`'s result. Where the operation takes `fields`, a record may carry only some
+/// of its members, so its schema requires only `id` and `object` (decisions §24), and a projected
+/// result still conforms.
+fn output_schema(op: &Operation) -> Value {
+    let mut schema = (op.output)();
+    if op
+        .query
+        .iter()
+        .any(|q| q.name == crm_api::view::FIELDS.name)
+    {
+        let record = match schema.pointer_mut("/properties/data/items") {
+            Some(items) => items,
+            None => &mut schema,
+        };
+        if let Some(required) = record.get_mut("required") {
+            *required = serde_json::json!(["id", "object"]);
+        }
+    }
+    schema
+}
+
+/// What a model is shown of `tools` (decisions §24): the JSON of each tool's name, description
+/// and `inputSchema`, in bytes.
+pub fn shown_bytes(tools: &[Tool]) -> usize {
+    tools
+        .iter()
+        .map(|t| {
+            serde_json::to_vec(&serde_json::json!({
+                "name": t.name,
+                "description": t.description,
+                "inputSchema": t.input_schema,
+            }))
+            .map_or(0, |json| json.len())
+        })
+        .sum()
 }
 
 fn object(value: Value) -> Option<JsonObject> {
@@ -87,8 +153,50 @@ mod tests {
             let schema = tool
                 .output_schema
                 .unwrap_or_else(|| panic!("{} has no object output schema", op.name));
-            assert_eq!(Value::Object((*schema).clone()), (op.output)());
+            assert_eq!(Value::Object((*schema).clone()), output_schema(op));
         }
+    }
+
+    /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. Today's
+    /// catalog stays near 40,000, which leaves room for them (tests/api/agents.rs holds the
+    /// 50,000 line over HTTP).
+    #[test]
+    fn what_a_model_is_shown_fits_the_budget() {
+        let all = tools();
+        let bytes = shown_bytes(&all);
+        let mut by_tool: Vec<(usize, &str)> = all
+            .iter()
+            .map(|t| (shown_bytes(std::slice::from_ref(t)), t.name.as_ref()))
+            .collect();
+        by_tool.sort();
+        println!(
+            "{bytes} bytes for {} tools; largest {:?}",
+            all.len(),
+            &by_tool[by_tool.len() - 10..]
+        );
+        assert!(bytes <= 43_000, "{bytes} bytes");
+    }
+
+    #[test]
+    fn a_projected_record_needs_only_id_and_object() {
+        for name in ["svc_get_deal", "svc_list_contacts"] {
+            let tool = tool(crm_api::catalog::find(name).unwrap());
+            let schema = Value::Object((*tool.output_schema.unwrap()).clone());
+            let record = schema.pointer("/properties/data/items").unwrap_or(&schema);
+            assert_eq!(
+                record["required"],
+                serde_json::json!(["id", "object"]),
+                "{name}"
+            );
+        }
+        let create = tool(crm_api::catalog::find("svc_create_deal").unwrap());
+        assert!(
+            create.output_schema.unwrap()["required"]
+                .as_array()
+                .unwrap()
+                .len()
+                > 2
+        );
     }
 
     #[test]

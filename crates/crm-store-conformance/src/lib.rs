@@ -72,6 +72,7 @@ macro_rules! conformance_suite {
             a_claim_of_this_process_is_alive,
             a_dropped_write_transaction_rolls_back,
             record_exists_sees_soft_deleted_records,
+            companies_by_ids_reads_the_tenants_companies_soft_deleted_too,
             pipelines_round_trip_by_id_and_key_with_unique_keys,
             pipeline_updates_check_the_version_and_default_moves,
             deals_round_trip_and_filter,

@@ -2,13 +2,13 @@
 //! read back (`EventRepo::list_events`): the same statements on both backends.
 
 use crm_app::{ports::Slice, StoreError};
-use crm_domain::{Event, ObjectKind, Tenant};
+use crm_domain::{Company, CompanyId, Event, ObjectKind, Tenant};
 use sqlx::QueryBuilder;
 
 use crate::{
     clauses::{slice_clause, tenant_query, tenant_where},
     record_table,
-    rows::{event, EVENT_COLUMNS},
+    rows::{company, event, COMPANY_COLUMNS, EVENT_COLUMNS},
     sql::{Col, PushArg},
     Arg, Unit,
 };
@@ -28,6 +28,21 @@ pub async fn record_exists<U: Unit>(
         .optional(q, |r| r.col::<bool>("found"))
         .await?
         .unwrap_or(false))
+}
+
+/// The tenant's companies of `ids`, soft-deleted ones too, in one statement.
+pub async fn companies_by_ids<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    ids: &[CompanyId],
+) -> Result<Vec<Company>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb = QueryBuilder::<U::Db>::new(format!("SELECT {COMPANY_COLUMNS} FROM companies"));
+    tenant_where(&mut qb, tenant);
+    U::push_in(&mut qb, "id", ids.iter().map(CompanyId::as_str));
+    tx.all_built(&mut qb, company).await
 }
 
 /// A tenant's events newest first, of one type if asked.
@@ -52,6 +67,7 @@ macro_rules! impl_record_repo {
     ($tx:ty) => {
         $crate::port_impl!($crate::reexport::RecordRepo, $tx, records, [
             fn record_exists(tenant: &$crate::reexport::Tenant, object: $crate::reexport::ObjectKind, id: &str) -> Result<bool, $crate::reexport::StoreError>;
+            fn companies_by_ids(tenant: &$crate::reexport::Tenant, ids: &[$crate::reexport::CompanyId]) -> Result<Vec<$crate::reexport::Company>, $crate::reexport::StoreError>;
         ], []);
     };
 }

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{ActivityBody, DeletedBody, ListBody},
     body,
@@ -55,6 +56,11 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
+const EXPAND: QueryParam = view::expand_param("Related records to add: `contact`, `deal`.");
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::id_filter(
         "contact_id",
@@ -69,9 +75,12 @@ const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("type", "A registered `activity.type` value."),
     LIMIT,
     CURSOR,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::ACTIVITY).await?;
     let contact_id = match filter_value(&input, "contact_id") {
         Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("contact_id", e.to_string()))?),
         None => None,
@@ -82,7 +91,11 @@ handler!(list(api, caller, input) {
     };
     let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
     let page = api.app.list_activities(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<ActivityBody>::of(page)))
+    let list = ListBody::<ActivityBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -100,8 +113,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::ACTIVITY).await?;
     let activity = api.app.get_activity(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&ActivityBody::from(&activity)))
+    let body = ActivityBody::from(&activity);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -133,8 +151,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/activities",
             summary: "List activities",
-            description: "Lists activities newest first by `occurred_at`, filtered by `contact_id`, `deal_id` or `type`. Errors: \
-                unknown_value for an unregistered type, bad_request for an unknown parameter, invalid_cursor.",
+            description: "Activities newest first by `occurred_at`.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -150,9 +167,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/activities",
             summary: "Record an activity",
-            description: "Records a note, call, email or task on a contact and/or deal. `type` is required and must be a registered \
-                `activity.type` value (unknown_value lists them; add more with POST /enums). `occurred_at` defaults to now and may \
-                be backdated. `contact_id`/`deal_id` must exist (invalid_reference). Send an Idempotency-Key to make retries safe.",
+            description: "Records a note, call, email or task on a contact and/or deal; `type` is a registered activity.type value.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -168,12 +183,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/activities/{id}",
             summary: "Get an activity",
-            description: "Returns one activity by its `act_` id. Errors: not_found.",
+            description: "One activity.",
             scope: read,
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<ActivityBody>(),
             hints: Hints::READ,
@@ -184,8 +199,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/activities/{id}",
             summary: "Update an activity",
-            description: "Changes the fields sent (null clears one). Send If-Match to get version_conflict (412) if it changed \
-                since you read it. Errors: not_found, unknown_value, invalid_reference.",
+            description: "Sets the fields sent; null clears one.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -201,7 +215,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/activities/{id}",
             summary: "Delete an activity",
-            description: "Deletes an activity for good. Errors: not_found.",
+            description: "Deletes an activity for good.",
             scope: write,
             idempotency_key: false,
             if_match: false,

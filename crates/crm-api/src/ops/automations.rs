@@ -90,7 +90,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/automations",
             summary: "List automations",
-            description: "Lists the automation rules of this mode, newest first. Page with `limit` and `cursor`.",
+            description: "Automation rules of this mode.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -106,14 +106,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/automations",
             summary: "Create an automation",
-            description: "Installs a rule: when `trigger_event` happens and every condition holds, the actions run in the same \
-                transaction as the triggering write, without emitting events (rules never trigger each other). Read GET \
-                /automations-capabilities first. Fails loudly: unknown_value (with valid_options) for an unknown trigger event, \
-                operator or action type, a deal-only action on a contact trigger, or a move_deal_stage to a stage no pipeline \
-                has; unknown_field for a set_field or condition on an unregistered field (register it with POST /fields); \
-                validation_failed for a live-mode send_email without an email connection (POST /connections first); \
-                plan_limit when the plan's active automations are used up. Not idempotent and no duplicate-name guard: a blind \
-                retry installs a second copy, so list before retrying.",
+            description: "Installs a rule: on `trigger_event`, when every condition holds, its actions run inside the triggering write. See svc_get_automation_capabilities. A retry installs a second copy: list first.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -129,7 +122,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/automations/{id}",
             summary: "Get an automation",
-            description: "Returns one rule by its `aut_` id. Errors: not_found.",
+            description: "One automation rule.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -145,8 +138,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/automations/{id}",
             summary: "Update an automation",
-            description: "Changes the fields sent; the resulting rule is validated like a new one (same errors as create). \
-                `enabled: false` pauses it, `enabled: true` resumes it (plan_limit when the cap is reached).",
+            description: "Sets the fields sent, checked as on create; `enabled` pauses or resumes the rule.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -162,7 +154,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/automations/{id}",
             summary: "Delete an automation",
-            description: "Deletes a rule and its runs for good. Errors: not_found.",
+            description: "Deletes a rule and its runs for good.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -178,9 +170,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/automations/{id}/runs",
             summary: "List an automation's runs",
-            description: "One entry per evaluation of the rule, newest first: the event and record, whether the conditions \
-                matched, and each action's outcome (`succeeded` with its result, or `failed` with `{code, detail}`; \
-                `no_recipient` when a send_email had nobody to send to). Errors: not_found.",
+            description: "The rule's evaluations, newest first: whether it matched and each action's outcome.",
             scope: read,
             idempotency_key: false,
             if_match: false,

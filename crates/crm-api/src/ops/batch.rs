@@ -233,12 +233,7 @@ pub fn operations() -> Vec<Operation> {
         method: Method::Post,
         path: "/batch",
         summary: "Write up to 100 contacts and deals",
-        description: "Creates, updates or deletes up to 100 contacts and deals in one call: `operations` is a list of {op: \
-            create|update|delete, object: contact|deal, id?, data?}, where `data` is what the single create or update takes. \
-            Each operation is validated like a single write and answered in `results` with its own status and record or problem \
-            document; with `atomic: true` any failure writes nothing (422 listing the failures under `errors`). Batch writes emit \
-            no webhooks, fire no automations and enroll no one. Needs the write scope of each object written. Send an \
-            Idempotency-Key to make retries safe. Errors: validation_failed for 0 or more than 100 operations.",
+        description: "Up to 100 contact and deal creates, updates and deletes, each answered in `results`; `atomic: true` writes all or nothing. Emits no webhooks and fires no automations.",
         scope: Scope::PER_RECORD,
         idempotency_key: true,
         if_match: false,

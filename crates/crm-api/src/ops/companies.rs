@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{CompanyBody, DeletedBody, ListBody},
     body,
@@ -46,22 +47,31 @@ pub struct CompanyUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of name or domain."),
     QueryParam::string("domain", "Exact domain (case-insensitive)."),
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
     let filter = CompanyFilter {
         q: filter_value(&input, "q"),
         domain: filter_value(&input, "domain").map(|d| d.to_lowercase()),
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<CompanyBody>::of(page)))
+    let list = ListBody::<CompanyBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -72,8 +82,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
     let company = api.app.get_company(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&CompanyBody::from(&company)))
+    let body = CompanyBody::from(&company);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -103,9 +118,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/companies",
             summary: "List companies",
-            description: "Lists companies newest first, filtered by `q` (name or domain substring) or exact `domain`. Page with \
-                `limit` and `cursor`; soft-deleted companies appear only with `include_deleted=true`. Errors: bad_request for an \
-                unknown parameter, invalid_cursor.",
+            description: "Companies newest first.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -121,9 +134,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies",
             summary: "Create a company",
-            description: "Creates a company. `name` is required (validation_failed); `domain` is not unique, so duplicates are \
-                allowed. Custom field keys must be registered first with POST /fields (unknown_field). Company changes emit no \
-                events. Send an Idempotency-Key to make retries safe.",
+            description: "Creates a company. Domains need not be unique. Companies emit no events.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -139,13 +150,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/companies/{id}",
             summary: "Get a company",
-            description: "Returns one company by its `cmp_` id, soft-deleted ones included. The ETag header carries its version. \
-                Errors: not_found.",
+            description: "One company, soft-deleted ones included.",
             scope: read,
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<CompanyBody>(),
             hints: Hints::READ,
@@ -156,9 +166,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/companies/{id}",
             summary: "Update a company",
-            description: "Changes the fields sent (null clears `domain`; `custom_fields` merges key by key). Send If-Match with \
-                the version you read to get version_conflict (412) if it changed since. Errors: not_found, validation_failed, \
-                unknown_field, conflict for a deleted company (restore it first).",
+            description: "Sets the fields sent; `custom_fields` merges by key. A deleted company must be restored first.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -174,8 +182,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/companies/{id}",
             summary: "Delete a company",
-            description: "Soft-deletes a company; restore it with svc_restore_company. Deleting a deleted company answers the \
-                same. Errors: not_found.",
+            description: "Soft-deletes a company; it can be restored.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -191,7 +198,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies/{id}/restore",
             summary: "Restore a company",
-            description: "Brings a soft-deleted company back and returns it; restoring an active company is a no-op. Errors: not_found.",
+            description: "Brings a soft-deleted company back.",
             scope: write,
             idempotency_key: false,
             if_match: false,

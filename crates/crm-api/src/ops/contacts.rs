@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{ContactBody, DeletedBody, ListBody},
     body,
@@ -108,10 +109,14 @@ pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
     name: "custom_fields",
     kind: ParamKind::FieldMap,
     required: false,
-    description: "Equality on registered custom fields: `custom_fields.<key>=<value>` (also `custom_fields[<key>]=<value>`), \
-        at most 5, all must match. The value is read as the field's type (a number, true/false, YYYY-MM-DD, a value of the \
-        enum group); a multiselect field matches records whose array holds the value. GET /schema lists them under list_filters.",
+    description: "Equality on registered custom fields, all must match (at most 5): `custom_fields.<key>=<value>` in a URL, \
+        `{\"<key>\": value}` for agents. A multiselect field matches records holding the value.",
 };
+
+const EXPAND: QueryParam = view::expand_param("Related records to add: `company`.");
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string(
@@ -129,9 +134,12 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
     let contact_type = filter_value(&input, "type");
     let custom = input.field_filters(&CUSTOM_FIELDS);
     if custom.len() > MAX_FIELD_FILTERS {
@@ -155,7 +163,11 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<ContactBody>::of(page)))
+    let list = ListBody::<ContactBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -165,8 +177,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
     let contact = api.app.get_contact(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&ContactBody::from(&contact)))
+    let body = ContactBody::from(&contact);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -195,12 +212,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/contacts",
             summary: "List contacts",
-            description: "Lists contacts newest first, filtered by `q`, `email`, `company_id`, `type` or registered custom fields \
-                (`custom_fields.<key>=<value>`; agents pass `custom_fields: {\"<key>\": value}`). Page with `limit` and `cursor` (follow \
-                `next_cursor` while `has_more`; a cursor works only with the filters it came from); soft-deleted contacts appear only \
-                with `include_deleted=true`. Errors: bad_request for an unknown parameter, unknown_field for an unregistered custom \
-                field, unknown_value for an unregistered `type` or select value, validation_failed for a custom field value of the \
-                wrong type, invalid_cursor.",
+            description: "Contacts newest first. Custom-field filters take registered keys: `custom_fields: {\"<key>\": value}`.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -216,11 +228,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/contacts",
             summary: "Create a contact",
-            description: "Creates a contact and emits `contact.created`. Needs at least one of a name, email, phone, LinkedIn \
-                URL, company or custom field (else identifier_required). `company_id` must name an existing company \
-                (invalid_reference); `type` must be a registered `contact.type` value (unknown_value; add one with POST /enums); \
-                custom field keys must be registered first with POST /fields (unknown_field). A duplicate email answers 409 \
-                conflict with the existing contact under `existing`. Send an Idempotency-Key to make retries safe.",
+            description: "Creates a contact (emits contact.created). Needs a name, email, phone, LinkedIn URL, company or custom field. A taken email answers 409 with the contact under `existing`.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -236,13 +244,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/contacts/{id}",
             summary: "Get a contact",
-            description: "Returns one contact by its `con_` id, soft-deleted ones included (with `deleted_at` set). The ETag \
-                header carries its version for If-Match. Errors: not_found.",
+            description: "One contact, soft-deleted ones included.",
             scope: read,
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<ContactBody>(),
             hints: Hints::READ,
@@ -253,10 +260,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/contacts/{id}",
             summary: "Update a contact",
-            description: "Changes the fields sent (null clears one; `custom_fields` merges key by key, null removes a key) and \
-                emits `contact.updated` with `changed_fields` when anything changed. Send If-Match with the version you read \
-                to fail with version_conflict (412) if someone changed it since. Errors as for create, plus not_found, and \
-                conflict for a deleted contact (restore it first).",
+            description: "Sets the fields sent; null clears one; `custom_fields` merges by key (null removes). Emits contact.updated. A deleted contact must be restored first.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -272,8 +276,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/contacts/{id}",
             summary: "Delete a contact",
-            description: "Soft-deletes a contact: it leaves lists (unless include_deleted=true) but keeps its email and can be \
-                restored with svc_restore_contact. Deleting a deleted contact answers the same. Errors: not_found.",
+            description: "Soft-deletes a contact; it keeps its email and can be restored.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -289,7 +292,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/contacts/{id}/restore",
             summary: "Restore a contact",
-            description: "Brings a soft-deleted contact back and returns it; restoring an active contact is a no-op. Errors: not_found.",
+            description: "Brings a soft-deleted contact back.",
             scope: write,
             idempotency_key: false,
             if_match: false,

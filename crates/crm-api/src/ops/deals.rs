@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{filter_value, handler, if_match};
+use crate::view::{self, Shape};
 use crate::{
     bodies::{DealBody, DeletedBody, ListBody},
     body,
@@ -121,6 +122,12 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
+const EXPAND: QueryParam =
+    view::expand_param("Related records to add: `company`, `primary_contact`.");
+
+/// What a get of one record takes: its shape (decisions §19).
+const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of the title."),
     QueryParam::string(
@@ -145,9 +152,12 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
+    view::FIELDS,
+    EXPAND,
 ];
 
 handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
     let pipeline = pipeline_ref(filter_value(&input, "pipeline"), filter_value(&input, "pipeline_id"))?;
     let company_id = match filter_value(&input, "company_id") {
         Some(raw) => Some(CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
@@ -166,7 +176,11 @@ handler!(list(api, caller, input) {
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_deals(caller, query, input.page()?).await?;
-    Ok(Reply::serialized(&ListBody::<DealBody>::of(page)))
+    let list = ListBody::<DealBody>::of(page);
+    match shape {
+        None => Ok(Reply::serialized(&list)),
+        Some(shape) => shape.page(api, caller, list).await,
+    }
 });
 
 handler!(create(api, caller, input) {
@@ -176,8 +190,13 @@ handler!(create(api, caller, input) {
 });
 
 handler!(get(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
     let deal = api.app.get_deal(caller, input.path_param("id")).await?;
-    Ok(Reply::versioned(&DealBody::from(&deal)))
+    let body = DealBody::from(&deal);
+    match shape {
+        None => Ok(Reply::versioned(&body)),
+        Some(shape) => shape.one(api, caller, &body).await,
+    }
 });
 
 handler!(update(api, caller, input) {
@@ -206,10 +225,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/deals",
             summary: "List deals",
-            description: "Lists deals newest first, filtered by `q` (title substring), `pipeline` (key or id; alias `pipeline_id`), \
-                `stage`, `company_id` or `primary_contact_id`. Without a pipeline filter all pipelines merge; stage keys repeat \
-                across pipelines, so pass `pipeline` for a single funnel. Errors: unknown_value for an unknown pipeline or (with a \
-                pipeline) stage, listing the valid ones; bad_request for an unknown parameter; invalid_cursor.",
+            description: "Deals newest first. Stage keys repeat across pipelines: pass `pipeline` with `stage`.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -225,11 +241,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/deals",
             summary: "Create a deal",
-            description: "Creates a deal and emits `deal.created`, plus `deal.stage_changed` when `stage` is given. `title` is \
-                required. Without `pipeline` the default pipeline is used; without `stage` its entry stage. Read svc_list_pipelines \
-                first: an unknown pipeline or stage answers unknown_value listing the valid keys. `primary_contact_id` and \
-                `company_id` must exist (invalid_reference). Money is `value_cents` in minor units with a three-letter `currency`. \
-                Custom fields must be registered first with POST /fields. Send an Idempotency-Key to make retries safe.",
+            description: "Creates a deal (emits deal.created, and deal.stage_changed with a stage). Default pipeline and its entry stage when omitted; see svc_list_pipelines.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -245,13 +257,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/deals/{id}",
             summary: "Get a deal",
-            description: "Returns one deal by its `deal_` id, soft-deleted ones included, with `pipeline`, `stage` and `stage_type`. \
-                The ETag header carries its version. Errors: not_found.",
+            description: "One deal, soft-deleted ones included.",
             scope: read,
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: GET_QUERY,
             body: None,
             output: Output::of::<DealBody>(),
             hints: Hints::READ,
@@ -262,10 +273,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/deals/{id}",
             summary: "Update a deal",
-            description: "Changes the fields sent and emits `deal.updated` (with `changed_fields`), plus `deal.stage_changed` (with \
-                `previous_stage`) when the stage moves. A new `pipeline` without `stage` lands in its entry stage; `stage` must be a \
-                key of the deal's (new) pipeline, else unknown_value listing them. Send If-Match to get version_conflict (412) if it \
-                changed since you read it. Errors: not_found, invalid_reference, conflict for a deleted deal.",
+            description: "Sets the fields sent (emits deal.updated, deal.stage_changed when the stage moves). A new pipeline without a stage lands in its entry stage.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -281,7 +289,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/deals/{id}",
             summary: "Delete a deal",
-            description: "Soft-deletes a deal; restore it with svc_restore_deal. Errors: not_found.",
+            description: "Soft-deletes a deal; it can be restored.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -297,7 +305,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/deals/{id}/restore",
             summary: "Restore a deal",
-            description: "Brings a soft-deleted deal back and returns it; restoring an active deal is a no-op. Errors: not_found.",
+            description: "Brings a soft-deleted deal back.",
             scope: write,
             idempotency_key: false,
             if_match: false,

@@ -42,6 +42,8 @@ pub struct SchemaDoc {
     pub types: Vec<TypeOut>,
     pub list_controls: ListControls,
     pub automation_capabilities: Capabilities,
+    /// The MCP toolsets (`/mcp?toolsets=a,b`) with the tools of each.
+    pub toolsets: BTreeMap<&'static str, Vec<&'static str>>,
     /// How to use the API well.
     pub notes: Vec<&'static str>,
 }
@@ -58,6 +60,8 @@ pub struct ObjectDoc {
     pub fields: Vec<FieldDoc>,
     /// Query parameters the list operation filters by (besides the list controls).
     pub list_filters: Vec<FilterDoc>,
+    /// The relations `expand=` adds to its get and list (decisions §19).
+    pub expand: Vec<&'static str>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -307,7 +311,13 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
             }),
     );
 
-    let controls = [LIMIT.name, CURSOR.name, INCLUDE_DELETED.name];
+    let controls = [
+        LIMIT.name,
+        CURSOR.name,
+        INCLUDE_DELETED.name,
+        crate::view::FIELDS.name,
+        crate::view::EXPAND,
+    ];
     let list_filters = catalog::find(&format!("svc_list_{}", collection(object)))
         .map(|list| {
             list.query
@@ -346,10 +356,15 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
         path: create.path,
         fields,
         list_filters,
+        expand: crate::view::Object::of(object)
+            .map(|o| o.relations.iter().map(|r| r.name).collect())
+            .unwrap_or_default(),
     })
 }
 
-const NOTES: [&str; 9] = [
+const NOTES: [&str; 10] = [
+    "Get and list of contacts, companies, deals and activities take `fields=a,b,custom_fields.k` (only those members, \
+     plus id and object) and `expand=` (related records added whole beside their `_id` member; see each object's `expand`).",
     "Custom fields go under `custom_fields` in create and update bodies. Register a key first with POST /fields \
      (svc_create_field); an unregistered key is refused with unknown_field, never created silently.",
     "A field with an `enum_group` accepts only that group's values (see `enums`); add a value with POST /enums \
@@ -386,6 +401,7 @@ pub fn document(registry: &RegistryView) -> SchemaDoc {
             include_deleted: INCLUDE_DELETED.name,
         },
         automation_capabilities: capabilities(),
+        toolsets: catalog::toolsets().into_iter().collect(),
         notes: NOTES.to_vec(),
     }
 }
@@ -418,10 +434,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/schema",
             summary: "Describe the schema",
-            description: "Returns the live schema: every object with its `id_prefix`, collection `path`, fields (built-in and \
-                registered custom fields, each with type, required, read_only, custom and enum_group) and `list_filters`; \
-                every enum group with its values; the custom object types; the list controls; the automation capability \
-                catalog; and usage notes. Read it before guessing a type, field or filter. Needs no setup.",
+            description: "The live schema: objects with their fields, custom fields, filters and `expand` relations; enum groups; toolsets; usage notes. Read it before guessing a field.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -437,9 +450,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/automations-capabilities",
             summary: "Automation capabilities",
-            description: "Returns the exact trigger events, condition operators (saying which take no value) and action types \
-                with their parameters that automations accept; the same document as `automation_capabilities` in \
-                svc_describe_schema. Needs no setup.",
+            description: "The trigger events, condition operators and action types automations accept.",
             scope: read,
             idempotency_key: false,
             if_match: false,

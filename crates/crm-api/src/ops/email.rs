@@ -213,43 +213,37 @@ pub fn operations() -> Vec<Operation> {
     let emails_read = Scope::read("emails");
     vec![
         op("svc_list_connections", Method::Get, "/connections", "List connections",
-            "Lists the email connections of this mode, newest first; the newest one sends. Keys show only `api_key_last4`.",
+            "Email connections of this mode; the newest one sends.",
             conn_read, PAGE_QUERY, None, Output::of::<ListBody<ConnectionBody>>(), list_connections),
         op("svc_create_connection", Method::Post, "/connections", "Connect an email provider",
-            "Connects the workspace's own email account: `provider` resend, postmark or sendgrid (their HTTP APIs; `base_url` \
-             overrides the host) or smtp (`base_url` names the server). `api_key` is write-only. Live-mode sends go through \
-             the newest connection of the live mode; test mode never delivers. Errors: unknown_value (channel, provider), \
-             validation_failed.",
+            "Connects the workspace's email account (resend, postmark, sendgrid or smtp). Live sends use the newest connection; test mode never delivers.",
             conn_write, &[], Some(schema_of::<ConnectionCreate>), Output::of::<ConnectionBody>(), create_connection),
         op("svc_get_connection", Method::Get, "/connections/{id}", "Get a connection",
-            "Returns one connection by its `conn_` id (without its key). Errors: not_found.",
+            "One connection, without its key.",
             conn_read, &[], None, Output::of::<ConnectionBody>(), get_connection),
         op("svc_delete_connection", Method::Delete, "/connections/{id}", "Delete a connection",
-            "Deletes a connection for good. Queued live emails wait (and retry) until a connection exists again. Errors: not_found.",
+            "Deletes a connection; queued live emails wait for another.",
             conn_write, &[], None, Output::of::<DeletedBody>(), delete_connection),
         op("svc_list_templates", Method::Get, "/templates", "List templates",
-            "Lists email templates newest first.",
+            "Email templates.",
             tpl_read, PAGE_QUERY, None, Output::of::<ListBody<TemplateBody>>(), list_templates),
         op("svc_create_template", Method::Post, "/templates", "Create a template",
-            "Creates an email template `{name, subject, body, text?}` with `{{field}}` placeholders; `send_email` actions \
-             may name it with `template_id` instead of giving subject and body. Errors: validation_failed.",
+            "Creates an email template with `{{field}}` placeholders, for send_email actions and sequence steps.",
             tpl_write, &[], Some(schema_of::<TemplateCreate>), Output::of::<TemplateBody>(), create_template),
         op("svc_get_template", Method::Get, "/templates/{id}", "Get a template",
-            "Returns one template by its `tpl_` id. Errors: not_found.",
+            "One email template.",
             tpl_read, &[], None, Output::of::<TemplateBody>(), get_template),
         op("svc_update_template", Method::Patch, "/templates/{id}", "Update a template",
-            "Changes the fields sent (`text: null` removes the text part). Errors: not_found, validation_failed.",
+            "Sets the fields sent; `text: null` removes the text part.",
             tpl_write, &[], Some(schema_of::<TemplateUpdate>), Output::of::<TemplateBody>(), update_template),
         op("svc_delete_template", Method::Delete, "/templates/{id}", "Delete a template",
-            "Deletes a template for good; rules that still name it record a not_found failure when they run. Errors: not_found.",
+            "Deletes a template; rules still naming it fail when they run.",
             tpl_write, &[], None, Output::of::<DeletedBody>(), delete_template),
         op("svc_list_emails", Method::Get, "/emails", "List emails",
-            "Every email sent or simulated in this mode, newest first: recipient, sender, subject, HTML and text parts, \
-             status (simulated in test mode; queued, sent or failed in live mode) with the provider's error, and its source \
-             (automation or sequence step). Filter by `contact_id`, `deal_id` or `status`.",
+            "Emails sent (live) or simulated (test), newest first, with status and source.",
             emails_read, EMAIL_QUERY, None, Output::of::<ListBody<EmailBody>>(), list_emails),
         op("svc_get_email", Method::Get, "/emails/{id}", "Get an email",
-            "Returns one email by its `em_` id. Errors: not_found.",
+            "One email.",
             emails_read, &[], None, Output::of::<EmailBody>(), get_email),
     ]
 }

@@ -36,9 +36,7 @@ pub fn operations() -> Vec<Operation> {
         method: Method::Get,
         path: "/events",
         summary: "List events",
-        description: "Lists the events of this mode newest first (the same objects webhooks receive), optionally of one `type` \
-            (contact.created, contact.updated, deal.created, deal.updated, deal.stage_changed). Company changes, batch writes \
-            and automation actions emit none. Errors: unknown_value for an unknown type, invalid_cursor.",
+        description: "Events newest first, as webhooks receive them. Company changes, batch writes and automation actions emit none.",
         scope: Scope::read("events"),
         idempotency_key: false,
         if_match: false,

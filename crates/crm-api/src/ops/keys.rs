@@ -106,9 +106,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/keys",
             summary: "List API keys",
-            description: "Lists the API keys of the calling key's mode (test or live) newest first, revoked and rolled ones \
-                included, with their scopes and `last_used_at` (kept within about a second). Secrets are never listed. Page \
-                with `limit` and `cursor`. Errors: forbidden without keys:read, invalid_cursor.",
+            description: "API keys of this mode, revoked ones included, without secrets.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -124,10 +122,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/keys",
             summary: "Create an API key",
-            description: "Creates an API key in the calling key's mode with a `name` and `scopes` (`*` or `<resource>:read|write`; \
-                write implies read). The response carries the `secret` once: store it, it is never shown again. A key can only \
-                grant scopes it holds itself (forbidden names the one it lacks). Errors: validation_failed for a missing name or \
-                empty scopes, unknown_value with valid_options for an unknown scope, forbidden without keys:write.",
+            description: "Creates an API key; its `secret` is shown once. A key grants only scopes it holds itself.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -143,8 +138,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/keys/{id}",
             summary: "Get an API key",
-            description: "Returns one API key of the calling key's mode by its `key_` id, without its secret. Errors: not_found \
-                (keys of the other mode are not found either), forbidden without keys:read.",
+            description: "One API key, without its secret.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -160,8 +154,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/keys/{id}",
             summary: "Revoke an API key",
-            description: "Revokes an API key at once: its next request, on any server, gets 401 unauthorized. Revoking a revoked \
-                key answers the same. A key may revoke itself. Errors: not_found, forbidden without keys:write.",
+            description: "Revokes a key at once, on every server.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -177,10 +170,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/keys/{id}/roll",
             summary: "Roll an API key",
-            description: "Replaces a key's secret: answers a new key (new id and `secret`, shown once; same name and scopes) and \
-                sets the old key's `expires_at` to now plus `expire_old_after_seconds` (default 0: the old secret stops at once; \
-                at most 604800). Rolling hands out the key's scopes, so the calling key must hold them all (forbidden). Errors: \
-                not_found, conflict for a revoked or expired key, validation_failed for a bad expire_old_after_seconds.",
+            description: "Replaces a key with a new one (new secret shown once); the old one expires after `expire_old_after_seconds`.",
             scope: write,
             idempotency_key: false,
             if_match: false,

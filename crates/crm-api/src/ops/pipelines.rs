@@ -13,7 +13,7 @@ use super::handler;
 use crate::{
     bodies::{DeletedBody, ListBody, PipelineBody},
     body,
-    operation::{Hints, Method, Operation, Output, Reply},
+    operation::{Hints, Method, Operation, Output, Reply, CURSOR, LIMIT},
     schema::{schema_of, WholeNumber},
     Problem,
 };
@@ -127,15 +127,9 @@ pub struct StageChange {
     pub move_to: Option<String>,
 }
 
-handler!(list(api, caller, _input) {
-    let pipelines = api.app.list_pipelines(caller).await?;
-    let list = ListBody {
-        object: "list",
-        data: pipelines.iter().map(PipelineBody::from).collect(),
-        has_more: false,
-        next_cursor: None,
-    };
-    Ok(Reply::serialized(&list))
+handler!(list(api, caller, input) {
+    let page = api.app.list_pipelines_page(caller, input.page()?).await?;
+    Ok(Reply::serialized(&ListBody::<PipelineBody>::of(page)))
 });
 
 handler!(create(api, caller, input) {
@@ -220,13 +214,12 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/pipelines",
             summary: "List pipelines",
-            description: "Lists every pipeline of this mode, oldest first, with its ordered stages (key, label, type open/won/lost, \
-                ordinal). Read it before creating or moving deals: a deal's stage must be a key of its pipeline.",
+            description: "Pipelines oldest first with their ordered stages. A deal's stage is a key of its pipeline.",
             scope: read,
             idempotency_key: false,
             if_match: false,
             success_status: 200,
-            query: &[],
+            query: &[LIMIT, CURSOR],
             body: None,
             output: Output::of::<ListBody<PipelineBody>>(),
             hints: Hints::READ,
@@ -237,10 +230,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/pipelines",
             summary: "Create a pipeline",
-            description: "Creates a pipeline with ordered stages, each a plain key or {key, label, type}; `won`/`lost` stages are \
-                terminal and the first stage is the entry stage. `is_default: true` makes it the default (used by deals created \
-                without a pipeline). Errors: conflict (409) when the key exists (with `existing`), validation_failed for a bad key \
-                or no stages, unknown_value for a bad stage type. Not covered by Idempotency-Key.",
+            description: "Creates a pipeline; the first stage is the entry stage, won/lost stages are terminal. A taken key answers 409.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -256,7 +246,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/pipelines/{id}",
             summary: "Get a pipeline",
-            description: "Returns one pipeline by `pl_` id or key, with its stages. Errors: not_found.",
+            description: "One pipeline by id or key, with its stages.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -272,8 +262,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/pipelines/{id}",
             summary: "Update a pipeline",
-            description: "Renames a pipeline or makes it the default (the old default is unset). A workspace always has a default, \
-                so `is_default: false` on the default is refused (validation_failed). Change stages with svc_manage_stage. Errors: not_found.",
+            description: "Renames a pipeline or makes it the default. Stages change with svc_manage_stage.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -289,8 +278,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/pipelines/{id}",
             summary: "Delete a pipeline",
-            description: "Deletes a pipeline for good. The default pipeline, and a pipeline that holds deals, cannot be deleted \
-                (conflict, 409): make another the default, move or delete the deals first. Errors: not_found.",
+            description: "Deletes a pipeline for good; not the default one, nor one holding deals (409).",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -306,12 +294,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/pipelines/{pipeline}/stages",
             summary: "Add, change or remove a stage",
-            description: "One tool for a pipeline's stages. `pipeline` is its id or key; `action` is `add` (key, label?, type?, \
-                position?), `update` (key, label?, type?, position?) or `remove` (key, move_to?). Over REST, update is also \
-                PATCH /pipelines/{pipeline}/stages/{key} and remove DELETE /pipelines/{pipeline}/stages/{key}?move_to=<key>. \
-                Removing a stage that holds deals needs `move_to` (else conflict, 409); the last stage cannot be removed. Returns \
-                the pipeline (201 for add, 200 for update and remove). Errors: not_found, unknown_value for an unknown stage key \
-                (lists the valid ones), conflict (409, with `existing`) when an added stage's key is taken, validation_failed.",
+            description: "Adds, updates or removes a stage of `pipeline` (id or key). Removing a stage that holds deals needs `move_to`; the last stage stays. Answers the pipeline.",
             scope: write,
             idempotency_key: false,
             if_match: false,

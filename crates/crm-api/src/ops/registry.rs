@@ -253,14 +253,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/fields",
             summary: "Register a custom field",
-            description: "Registers a custom field key for contacts, companies, deals or activities, so records can carry it \
-                under `custom_fields`. `data_type` (default text) decides which values are accepted; a select or multiselect \
-                field takes its values from `enum_group` (default `<object>.<key>`, created empty: add values with \
-                svc_create_enum_value). Idempotent: registering an existing key changes nothing (the field keeps its original \
-                data type) and answers `created: false`. Answers 201 with every custom field of the object. Errors: \
-                unknown_value for an unknown `object` or `data_type` (see `valid_options`), validation_failed for a malformed \
-                key or enum_group, or for a key that is a built-in field of the object (e.g. deal `stage`) or a reserved name \
-                (`id`, `object`, timestamps, `version`, `custom_fields`, `previous_stage`, `company`).",
+            description: "Registers a custom field key so records can carry it under `custom_fields`. Select fields take values from `enum_group` (add them with svc_create_enum_value). Registering a key again changes nothing.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -276,9 +269,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/enums",
             summary: "List enum groups",
-            description: "Returns every enum group with its values: the allowed values of contact `type` (`contact.type`), \
-                activity `type` (`activity.type`) and of select and multiselect custom fields. A value outside its group is \
-                refused with unknown_value; add one with svc_create_enum_value.",
+            description: "Every enum group with its values: contact and activity `type`, select custom fields.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -294,10 +285,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/enums",
             summary: "Add an enum value",
-            description: "Adds a value to an enum group (created if absent), e.g. `{\"group\": \"contact.type\", \"value\": \
-                \"customer\"}` so contacts may have that `type`. Idempotent: adding an existing value changes nothing and \
-                answers `created: false`. Answers 201 with the group's values. Errors: validation_failed for a malformed \
-                group name or an empty value.",
+            description: "Adds a value to an enum group (created if absent); adding it again changes nothing.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -313,9 +301,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/types",
             summary: "Register a custom object type",
-            description: "Registers a custom object type: a schema grouping only, listed under `types` in svc_describe_schema; \
-                it stores no records. Idempotent on `key`: an existing key changes nothing and answers `created: false`. \
-                Answers 201 with every type. Errors: validation_failed for a malformed key.",
+            description: "Registers a custom object type: a schema grouping only, holding no records.",
             scope: write,
             idempotency_key: false,
             if_match: false,

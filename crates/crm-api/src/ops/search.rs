@@ -108,10 +108,7 @@ pub fn operations() -> Vec<Operation> {
         method: Method::Get,
         path: "/search",
         summary: "Search contacts, companies and deals",
-        description: "Finds records whose text contains `q` (case-insensitive): contacts by name, email, phone or LinkedIn URL; \
-            companies by name or domain; deals by title. Answers one section per object (newest first, at most `limit` each, \
-            default 10, max 100) and `has_more` when any section was cut. Each section needs the read scope of its object; \
-            sections the key may not read are left out. Errors: validation_failed when `q` is missing or `limit` is out of range.",
+        description: "Finds contacts, companies and deals whose text contains `q`, one section per object the key may read.",
         scope: Scope::PER_RECORD,
         idempotency_key: false,
         if_match: false,

@@ -133,7 +133,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/sequences",
             summary: "List sequences",
-            description: "Lists the sequences of this mode, newest first. Page with `limit` and `cursor`.",
+            description: "Email sequences of this mode.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -149,15 +149,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/sequences",
             summary: "Create a sequence",
-            description: "Creates a timed email drip. Each step waits (`wait_days`, `wait_hours` or `wait_seconds`) after the \
-                previous one, then sends its `subject` and HTML `body` (or a `template_id`) to the enrolled contact, merge tags \
-                filled from the contact, its custom fields and `{{company.name}}`. `trigger` `{event, filter}` enrolls the \
-                event's contact (or a deal's `primary_contact_id`; a deal without one is not enrolled), at most once per \
-                sequence and contact. `exit_when` conditions end an enrollment whenever its source record changes to meet them, \
-                and are checked again before every send. `enroll_existing: true` enrolls existing matching records now (the \
-                first 500). Run GET /sequences/{id}/preview to see the schedule. Errors: unknown_value / unknown_field with \
-                valid options for bad events, operators and fields; validation_failed for bad steps or, in live mode, without \
-                an email connection (POST /connections first); plan_limit when the plan's sequences are used up.",
+            description: "Creates a timed email drip: each step waits, then mails the enrolled contact. `trigger` enrolls an event's contact once per sequence; `exit_when` ends enrollments. Check with svc_preview_sequence.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -173,7 +165,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/sequences/{id}",
             summary: "Get a sequence",
-            description: "Returns one sequence by its `seq_` id. Errors: not_found.",
+            description: "One sequence.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -189,9 +181,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/sequences/{id}",
             summary: "Update a sequence",
-            description: "Changes the fields sent; the result is validated like a new sequence. `enabled: false` ends every \
-                active enrollment (`exit_reason: sequence_disabled`); enabling again enrolls only new triggers. Active \
-                enrollments keep their place: changed steps apply from their next send.",
+            description: "Sets the fields sent, checked as on create. Disabling ends active enrollments; changed steps apply from the next send.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -207,8 +197,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/sequences/{id}",
             summary: "Delete a sequence",
-            description: "Deletes a sequence for good; its active enrollments end (`sequence_deleted`) and no further step is \
-                sent. Emails already sent stay in GET /emails. Errors: not_found.",
+            description: "Deletes a sequence for good, ending its enrollments.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -224,9 +213,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/sequences/{id}/preview",
             summary: "Preview a sequence",
-            description: "A dry run with no side effects: the cumulative send schedule (`send_offset_seconds` from enrollment \
-                for each step), how many existing records would enroll now (capped at 500, whatever `enroll_existing` says), \
-                and `warnings` naming merge tags that no field provides. Errors: not_found.",
+            description: "A dry run: each step's send offset, how many records would enroll now, and merge tags no field fills.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -242,10 +229,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/sequences/{id}/enroll",
             summary: "Enroll a contact in a sequence",
-            description: "Enrolls one contact directly, bypassing the trigger: 201 with the new enrollment, or 200 with the \
-                existing one (a contact is enrolled at most once per sequence, even after it ended). Errors: not_found for the \
-                sequence; invalid_reference for a contact that does not exist or is deleted; validation_failed for a contact \
-                without an email; conflict when the sequence is disabled.",
+            description: "Enrolls one contact directly: 201 with the enrollment, or 200 with the existing one (once per sequence).",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -265,8 +249,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/sequences/{id}/enrollments",
             summary: "List a sequence's enrollments",
-            description: "The enrollments of a sequence, newest first, each with its `state` (`active`, `completed`, `exited`), \
-                `exit_reason`, steps sent and next send time. Errors: not_found.",
+            description: "The sequence's enrollments with state, exit reason and next send.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -282,9 +265,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/sequences/{id}/enrollments/{enrollment_id}",
             summary: "Unenroll a contact",
-            description: "Ends an enrollment (`exit_reason: unenrolled`); no further step is sent. The enrollment stays listed, \
-                and the contact cannot be enrolled in this sequence again. An enrollment that already ended is answered as it \
-                is. Errors: not_found.",
+            description: "Ends an enrollment; the contact cannot be enrolled in this sequence again.",
             scope: write,
             idempotency_key: false,
             if_match: false,

@@ -176,10 +176,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/usage",
             summary: "Get usage",
-            description: "Reports the current billing period (calendar month, UTC) for the calling key's mode: requests used, \
-                included and in overage, the overage cost and cap, active automations and sequences against the plan's caps, \
-                and the rate limit. Test mode is counted but never metered (`included` is null). This call is not counted and \
-                works even when the quota or spend cap is reached. Errors: forbidden without usage:read, rate_limited.",
+            description: "This month's requests, overage, plan caps and rate limit. Not counted; open when capped.",
             scope: Scope::read("usage"),
             idempotency_key: false,
             if_match: false,
@@ -195,9 +192,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/settings",
             summary: "Get settings",
-            description: "Returns the workspace's settings: `overage_cap_usd`, the USD cap on metered overage (null: unlimited; \
-                0: no overage at all). Settings belong to the workspace, so test and live keys see the same. Not counted, and \
-                open when capped. Errors: forbidden without settings:read.",
+            description: "The workspace settings (`overage_cap_usd`). Not counted; open when capped.",
             scope: Scope::read("settings"),
             idempotency_key: false,
             if_match: false,
@@ -213,10 +208,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/settings",
             summary: "Update settings",
-            description: "Sets the workspace's `overage_cap_usd` (required): a number ≥ 0, or null to lift the cap. Use it when \
-                requests answer 429 spend_cap_reached; it applies from the next request. Not counted, and open when capped. \
-                Errors: validation_failed when the value is missing, negative or not a number, unknown_field for any other \
-                field, forbidden without settings:write.",
+            description: "Sets `overage_cap_usd` (null: no cap), e.g. after 429 spend_cap_reached. Not counted; open when capped.",
             scope: Scope::write("settings"),
             idempotency_key: false,
             if_match: false,

@@ -116,8 +116,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/webhooks",
             summary: "List webhooks",
-            description: "Lists the webhooks of the calling key's mode, newest first, without their secrets. Page with `limit` \
-                and `cursor`. Errors: forbidden without webhooks:read, invalid_cursor.",
+            description: "Webhooks of this mode, without secrets.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -133,13 +132,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/webhooks",
             summary: "Create a webhook",
-            description: "Registers a `url` to receive `events` (event type names, or [\"*\"] for all) of the calling key's mode. \
-                The response carries the signing `secret` (whsec_...) once: store it. Each matching event is POSTed as \
-                `{id, type, object, created_at, data, ...}` with `Svc-Event`, `Svc-Delivery` (stable across retries), \
-                `Svc-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"t.body\">` and the Standard Webhooks headers; a non-2xx \
-                answer or a 10 s timeout is retried after about 1 min, 5 min, 30 min, 2 h and 6 h, then dead-lettered. Live \
-                mode needs a public https URL. Errors: validation_failed (field url) for a URL that is not https or whose host \
-                is or resolves to a blocked address, unknown_value with valid_options for an unknown event name.",
+            description: "Sends `events` of this mode to `url`, signed with the `secret` shown once (Svc-Signature: HMAC-SHA256 of \"t.body\"). Failures retry for about 9 hours, then dead-letter.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -155,7 +148,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/webhooks/{id}",
             summary: "Get a webhook",
-            description: "Returns one webhook by its `wh_` id, without its secret. Errors: not_found.",
+            description: "One webhook, without its secret.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -171,9 +164,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/webhooks/{id}",
             summary: "Update a webhook",
-            description: "Changes `url`, `events`, `description` (null clears it) or `enabled`. A disabled webhook gets no \
-                deliveries until enabled again. `If-Match` with the version guards against lost updates. Errors: not_found, \
-                validation_failed (field url), unknown_value for an unknown event name, version_conflict.",
+            description: "Sets the fields sent; a disabled webhook gets no deliveries.",
             scope: write,
             idempotency_key: false,
             if_match: true,
@@ -189,7 +180,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/webhooks/{id}",
             summary: "Delete a webhook",
-            description: "Deletes a webhook for good, with its pending deliveries and their log. Errors: not_found.",
+            description: "Deletes a webhook for good, with its pending deliveries.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -205,8 +196,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/webhooks/{id}/roll-secret",
             summary: "Roll a webhook's signing secret",
-            description: "Replaces the webhook's signing secret and returns the new one once; attempts from now on are signed \
-                with it. Errors: not_found.",
+            description: "Replaces the signing secret; the new one is shown once.",
             scope: write,
             idempotency_key: false,
             if_match: false,
@@ -222,10 +212,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/webhooks/{id}/deliveries",
             summary: "List a webhook's delivery attempts",
-            description: "Lists every delivery attempt of the webhook, newest first: `delivery_id` (the Svc-Delivery header), \
-                `event_id`, `event_type`, `attempt`, the delivery's `status` after it (succeeded, retrying, dead_lettered), \
-                `response_status`, `error`, `duration_ms` and `next_attempt_at`. Page with `limit` and `cursor`. Errors: \
-                not_found, invalid_cursor.",
+            description: "Every delivery attempt of the webhook, newest first, with its status and response.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -241,9 +228,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/webhooks/{id}/deliveries/{dlv_id}/retry",
             summary: "Retry a dead-lettered delivery",
-            description: "Queues a dead-lettered delivery for one more attempt now (same `Svc-Delivery`); if it fails again it \
-                is dead-lettered again. Answers 202 with the delivery. Errors: not_found, conflict when the delivery is not \
-                dead-lettered.",
+            description: "Queues a dead-lettered delivery for one more attempt now.",
             scope: write,
             idempotency_key: false,
             if_match: false,

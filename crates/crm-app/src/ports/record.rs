@@ -1,7 +1,7 @@
 //! Records by kind and id: what a reference-typed field or a write's references point at.
 
 use async_trait::async_trait;
-use crm_domain::{ObjectKind, Tenant};
+use crm_domain::{Company, CompanyId, ObjectKind, Tenant};
 
 use super::StoreError;
 
@@ -24,4 +24,12 @@ pub trait RecordRepo {
         object: ObjectKind,
         id: &str,
     ) -> Result<bool, StoreError>;
+    /// The companies of `ids` in the tenant, soft-deleted ones included, in any order, read in
+    /// one statement (the related records of a page: decisions §19). Ids of no company are
+    /// absent.
+    async fn companies_by_ids(
+        &mut self,
+        tenant: &Tenant,
+        ids: &[CompanyId],
+    ) -> Result<Vec<Company>, StoreError>;
 }

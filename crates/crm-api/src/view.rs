@@ -1,0 +1,474 @@
+//! `fields=` and `expand=` on the reads of contacts, companies, deals and activities (decisions
+//! §19, §23, §24): which members each record carries, and which related records ride along.
+//!
+//! A read that names neither answers through its typed body as before, with nothing built here;
+//! only a read that asks for a shape turns its bodies into documents to cut and extend.
+
+use std::sync::LazyLock;
+
+use crm_app::{
+    related::{Related, RelatedIds},
+    Caller, Scope,
+};
+use crm_domain::{CompanyId, ContactId, DealId, ObjectKind};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::{
+    bodies::{CompanyBody, ContactBody, DealBody, ListBody, Versioned},
+    operation::{Input, QueryParam, Reply},
+    schema::{property_names, schema_of},
+    Api, Problem,
+};
+
+/// `fields=a,b,custom_fields.k`.
+pub const FIELDS: QueryParam = QueryParam::string(
+    "fields",
+    "Comma-separated members to return (id and object always come), e.g. `email,custom_fields.tier`.",
+);
+
+/// The members every projected record keeps.
+const ALWAYS: [&str; 2] = ["id", "object"];
+
+/// The kind of record a relation points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Contact,
+    Company,
+    Deal,
+}
+
+impl Target {
+    /// The scope resource whose `:read` expanding it needs (decisions §24).
+    fn resource(self) -> &'static str {
+        match self {
+            Target::Contact => "contacts",
+            Target::Company => "companies",
+            Target::Deal => "deals",
+        }
+    }
+}
+
+/// A relation `expand=` may name: the record `id_field` points at, added under `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relation {
+    pub name: &'static str,
+    pub id_field: &'static str,
+    pub target: Target,
+}
+
+/// What one object's reads may be shaped by.
+pub struct Object {
+    pub kind: ObjectKind,
+    /// The members of its body (`fields=` names these or `custom_fields.<key>`).
+    members: &'static LazyLock<Vec<String>>,
+    pub relations: &'static [Relation],
+}
+
+static CONTACT_MEMBERS: LazyLock<Vec<String>> =
+    LazyLock::new(|| property_names(&schema_of::<ContactBody>()));
+static COMPANY_MEMBERS: LazyLock<Vec<String>> =
+    LazyLock::new(|| property_names(&schema_of::<CompanyBody>()));
+static DEAL_MEMBERS: LazyLock<Vec<String>> =
+    LazyLock::new(|| property_names(&schema_of::<DealBody>()));
+static ACTIVITY_MEMBERS: LazyLock<Vec<String>> =
+    LazyLock::new(|| property_names(&schema_of::<crate::bodies::ActivityBody>()));
+
+pub static CONTACT: Object = Object {
+    kind: ObjectKind::Contact,
+    members: &CONTACT_MEMBERS,
+    relations: &[Relation {
+        name: "company",
+        id_field: "company_id",
+        target: Target::Company,
+    }],
+};
+pub static COMPANY: Object = Object {
+    kind: ObjectKind::Company,
+    members: &COMPANY_MEMBERS,
+    relations: &[],
+};
+pub static DEAL: Object = Object {
+    kind: ObjectKind::Deal,
+    members: &DEAL_MEMBERS,
+    relations: &[
+        Relation {
+            name: "company",
+            id_field: "company_id",
+            target: Target::Company,
+        },
+        Relation {
+            name: "primary_contact",
+            id_field: "primary_contact_id",
+            target: Target::Contact,
+        },
+    ],
+};
+pub static ACTIVITY: Object = Object {
+    kind: ObjectKind::Activity,
+    members: &ACTIVITY_MEMBERS,
+    relations: &[
+        Relation {
+            name: "contact",
+            id_field: "contact_id",
+            target: Target::Contact,
+        },
+        Relation {
+            name: "deal",
+            id_field: "deal_id",
+            target: Target::Deal,
+        },
+    ],
+};
+
+impl Object {
+    /// The shape rules of `kind`'s reads.
+    pub fn of(kind: ObjectKind) -> Option<&'static Object> {
+        [&CONTACT, &COMPANY, &DEAL, &ACTIVITY]
+            .into_iter()
+            .find(|o| o.kind == kind)
+    }
+}
+
+/// The members `fields=` kept: built-in ones by name, custom fields by key.
+#[derive(Debug, Default, PartialEq)]
+struct Selection {
+    members: Vec<String>,
+    custom: Vec<String>,
+}
+
+impl Selection {
+    fn keeps(&self, member: &str) -> bool {
+        ALWAYS.contains(&member)
+            || self.members.iter().any(|m| m == member)
+            || (member == "custom_fields" && !self.custom.is_empty())
+    }
+
+    /// Whether `custom_fields` is cut to the keys named (it was not named whole).
+    fn cuts_custom(&self) -> bool {
+        !self.members.iter().any(|m| m == "custom_fields")
+    }
+}
+
+/// How a read's records are shaped; absent ([`Shape::read`] answers `None`) when the request
+/// names neither `fields` nor `expand`.
+#[derive(Debug)]
+pub struct Shape {
+    fields: Option<Selection>,
+    expand: Vec<Relation>,
+}
+
+/// The names of a comma-separated parameter, blanks dropped; `None` when it is absent or blank.
+fn names<'i>(input: &'i Input, param: &str) -> Option<Vec<&'i str>> {
+    let names: Vec<&str> = input
+        .query_str(param)?
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+fn unknown(param: &str, name: &str, valid: Vec<String>) -> Problem {
+    let mut p = Problem::bad_request(format!("unknown name `{name}` in `{param}`"))
+        .with("field", param)
+        .with("valid_options", valid.clone());
+    if let Some(s) = crm_domain::suggest::closest(name, valid.iter().map(String::as_str)) {
+        p = p.with("suggestion", format!("did you mean `{s}`?"));
+    }
+    p
+}
+
+impl Shape {
+    /// The shape `input` asks for on a read of `object`: unknown names are 400 `bad_request`
+    /// with `valid_options`, and expanding a relation needs its object's `:read` scope (403).
+    pub async fn read(
+        api: &Api,
+        caller: &Caller,
+        input: &Input,
+        object: &Object,
+    ) -> Result<Option<Shape>, Problem> {
+        let fields = names(input, FIELDS.name);
+        let expand = names(input, EXPAND);
+        if fields.is_none() && expand.is_none() {
+            return Ok(None);
+        }
+        let mut relations: Vec<Relation> = Vec::new();
+        for name in expand.unwrap_or_default() {
+            let Some(relation) = object.relations.iter().find(|r| r.name == name) else {
+                let valid = object.relations.iter().map(|r| r.name.to_owned()).collect();
+                return Err(unknown(EXPAND, name, valid));
+            };
+            caller.require(Scope::read(relation.target.resource()))?;
+            if !relations.contains(relation) {
+                relations.push(*relation);
+            }
+        }
+        let fields = match fields {
+            None => None,
+            Some(names) => Some(Self::selection(api, caller, object, &names).await?),
+        };
+        Ok(Some(Shape {
+            fields,
+            expand: relations,
+        }))
+    }
+
+    async fn selection(
+        api: &Api,
+        caller: &Caller,
+        object: &Object,
+        names: &[&str],
+    ) -> Result<Selection, Problem> {
+        let members: &[String] = object.members;
+        let mut selection = Selection::default();
+        let mut registered: Option<Vec<String>> = None;
+        for name in names {
+            if members.iter().any(|m| m == name) {
+                if !selection.members.iter().any(|m| m == name) {
+                    selection.members.push((*name).to_owned());
+                }
+                continue;
+            }
+            let key = name.strip_prefix("custom_fields.");
+            if registered.is_none() {
+                // The registry (cached) is read only for a custom key or to list the valid names.
+                registered = Some(api.app.custom_field_keys(caller, object.kind).await?);
+            }
+            let keys = registered.as_deref().unwrap_or_default();
+            match key {
+                Some(key) if keys.iter().any(|k| k == key) => {
+                    if !selection.custom.iter().any(|k| k == key) {
+                        selection.custom.push(key.to_owned());
+                    }
+                }
+                _ => {
+                    let valid = members
+                        .iter()
+                        .cloned()
+                        .chain(keys.iter().map(|k| format!("custom_fields.{k}")))
+                        .collect();
+                    return Err(unknown(FIELDS.name, name, valid));
+                }
+            }
+        }
+        Ok(selection)
+    }
+
+    /// One record's answer in this shape; its version stays the `ETag`.
+    pub async fn one<B: Serialize + Versioned>(
+        &self,
+        api: &Api,
+        caller: &Caller,
+        body: &B,
+    ) -> Result<Reply, Problem> {
+        let record = to_value(body)?;
+        let related = self
+            .related(api, caller, std::slice::from_ref(&record))
+            .await?;
+        let mut reply = Reply::new(self.apply(record, &related)?);
+        reply.etag = Some(body.version());
+        Ok(reply)
+    }
+
+    /// A page's answer in this shape: each relation read once for the whole page.
+    pub async fn page<B: Serialize>(
+        &self,
+        api: &Api,
+        caller: &Caller,
+        list: ListBody<B>,
+    ) -> Result<Reply, Problem> {
+        let records = list
+            .data
+            .iter()
+            .map(to_value)
+            .collect::<Result<Vec<_>, _>>()?;
+        let related = self.related(api, caller, &records).await?;
+        let data = records
+            .into_iter()
+            .map(|r| self.apply(r, &related))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Reply::new(serde_json::json!({
+            "object": list.object,
+            "data": data,
+            "has_more": list.has_more,
+            "next_cursor": list.next_cursor,
+        })))
+    }
+
+    /// The related records of `records`, as documents by id.
+    async fn related(
+        &self,
+        api: &Api,
+        caller: &Caller,
+        records: &[Value],
+    ) -> Result<Map<String, Value>, Problem> {
+        if self.expand.is_empty() {
+            return Ok(Map::new());
+        }
+        let mut ids = RelatedIds::default();
+        for relation in &self.expand {
+            for record in records {
+                let Some(id) = record[relation.id_field].as_str() else {
+                    continue;
+                };
+                match relation.target {
+                    Target::Contact => {
+                        push_new(&mut ids.contacts, ContactId::from_trusted(id.to_owned()))
+                    }
+                    Target::Company => {
+                        push_new(&mut ids.companies, CompanyId::from_trusted(id.to_owned()))
+                    }
+                    Target::Deal => push_new(&mut ids.deals, DealId::from_trusted(id.to_owned())),
+                }
+            }
+        }
+        let Related {
+            contacts,
+            companies,
+            deals,
+        } = api.app.read_related(caller, ids).await?;
+        let mut by_id = Map::new();
+        for c in &contacts {
+            by_id.insert(c.id.to_string(), to_value(&ContactBody::from(c))?);
+        }
+        for c in &companies {
+            by_id.insert(c.id.to_string(), to_value(&CompanyBody::from(c))?);
+        }
+        for d in &deals {
+            by_id.insert(d.id.to_string(), to_value(&DealBody::from(d))?);
+        }
+        Ok(by_id)
+    }
+
+    /// `record` cut to the selected members, each expanded relation placed right after its
+    /// `_id` member (null when the id is null).
+    fn apply(&self, record: Value, related: &Map<String, Value>) -> Result<Value, Problem> {
+        let Value::Object(map) = record else {
+            return Ok(record);
+        };
+        let mut out = Map::with_capacity(map.len() + self.expand.len());
+        for (member, value) in map {
+            let expanded: Vec<(&'static str, Value)> = self
+                .expand
+                .iter()
+                .filter(|r| r.id_field == member)
+                .map(|r| {
+                    let found = value
+                        .as_str()
+                        .and_then(|id| related.get(id))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    (r.name, found)
+                })
+                .collect();
+            match &self.fields {
+                None => {
+                    out.insert(member, value);
+                }
+                Some(selection) if selection.keeps(&member) => {
+                    let value = match value {
+                        Value::Object(custom)
+                            if member == "custom_fields" && selection.cuts_custom() =>
+                        {
+                            Value::Object(
+                                custom
+                                    .into_iter()
+                                    .filter(|(k, _)| selection.custom.contains(k))
+                                    .collect(),
+                            )
+                        }
+                        other => other,
+                    };
+                    out.insert(member, value);
+                }
+                Some(_) => {}
+            }
+            for (name, found) in expanded {
+                out.insert(name.to_owned(), found);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// `expand=company,primary_contact`.
+pub const EXPAND: &str = "expand";
+
+/// The `expand` parameter of an object with these relations.
+pub const fn expand_param(description: &'static str) -> QueryParam {
+    QueryParam::string(EXPAND, description)
+}
+
+fn push_new<T: PartialEq>(ids: &mut Vec<T>, id: T) {
+    if !ids.contains(&id) {
+        ids.push(id);
+    }
+}
+
+fn to_value(body: &impl Serialize) -> Result<Value, Problem> {
+    serde_json::to_value(body).map_err(|e| crm_app::AppError::Internal(e.to_string()).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shape(fields: Option<Selection>, expand: &[Relation]) -> Shape {
+        Shape {
+            fields,
+            expand: expand.to_vec(),
+        }
+    }
+
+    #[test]
+    fn fields_keep_id_object_and_the_named_members_and_keys() {
+        let record = json!({"id": "con_1", "object": "contact", "email": "a@b.c", "phone": null,
+            "custom_fields": {"tier": "gold", "score": 3}, "version": 2});
+        let s = shape(
+            Some(Selection {
+                members: vec!["email".into()],
+                custom: vec!["tier".into()],
+            }),
+            &[],
+        );
+        let out = s.apply(record, &Map::new()).unwrap();
+        assert_eq!(
+            out,
+            json!({"id": "con_1", "object": "contact", "email": "a@b.c", "custom_fields": {"tier": "gold"}})
+        );
+    }
+
+    #[test]
+    fn an_expanded_relation_follows_its_id_and_is_null_without_one() {
+        let record = json!({"id": "deal_1", "object": "deal", "primary_contact_id": null,
+            "company_id": "cmp_1", "title": "x"});
+        let mut related = Map::new();
+        related.insert("cmp_1".into(), json!({"id": "cmp_1", "object": "company"}));
+        let out = shape(None, DEAL.relations).apply(record, &related).unwrap();
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "id",
+                "object",
+                "primary_contact_id",
+                "primary_contact",
+                "company_id",
+                "company",
+                "title"
+            ]
+        );
+        assert_eq!(out["primary_contact"], Value::Null);
+        assert_eq!(out["company"]["id"], "cmp_1");
+    }
+
+    #[test]
+    fn members_are_the_body_properties() {
+        assert!(CONTACT_MEMBERS.iter().any(|m| m == "email"));
+        assert!(DEAL_MEMBERS.iter().any(|m| m == "stage"));
+        assert!(ACTIVITY_MEMBERS.iter().any(|m| m == "contact_id"));
+        assert!(COMPANY_MEMBERS.iter().any(|m| m == "domain"));
+    }
+}
