@@ -337,7 +337,11 @@ async fn worker(w: usize, load: &Load, test: &str, live: &str) -> Result<()> {
                     }
                     break;
                 }
-                Ok(a) if a.status < 500 && a.status != 409 && a.status != 429 => {
+                Ok(a)
+                    if a.status < 500
+                        && a.status != 429
+                        && a.json()["code"] != "idempotency_in_progress" =>
+                {
                     bail!("create {idem} answered {}: {}", a.status, String::from_utf8_lossy(&a.body));
                 }
                 // Killed mid-request, a claim of the dead process, or not up yet: retry.

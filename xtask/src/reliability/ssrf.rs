@@ -93,12 +93,13 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path) -> Result<Vec
         store,
         check: "SSRF at registration and delivery".into(),
         figures: format!(
-            "registration: {} URLs (the corpus, and names the stub resolves to loopback), {} accepted{}; delivery: {} webhooks (each corpus URL written behind the API, and 2 names rebound after their check), {} refused before connecting; stub answered {} queries; connections at the internal target {}",
+            "registration: {} URLs (the corpus, and names the stub resolves to loopback), {} accepted{}; delivery: {} webhooks (each corpus URL written behind the API, and 2 names rebound after their check), {} refused before connecting{}; stub answered {} queries; connections at the internal target {}",
             o.registrations,
             o.accepted.len(),
             if o.accepted.is_empty() { String::new() } else { format!(" ({})", o.accepted.join(", ")) },
             o.delivery_webhooks,
             o.delivery_refused,
+            if o.not_refused.is_empty() { String::new() } else { format!(" (not: {})", o.not_refused.join("; ")) },
             o.stub_queries,
             o.connections,
         ),
@@ -112,6 +113,7 @@ struct Outcome {
     accepted: Vec<String>,
     delivery_webhooks: usize,
     delivery_refused: usize,
+    not_refused: Vec<String>,
     stub_queries: usize,
     connections: usize,
 }
@@ -208,14 +210,17 @@ async fn probe(
     loop {
         refused.clear();
         let mut attempted = 0;
-        for (id, _) in &hooks {
+        for (id, url) in &hooks {
             let a = request(&addr, Some(live), "GET", &format!("/v1/webhooks/{id}/deliveries"), &[], None).await?;
             let attempts = a.json()["data"].as_array().cloned().unwrap_or_default();
             if !attempts.is_empty() {
                 attempted += 1;
             }
             let all_refused = !attempts.is_empty() && attempts.iter().all(refused_before_connecting);
-            refused.insert(id.clone(), all_refused);
+            let note = (!all_refused).then(|| {
+                format!("{url:?}: {}", attempts.first().map(Value::to_string).unwrap_or_default())
+            });
+            refused.insert(id.clone(), note);
         }
         if attempted == hooks.len() || Instant::now() > deadline {
             break;
@@ -228,7 +233,8 @@ async fn probe(
         registrations: urls.len(),
         accepted,
         delivery_webhooks: hooks.len(),
-        delivery_refused: refused.values().filter(|r| **r).count(),
+        delivery_refused: refused.values().filter(|r| r.is_none()).count(),
+        not_refused: refused.values().flatten().cloned().collect(),
         stub_queries: stub.queries.load(Ordering::SeqCst),
         connections: targets.iter().map(|t| t.connections.load(Ordering::SeqCst)).sum(),
     })
@@ -237,9 +243,18 @@ async fn probe(
 /// An attempt stopped by the SSRF check, or one that found no route to the "public" address:
 /// either way, no connection to an internal address was made.
 fn refused_before_connecting(attempt: &Value) -> bool {
-    let text = attempt.to_string();
+    let error = attempt["error"].as_str().unwrap_or_default();
     attempt["response_status"].is_null()
-        && (text.contains("refused") || text.contains("unreachable") || text.contains("No route"))
+        && [
+            "refused",
+            "resolves to",
+            "is a",
+            "is an",
+            "unreachable",
+            "No route",
+        ]
+        .iter()
+        .any(|why| error.contains(why))
 }
 
 /// Writes each webhook's URL straight into the database, past the API's check.

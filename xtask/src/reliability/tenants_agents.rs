@@ -87,6 +87,19 @@ pub async fn matrix(
         lists: 0,
         leaks: Vec::new(),
     };
+    // The control: A's own key reads A's contact over both, and finds it in the list.
+    let own = json!({"id": ids.get("contacts").context("A's contact")?});
+    let contact = ids["contacts"].as_str();
+    for (transport, (ok, text)) in [
+        ("MCP", mcp(addr, Some(a_key), "svc_get_contact", &own).await?),
+        ("A2A", a2a(addr, Some(a_key), "svc_get_contact", &own).await?),
+        ("MCP", mcp(addr, Some(a_key), "svc_list_contacts", &json!({})).await?),
+        ("A2A", a2a(addr, Some(a_key), "svc_list_contacts", &json!({})).await?),
+    ] {
+        if !ok || !text.contains(contact) {
+            anyhow::bail!("the control failed: A's key does not read A's contact over {transport}: {text}");
+        }
+    }
     let a_ids: Vec<&String> = ids.values().collect();
     let leaks = |text: &str, what: String, leaks: &mut Vec<String>| {
         for id in &a_ids {
