@@ -22,6 +22,8 @@ use tokio::{
 pub struct Seen {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the whole request had arrived.
+    pub at: std::time::Instant,
 }
 
 impl Seen {
@@ -120,6 +122,7 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, reply: &'stat
             s.push(Seen {
                 headers,
                 body,
+                at: std::time::Instant::now(),
             });
         }
         let answer = format!(
