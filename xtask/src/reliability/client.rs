@@ -89,9 +89,11 @@ async fn exchange(
 fn parse(raw: &[u8]) -> Result<Answer> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut response = httparse::Response::new(&mut headers);
-    let httparse::Status::Complete(head) = response.parse(raw).context("the answer's head")?
-    else {
-        bail!("the connection closed before a whole answer ({} bytes)", raw.len());
+    let httparse::Status::Complete(head) = response.parse(raw).context("the answer's head")? else {
+        bail!(
+            "the connection closed before a whole answer ({} bytes)",
+            raw.len()
+        );
     };
     let status = response.code.unwrap_or(0);
     let headers: Vec<(String, String)> = response

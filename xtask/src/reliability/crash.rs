@@ -36,11 +36,22 @@ const ENV: &[(&str, &str)] = &[
 
 const STEPS: [&str; 2] = ["Step one", "Step two"];
 
-pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, quick: bool) -> Result<Vec<Row>> {
+pub fn run(
+    bin: &Path,
+    store: Store,
+    db_url: &str,
+    run_dir: &Path,
+    quick: bool,
+) -> Result<Vec<Row>> {
     let ws = super::workspace(bin, db_url)?;
     // Kills, the time between them, load workers and each worker's pause between creates.
     let (kills, every, workers, pause) = if quick {
-        (3, Duration::from_millis(1500), 4, Duration::from_millis(100))
+        (
+            3,
+            Duration::from_millis(1500),
+            4,
+            Duration::from_millis(100),
+        )
     } else {
         (10, Duration::from_secs(3), 8, Duration::from_millis(20))
     };
@@ -48,7 +59,12 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, quick: bool) 
     let db_url = db_url.to_owned();
     let logs = run_dir.join(format!("crash-{}", store.name()));
     std::fs::create_dir_all(&logs)?;
-    let c = block_on(async move { kill_under_load(&bin, &db_url, &logs, &ws, kills, every, workers, pause).await })?;
+    let c = block_on(async move {
+        kill_under_load(
+            &bin, &db_url, &logs, &ws, kills, every, workers, pause, quick,
+        )
+        .await
+    })?;
     let problems = c.lost
         + c.duplicated
         + c.records_without_event
@@ -61,7 +77,7 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, quick: bool) 
         store,
         check: "SIGKILL during creates, fan-out, sends".into(),
         figures: format!(
-            "{} SIGKILLs ({} with work in flight); {} creates acknowledged ({} after a retry): lost {}, made twice {}; records without their event {}, events without their record {}; {} deliveries: lost {}, doubled {} ({} the same delivery again, in flight at a kill: at least once); {} sequence sends: lost {}, doubled {} ({} sent again, in flight at a kill); drained in {:.1} s after the load",
+            "{} SIGKILLs ({} with work in flight); {} creates acknowledged ({} after a retry): lost {}, made twice {}; records without their event {}, events without their record {}; {} deliveries: lost {}, doubled {} ({} the same delivery again, in flight at a kill: at least once); {} sequence sends: lost {}, doubled {} ({} sent again, in flight at a kill), {} still queued when the row stopped waiting (claimed by a killed process, due again when its lease ends); drained in {:.1} s after the load",
             c.kills,
             c.kills_mid_work,
             c.acked,
@@ -78,10 +94,15 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path, quick: bool) 
             c.sends_lost,
             c.sends_doubled,
             c.sends_resent,
+            c.sends_pending,
             c.drained.as_secs_f64(),
         ),
-        target: "0 acknowledged lost, 0 records without events or the reverse, 0 deliveries or sends lost or doubled".into(),
-        passed: problems == 0 && c.kills_mid_work > 0,
+        target: if quick {
+            "0 acknowledged lost, 0 records without events or the reverse, 0 deliveries or sends lost or doubled (sends may be pending)".into()
+        } else {
+            "0 acknowledged lost, 0 records without events or the reverse, 0 deliveries or sends lost or doubled".into()
+        },
+        passed: problems == 0 && c.kills_mid_work > 0 && (quick || c.sends_pending == 0),
     }])
 }
 
@@ -104,6 +125,8 @@ struct Counts {
     sends_doubled: usize,
     /// Sent again after a kill landed between the provider's answer and its record.
     sends_resent: usize,
+    /// Not sent yet when the row stopped waiting, still queued: claimed by a killed process.
+    sends_pending: usize,
     drained: Duration,
 }
 
@@ -141,7 +164,11 @@ async fn start(bin: &Path, db_url: &str, log: &Path) -> Result<procs::Proc> {
 async fn must(addr: &str, key: &str, method: &str, path: &str, body: &Value) -> Result<Value> {
     let a = request(addr, Some(key), method, path, &[], Some(body)).await?;
     if !a.ok() {
-        bail!("{method} {path} answered {}: {}", a.status, String::from_utf8_lossy(&a.body));
+        bail!(
+            "{method} {path} answered {}: {}",
+            a.status,
+            String::from_utf8_lossy(&a.body)
+        );
     }
     Ok(a.json())
 }
@@ -155,14 +182,21 @@ async fn kill_under_load(
     every: Duration,
     workers: usize,
     pause: Duration,
+    quick: bool,
 ) -> Result<Counts> {
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let receiver = FakeHttp::start(loopback, "{}").await?;
     let provider = FakeHttp::start(loopback, r#"{"id":"msg_crash"}"#).await?;
     let mut server = start(bin, db_url, &logs.join("0.log")).await?;
     let addr = server.addr.clone();
-    must(&addr, &ws.test_key, "POST", "/v1/webhooks",
-        &json!({"url": format!("{}/hook", receiver.url()), "events": ["contact.created"]})).await?;
+    must(
+        &addr,
+        &ws.test_key,
+        "POST",
+        "/v1/webhooks",
+        &json!({"url": format!("{}/hook", receiver.url()), "events": ["contact.created"]}),
+    )
+    .await?;
     must(&addr, &ws.live_key, "POST", "/v1/connections",
         &json!({"provider": "resend", "api_key": "re_crash_row", "from": "crash@reliability.example", "base_url": provider.url()})).await?;
     let steps: Vec<Value> = STEPS
@@ -170,8 +204,14 @@ async fn kill_under_load(
         .enumerate()
         .map(|(i, s)| json!({"wait_seconds": i, "subject": s, "body": "b"}))
         .collect();
-    must(&addr, &ws.live_key, "POST", "/v1/sequences",
-        &json!({"name": "crash", "trigger": {"event": "contact.created"}, "steps": steps})).await?;
+    must(
+        &addr,
+        &ws.live_key,
+        "POST",
+        "/v1/sequences",
+        &json!({"name": "crash", "trigger": {"event": "contact.created"}, "steps": steps}),
+    )
+    .await?;
 
     let load = Arc::new(Load {
         addr: Mutex::new(addr),
@@ -182,7 +222,9 @@ async fn kill_under_load(
     let mut tasks = Vec::new();
     for w in 0..workers {
         let (load, test, live) = (load.clone(), ws.test_key.clone(), ws.live_key.clone());
-        tasks.push(tokio::spawn(async move { worker(w, &load, &test, &live, pause).await }));
+        tasks.push(tokio::spawn(async move {
+            worker(w, &load, &test, &live, pause).await
+        }));
     }
     let mut killed_at = Vec::new();
     let mut kills_mid_work = 0;
@@ -190,7 +232,8 @@ async fn kill_under_load(
         tokio::time::sleep(every).await;
         // Work in flight: creates unanswered, deliveries or sends not yet made.
         let acked = lock(&load.acked).len();
-        if acked > 0 && (receiver.requests().len() < acked / 2 || provider.requests().len() < acked) {
+        if acked > 0 && (receiver.requests().len() < acked / 2 || provider.requests().len() < acked)
+        {
             kills_mid_work += 1;
         }
         server.sigkill();
@@ -209,7 +252,14 @@ async fn kill_under_load(
 
     // Let the last server finish the fan-out and the sends.
     let live_count = acked.iter().filter(|a| a.0).count();
-    let deadline = Instant::now() + Duration::from_secs(180);
+    // The quick run does not wait out the lease of emails a killed process had claimed (on
+    // Postgres, 3 minutes: it must outlast a batch of slow sends); it counts them as pending.
+    let deadline = Instant::now()
+        + if quick {
+            Duration::from_secs(20)
+        } else {
+            Duration::from_secs(240)
+        };
     loop {
         let events = feed(&addr, &ws.test_key, "/v1/events?type=contact.created").await?;
         let delivered: BTreeSet<String> = receiver
@@ -217,14 +267,19 @@ async fn kill_under_load(
             .iter()
             .filter_map(|r| r.json()["id"].as_str().map(str::to_owned))
             .collect();
-        let done = events.iter().all(|e| delivered.contains(e["id"].as_str().unwrap_or("")))
+        let done = events
+            .iter()
+            .all(|e| delivered.contains(e["id"].as_str().unwrap_or("")))
             && provider.requests().len() >= live_count * STEPS.len();
         if done || Instant::now() > deadline {
             break;
         }
         eprintln!(
             "xtask reliability: crash: {} of {} events delivered, {} of {} sends made",
-            events.iter().filter(|e| delivered.contains(e["id"].as_str().unwrap_or(""))).count(),
+            events
+                .iter()
+                .filter(|e| delivered.contains(e["id"].as_str().unwrap_or("")))
+                .count(),
             events.len(),
             provider.requests().len(),
             live_count * STEPS.len()
@@ -253,6 +308,7 @@ async fn kill_under_load(
         sends_lost: 0,
         sends_doubled: 0,
         sends_resent: 0,
+        sends_pending: 0,
         drained,
     };
     let mut live_emails = Vec::new();
@@ -279,7 +335,10 @@ async fn kill_under_load(
                 c.events_without_record += 1;
             }
         }
-        c.records_without_event += ids.iter().filter(|id| per_record.get(*id) != Some(&1)).count();
+        c.records_without_event += ids
+            .iter()
+            .filter(|id| per_record.get(*id) != Some(&1))
+            .count();
         if live {
             live_emails = emails.keys().map(|e| (*e).to_owned()).collect();
         } else {
@@ -290,7 +349,10 @@ async fn kill_under_load(
             for r in receiver.requests() {
                 if let Some(id) = r.json()["id"].as_str() {
                     let delivery = r.header("svc-delivery").unwrap_or("").to_owned();
-                    per_event.entry(id.to_owned()).or_default().push((delivery, r.at));
+                    per_event
+                        .entry(id.to_owned())
+                        .or_default()
+                        .push((delivery, r.at));
                 }
             }
             c.deliveries = events.len();
@@ -317,12 +379,33 @@ async fn kill_under_load(
         let subject = v["subject"].as_str().unwrap_or("").to_owned();
         per_send.entry((to, subject)).or_default().push(r.at);
     }
+    // The emails the sequence made: one not sent yet is pending if it is still to be sent.
+    let mut recorded: BTreeMap<(String, String), String> = BTreeMap::new();
+    for e in feed(&addr, &ws.live_key, "/v1/emails").await? {
+        recorded.insert(
+            (
+                e["to"].as_str().unwrap_or("").to_owned(),
+                e["subject"].as_str().unwrap_or("").to_owned(),
+            ),
+            e["status"].as_str().unwrap_or("").to_owned(),
+        );
+    }
     for email in &live_emails {
         for step in STEPS {
             c.sends += 1;
-            match per_send.get(&(email.clone(), step.to_owned())) {
+            let key = (email.clone(), step.to_owned());
+            match per_send.get(&key) {
+                None if recorded
+                    .get(&key)
+                    .is_some_and(|s| s == "queued" || s == "sending") =>
+                {
+                    c.sends_pending += 1;
+                }
                 None => c.sends_lost += 1,
-                Some(at) if at.len() > 2 || (at.len() == 2 && !in_flight_at_a_kill(at[0], &killed_at)) => {
+                Some(at)
+                    if at.len() > 2
+                        || (at.len() == 2 && !in_flight_at_a_kill(at[0], &killed_at)) =>
+                {
                     c.sends_doubled += 1;
                 }
                 Some(at) if at.len() == 2 => c.sends_resent += 1,
@@ -342,7 +425,11 @@ async fn feed(addr: &str, key: &str, path: &str) -> Result<Vec<Value>> {
     loop {
         let a = request(addr, Some(key), "GET", &next, &[], None).await?;
         if a.status != 200 {
-            bail!("GET {next} answered {}: {}", a.status, String::from_utf8_lossy(&a.body));
+            bail!(
+                "GET {next} answered {}: {}",
+                a.status,
+                String::from_utf8_lossy(&a.body)
+            );
         }
         let page = a.json();
         items.extend(page["data"].as_array().cloned().unwrap_or_default());
@@ -372,8 +459,15 @@ async fn worker(w: usize, load: &Load, test: &str, live: &str, pause: Duration) 
                 bail!("create {idem} not acknowledged within 60 s");
             }
             let addr = lock(&load.addr).clone();
-            let answer = request(&addr, Some(key), "POST", "/v1/contacts",
-                &[("Idempotency-Key", &idem)], Some(&body)).await;
+            let answer = request(
+                &addr,
+                Some(key),
+                "POST",
+                "/v1/contacts",
+                &[("Idempotency-Key", &idem)],
+                Some(&body),
+            )
+            .await;
             match answer {
                 Ok(a) if a.ok() => {
                     let id = a.json()["id"].as_str().unwrap_or_default().to_owned();
@@ -388,7 +482,11 @@ async fn worker(w: usize, load: &Load, test: &str, live: &str, pause: Duration) 
                         && a.status != 429
                         && a.json()["code"] != "idempotency_in_progress" =>
                 {
-                    bail!("create {idem} answered {}: {}", a.status, String::from_utf8_lossy(&a.body));
+                    bail!(
+                        "create {idem} answered {}: {}",
+                        a.status,
+                        String::from_utf8_lossy(&a.body)
+                    );
                 }
                 // Killed mid-request, a claim of the dead process, or not up yet: retry.
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,

@@ -101,15 +101,34 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         // The rows that start servers of their own, one after another.
         type RowFn<'a> = Box<dyn Fn() -> Result<Vec<Row>> + 'a>;
         let more: [(&str, RowFn); 4] = [
-            ("crash", Box::new(|| crash::run(&bin, store, &db.url, &run_dir, quick))),
-            ("pg-restart", Box::new(|| pg_restart::run(&bin, store, &run_dir, quick))),
-            ("ssrf", Box::new(|| ssrf::run(&bin, store, &db.url, &run_dir))),
-            ("secrets", Box::new(|| secrets::run(&bin, store, &db.url, &run_dir))),
+            (
+                "crash",
+                Box::new(|| crash::run(&bin, store, &db.url, &run_dir, quick)),
+            ),
+            (
+                "pg-restart",
+                Box::new(|| pg_restart::run(&bin, store, &run_dir, quick)),
+            ),
+            (
+                "ssrf",
+                Box::new(|| ssrf::run(&bin, store, &db.url, &run_dir)),
+            ),
+            (
+                "secrets",
+                Box::new(|| secrets::run(&bin, store, &db.url, &run_dir)),
+            ),
         ];
         for (name, row) in more {
             if wants(name) {
                 if let Ok(done) = &mut result {
-                    match row() {
+                    let began = std::time::Instant::now();
+                    let outcome = row();
+                    eprintln!(
+                        "xtask reliability: {} {name}: {:.1} s",
+                        store.name(),
+                        began.elapsed().as_secs_f64()
+                    );
+                    match outcome {
                         Ok(rows) => done.extend(rows),
                         Err(e) => result = Err(e.context(format!("the {name} row"))),
                     }

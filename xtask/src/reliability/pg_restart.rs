@@ -55,7 +55,8 @@ pub fn run(bin: &Path, store: Store, run_dir: &Path, quick: bool) -> Result<Vec<
     let addr = server.addr.clone();
     let cluster = Arc::new(cluster);
     let c = cluster.clone();
-    let o = block_on(async move { restart_under_load(&addr, &ws.test_key, &c, before, down).await })?;
+    let o =
+        block_on(async move { restart_under_load(&addr, &ws.test_key, &c, before, down).await })?;
     let alive = Path::new(&format!("/proc/{pid}")).exists();
     drop(server);
     let passed = o.proper_503 > 0
@@ -133,7 +134,9 @@ async fn restart_under_load(
     let mut workers = Vec::new();
     for w in 0..8 {
         let (addr, key, shared) = (addr.to_owned(), key.to_owned(), shared.clone());
-        workers.push(tokio::spawn(async move { worker(w, &addr, &key, &shared).await }));
+        workers.push(tokio::spawn(async move {
+            worker(w, &addr, &key, &shared).await
+        }));
     }
     tokio::time::sleep(before).await;
     let c = cluster.clone();
@@ -152,7 +155,10 @@ async fn restart_under_load(
         .await
         .context("starting the cluster")??;
     let started = Instant::now();
-    *shared.started_again.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+    *shared
+        .started_again
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(started);
     let deadline = started + Duration::from_secs(30);
     while shared
         .first_ok_after_start
@@ -182,7 +188,15 @@ async fn restart_under_load(
     let mut lost = 0;
     let mut duplicated = 0;
     for (idem, id) in &acked {
-        let got = request(addr, Some(key), "GET", &format!("/v1/contacts/{id}"), &[], None).await?;
+        let got = request(
+            addr,
+            Some(key),
+            "GET",
+            &format!("/v1/contacts/{id}"),
+            &[],
+            None,
+        )
+        .await?;
         if got.status != 200 {
             lost += 1;
         }
@@ -296,7 +310,10 @@ async fn worker(w: usize, addr: &str, key: &str, shared: &Shared) -> Result<()> 
                         .push(format!(
                             "{} {}",
                             a.status,
-                            String::from_utf8_lossy(&a.body).chars().take(160).collect::<String>()
+                            String::from_utf8_lossy(&a.body)
+                                .chars()
+                                .take(160)
+                                .collect::<String>()
                         ));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -380,11 +397,15 @@ impl Cluster {
     }
 
     fn pg(&self, args: &[&str]) -> Result<()> {
-        let out = as_postgres(args)
-            .output()
-            .with_context(|| format!("{}: this row needs PostgreSQL's initdb and pg_ctl", args[0]))?;
+        let out = as_postgres(args).output().with_context(|| {
+            format!("{}: this row needs PostgreSQL's initdb and pg_ctl", args[0])
+        })?;
         if !out.status.success() {
-            bail!("{} failed: {}", args[0], String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "{} failed: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(())
     }
@@ -410,7 +431,9 @@ fn as_postgres(args: &[&str]) -> Command {
     let tool = crate::postgres::pg_tool(args[0]);
     if as_root() {
         let mut cmd = Command::new("runuser");
-        cmd.args(["-u", "postgres", "--"]).arg(tool).args(&args[1..]);
+        cmd.args(["-u", "postgres", "--"])
+            .arg(tool)
+            .args(&args[1..]);
         cmd
     } else {
         let mut cmd = Command::new(tool);

@@ -145,7 +145,10 @@ async fn must(
 }
 
 fn text(v: &Value, field: &str) -> Result<String> {
-    Ok(v[field].as_str().with_context(|| format!("{field} in {v}"))?.to_owned())
+    Ok(v[field]
+        .as_str()
+        .with_context(|| format!("{field} in {v}"))?
+        .to_owned())
 }
 
 async fn use_every_secret(addr: &str, ws: &procs::Workspace) -> Result<Used> {
@@ -185,8 +188,17 @@ async fn use_every_secret(addr: &str, ws: &procs::Workspace) -> Result<Used> {
         Some(&json!({"provider": "resend", "api_key": provider_key, "from": marker, "base_url": provider.url()})),
     )
     .await?;
-    must(addr, live, "POST", "/v1/automations", Some(&json!({"name": "welcome", "trigger_event": "contact.created",
-        "actions": [{"type": "send_email", "subject": "Welcome", "body": "<p>Hi</p>"}]}))).await?;
+    must(
+        addr,
+        live,
+        "POST",
+        "/v1/automations",
+        Some(
+            &json!({"name": "welcome", "trigger_event": "contact.created",
+        "actions": [{"type": "send_email", "subject": "Welcome", "body": "<p>Hi</p>"}]}),
+        ),
+    )
+    .await?;
     // Keys made over the API: one kept, one revoked.
     let made = must(
         addr,
@@ -258,16 +270,57 @@ async fn use_every_secret(addr: &str, ws: &procs::Workspace) -> Result<Used> {
     for (key, method, path, body) in [
         (Some(revoked_secret.as_str()), "GET", "/v1/contacts", None),
         (Some(wrong.as_str()), "GET", "/v1/contacts", None),
-        (Some(revoked_secret.as_str()), "POST", "/mcp", Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))),
-        (Some(live), "POST", "/v1/connections", Some(json!({"provider": "nope", "api_key": provider_key, "from": "a@b.example"}))),
-        (Some(live), "POST", "/v1/connections", Some(json!({"provider": "resend", "api_key": provider_key, "from": "not an address"}))),
-        (Some(live), "POST", "/v1/connections", Some(json!({"provider": "resend", "api_key": provider_key, "from": "a@b.example", "base_url": "ftp://x"}))),
-        (Some(test), "POST", "/v1/webhooks", Some(json!({"url": "ftp://x", "events": ["contact.created"], "secret": secret}))),
-        (Some(test), "POST", "/v1/keys", Some(json!({"name": made_secret, "scopes": ["nope"]}))),
-        (Some(test), "GET", &format!("/v1/contacts?q={}&limit=x", secret), None),
+        (
+            Some(revoked_secret.as_str()),
+            "POST",
+            "/mcp",
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+        ),
+        (
+            Some(live),
+            "POST",
+            "/v1/connections",
+            Some(json!({"provider": "nope", "api_key": provider_key, "from": "a@b.example"})),
+        ),
+        (
+            Some(live),
+            "POST",
+            "/v1/connections",
+            Some(json!({"provider": "resend", "api_key": provider_key, "from": "not an address"})),
+        ),
+        (
+            Some(live),
+            "POST",
+            "/v1/connections",
+            Some(
+                json!({"provider": "resend", "api_key": provider_key, "from": "a@b.example", "base_url": "ftp://x"}),
+            ),
+        ),
+        (
+            Some(test),
+            "POST",
+            "/v1/webhooks",
+            Some(json!({"url": "ftp://x", "events": ["contact.created"], "secret": secret})),
+        ),
+        (
+            Some(test),
+            "POST",
+            "/v1/keys",
+            Some(json!({"name": made_secret, "scopes": ["nope"]})),
+        ),
+        (
+            Some(test),
+            "GET",
+            &format!("/v1/contacts?q={}&limit=x", secret),
+            None,
+        ),
     ] {
         let headers: &[(&str, &str)] = if path == "/mcp" {
-            &[("accept", "application/json, text/event-stream"), ("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/list")]
+            &[
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/list"),
+            ]
         } else {
             &[]
         };

@@ -41,34 +41,95 @@ const PUBLIC_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0x4860, 0x4860, 0, 0, 0, 0, 0x
 
 /// Every URL the `crm-domain` `ssrf` tests hold refused under the live policy.
 const CORPUS: &[&str] = &[
-    "https://127.0.0.1/", "https://127.0.0.1:8443/hook", "https://2130706433/",
-    "https://0x7f000001/", "https://0x7f.1/", "https://0x7F.0x0.0x0.0x1/", "https://0177.0.0.1/",
-    "https://0177.0000.0000.0001/", "https://017700000001/", "https://127.1/", "https://127.0.1/",
-    "https://127.000.000.001/", "https://127.255.255.254/", "https://%31%32%37%2e%30%2e%30%2e%31/",
-    "https://[::1]/", "https://[0:0:0:0:0:0:0:1]/", "https://localhost/", "https://LOCALHOST./",
-    "https://api.localhost/", "https://ｌｏｃａｌｈｏｓｔ/", "https://0.0.0.0/", "https://0/",
-    "https://[::]/", "https://10.0.0.1/", "https://10.255.255.255/", "https://172.16.0.1/",
-    "https://172.31.255.255/", "https://192.168.1.1/", "https://3232235777/", "https://100.64.0.1/",
-    "https://100.127.255.254/", "https://169.254.1.1/", "https://[fe80::1]/", "https://[fec0::1]/",
-    "https://[fc00::1]/", "https://[fd12:3456:789a::1]/", "https://[::ffff:127.0.0.1]/",
-    "https://[::ffff:7f00:1]/", "https://[::ffff:169.254.169.254]/", "https://[::ffff:8.8.8.8]/",
-    "https://[::127.0.0.1]/", "https://[::10.0.0.1]/", "https://[64:ff9b::7f00:1]/",
-    "https://[64:ff9b::808:808]/", "https://[64:ff9b:1::1]/", "https://[2002:7f00:1::]/",
-    "https://[2002:0808:0808::1]/", "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
-    "https://169.254.169.254/latest/meta-data/", "https://0xa9fea9fe/", "https://2852039166/",
-    "https://0251.0376.0251.0376/", "https://169.254.170.2/v2/credentials",
-    "https://100.100.100.200/", "https://192.0.0.192/", "https://[fd00:ec2::254]/",
-    "https://metadata.google.internal/computeMetadata/v1/", "https://METADATA.GOOGLE.INTERNAL./",
-    "https://metadata/", "https://metadata.goog/", "https://instance-data.ec2.internal/",
-    "https://224.0.0.1/", "https://239.255.255.250/", "https://255.255.255.255/",
-    "https://4294967295/", "https://240.0.0.1/", "https://192.0.2.1/", "https://198.51.100.7/",
-    "https://203.0.113.9/", "https://198.18.0.1/", "https://[ff02::1]/", "https://[2001:db8::1]/",
-    "https://[100::1]/", "https://printer.local/", "https://db.internal/",
-    "https://router.home.arpa/", "https://intranet/", "https://example.com@127.0.0.1/",
-    "https://user:pass@example.com/", "https://example.com:443@169.254.169.254/",
-    "https://127.0.0.1\\@example.com/", "https://evil.com%40127.0.0.1/", "http://example.com/",
-    "ftp://example.com/", "file:///etc/passwd", "gopher://example.com/", "javascript:alert(1)",
-    "not a url", "",
+    "https://127.0.0.1/",
+    "https://127.0.0.1:8443/hook",
+    "https://2130706433/",
+    "https://0x7f000001/",
+    "https://0x7f.1/",
+    "https://0x7F.0x0.0x0.0x1/",
+    "https://0177.0.0.1/",
+    "https://0177.0000.0000.0001/",
+    "https://017700000001/",
+    "https://127.1/",
+    "https://127.0.1/",
+    "https://127.000.000.001/",
+    "https://127.255.255.254/",
+    "https://%31%32%37%2e%30%2e%30%2e%31/",
+    "https://[::1]/",
+    "https://[0:0:0:0:0:0:0:1]/",
+    "https://localhost/",
+    "https://LOCALHOST./",
+    "https://api.localhost/",
+    "https://ｌｏｃａｌｈｏｓｔ/",
+    "https://0.0.0.0/",
+    "https://0/",
+    "https://[::]/",
+    "https://10.0.0.1/",
+    "https://10.255.255.255/",
+    "https://172.16.0.1/",
+    "https://172.31.255.255/",
+    "https://192.168.1.1/",
+    "https://3232235777/",
+    "https://100.64.0.1/",
+    "https://100.127.255.254/",
+    "https://169.254.1.1/",
+    "https://[fe80::1]/",
+    "https://[fec0::1]/",
+    "https://[fc00::1]/",
+    "https://[fd12:3456:789a::1]/",
+    "https://[::ffff:127.0.0.1]/",
+    "https://[::ffff:7f00:1]/",
+    "https://[::ffff:169.254.169.254]/",
+    "https://[::ffff:8.8.8.8]/",
+    "https://[::127.0.0.1]/",
+    "https://[::10.0.0.1]/",
+    "https://[64:ff9b::7f00:1]/",
+    "https://[64:ff9b::808:808]/",
+    "https://[64:ff9b:1::1]/",
+    "https://[2002:7f00:1::]/",
+    "https://[2002:0808:0808::1]/",
+    "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://0xa9fea9fe/",
+    "https://2852039166/",
+    "https://0251.0376.0251.0376/",
+    "https://169.254.170.2/v2/credentials",
+    "https://100.100.100.200/",
+    "https://192.0.0.192/",
+    "https://[fd00:ec2::254]/",
+    "https://metadata.google.internal/computeMetadata/v1/",
+    "https://METADATA.GOOGLE.INTERNAL./",
+    "https://metadata/",
+    "https://metadata.goog/",
+    "https://instance-data.ec2.internal/",
+    "https://224.0.0.1/",
+    "https://239.255.255.250/",
+    "https://255.255.255.255/",
+    "https://4294967295/",
+    "https://240.0.0.1/",
+    "https://192.0.2.1/",
+    "https://198.51.100.7/",
+    "https://203.0.113.9/",
+    "https://198.18.0.1/",
+    "https://[ff02::1]/",
+    "https://[2001:db8::1]/",
+    "https://[100::1]/",
+    "https://printer.local/",
+    "https://db.internal/",
+    "https://router.home.arpa/",
+    "https://intranet/",
+    "https://example.com@127.0.0.1/",
+    "https://user:pass@example.com/",
+    "https://example.com:443@169.254.169.254/",
+    "https://127.0.0.1\\@example.com/",
+    "https://evil.com%40127.0.0.1/",
+    "http://example.com/",
+    "ftp://example.com/",
+    "file:///etc/passwd",
+    "gopher://example.com/",
+    "javascript:alert(1)",
+    "not a url",
+    "",
 ];
 
 /// Names the stub answers, and how.
@@ -82,7 +143,10 @@ pub fn run(bin: &Path, store: Store, db_url: &str, run_dir: &Path) -> Result<Vec
     let dir = run_dir.join(format!("ssrf-{}", store.name()));
     std::fs::create_dir_all(&dir)?;
     let resolv = dir.join("resolv.conf");
-    std::fs::write(&resolv, format!("nameserver {STUB}\noptions timeout:1 attempts:2\n"))?;
+    std::fs::write(
+        &resolv,
+        format!("nameserver {STUB}\noptions timeout:1 attempts:2\n"),
+    )?;
     let (bin, db_url) = (bin.to_owned(), db_url.to_owned());
     let o = block_on(async move { probe(&bin, &db_url, &dir, &resolv, &ws).await })?;
     let passed = o.accepted.is_empty()
@@ -154,7 +218,12 @@ async fn probe(
                 .with_context(|| format!("the internal target on {bind}"))?,
         );
     }
-    let (b, d, l, r) = (bin.to_owned(), db_url.to_owned(), dir.join("server.log"), resolv.to_owned());
+    let (b, d, l, r) = (
+        bin.to_owned(),
+        db_url.to_owned(),
+        dir.join("server.log"),
+        resolv.to_owned(),
+    );
     let server = tokio::task::spawn_blocking(move || start_server(&b, &d, &l, &r))
         .await
         .context("starting the server")??;
@@ -163,8 +232,15 @@ async fn probe(
     let register = |url: String| {
         let addr = addr.clone();
         async move {
-            request(&addr, Some(live), "POST", "/v1/webhooks", &[],
-                Some(&json!({"url": url, "events": ["contact.created"]}))).await
+            request(
+                &addr,
+                Some(live),
+                "POST",
+                "/v1/webhooks",
+                &[],
+                Some(&json!({"url": url, "events": ["contact.created"]})),
+            )
+            .await
         }
     };
 
@@ -186,7 +262,13 @@ async fn probe(
         let a = register(format!("https://public-{i}.ssrf.test/hook")).await?;
         let id = a.json()["id"]
             .as_str()
-            .with_context(|| format!("registering a public name answered {}: {}", a.status, String::from_utf8_lossy(&a.body)))?
+            .with_context(|| {
+                format!(
+                    "registering a public name answered {}: {}",
+                    a.status,
+                    String::from_utf8_lossy(&a.body)
+                )
+            })?
             .to_owned();
         hooks.push((id, (*url).to_owned()));
     }
@@ -199,8 +281,15 @@ async fn probe(
             .to_owned();
         hooks.push((id, name.to_owned()));
     }
-    let event = request(&addr, Some(live), "POST", "/v1/contacts", &[],
-        Some(&json!({"email": "ssrf@reliability.example"}))).await?;
+    let event = request(
+        &addr,
+        Some(live),
+        "POST",
+        "/v1/contacts",
+        &[],
+        Some(&json!({"email": "ssrf@reliability.example"})),
+    )
+    .await?;
     if !event.ok() {
         bail!("the live contact answered {}", event.status);
     }
@@ -211,14 +300,26 @@ async fn probe(
         refused.clear();
         let mut attempted = 0;
         for (id, url) in &hooks {
-            let a = request(&addr, Some(live), "GET", &format!("/v1/webhooks/{id}/deliveries"), &[], None).await?;
+            let a = request(
+                &addr,
+                Some(live),
+                "GET",
+                &format!("/v1/webhooks/{id}/deliveries"),
+                &[],
+                None,
+            )
+            .await?;
             let attempts = a.json()["data"].as_array().cloned().unwrap_or_default();
             if !attempts.is_empty() {
                 attempted += 1;
             }
-            let all_refused = !attempts.is_empty() && attempts.iter().all(refused_before_connecting);
+            let all_refused =
+                !attempts.is_empty() && attempts.iter().all(refused_before_connecting);
             let note = (!all_refused).then(|| {
-                format!("{url:?}: {}", attempts.first().map(Value::to_string).unwrap_or_default())
+                format!(
+                    "{url:?}: {}",
+                    attempts.first().map(Value::to_string).unwrap_or_default()
+                )
             });
             refused.insert(id.clone(), note);
         }
@@ -236,7 +337,10 @@ async fn probe(
         delivery_refused: refused.values().filter(|r| r.is_none()).count(),
         not_refused: refused.values().flatten().cloned().collect(),
         stub_queries: stub.queries.load(Ordering::SeqCst),
-        connections: targets.iter().map(|t| t.connections.load(Ordering::SeqCst)).sum(),
+        connections: targets
+            .iter()
+            .map(|t| t.connections.load(Ordering::SeqCst))
+            .sum(),
     })
 }
 
@@ -264,12 +368,20 @@ async fn set_urls(db_url: &str, hooks: &[(String, String)]) -> Result<()> {
     if db_url.starts_with("sqlite:") {
         let mut conn = sqlx::SqliteConnection::connect(db_url).await?;
         for (id, url) in hooks {
-            sqlx::query(SQL).bind(url).bind(id).execute(&mut conn).await?;
+            sqlx::query(SQL)
+                .bind(url)
+                .bind(id)
+                .execute(&mut conn)
+                .await?;
         }
     } else {
         let mut conn = sqlx::PgConnection::connect(db_url).await?;
         for (id, url) in hooks {
-            sqlx::query(SQL).bind(url).bind(id).execute(&mut conn).await?;
+            sqlx::query(SQL)
+                .bind(url)
+                .bind(id)
+                .execute(&mut conn)
+                .await?;
         }
     }
     Ok(())

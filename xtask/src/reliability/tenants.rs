@@ -58,7 +58,13 @@ pub fn run(
 }
 
 fn agents_row(store: Store, o: &super::tenants_agents::Outcome) -> Row {
-    let notes: Vec<String> = o.successes.iter().chain(&o.leaks).take(8).cloned().collect();
+    let notes: Vec<String> = o
+        .successes
+        .iter()
+        .chain(&o.leaks)
+        .take(8)
+        .cloned()
+        .collect();
     Row {
         store,
         check: "tenant matrix (MCP, A2A)".into(),

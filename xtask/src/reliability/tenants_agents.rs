@@ -27,7 +27,12 @@ const MCP_HEADERS: [(&str, &str); 3] = [
 ];
 
 /// A tool call over MCP: whether it succeeded, and the whole answer as text.
-async fn mcp(addr: &str, key: Option<&str>, tool: &str, arguments: &Value) -> Result<(bool, String)> {
+async fn mcp(
+    addr: &str,
+    key: Option<&str>,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(bool, String)> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments}});
     let a = request(addr, key, "POST", "/mcp", &MCP_HEADERS, Some(&body)).await?;
@@ -36,14 +41,36 @@ async fn mcp(addr: &str, key: Option<&str>, tool: &str, arguments: &Value) -> Re
     Ok((ok, String::from_utf8_lossy(&a.body).into_owned()))
 }
 
-async fn a2a_call(addr: &str, key: Option<&str>, method: &str, params: Value) -> Result<(u16, Value, String)> {
+async fn a2a_call(
+    addr: &str,
+    key: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Result<(u16, Value, String)> {
     let body = json!({"jsonrpc": "2.0", "id": "r1", "method": method, "params": params});
-    let a = request(addr, key, "POST", "/a2a", &[("a2a-version", "1.0")], Some(&body)).await?;
-    Ok((a.status, a.json(), String::from_utf8_lossy(&a.body).into_owned()))
+    let a = request(
+        addr,
+        key,
+        "POST",
+        "/a2a",
+        &[("a2a-version", "1.0")],
+        Some(&body),
+    )
+    .await?;
+    Ok((
+        a.status,
+        a.json(),
+        String::from_utf8_lossy(&a.body).into_owned(),
+    ))
 }
 
 /// A tool call as an A2A message: whether its task completed, and the whole answer as text.
-async fn a2a(addr: &str, key: Option<&str>, tool: &str, arguments: &Value) -> Result<(bool, String)> {
+async fn a2a(
+    addr: &str,
+    key: Option<&str>,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(bool, String)> {
     let params = json!({"message": {"messageId": "m1", "role": "ROLE_USER",
         "parts": [{"data": {"tool": tool, "arguments": arguments}}]}});
     let (status, v, text) = a2a_call(addr, key, "SendMessage", params).await?;
@@ -91,13 +118,27 @@ pub async fn matrix(
     let own = json!({"id": ids.get("contacts").context("A's contact")?});
     let contact = ids["contacts"].as_str();
     for (transport, (ok, text)) in [
-        ("MCP", mcp(addr, Some(a_key), "svc_get_contact", &own).await?),
-        ("A2A", a2a(addr, Some(a_key), "svc_get_contact", &own).await?),
-        ("MCP", mcp(addr, Some(a_key), "svc_list_contacts", &json!({})).await?),
-        ("A2A", a2a(addr, Some(a_key), "svc_list_contacts", &json!({})).await?),
+        (
+            "MCP",
+            mcp(addr, Some(a_key), "svc_get_contact", &own).await?,
+        ),
+        (
+            "A2A",
+            a2a(addr, Some(a_key), "svc_get_contact", &own).await?,
+        ),
+        (
+            "MCP",
+            mcp(addr, Some(a_key), "svc_list_contacts", &json!({})).await?,
+        ),
+        (
+            "A2A",
+            a2a(addr, Some(a_key), "svc_list_contacts", &json!({})).await?,
+        ),
     ] {
         if !ok || !text.contains(contact) {
-            anyhow::bail!("the control failed: A's key does not read A's contact over {transport}: {text}");
+            anyhow::bail!(
+                "the control failed: A's key does not read A's contact over {transport}: {text}"
+            );
         }
     }
     let a_ids: Vec<&String> = ids.values().collect();
@@ -109,12 +150,16 @@ pub async fn matrix(
         }
     };
     for (template, item) in paths {
-        let Some(item) = item.as_object() else { continue };
+        let Some(item) = item.as_object() else {
+            continue;
+        };
         for (method, op) in item {
             if op.get("x-alias-of").is_some() {
                 continue;
             }
-            let Some(tool) = op["operationId"].as_str() else { continue };
+            let Some(tool) = op["operationId"].as_str() else {
+                continue;
+            };
             if !template.contains('{') {
                 if method == "get" {
                     let args = if template == "/search" {
@@ -132,7 +177,9 @@ pub async fn matrix(
                 }
                 continue;
             }
-            let Some(args) = arguments(template, ids) else { continue };
+            let Some(args) = arguments(template, ids) else {
+                continue;
+            };
             let args = Value::Object(args);
             o.operations += 1;
             for (who, key) in attackers {
@@ -156,7 +203,8 @@ pub async fn matrix(
         o.attempts += 1;
         let (status, v, _) = a2a_call(addr, *key, "GetTask", json!({"id": task})).await?;
         if status == 200 && v["result"]["id"] == task {
-            o.successes.push(format!("A2A GetTask of A's task with {who}"));
+            o.successes
+                .push(format!("A2A GetTask of A's task with {who}"));
         }
     }
     Ok(o)
