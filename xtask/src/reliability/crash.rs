@@ -44,27 +44,28 @@ pub fn run(
     quick: bool,
 ) -> Result<Vec<Row>> {
     let ws = super::workspace(bin, db_url)?;
-    // Kills, the time between them, load workers and each worker's pause between creates.
-    let (kills, every, workers, pause) = if quick {
-        (
-            3,
-            Duration::from_millis(1500),
-            4,
-            Duration::from_millis(100),
-        )
+    let plan = if quick {
+        Plan {
+            kills: 3,
+            every: Duration::from_millis(1500),
+            workers: 4,
+            pause: Duration::from_millis(100),
+            quick,
+        }
     } else {
-        (10, Duration::from_secs(3), 8, Duration::from_millis(20))
+        Plan {
+            kills: 10,
+            every: Duration::from_secs(3),
+            workers: 8,
+            pause: Duration::from_millis(20),
+            quick,
+        }
     };
     let bin = bin.to_owned();
     let db_url = db_url.to_owned();
     let logs = run_dir.join(format!("crash-{}", store.name()));
     std::fs::create_dir_all(&logs)?;
-    let c = block_on(async move {
-        kill_under_load(
-            &bin, &db_url, &logs, &ws, kills, every, workers, pause, quick,
-        )
-        .await
-    })?;
+    let c = block_on(async move { kill_under_load(&bin, &db_url, &logs, &ws, &plan).await })?;
     let problems = c.lost
         + c.duplicated
         + c.records_without_event
@@ -104,6 +105,17 @@ pub fn run(
         },
         passed: problems == 0 && c.kills_mid_work > 0 && (quick || c.sends_pending == 0),
     }])
+}
+
+/// How hard the row pushes: kills, the time between them, load workers and each worker's
+/// pause between creates; the quick run does not wait out the email lease.
+#[derive(Clone, Copy)]
+struct Plan {
+    kills: usize,
+    every: Duration,
+    workers: usize,
+    pause: Duration,
+    quick: bool,
 }
 
 struct Counts {
@@ -178,12 +190,15 @@ async fn kill_under_load(
     db_url: &str,
     logs: &Path,
     ws: &procs::Workspace,
-    kills: usize,
-    every: Duration,
-    workers: usize,
-    pause: Duration,
-    quick: bool,
+    plan: &Plan,
 ) -> Result<Counts> {
+    let Plan {
+        kills,
+        every,
+        workers,
+        pause,
+        quick,
+    } = *plan;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let receiver = FakeHttp::start(loopback, "{}").await?;
     let provider = FakeHttp::start(loopback, r#"{"id":"msg_crash"}"#).await?;
