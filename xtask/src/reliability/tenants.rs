@@ -3,7 +3,9 @@
 //! must not reach them: workspace B's, A's other mode's, a revoked key of A, no key, and a key of
 //! A without the scope. None may succeed. Then every list, the search and the event feed read
 //! with B's key and A's live key must hold none of A's ids, a batch of B must not touch A's
-//! contact, and A's records must still be at version 1.
+//! contact, and A's records must still be at version 1. The same records and keys go through MCP
+//! and A2A (`tenants_agents.rs`) first, so that the version check at the end covers the agent
+//! calls too.
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
