@@ -282,10 +282,22 @@ async fn kill_under_load(
             .iter()
             .filter_map(|r| r.json()["id"].as_str().map(str::to_owned))
             .collect();
+        // Distinct (recipient, step) pairs: a send made again must not stand in for one not made.
+        let sent: BTreeSet<(String, String)> = provider
+            .requests()
+            .iter()
+            .map(|r| {
+                let v = r.json();
+                (
+                    v["to"][0].as_str().unwrap_or("").to_owned(),
+                    v["subject"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
         let done = events
             .iter()
             .all(|e| delivered.contains(e["id"].as_str().unwrap_or("")))
-            && provider.requests().len() >= live_count * STEPS.len();
+            && sent.len() >= live_count * STEPS.len();
         if done || Instant::now() > deadline {
             break;
         }
@@ -296,7 +308,7 @@ async fn kill_under_load(
                 .filter(|e| delivered.contains(e["id"].as_str().unwrap_or("")))
                 .count(),
             events.len(),
-            provider.requests().len(),
+            sent.len(),
             live_count * STEPS.len()
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
