@@ -541,7 +541,8 @@ async fn a2a_answers_completed_failed_and_rejected_tasks(s: Server) {
     assert_eq!(unknown.ok(200)["error"]["code"], -32601);
 }
 
-/// A task belongs to the workspace and mode that created it, as every record does.
+/// A task belongs to the workspace and mode that created it, as every record does, and is read
+/// only with a key that may run its operation.
 async fn a2a_tasks_are_visible_only_to_their_workspace_and_mode(s: Server) {
     let task = a2a(
         &s,
@@ -560,6 +561,21 @@ async fn a2a_tasks_are_visible_only_to_their_workspace_and_mode(s: Server) {
             "another tenant's task is not found"
         );
     }
+    // A key of the same workspace and mode that may not list contacts may not read the list
+    // through the task either.
+    let narrow = s
+        .post("/keys", json!({"name": "narrow", "scopes": ["usage:read"]}))
+        .await
+        .ok(201)["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let res = a2a(&s, Some(&narrow), "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        res.ok(200)["error"]["code"],
+        -32001,
+        "a key without the task's scope does not read it"
+    );
     let mine = a2a(&s, Some(&s.keys.test), "GetTask", json!({"id": id})).await;
     assert_eq!(mine.ok(200)["result"]["id"], id);
 }

@@ -119,7 +119,7 @@ fn host_port(url: &str) -> Option<String> {
 }
 
 /// `initdb`/`pg_ctl` from PATH, or from Debian's versioned directories.
-fn pg_tool(name: &str) -> PathBuf {
+pub(crate) fn pg_tool(name: &str) -> PathBuf {
     if crate::has_command(name, "--version") {
         return PathBuf::from(name);
     }

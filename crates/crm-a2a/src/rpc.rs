@@ -189,6 +189,17 @@ fn get(agent: &Agent, caller: &Caller, wire: Wire, params: &Value) -> Result<Val
         .tasks
         .get(&caller.tenant, id)
         .ok_or_else(|| not_found(id))?;
+    // A task holds its operation's answer: a key that may not run the operation may not read
+    // it either (a key of the workspace with other scopes would read records through it).
+    let allowed = task.tool.as_deref().is_none_or(|tool| {
+        crm_api::catalog()
+            .iter()
+            .find(|op| op.name == tool)
+            .is_none_or(|op| caller.require(op.scope).is_ok())
+    });
+    if !allowed {
+        return Err(not_found(id));
+    }
     Ok(task.render(wire, history_length(params.get("historyLength"))))
 }
 

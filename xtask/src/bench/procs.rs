@@ -13,6 +13,8 @@ use anyhow::{bail, Context, Result};
 pub struct Proc {
     child: Child,
     pub addr: String,
+    /// Killed and reaped already: nothing left to stop.
+    killed: bool,
 }
 
 impl Proc {
@@ -40,7 +42,18 @@ impl Proc {
         };
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Ok(Proc { child, addr })
+        Ok(Proc {
+            child,
+            addr,
+            killed: false,
+        })
+    }
+
+    /// SIGKILL, as a crash: the process dies at once, whatever it was doing.
+    pub fn sigkill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.killed = true;
     }
 
     pub fn pid(&self) -> u32 {
@@ -69,6 +82,9 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if self.killed {
+            return;
+        }
         // Our own child, by its pid: SIGTERM for a clean shutdown, then wait a little.
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())

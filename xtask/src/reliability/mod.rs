@@ -3,14 +3,22 @@
 //! `--quick` (run by `cargo xtask test`) uses the debug build and smaller numbers, and checks
 //! only that the server keeps answering; the full run holds the figures to their targets.
 //!
-//! Rows built so far: the tenant matrix over REST (`tenants.rs`), the abuse row (`abuse.rs`)
-//! and the schemathesis row (`schemathesis.rs`); `--only tenants|abuse|schemathesis` runs one;
-//! the schemathesis row runs only when asked for until the document passes it. The others of
-//! docs/reliability.md are covered by black-box tests of their own until they join this command.
+//! Rows: the tenant matrix over REST, MCP and A2A (`tenants.rs`, `tenants_agents.rs`), abuse
+//! (`abuse.rs`), SIGKILL under load (`crash.rs`), a Postgres restart (`pg_restart.rs`), SSRF
+//! through a resolver stub (`ssrf.rs`), secrets (`secrets.rs`) and schemathesis
+//! (`schemathesis.rs`); `--only <row>` runs one; the schemathesis row runs only when asked for
+//! until the document passes it.
 
 mod abuse;
+mod client;
+mod crash;
+mod fakes;
+mod pg_restart;
 mod schemathesis;
+mod secrets;
+mod ssrf;
 mod tenants;
+mod tenants_agents;
 
 use std::path::{Path, PathBuf};
 
@@ -46,8 +54,17 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .map(String::as_str);
-    if let Some(row) = only.filter(|r| !["tenants", "abuse", "schemathesis"].contains(r)) {
-        bail!("--only takes tenants, abuse or schemathesis, not {row}");
+    const ROWS: [&str; 7] = [
+        "tenants",
+        "abuse",
+        "crash",
+        "pg-restart",
+        "ssrf",
+        "secrets",
+        "schemathesis",
+    ];
+    if let Some(row) = only.filter(|r| !ROWS.contains(r)) {
+        bail!("--only takes one of {}, not {row}", ROWS.join(", "));
     }
     // The schemathesis row joins the default rows (and so `cargo xtask test`) once the document
     // has no failure left; until then it runs only when asked for.
@@ -78,6 +95,43 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
                 match abuse::run(&bin, store, &db.url, &run_dir, quick, open_files) {
                     Ok(rows) => done.extend(rows),
                     Err(e) => result = Err(e),
+                }
+            }
+        }
+        // The rows that start servers of their own, one after another.
+        type RowFn<'a> = Box<dyn Fn() -> Result<Vec<Row>> + 'a>;
+        let more: [(&str, RowFn); 4] = [
+            (
+                "crash",
+                Box::new(|| crash::run(&bin, store, &db.url, &run_dir, quick)),
+            ),
+            (
+                "pg-restart",
+                Box::new(|| pg_restart::run(&bin, store, &run_dir, quick)),
+            ),
+            (
+                "ssrf",
+                Box::new(|| ssrf::run(&bin, store, &db.url, &run_dir)),
+            ),
+            (
+                "secrets",
+                Box::new(|| secrets::run(&bin, store, &db.url, &run_dir)),
+            ),
+        ];
+        for (name, row) in more {
+            if wants(name) {
+                if let Ok(done) = &mut result {
+                    let began = std::time::Instant::now();
+                    let outcome = row();
+                    eprintln!(
+                        "xtask reliability: {} {name}: {:.1} s",
+                        store.name(),
+                        began.elapsed().as_secs_f64()
+                    );
+                    match outcome {
+                        Ok(rows) => done.extend(rows),
+                        Err(e) => result = Err(e.context(format!("the {name} row"))),
+                    }
                 }
             }
         }

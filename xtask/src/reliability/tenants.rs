@@ -3,7 +3,9 @@
 //! must not reach them: workspace B's, A's other mode's, a revoked key of A, no key, and a key of
 //! A without the scope. None may succeed. Then every list, the search and the event feed read
 //! with B's key and A's live key must hold none of A's ids, a batch of B must not touch A's
-//! contact, and A's records must still be at version 1.
+//! contact, and A's records must still be at version 1. The same records and keys go through MCP
+//! and A2A (`tenants_agents.rs`) first, so that the version check at the end covers the agent
+//! calls too.
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
@@ -39,7 +41,8 @@ pub fn run(
     notes.extend(outcome.successes.iter().take(5).cloned());
     notes.extend(outcome.leaks.iter().take(5).cloned());
     notes.extend(outcome.changed.iter().cloned());
-    Ok(vec![Row {
+    Ok(vec![
+        Row {
         store,
         check: "tenant matrix (REST)".into(),
         figures: format!(
@@ -53,7 +56,32 @@ pub fn run(
         ),
         target: "0 successes, 0 foreign ids".into(),
         passed,
-    }])
+    }, agents_row(store, &outcome.agents)])
+}
+
+fn agents_row(store: Store, o: &super::tenants_agents::Outcome) -> Row {
+    let notes: Vec<String> = o
+        .successes
+        .iter()
+        .chain(&o.leaks)
+        .take(8)
+        .cloned()
+        .collect();
+    Row {
+        store,
+        check: "tenant matrix (MCP, A2A)".into(),
+        figures: format!(
+            "{} tools × 5 keys × 2 transports + A's A2A task × 5 keys = {} attempts, {} succeeded; {} list, search, event and usage results read as B and as A live, {} leaked an id of A{}",
+            o.operations,
+            o.attempts,
+            o.successes.len(),
+            o.lists,
+            o.leaks.len(),
+            if notes.is_empty() { String::new() } else { format!(": {}", notes.join("; ")) }
+        ),
+        target: "0 successes, 0 foreign ids".into(),
+        passed: o.successes.is_empty() && o.leaks.is_empty(),
+    }
 }
 
 struct Outcome {
@@ -63,6 +91,7 @@ struct Outcome {
     lists: usize,
     leaks: Vec<String>,
     changed: Vec<String>,
+    agents: super::tenants_agents::Outcome,
 }
 
 async fn call(
@@ -280,6 +309,15 @@ async fn matrix(addr: &str, a: &procs::Workspace, b: &procs::Workspace) -> Resul
         lists: 0,
         leaks: Vec::new(),
         changed: Vec::new(),
+        agents: super::tenants_agents::matrix(
+            addr,
+            paths,
+            &ids,
+            &attackers,
+            &[Some(b.test_key.as_str()), Some(a.live_key.as_str())],
+            key,
+        )
+        .await?,
     };
     let a_ids: Vec<String> = ids.values().cloned().collect();
     for (template, item) in paths {
