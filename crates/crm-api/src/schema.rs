@@ -158,3 +158,50 @@ pub(crate) fn custom_field_keys(schema: &mut Schema) {
         serde_json::json!({"pattern": crm_domain::registry::KEY_PATTERN}),
     );
 }
+
+/// An e-mail address as `crm_domain::Email::parse` takes it, in its ASCII spelling (which is what
+/// it stores): a local part of the characters it allows, without leading, trailing or doubled
+/// dots, and a domain of at least two labels of letters, digits and inner hyphens, ending in
+/// one that starts with a letter. Case is free (addresses are lower-cased). It is narrower than
+/// the parser in two ways a client never meets: lengths (at most 64 characters before the `@`,
+/// five labels after it) and non-ASCII spellings (which the parser folds to this one). White
+/// space around a value is written `[ \t\r\n]`, not `\s`, which also takes control characters
+/// that the parser does not trim. No anchors: the patterns below place it.
+macro_rules! email_core {
+    () => {
+        "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,32}(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,15}){0,2}@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.){1,4}[A-Za-z][A-Za-z0-9-]{0,61}[A-Za-z0-9]"
+    };
+}
+
+/// An e-mail address, surrounding white space allowed (it is trimmed).
+pub(crate) const EMAIL: &str = concat!("^[ \\t\\r\\n]*", email_core!(), "[ \\t\\r\\n]*$");
+
+/// An e-mail address, or white space only, which the contact fields read as no address.
+pub(crate) const EMAIL_OR_BLANK: &str = concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
+
+/// A sender: an address, or a display name and the address in angle brackets, on one line
+/// (`crm_domain::mail::Sender::parse`).
+pub(crate) const SENDER: &str = concat!(
+    "^[ \\t\\r\\n]*([^\\r\\n]*<[ \\t]*",
+    email_core!(),
+    "[ \\t]*>|",
+    email_core!(),
+    ")[ \\t\\r\\n]*$"
+);
+
+/// A send_email action's `to`: an address, or text holding a `{{tag}}` filled in when it runs.
+pub(crate) const EMAIL_OR_TAG: &str = concat!(
+    "^([ \\t\\r\\n]*",
+    email_core!(),
+    "[ \\t\\r\\n]*|[\\s\\S]*\\{\\{[\\s\\S]*\\}\\}[\\s\\S]*)$"
+);
+
+/// An http or https URL (`crm_domain::registry::is_http_url`): a host, no white space inside;
+/// white space only is no URL.
+pub(crate) const HTTP_URL_OR_BLANK: &str = "^[ \\t\\r\\n]*(https?://[^\\s/?#]+\\S*)?[ \\t\\r\\n]*$";
+
+/// A three-letter currency code in any case (it is upper-cased); white space only is none.
+pub(crate) const CURRENCY_OR_BLANK: &str = "^[ \\t\\r\\n]*([A-Za-z]{3})?[ \\t\\r\\n]*$";
+
+/// The longest e-mail address (RFC 5321's path limit less the brackets).
+pub(crate) const EMAIL_MAX: u32 = 254;

@@ -32,8 +32,20 @@ fn batch_objects(schema: &mut schemars::Schema) {
     string_enum(schema, &BATCH_OBJECTS);
 }
 
+/// An update or delete names its record: `id` present, not null and not empty (`parse_op`).
+fn id_for_update_and_delete(schema: &mut schemars::Schema) {
+    schema.insert(
+        "anyOf".into(),
+        json!([
+            {"properties": {"op": {"const": "create"}}},
+            {"required": ["id"], "properties": {"id": {"type": "string", "minLength": 1}}},
+        ]),
+    );
+}
+
 /// One write.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = id_for_update_and_delete)]
 pub struct BatchOperation {
     /// `create`, `update` or `delete`.
     #[schemars(transform = batch_ops)]

@@ -37,7 +37,8 @@ pub struct DealCreate {
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
     pub value_cents: Option<WholeNumber>,
-    /// Three-letter currency code.
+    /// Three-letter currency code (ISO 4217 shape, any case; stored upper-case). Blank is none.
+    #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: Option<String>,
     /// YYYY-MM-DD.
     #[schemars(extend("format" = "date"))]
@@ -67,6 +68,7 @@ pub struct DealUpdate {
     #[serde(default)]
     pub value_cents: PatchField<WholeNumber>,
     #[serde(default)]
+    #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: PatchField<String>,
     #[serde(default)]
     #[schemars(extend("format" = "date"))]

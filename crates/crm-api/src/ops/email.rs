@@ -32,7 +32,7 @@ pub struct ConnectionCreate {
     #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub api_key: Option<String>,
     /// The sender, `addr@example.com` or `Name <addr@example.com>`; the provider must allow it.
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::SENDER))]
     pub from: Option<String>,
     /// Overrides the provider's API host (e.g. a regional endpoint). For smtp, required:
     /// `smtp://[user@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://[user@]host[:port]`.
