@@ -258,10 +258,10 @@ async fn a_stalled_mcp_body_answers_408_and_closes_the_connection(s: Server) {
 }
 
 /// One MCP request sent chunked (no Content-Length), as a streaming client sends it.
-async fn chunked_mcp(s: &Server, body: &[u8]) -> String {
+async fn chunked_mcp(s: &Server, method: &str, body: &[u8]) -> String {
     let mut conn = TcpStream::connect(address(s)).await.unwrap();
     let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\nmcp-method: {method}\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
         s.keys.test
     );
     conn.write_all(head.as_bytes()).await.unwrap();
@@ -281,6 +281,7 @@ async fn chunked_mcp(s: &Server, body: &[u8]) -> String {
 async fn a_chunked_mcp_body_gets_the_checks_of_a_sized_one(s: Server) {
     let answer = chunked_mcp(
         &s,
+        "tools/call",
         br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "svc_create_contact", "arguments": {"email": "a@example.com", "email": "b@example.com"}}}"#,
     )
     .await;
@@ -291,6 +292,7 @@ async fn a_chunked_mcp_body_gets_the_checks_of_a_sized_one(s: Server) {
     // Without the repeated key the same chunked call is made.
     let answer = chunked_mcp(
         &s,
+        "tools/call",
         br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "svc_create_contact", "arguments": {"email": "a@example.com"}}}"#,
     )
     .await;
@@ -303,7 +305,7 @@ async fn a_chunked_mcp_body_gets_the_checks_of_a_sized_one(s: Server) {
         r#"{{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {{"x": "{}"}}}}"#,
         "a".repeat(1_100_000)
     );
-    assert_problem(&chunked_mcp(&s, big.as_bytes()).await, 413, "payload_too_large");
+    assert_problem(&chunked_mcp(&s, "tools/list", big.as_bytes()).await, 413, "payload_too_large");
 }
 
 async fn silent_slow_and_idle_connections_are_closed_by_their_timers(s: Server) {

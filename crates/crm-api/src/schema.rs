@@ -173,9 +173,6 @@ macro_rules! email_core {
     };
 }
 
-/// An e-mail address, surrounding white space allowed (it is trimmed).
-pub(crate) const EMAIL: &str = concat!("^[ \\t\\r\\n]*", email_core!(), "[ \\t\\r\\n]*$");
-
 /// An e-mail address, or white space only, which the contact fields read as no address.
 pub(crate) const EMAIL_OR_BLANK: &str = concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
 
@@ -199,6 +196,24 @@ pub(crate) const EMAIL_OR_TAG: &str = concat!(
 /// An http or https URL (`crm_domain::registry::is_http_url`): a host, no white space inside;
 /// white space only is no URL.
 pub(crate) const HTTP_URL_OR_BLANK: &str = "^[ \\t\\r\\n]*(https?://[^\\s/?#]+\\S*)?[ \\t\\r\\n]*$";
+
+/// An SMTP server (`crm_domain::mail`'s `is_smtp_url`): `smtp://` or `smtps://`, an optional
+/// user, a host, no white space; the trailing slashes it drops.
+pub(crate) const SMTP_URL: &str = "^[ \\t\\r\\n]*smtps?://([^\\s@]*@)?[^\\s@/?]+([/?]\\S*)?[ \\t\\r\\n]*$";
+
+/// A webhook URL: http or https, a host name (starting with a letter), an optional port and
+/// path, as the WHATWG URL parser takes it. Narrower than the server, which also takes address
+/// literals (loopback ones, in test mode); whether http and which hosts are allowed depends on
+/// the key's mode (live: https and public hosts only), which the description says.
+pub(crate) const WEBHOOK_URL: &str = "^[ \\t\\r\\n]*https?://[A-Za-z][A-Za-z0-9-]{0,62}(\\.[A-Za-z][A-Za-z0-9-]{0,62}){0,4}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?[ \\t\\r\\n]*$";
+
+/// Narrows a string field to `values`, null allowed (an optional field left to its default).
+pub(crate) fn nullable_string_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
+    let mut all: Vec<Value> = values.iter().map(|v| Value::from(v.as_ref())).collect();
+    all.push(Value::Null);
+    schema.insert("type".into(), serde_json::json!(["string", "null"]));
+    schema.insert("enum".into(), all.into());
+}
 
 /// A three-letter currency code in any case (it is upper-cased); white space only is none.
 pub(crate) const CURRENCY_OR_BLANK: &str = "^[ \\t\\r\\n]*([A-Za-z]{3})?[ \\t\\r\\n]*$";

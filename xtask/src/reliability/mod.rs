@@ -4,9 +4,9 @@
 //! only that the server keeps answering; the full run holds the figures to their targets.
 //!
 //! Rows built so far: the tenant matrix over REST (`tenants.rs`), the abuse row (`abuse.rs`)
-//! and the schemathesis row (`schemathesis.rs`); `--only tenants|abuse|schemathesis` runs one;
-//! the schemathesis row runs only when asked for until the document passes it. The others of
-//! docs/reliability.md are covered by black-box tests of their own until they join this command.
+//! and the schemathesis row (`schemathesis.rs`); `--only tenants|abuse|schemathesis` runs one.
+//! The others of docs/reliability.md are covered by black-box tests of their own until they join
+//! this command.
 
 mod abuse;
 mod schemathesis;
@@ -49,9 +49,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
     if let Some(row) = only.filter(|r| !["tenants", "abuse", "schemathesis"].contains(r)) {
         bail!("--only takes tenants, abuse or schemathesis, not {row}");
     }
-    // The schemathesis row joins the default rows (and so `cargo xtask test`) once the document
-    // has no failure left; until then it runs only when asked for.
-    let wants = |row: &str| only.map_or(row != "schemathesis", |o| o == row);
+    let wants = |row: &str| only.is_none_or(|o| o == row);
     // Installed before any server starts, so that a missing Python fails fast.
     let schemathesis = if wants("schemathesis") {
         Some(schemathesis::install(root)?)

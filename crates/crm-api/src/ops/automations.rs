@@ -39,7 +39,7 @@ pub struct AutomationUpdate {
     pub trigger_event: Option<String>,
     #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub conditions: Option<Value>,
-    #[schemars(with = "Option<Vec<ActionBody>>")]
+    #[schemars(with = "Option<Vec<ActionBody>>", length(min = 1))]
     pub actions: Option<Value>,
     /// Enabling a disabled rule checks the plan's cap again.
     pub enabled: Option<bool>,

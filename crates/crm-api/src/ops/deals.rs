@@ -57,7 +57,9 @@ pub struct DealUpdate {
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
+    /// A stage key of the pipeline; not null or blank (a deal is always in a stage).
     #[serde(default)]
+    #[schemars(with = "String", pattern(crate::schema::NON_BLANK))]
     pub stage: PatchField<String>,
     #[serde(default)]
     #[schemars(pattern(crm_domain::ContactId::PATTERN))]

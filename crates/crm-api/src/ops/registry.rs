@@ -31,7 +31,7 @@ fn object_names(schema: &mut Schema) {
 }
 
 fn data_type_names(schema: &mut Schema) {
-    string_enum(schema, &DataType::ALL.map(|t| t.as_str()));
+    crate::schema::nullable_string_enum(schema, &DataType::ALL.map(|t| t.as_str()));
 }
 
 /// Only the data types that take their values from an enum group take an `enum_group`

@@ -51,7 +51,7 @@ pub struct SequenceUpdate {
     pub trigger: Option<Value>,
     #[schemars(with = "Option<Vec<ConditionBody>>")]
     pub exit_when: Option<Value>,
-    #[schemars(with = "Option<Vec<StepBody>>")]
+    #[schemars(with = "Option<Vec<StepBody>>", length(min = 1))]
     pub steps: Option<Value>,
     /// `false` ends every active enrollment (`sequence_disabled`).
     pub enabled: Option<bool>,
