@@ -26,6 +26,9 @@ pub struct Facts {
     pub nul: bool,
     /// Some number is written with a fraction or an exponent but is integral (`3.0`, `1e18`).
     pub integral_float: bool,
+    /// The length in bytes of the longest string value (member names aside): no string holds
+    /// more characters than this.
+    pub longest_string: usize,
 }
 
 /// Checks that `bytes` are one JSON value with no duplicate object keys, as [`from_slice`] does
@@ -88,6 +91,7 @@ impl<'de> Visitor<'de> for Check<'_> {
         if v.contains('\0') {
             self.facts.nul = true;
         }
+        self.facts.longest_string = self.facts.longest_string.max(v.len());
         Ok(None)
     }
 

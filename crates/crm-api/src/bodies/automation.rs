@@ -28,6 +28,7 @@ fn action_types(schema: &mut schemars::Schema) {
 pub struct ConditionBody {
     /// A built-in field of the triggering record, a custom field key (bare or
     /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub field: String,
     /// One of eq, neq, in, nin, exists, empty, contains, gt, lt, gte, lte.
     #[schemars(transform = condition_ops)]

@@ -36,6 +36,7 @@ pub struct DealCreate {
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
+    #[schemars(range(min = 0))]
     pub value_cents: Option<WholeNumber>,
     /// Three-letter currency code (ISO 4217 shape, any case; stored upper-case). Blank is none.
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
@@ -68,6 +69,7 @@ pub struct DealUpdate {
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub value_cents: PatchField<WholeNumber>,
     #[serde(default)]
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]

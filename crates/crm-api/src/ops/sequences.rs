@@ -21,7 +21,7 @@ use crate::{
 /// A sequence to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceCreate {
-    #[schemars(required, pattern(crate::schema::NON_BLANK))]
+    #[schemars(required, length(max = 200), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `email` (the default and only channel).
     pub channel: Option<String>,
@@ -44,6 +44,7 @@ pub struct SequenceCreate {
 /// Fields to change; the sequence that results is validated like a new one.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceUpdate {
+    #[schemars(length(max = 200), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     pub channel: Option<String>,
     /// `null` removes the trigger.
