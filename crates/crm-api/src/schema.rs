@@ -186,9 +186,6 @@ impl JsonSchema for WholeNumber {
     }
 }
 
-/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
-/// refuses what is left empty.
-pub(crate) const NON_BLANK: &str = "\\S";
 
 /// `custom_fields` of a body: keys in the registry's key format (which keys are registered is
 /// live state, answered with `unknown_field`).
@@ -240,6 +237,10 @@ macro_rules! ws {
         "\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
     };
 }
+
+/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
+/// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
+pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
 
 /// An http or https URL (`crm_domain::registry::is_http_url`): a host, no white space inside;
 /// white space only is no URL.

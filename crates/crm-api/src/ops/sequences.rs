@@ -30,10 +30,10 @@ pub struct SequenceCreate {
     pub trigger: Option<Value>,
     /// Conditions on the source record, combined with AND (use `op: in` for OR on one field):
     /// an enrollment ends when they all hold.
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::sequence::MAX_CONDITIONS))]
     pub exit_when: Option<Value>,
     /// One or more steps.
-    #[schemars(with = "Option<Vec<StepBody>>", required, length(min = 1))]
+    #[schemars(with = "Option<Vec<StepBody>>", required, length(min = 1, max = crm_domain::sequence::MAX_STEPS))]
     pub steps: Option<Value>,
     /// Default true.
     pub enabled: Option<bool>,
@@ -50,9 +50,9 @@ pub struct SequenceUpdate {
     /// `null` removes the trigger.
     #[schemars(with = "Option<TriggerBody>")]
     pub trigger: Option<Value>,
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::sequence::MAX_CONDITIONS))]
     pub exit_when: Option<Value>,
-    #[schemars(with = "Option<Vec<StepBody>>", length(min = 1))]
+    #[schemars(with = "Option<Vec<StepBody>>", length(min = 1, max = crm_domain::sequence::MAX_STEPS))]
     pub steps: Option<Value>,
     /// `false` ends every active enrollment (`sequence_disabled`).
     pub enabled: Option<bool>,
