@@ -305,7 +305,11 @@ async fn a_chunked_mcp_body_gets_the_checks_of_a_sized_one(s: Server) {
         r#"{{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {{"x": "{}"}}}}"#,
         "a".repeat(1_100_000)
     );
-    assert_problem(&chunked_mcp(&s, "tools/list", big.as_bytes()).await, 413, "payload_too_large");
+    assert_problem(
+        &chunked_mcp(&s, "tools/list", big.as_bytes()).await,
+        413,
+        "payload_too_large",
+    );
 }
 
 async fn silent_slow_and_idle_connections_are_closed_by_their_timers(s: Server) {

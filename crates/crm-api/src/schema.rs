@@ -186,7 +186,6 @@ impl JsonSchema for WholeNumber {
     }
 }
 
-
 /// `custom_fields` of a body: keys in the registry's key format (which keys are registered is
 /// live state, answered with `unknown_field`).
 pub(crate) fn custom_field_keys(schema: &mut Schema) {
@@ -211,7 +210,8 @@ macro_rules! email_core {
 }
 
 /// An e-mail address, or white space only, which the contact fields read as no address.
-pub(crate) const EMAIL_OR_BLANK: &str = concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
+pub(crate) const EMAIL_OR_BLANK: &str =
+    concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
 
 /// A sender: an address, or a display name and the address in angle brackets, on one line
 /// (`crm_domain::mail::Sender::parse`).

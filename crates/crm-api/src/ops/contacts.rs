@@ -120,7 +120,11 @@ const LIST_QUERY: &[QueryParam] = &[
         "q",
         "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
     ),
-    QueryParam::pattern("email", crate::schema::EMAIL_OR_BLANK, "Exact email (case-insensitive); blank is no filter."),
+    QueryParam::pattern(
+        "email",
+        crate::schema::EMAIL_OR_BLANK,
+        "Exact email (case-insensitive); blank is no filter.",
+    ),
     QueryParam::id_filter(
         "company_id",
         crm_domain::CompanyId::PATTERN,
