@@ -331,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn check_tells_the_members_nul_and_integral_floats() {
+    fn check_tells_the_members_nul_integral_floats_and_the_longest_string() {
         let facts = check(br#" {"b": [1, 2.5], "a\u0000": {"z": "x"}, "c": 1e3} "#).unwrap();
         assert_eq!(
             facts,
@@ -339,6 +339,7 @@ mod tests {
                 object_keys: Some(vec!["b".into(), "a\0".into(), "c".into()]),
                 nul: true,
                 integral_float: true,
+                longest_string: 1,
             }
         );
         let facts = check(br#"[{"a": "x\u0000"}, 2.5]"#).unwrap();
@@ -348,6 +349,7 @@ mod tests {
                 object_keys: None,
                 nul: true,
                 integral_float: false,
+                longest_string: 2,
             }
         );
         assert_eq!(check(b"{}").unwrap().object_keys, Some(vec![]));
