@@ -238,6 +238,80 @@ async fn a_stalled_body_answers_408_and_closes_the_connection(s: Server) {
     assert_eq!(s.get("/contacts").await.ok(200)["data"], json!([]));
 }
 
+/// The MCP endpoint reads its bodies itself (for the repeated-key check): a stalled one answers
+/// 408 and closes the connection as REST's does.
+async fn a_stalled_mcp_body_answers_408_and_closes_the_connection(s: Server) {
+    let mut conn = TcpStream::connect(address(&s)).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 900000\r\n\r\n{{\"jsonrpc",
+        s.keys.test
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let answer = read_to_close(&mut conn).await;
+    assert_problem(&answer, 408, "request_timeout");
+    assert!(
+        parse_answer(&answer).1.contains("\r\nconnection: close"),
+        "{answer}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+/// One MCP request sent chunked (no Content-Length), as a streaming client sends it.
+async fn chunked_mcp(s: &Server, method: &str, body: &[u8]) -> String {
+    let mut conn = TcpStream::connect(address(s)).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\nmcp-method: {method}\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+        s.keys.test
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(64 * 1024) {
+        let _ = conn
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .await;
+        let _ = conn.write_all(chunk).await;
+        let _ = conn.write_all(b"\r\n").await;
+    }
+    let _ = conn.write_all(b"0\r\n\r\n").await;
+    read_to_close(&mut conn).await
+}
+
+/// A chunked MCP body gets the repeated-key check a sized one gets (decisions §22), and one past
+/// the 1 MiB limit the 413 REST answers.
+async fn a_chunked_mcp_body_gets_the_checks_of_a_sized_one(s: Server) {
+    let answer = chunked_mcp(
+        &s,
+        "tools/call",
+        br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "svc_create_contact", "arguments": {"email": "a@example.com", "email": "b@example.com"}}}"#,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("appears twice"), "{answer}");
+    assert!(answer.contains("bad_request"), "{answer}");
+    assert_eq!(s.get("/contacts").await.ok(200)["data"], json!([]));
+    // Without the repeated key the same chunked call is made.
+    let answer = chunked_mcp(
+        &s,
+        "tools/call",
+        br#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "svc_create_contact", "arguments": {"email": "a@example.com"}}}"#,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        s.get("/contacts").await.ok(200)["data"][0]["email"],
+        "a@example.com"
+    );
+    let big = format!(
+        r#"{{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {{"x": "{}"}}}}"#,
+        "a".repeat(1_100_000)
+    );
+    assert_problem(
+        &chunked_mcp(&s, "tools/list", big.as_bytes()).await,
+        413,
+        "payload_too_large",
+    );
+}
+
 async fn silent_slow_and_idle_connections_are_closed_by_their_timers(s: Server) {
     // Nothing sent: closed after the head timeout, without an answer.
     let mut silent = TcpStream::connect(address(&s)).await.unwrap();
@@ -322,6 +396,8 @@ crate::on_both_stores!(
     duplicate_keys_are_refused,
     heads_the_server_cannot_parse_answer_problem_documents,
     a_stalled_body_answers_408_and_closes_the_connection,
+    a_stalled_mcp_body_answers_408_and_closes_the_connection,
+    a_chunked_mcp_body_gets_the_checks_of_a_sized_one,
     silent_slow_and_idle_connections_are_closed_by_their_timers,
     a_flood_from_one_address_leaves_other_clients_served,
 );

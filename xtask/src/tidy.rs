@@ -94,7 +94,15 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "crm-mcp",
-        &["crm-api", "crm-app", "axum", "http", "rmcp", "tracing"],
+        &[
+            "crm-api",
+            "crm-app",
+            "axum",
+            "http",
+            "http-body-util",
+            "rmcp",
+            "tracing",
+        ],
         &[],
     ),
     (

@@ -165,7 +165,7 @@ pub fn problem_document(api: &Api, problem: &Problem, request_id: &str) -> Value
 }
 
 /// The HTTP headers an agent transport's problem response carries besides its content type, as
-/// REST's do: `WWW-Authenticate` on a 401, `Retry-After` on a 503.
+/// REST's do: `WWW-Authenticate` on a 401, `Retry-After` on a 503, `Connection: close` on a 408.
 pub fn problem_headers(problem: &Problem) -> Option<(&'static str, String)> {
     match problem.code {
         ErrorCode::Unauthorized => Some(("www-authenticate", "Bearer".to_owned())),
@@ -173,6 +173,8 @@ pub fn problem_headers(problem: &Problem) -> Option<(&'static str, String)> {
             "retry-after",
             crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
         )),
+        // The rest of the stalled body would be read as the next request (as on REST).
+        ErrorCode::RequestTimeout => Some(("connection", "close".to_owned())),
         _ => None,
     }
 }
@@ -392,6 +394,10 @@ mod tests {
                 "retry-after",
                 crate::problem::UNAVAILABLE_RETRY_AFTER_SECS.to_string()
             ))
+        );
+        assert_eq!(
+            problem_headers(&Problem::new(ErrorCode::RequestTimeout, "stalled")),
+            Some(("connection", "close".to_owned()))
         );
         assert_eq!(problem_headers(&Problem::bad_request("x")), None);
     }

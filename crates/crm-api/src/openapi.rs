@@ -417,6 +417,54 @@ mod tests {
     /// A body type is described once, under its name, and each operation refers to it: a
     /// generated client has one `Contact` class for create, get, update and list.
     #[test]
+    fn cross_field_rules_are_stated() {
+        let doc = document("http://localhost:8080");
+        let body = |path: &str| {
+            doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        // One closed shape per action type, needing what the engine needs.
+        let actions = body("/automations")["properties"]["actions"]["items"]["oneOf"].clone();
+        let shapes = actions.as_array().expect("a shape per action type");
+        assert_eq!(shapes.len(), crm_domain::automation::ActionType::ALL.len());
+        let set_field = shapes
+            .iter()
+            .find(|s| s["properties"]["type"]["const"] == "set_field")
+            .expect("set_field");
+        assert_eq!(set_field["required"], json!(["type", "field", "value"]));
+        assert_eq!(set_field["additionalProperties"], false);
+        let send_email = shapes
+            .iter()
+            .find(|s| s["properties"]["type"]["const"] == "send_email")
+            .expect("send_email");
+        assert_eq!(
+            send_email["allOf"][0]["anyOf"][1]["required"],
+            json!(["subject", "body"])
+        );
+        // Exactly one wait per step.
+        let step = &body("/sequences")["properties"]["steps"]["items"];
+        assert_eq!(step["oneOf"].as_array().map(Vec::len), Some(3), "{step:#}");
+        // enum_group only with an enum data type; a batch update or delete names its record.
+        assert_eq!(
+            body("/fields")["anyOf"][0]["properties"]["data_type"]["enum"],
+            json!(["select", "multiselect"])
+        );
+        let batch = &body("/batch")["properties"]["operations"]["items"]["oneOf"];
+        assert!(batch
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["properties"]["op"]["const"] != "create")
+            .all(|b| b["required"] == json!(["id"])));
+        // Shapes of text the parsers check.
+        let contact = body("/contacts");
+        assert_eq!(
+            contact["properties"]["email"]["pattern"],
+            crate::schema::EMAIL_OR_BLANK
+        );
+    }
+
+    #[test]
     fn bodies_are_referred_to_by_name() {
         let doc = document("http://localhost:8080");
         let schema = |path: &str, method: &str, status: &str| {

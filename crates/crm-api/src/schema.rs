@@ -68,6 +68,46 @@ pub fn field_names<T: JsonSchema + 'static>() -> Arc<[String]> {
     })
 }
 
+/// The `maxLength` of each text field of a body of type `T`, and the shortest of them
+/// (`usize::MAX` when none has one), generated once per process like [`field_names`].
+#[derive(Debug)]
+pub struct TextLimits {
+    pub fields: Vec<(String, usize)>,
+    pub shortest: usize,
+}
+
+pub fn text_limits<T: JsonSchema + 'static>() -> Arc<TextLimits> {
+    static LIMITS: OnceLock<RwLock<HashMap<TypeId, Arc<TextLimits>>>> = OnceLock::new();
+    let limits = LIMITS.get_or_init(RwLock::default);
+    let read = limits
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&TypeId::of::<T>())
+        .cloned();
+    read.unwrap_or_else(|| {
+        let schema = schema_of::<T>();
+        let fields: Vec<(String, usize)> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| {
+                p.iter()
+                    .filter_map(|(name, s)| {
+                        let max = s.get("maxLength")?.as_u64()?;
+                        Some((name.clone(), usize::try_from(max).ok()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let shortest = fields.iter().map(|(_, m)| *m).min().unwrap_or(usize::MAX);
+        let found = Arc::new(TextLimits { fields, shortest });
+        limits
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(TypeId::of::<T>(), found.clone());
+        found
+    })
+}
+
 /// The property names of an object schema: the fields a body may carry.
 pub fn property_names(schema: &Value) -> Vec<String> {
     schema
@@ -146,10 +186,6 @@ impl JsonSchema for WholeNumber {
     }
 }
 
-/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
-/// refuses what is left empty.
-pub(crate) const NON_BLANK: &str = "\\S";
-
 /// `custom_fields` of a body: keys in the registry's key format (which keys are registered is
 /// live state, answered with `unknown_field`).
 pub(crate) fn custom_field_keys(schema: &mut Schema) {
@@ -158,3 +194,93 @@ pub(crate) fn custom_field_keys(schema: &mut Schema) {
         serde_json::json!({"pattern": crm_domain::registry::KEY_PATTERN}),
     );
 }
+
+/// An e-mail address as `crm_domain::Email::parse` takes it, in its ASCII spelling (which is what
+/// it stores): a local part of the characters it allows, without leading, trailing or doubled
+/// dots, and a domain of at least two labels of letters, digits and inner hyphens, ending in
+/// one that starts with a letter. Case is free (addresses are lower-cased). It is narrower than
+/// the parser in two ways a client never meets: lengths (at most 64 characters before the `@`,
+/// five labels after it) and non-ASCII spellings (which the parser folds to this one). White
+/// space around a value is written `[ \t\r\n]`, not `\s`, which also takes control characters
+/// that the parser does not trim. No anchors: the patterns below place it.
+macro_rules! email_core {
+    () => {
+        "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,32}(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]{1,15}){0,2}@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.){1,4}[A-Za-z][A-Za-z0-9-]{0,61}[A-Za-z0-9]"
+    };
+}
+
+/// An e-mail address, or white space only, which the contact fields read as no address.
+pub(crate) const EMAIL_OR_BLANK: &str =
+    concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
+
+/// A sender: an address, or a display name and the address in angle brackets, on one line
+/// (`crm_domain::mail::Sender::parse`).
+pub(crate) const SENDER: &str = concat!(
+    "^[ \\t\\r\\n]*([^\\r\\n]*<[ \\t]*",
+    email_core!(),
+    "[ \\t]*>|",
+    email_core!(),
+    ")[ \\t\\r\\n]*$"
+);
+
+/// A send_email action's `to`: an address, or text holding a `{{tag}}` filled in when it runs.
+pub(crate) const EMAIL_OR_TAG: &str = concat!(
+    "^([ \\t\\r\\n]*",
+    email_core!(),
+    "[ \\t\\r\\n]*|[\\s\\S]*\\{\\{[\\s\\S]*\\}\\}[\\s\\S]*)$"
+);
+
+/// The characters Rust's `char::is_whitespace` takes (Unicode White_Space), as a class body:
+/// `\s` differs between regex dialects (ECMA's leaves out U+0085, Python's adds U+001C-U+001F).
+macro_rules! ws {
+    () => {
+        "\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+    };
+}
+
+/// A string that is not empty once trimmed: the parser trims names, titles and subjects and
+/// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
+pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
+
+/// An http or https URL (`crm_domain::registry::is_http_url`): a host, no white space inside;
+/// white space only is no URL.
+pub(crate) const HTTP_URL_OR_BLANK: &str = concat!(
+    "^[ \\t\\r\\n]*(https?://[^",
+    ws!(),
+    "/?#]+[^",
+    ws!(),
+    "]*)?[ \\t\\r\\n]*$"
+);
+
+/// An SMTP server (`crm_domain::mail`'s `is_smtp_url`): `smtp://` or `smtps://`, an optional
+/// user, a host, no white space; the trailing slashes it drops.
+pub(crate) const SMTP_URL: &str = concat!(
+    "^[ \\t\\r\\n]*smtps?://([^",
+    ws!(),
+    "@]*@)?[^",
+    ws!(),
+    "@/?]+([/?][^",
+    ws!(),
+    "]*)?[ \\t\\r\\n]*$"
+);
+
+/// A webhook URL: http or https, a host name of two or more labels (each starting with a
+/// letter; a single label is a local name), an optional port and
+/// path, as the WHATWG URL parser takes it. Narrower than the server, which also takes address
+/// literals (loopback ones, in test mode); whether http and which hosts are allowed depends on
+/// the key's mode (live: https and public hosts only), which the description says.
+pub(crate) const WEBHOOK_URL: &str = "^[ \\t\\r\\n]*https?://[A-Za-z][A-Za-z0-9-]{0,62}(\\.[A-Za-z][A-Za-z0-9-]{0,62}){1,4}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?[ \\t\\r\\n]*$";
+
+/// Narrows a string field to `values`, null allowed (an optional field left to its default).
+pub(crate) fn nullable_string_enum<S: AsRef<str>>(schema: &mut Schema, values: &[S]) {
+    let mut all: Vec<Value> = values.iter().map(|v| Value::from(v.as_ref())).collect();
+    all.push(Value::Null);
+    schema.insert("type".into(), serde_json::json!(["string", "null"]));
+    schema.insert("enum".into(), all.into());
+}
+
+/// A three-letter currency code in any case (it is upper-cased); white space only is none.
+pub(crate) const CURRENCY_OR_BLANK: &str = "^[ \\t\\r\\n]*([A-Za-z]{3})?[ \\t\\r\\n]*$";
+
+/// The longest e-mail address (RFC 5321's path limit less the brackets).
+pub(crate) const EMAIL_MAX: u32 = 254;

@@ -26,6 +26,9 @@ pub struct Facts {
     pub nul: bool,
     /// Some number is written with a fraction or an exponent but is integral (`3.0`, `1e18`).
     pub integral_float: bool,
+    /// The length in bytes of the longest string value (member names aside): no string holds
+    /// more characters than this.
+    pub longest_string: usize,
 }
 
 /// Checks that `bytes` are one JSON value with no duplicate object keys, as [`from_slice`] does
@@ -88,6 +91,7 @@ impl<'de> Visitor<'de> for Check<'_> {
         if v.contains('\0') {
             self.facts.nul = true;
         }
+        self.facts.longest_string = self.facts.longest_string.max(v.len());
         Ok(None)
     }
 
@@ -327,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn check_tells_the_members_nul_and_integral_floats() {
+    fn check_tells_the_members_nul_integral_floats_and_the_longest_string() {
         let facts = check(br#" {"b": [1, 2.5], "a\u0000": {"z": "x"}, "c": 1e3} "#).unwrap();
         assert_eq!(
             facts,
@@ -335,6 +339,7 @@ mod tests {
                 object_keys: Some(vec!["b".into(), "a\0".into(), "c".into()]),
                 nul: true,
                 integral_float: true,
+                longest_string: 1,
             }
         );
         let facts = check(br#"[{"a": "x\u0000"}, 2.5]"#).unwrap();
@@ -344,6 +349,7 @@ mod tests {
                 object_keys: None,
                 nul: true,
                 integral_float: false,
+                longest_string: 2,
             }
         );
         assert_eq!(check(b"{}").unwrap().object_keys, Some(vec![]));

@@ -16,24 +16,29 @@ use crate::MAX_BODY_BYTES;
 #[derive(Debug, Clone)]
 pub(crate) struct RepeatedKey(pub Problem);
 
-/// Reads `req`'s body when its declared length is within the limit, and marks the request with
-/// [`RepeatedKey`] when its JSON repeats a key. A body of another length goes on unread: rmcp
-/// answers its size, and a body with no declared length, itself. A body that cannot be read
-/// whole is answered as REST answers it (408, 400).
+/// Reads `req`'s body and marks the request with [`RepeatedKey`] when its JSON repeats a key.
+/// A body declared over the limit goes on unread (rmcp answers its size). A body without a
+/// declared length (chunked) is read up to the limit here, so that it gets the same check as a
+/// sized one; one that runs past the limit is answered 413 as REST answers it. A body that
+/// cannot be read whole is answered as REST answers it (408, 400).
 pub(crate) async fn mark(req: Request) -> Result<Request, Problem> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_none_or(|n| n > MAX_BODY_BYTES) {
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Ok(req);
     }
     let (mut parts, body) = req.into_parts();
     let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        // Never over the limit: hyper ends a body at its declared length.
-        .map_err(|e| crm_api::body::unreadable(&e, false, MAX_BODY_BYTES))?;
+        .map_err(|e| {
+            // Only a body without a declared length can run past the limit: hyper ends a sized
+            // one at its length.
+            let over = crm_api::body::caused_by::<http_body_util::LengthLimitError>(&e);
+            crm_api::body::unreadable(&e, over, MAX_BODY_BYTES)
+        })?;
     if let Some(problem) = repeated_key(&bytes) {
         parts.extensions.insert(RepeatedKey(problem));
     }

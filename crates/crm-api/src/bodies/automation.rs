@@ -2,13 +2,13 @@
 //! action types are also the schemas of the create and update bodies, which the engine parses.
 
 use crm_domain::{
-    automation::{ActionType, ConditionOp},
+    automation::{ActionType, ConditionOp, Need, ParamType},
     condition::Condition,
     rule::{Action, ActionOutcome, Automation, AutomationRun},
 };
 use schemars::JsonSchema;
 use serde::{ser::SerializeMap, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
 use super::{ts, versioned};
 use crate::schema::string_enum;
@@ -28,6 +28,7 @@ fn action_types(schema: &mut schemars::Schema) {
 pub struct ConditionBody {
     /// A built-in field of the triggering record, a custom field key (bare or
     /// `custom_fields.<key>`), or `previous_stage` on `deal.stage_changed`.
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub field: String,
     /// One of eq, neq, in, nin, exists, empty, contains, gt, lt, gte, lte.
     #[schemars(transform = condition_ops)]
@@ -48,33 +49,111 @@ impl From<&Condition> for ConditionBody {
     }
 }
 
+/// Each action type's own shape, from the domain's parameter table (`ActionType::params`, which
+/// the engine checks against): `oneOf` one object per type, holding only `type` and that type's
+/// parameters, with the required ones present and not null (the engine reads null as absent),
+/// and a parameter required unless another is given as "this one, or all of those".
+fn action_shapes(schema: &mut schemars::Schema) {
+    let present = |t: ParamType| match t {
+        ParamType::String => json!({"type": "string"}),
+        ParamType::Any => json!({"not": {"type": "null"}}),
+    };
+    let shapes: Vec<Value> = ActionType::ALL
+        .iter()
+        .map(|t| {
+            let mut properties = Map::new();
+            properties.insert("type".into(), json!({"const": t.as_str()}));
+            let mut required = vec![Value::from("type")];
+            let mut instead: Vec<(&str, Vec<Value>, Map<String, Value>)> = Vec::new();
+            for p in t.params() {
+                match p.need {
+                    Need::Optional => {
+                        properties.insert(p.name.into(), json!(true));
+                    }
+                    Need::Required => {
+                        properties.insert(p.name.into(), present(p.param_type));
+                        required.push(p.name.into());
+                    }
+                    Need::RequiredWithout(other) => {
+                        properties.insert(p.name.into(), json!(true));
+                        let group = match instead.iter().position(|(o, ..)| *o == other) {
+                            Some(i) => &mut instead[i],
+                            None => {
+                                instead.push((other, Vec::new(), Map::new()));
+                                instead.last_mut().expect("just pushed")
+                            }
+                        };
+                        group.1.push(p.name.into());
+                        group.2.insert(p.name.into(), present(p.param_type));
+                    }
+                }
+            }
+            let mut shape = json!({
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": false,
+            });
+            let all_of: Vec<Value> = instead
+                .into_iter()
+                .map(|(other, names, props)| {
+                    let other_type = t
+                        .params()
+                        .iter()
+                        .find(|p| p.name == other)
+                        .map_or(ParamType::Any, |p| p.param_type);
+                    json!({"anyOf": [
+                        {"required": [other], "properties": {other: present(other_type)}},
+                        {"required": names, "properties": props},
+                    ]})
+                })
+                .collect();
+            if !all_of.is_empty() {
+                shape["allOf"] = all_of.into();
+            }
+            shape
+        })
+        .collect();
+    schema.insert("oneOf".into(), shapes.into());
+}
+
 /// An action: `{type, ...parameters}`; see GET /automations-capabilities for each type's
-/// parameters.
+/// parameters. The schema lists every parameter and, under `oneOf`, which ones each type takes
+/// and needs.
 #[derive(Debug, Clone, PartialEq, Default, JsonSchema)]
 #[schemars(rename = "Action")]
 #[schemars(deny_unknown_fields)] // the engine refuses keys that are not the action's parameters
+#[schemars(transform = action_shapes)]
 pub struct ActionBody {
     /// create_activity, set_field, move_deal_stage or send_email.
     #[serde(rename = "type")]
     #[schemars(transform = action_types)]
     pub action_type: String,
     /// create_activity: a registered `activity.type` value.
+    #[schemars(length(max = 1024))]
     pub activity_type: Option<String>,
     /// create_activity: the text; send_email: the HTML body. `{{field}}` placeholders allowed.
+    #[schemars(length(max = 100000))]
     pub body: Option<String>,
     /// set_field: a built-in field or a registered custom field key.
+    #[schemars(length(max = 1024))]
     pub field: Option<String>,
     /// set_field: the new value (strings may hold placeholders).
     pub value: Option<Value>,
     /// move_deal_stage: a stage key of the deal's pipeline.
+    #[schemars(length(max = 1024))]
     pub stage: Option<String>,
     /// send_email: the recipient; default the triggering contact or the deal's primary contact.
+    #[schemars(length(max = 1024), pattern(crate::schema::EMAIL_OR_TAG))]
     pub to: Option<String>,
     /// send_email: the subject.
+    #[schemars(length(max = 1024))]
     pub subject: Option<String>,
     /// send_email: a plain-text part; derived from `body` when absent.
+    #[schemars(length(max = 100000))]
     pub text: Option<String>,
     /// send_email: a `tpl_` template giving subject, body and text instead.
+    #[schemars(length(max = 1024))]
     pub template_id: Option<String>,
 }
 

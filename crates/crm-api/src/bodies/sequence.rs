@@ -2,9 +2,12 @@
 //! trigger and step types are also the schemas of the create and update bodies, which the engine
 //! parses.
 
-use crm_domain::sequence::{Enrollment, Preview, Sequence, Step, Trigger, WaitUnit};
+use crm_domain::sequence::{
+    Enrollment, Preview, Sequence, Step, Trigger, WaitUnit, MAX_WAIT_SECONDS,
+};
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::{json, Value};
 
 use super::{opt_ts, ts, versioned, ConditionBody};
 
@@ -28,10 +31,38 @@ impl From<&Trigger> for TriggerBody {
     }
 }
 
+/// What `crm_domain::sequence` asks of a step beyond each field's type: exactly one wait given
+/// (not null; null reads as absent), each wait at most 366 days, and a subject and body that
+/// are not blank unless a `template_id` is given.
+fn step_rules(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for unit in WaitUnit::ALL {
+            if let Some(wait) = props.get_mut(unit.key()).and_then(Value::as_object_mut) {
+                wait.insert("minimum".into(), 0.into());
+                wait.insert("maximum".into(), (MAX_WAIT_SECONDS / unit.seconds()).into());
+            }
+        }
+    }
+    let waits: Vec<Value> = WaitUnit::ALL
+        .iter()
+        .map(|u| json!({"required": [u.key()], "properties": {u.key(): {"type": "integer"}}}))
+        .collect();
+    schema.insert("oneOf".into(), waits.into());
+    let text = json!({"type": "string", "pattern": crate::schema::NON_BLANK});
+    schema.insert(
+        "anyOf".into(),
+        json!([
+            {"required": ["template_id"], "properties": {"template_id": {"type": "string"}}},
+            {"required": ["subject", "body"], "properties": {"subject": text, "body": text}},
+        ]),
+    );
+}
+
 /// One step: wait (exactly one of the three), then send.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(rename = "Step")]
 #[schemars(deny_unknown_fields)] // crm_domain::sequence refuses other keys
+#[schemars(transform = step_rules)]
 pub struct StepBody {
     /// Days to wait after the previous step (the first step: after enrollment).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -23,10 +23,10 @@ pub struct AutomationCreate {
     #[schemars(required, extend("enum" = ["contact.created", "contact.updated", "deal.created", "deal.updated", "deal.stage_changed"]))]
     pub trigger_event: Option<String>,
     /// Conditions combined with AND (default: none, the rule fires on every such event).
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::rule::MAX_CONDITIONS))]
     pub conditions: Option<Value>,
     /// One or more actions, run in order.
-    #[schemars(with = "Option<Vec<ActionBody>>", required, length(min = 1))]
+    #[schemars(with = "Option<Vec<ActionBody>>", required, length(min = 1, max = crm_domain::rule::MAX_ACTIONS))]
     pub actions: Option<Value>,
     /// Default true. An enabled rule counts against the plan's active-automation cap.
     pub enabled: Option<bool>,
@@ -35,11 +35,12 @@ pub struct AutomationCreate {
 /// Fields to change; the rule that results is validated like a new one.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AutomationUpdate {
+    #[schemars(pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     pub trigger_event: Option<String>,
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::rule::MAX_CONDITIONS))]
     pub conditions: Option<Value>,
-    #[schemars(with = "Option<Vec<ActionBody>>")]
+    #[schemars(with = "Option<Vec<ActionBody>>", length(min = 1, max = crm_domain::rule::MAX_ACTIONS))]
     pub actions: Option<Value>,
     /// Enabling a disabled rule checks the plan's cap again.
     pub enabled: Option<bool>,

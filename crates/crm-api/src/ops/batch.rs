@@ -32,8 +32,38 @@ fn batch_objects(schema: &mut schemars::Schema) {
     string_enum(schema, &BATCH_OBJECTS);
 }
 
+/// What each `op` and `object` takes (`parse_op`): `data` as the single create or update of
+/// that object takes its body (a deal's create needs one: it has a required `title`), and an
+/// update or delete names its record (`id` present, not null and not empty; whether it exists
+/// is live state).
+fn shape_by_op(schema: &mut schemars::Schema) {
+    let closed = |mut body: Value| {
+        if let Value::Object(map) = &mut body {
+            map.insert("additionalProperties".into(), false.into());
+        }
+        body
+    };
+    let nullable = |body: Value| json!({"anyOf": [{"type": "null"}, body]});
+    let id = json!({"type": "string", "minLength": 1});
+    schema.insert(
+        "oneOf".into(),
+        json!([
+            {"properties": {"op": {"const": "create"}, "object": {"const": "contact"},
+                "data": nullable(closed(schema_of::<ContactCreate>()))}},
+            {"required": ["data"], "properties": {"op": {"const": "create"}, "object": {"const": "deal"},
+                "data": closed(schema_of::<deals::DealCreate>())}},
+            {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "contact"},
+                "id": id, "data": nullable(closed(schema_of::<ContactUpdate>()))}},
+            {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
+                "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
+            {"required": ["id"], "properties": {"op": {"const": "delete"}, "id": id}},
+        ]),
+    );
+}
+
 /// One write.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = shape_by_op)]
 pub struct BatchOperation {
     /// `create`, `update` or `delete`.
     #[schemars(transform = batch_ops)]

@@ -29,12 +29,13 @@ pub struct ContactCreate {
     pub first_name: Option<String>,
     #[schemars(length(max = 1024))]
     pub last_name: Option<String>,
-    /// Unique per workspace and mode, compared case-insensitively.
+    /// Unique per workspace and mode, compared case-insensitively. Blank is no address.
+    #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL_OR_BLANK))]
     pub email: Option<String>,
     #[schemars(length(max = 1024))]
     pub phone: Option<String>,
     /// An http(s) URL.
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
@@ -58,12 +59,13 @@ pub struct ContactUpdate {
     #[schemars(length(max = 1024))]
     pub last_name: PatchField<String>,
     #[serde(default)]
+    #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL_OR_BLANK))]
     pub email: PatchField<String>,
     #[serde(default)]
     #[schemars(length(max = 1024))]
     pub phone: PatchField<String>,
     #[serde(default)]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: PatchField<String>,
     #[serde(default)]
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
@@ -123,7 +125,11 @@ const LIST_QUERY: &[QueryParam] = &[
         "q",
         "Case-insensitive substring of first or last name, email, phone or LinkedIn URL.",
     ),
-    QueryParam::string("email", "Exact email (case-insensitive)."),
+    QueryParam::pattern(
+        "email",
+        crate::schema::EMAIL_OR_BLANK,
+        "Exact email (case-insensitive); blank is no filter.",
+    ),
     QueryParam::id_filter(
         "company_id",
         crm_domain::CompanyId::PATTERN,

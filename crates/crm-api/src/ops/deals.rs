@@ -37,8 +37,10 @@ pub struct DealCreate {
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
+    #[schemars(range(min = 0))]
     pub value_cents: Option<WholeNumber>,
-    /// Three-letter currency code.
+    /// Three-letter currency code (ISO 4217 shape, any case; stored upper-case). Blank is none.
+    #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: Option<String>,
     /// YYYY-MM-DD.
     #[schemars(extend("format" = "date"))]
@@ -57,7 +59,9 @@ pub struct DealUpdate {
     pub title: PatchField<String>,
     pub pipeline: Option<String>,
     pub pipeline_id: Option<String>,
+    /// A stage key of the pipeline; not null or blank (a deal is always in a stage).
     #[serde(default)]
+    #[schemars(with = "String", pattern(crate::schema::NON_BLANK))]
     pub stage: PatchField<String>,
     #[serde(default)]
     #[schemars(pattern(crm_domain::ContactId::PATTERN))]
@@ -66,8 +70,10 @@ pub struct DealUpdate {
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
     pub company_id: PatchField<String>,
     #[serde(default)]
+    #[schemars(range(min = 0))]
     pub value_cents: PatchField<WholeNumber>,
     #[serde(default)]
+    #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: PatchField<String>,
     #[serde(default)]
     #[schemars(extend("format" = "date"))]

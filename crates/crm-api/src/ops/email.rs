@@ -21,6 +21,7 @@ use crate::{
 
 /// An email sending account of the workspace (spec, "Connection").
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = base_url_by_provider)]
 pub struct ConnectionCreate {
     /// `email` (the default and only channel).
     #[schemars(extend("enum" = ["email", null]))]
@@ -32,11 +33,29 @@ pub struct ConnectionCreate {
     #[schemars(required, pattern(crate::schema::NON_BLANK))]
     pub api_key: Option<String>,
     /// The sender, `addr@example.com` or `Name <addr@example.com>`; the provider must allow it.
-    #[schemars(required)]
+    #[schemars(required, pattern(crate::schema::SENDER))]
     pub from: Option<String>,
     /// Overrides the provider's API host (e.g. a regional endpoint). For smtp, required:
     /// `smtp://[user@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://[user@]host[:port]`.
     pub base_url: Option<String>,
+}
+
+/// `base_url` by provider (`crm_domain::mail::Connection::create`): smtp needs an smtp(s) URL,
+/// the HTTP providers take an http(s) URL or none (blank is none).
+fn base_url_by_provider(schema: &mut schemars::Schema) {
+    schema.insert(
+        "anyOf".into(),
+        serde_json::json!([
+            {"required": ["base_url"], "properties": {
+                "provider": {"const": "smtp"},
+                "base_url": {"type": "string", "pattern": crate::schema::SMTP_URL},
+            }},
+            {"properties": {
+                "provider": {"enum": ["resend", "postmark", "sendgrid"]},
+                "base_url": {"type": ["string", "null"], "pattern": crate::schema::HTTP_URL_OR_BLANK},
+            }},
+        ]),
+    );
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

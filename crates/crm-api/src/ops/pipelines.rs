@@ -94,8 +94,9 @@ pub struct PipelineCreate {
     pub name: Option<String>,
     /// Making it the default unsets the old default.
     pub is_default: Option<bool>,
-    /// Ordered; at least one.
-    #[schemars(required, length(min = 1))]
+    /// Ordered; at least one. Stage keys are unique within the pipeline (a key given twice, as
+    /// a plain key or in an object, is validation_failed on the second).
+    #[schemars(required, length(min = 1), extend("uniqueItems" = true))]
     pub stages: Option<Vec<StageIn>>,
 }
 

@@ -31,11 +31,30 @@ fn object_names(schema: &mut Schema) {
 }
 
 fn data_type_names(schema: &mut Schema) {
-    string_enum(schema, &DataType::ALL.map(|t| t.as_str()));
+    crate::schema::nullable_string_enum(schema, &DataType::ALL.map(|t| t.as_str()));
+}
+
+/// Only the data types that take their values from an enum group take an `enum_group`
+/// (`crm_domain::registry::FieldDef::register` refuses it on the others; the default type,
+/// `text`, is not one of them).
+fn enum_group_only_for_enums(schema: &mut Schema) {
+    let enum_types: Vec<&str> = DataType::ALL
+        .into_iter()
+        .filter(|t| t.uses_enum())
+        .map(|t| t.as_str())
+        .collect();
+    schema.insert(
+        "anyOf".into(),
+        serde_json::json!([
+            {"required": ["data_type"], "properties": {"data_type": {"enum": enum_types}}},
+            {"properties": {"enum_group": {"type": "null"}}},
+        ]),
+    );
 }
 
 /// A custom field to register.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(transform = enum_group_only_for_enums)]
 pub struct FieldCreate {
     /// The object whose records carry the field.
     #[schemars(required, transform = object_names)]
@@ -50,8 +69,8 @@ pub struct FieldCreate {
     /// (integer minor units), reference (id of an existing record), email, url (http or https).
     #[schemars(transform = data_type_names)]
     pub data_type: Option<String>,
-    /// For select and multiselect: the enum group of allowed values; default `<object>.<key>`,
-    /// created empty if absent (add values with POST /enums).
+    /// Only for select and multiselect: the enum group of allowed values; default
+    /// `<object>.<key>`, created empty if absent (add values with POST /enums).
     #[schemars(pattern(crm_domain::registry::GROUP_PATTERN))]
     pub enum_group: Option<String>,
     /// A record created without a value for it is refused. Default false.

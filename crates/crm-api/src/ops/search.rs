@@ -15,7 +15,7 @@ const QUERY: &[QueryParam] = &[
     QueryParam {
         name: "q",
         // Trimmed, it must not be empty.
-        kind: ParamKind::Pattern("\\S"),
+        kind: ParamKind::Pattern(crate::schema::NON_BLANK),
         required: true,
         description: "Case-insensitive substring: contact names, email, phone, LinkedIn URL; company name and domain; deal title.",
     },

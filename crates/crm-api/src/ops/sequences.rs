@@ -21,7 +21,7 @@ use crate::{
 /// A sequence to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceCreate {
-    #[schemars(required, pattern(crate::schema::NON_BLANK))]
+    #[schemars(required, length(max = 200), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// `email` (the default and only channel).
     pub channel: Option<String>,
@@ -30,10 +30,10 @@ pub struct SequenceCreate {
     pub trigger: Option<Value>,
     /// Conditions on the source record, combined with AND (use `op: in` for OR on one field):
     /// an enrollment ends when they all hold.
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::sequence::MAX_CONDITIONS))]
     pub exit_when: Option<Value>,
     /// One or more steps.
-    #[schemars(with = "Option<Vec<StepBody>>", required, length(min = 1))]
+    #[schemars(with = "Option<Vec<StepBody>>", required, length(min = 1, max = crm_domain::sequence::MAX_STEPS))]
     pub steps: Option<Value>,
     /// Default true.
     pub enabled: Option<bool>,
@@ -44,14 +44,15 @@ pub struct SequenceCreate {
 /// Fields to change; the sequence that results is validated like a new one.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SequenceUpdate {
+    #[schemars(length(max = 200), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     pub channel: Option<String>,
     /// `null` removes the trigger.
     #[schemars(with = "Option<TriggerBody>")]
     pub trigger: Option<Value>,
-    #[schemars(with = "Option<Vec<ConditionBody>>")]
+    #[schemars(with = "Option<Vec<ConditionBody>>", length(max = crm_domain::sequence::MAX_CONDITIONS))]
     pub exit_when: Option<Value>,
-    #[schemars(with = "Option<Vec<StepBody>>")]
+    #[schemars(with = "Option<Vec<StepBody>>", length(min = 1, max = crm_domain::sequence::MAX_STEPS))]
     pub steps: Option<Value>,
     /// `false` ends every active enrollment (`sequence_disabled`).
     pub enabled: Option<bool>,

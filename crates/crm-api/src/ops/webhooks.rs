@@ -33,7 +33,7 @@ pub struct WebhookCreate {
     /// Where deliveries are POSTed. Live mode: a public `https` URL (hosts that are or resolve to
     /// loopback, private, link-local, unique-local, CGNAT, multicast or cloud-metadata addresses
     /// are refused). Test mode may also use `http` and loopback (`http://127.0.0.1:9000/hook`).
-    #[schemars(required, pattern(crate::schema::NON_BLANK))]
+    #[schemars(required, length(max = 2048), pattern(crate::schema::WEBHOOK_URL))]
     pub url: Option<String>,
     /// Event types to receive: any of `contact.created`, `contact.updated`, `deal.created`,
     /// `deal.updated`, `deal.stage_changed`; or `["*"]` for all.
@@ -46,6 +46,7 @@ pub struct WebhookCreate {
 /// Changes to a webhook; fields not sent stay as they are.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WebhookUpdate {
+    #[schemars(length(max = 2048), pattern(crate::schema::WEBHOOK_URL))]
     pub url: Option<String>,
     #[schemars(transform = event_names, length(min = 1))]
     pub events: Option<Vec<String>>,
