@@ -29,7 +29,7 @@ pub struct ContactCreate {
     pub first_name: Option<String>,
     #[schemars(length(max = 1024))]
     pub last_name: Option<String>,
-    /// Unique per workspace and mode, compared case-insensitively. Blank is no address.
+    /// Unique per workspace and mode, compared case-insensitively.
     #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL_OR_BLANK))]
     pub email: Option<String>,
     #[schemars(length(max = 1024))]

@@ -347,11 +347,12 @@ mod tests {
             s["properties"]["object"]["enum"],
             json!(["contact", "company", "deal", "activity"])
         );
+        // The ten data types, and null: the field is optional (default `text`).
         assert_eq!(
             s["properties"]["data_type"]["enum"]
                 .as_array()
                 .map(Vec::len),
-            Some(10)
+            Some(11)
         );
         assert_eq!(
             schema_of::<EnumValueCreate>()["required"],
