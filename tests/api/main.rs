@@ -16,6 +16,7 @@ mod edge;
 mod email;
 mod email_delivery;
 mod errors;
+mod history;
 mod idempotency;
 mod keys;
 mod limits;

@@ -2,7 +2,7 @@
 //! savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
 //! Batch writes are validated like single writes but are event-silent.
 
-use crm_domain::{ContactDraft, ContactPatch, DealDraft, DealPatch};
+use crm_domain::{history::Via, ContactDraft, ContactPatch, DealDraft, DealPatch};
 use serde_json::Value;
 
 use crate::{
@@ -105,7 +105,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         // Batch writes are event-silent: no events, no automations, no enrollments; the records
         // they change still reach sequences' exit re-check.
-        let mut fx = Effects::new(Emit::Silent);
+        let mut fx = Effects::new(Emit::Silent, caller.author(Via::Batch));
         for (index, op) in ops {
             tx.savepoint("batch_op").await?;
             let mark = fx.mark();

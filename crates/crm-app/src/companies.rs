@@ -1,14 +1,20 @@
 //! Company use cases. Company changes emit no events (spec, Events).
 
-use crm_domain::{Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind};
+use serde_json::Value;
+
+use crm_domain::{
+    history::{Author, ChangeAction, Via},
+    Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind, Tenant, Timestamp,
+};
 
 use crate::{
     auth::Caller,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{CompanyFilter, StoreError},
-    write::{check_references, finish_in_tx},
+    contacts::deleted_action,
+    ports::{CompanyFilter, StoreError, Tx},
+    write::{check_references, finish_in_tx, Effects, Emit},
     App,
 };
 
@@ -19,6 +25,37 @@ fn parse_id(id: &str) -> Result<CompanyId, AppError> {
 }
 
 impl App {
+    /// Writes the history entry of one change of a company in `tx` (companies have no events, so
+    /// nothing else settles it).
+    #[allow(clippy::too_many_arguments)]
+    async fn company_history(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        company: &Company,
+        action: ChangeAction,
+        at: Timestamp,
+        before: Option<&Value>,
+        after: Option<&Value>,
+    ) -> Result<(), AppError> {
+        let mut fx = Effects::new(Emit::Silent, author);
+        self.record_change(
+            &mut fx,
+            ObjectKind::Company,
+            company.id.as_str(),
+            action,
+            at,
+            before,
+            after,
+        );
+        let history = fx.take_history();
+        if !history.is_empty() {
+            tx.insert_changes(tenant, &history).await?;
+        }
+        Ok(())
+    }
+
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_company(
         &self,
@@ -37,7 +74,19 @@ impl App {
         )?;
         check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
-        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&company)).await?;
+        let body = self.views.company(&company);
+        self.company_history(
+            &mut *tx,
+            tenant,
+            caller.author(Via::Direct),
+            &company,
+            ChangeAction::Created,
+            company.created_at,
+            None,
+            Some(&body),
+        )
+        .await?;
+        finish_in_tx(&mut *tx, tenant, idem, &body).await?;
         tx.commit().await?;
         Ok(company)
     }
@@ -77,7 +126,9 @@ impl App {
             });
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
-        let (changed, refs) = company.apply(patch, self.clock.now(), &registry)?;
+        let before = self.views.company(&company);
+        let now = self.clock.now();
+        let (changed, refs) = company.apply(patch, now, &registry)?;
         if changed.is_empty() {
             return Ok(company);
         }
@@ -90,6 +141,17 @@ impl App {
             }
             other => other?,
         }
+        self.company_history(
+            &mut *tx,
+            tenant,
+            caller.author(Via::Direct),
+            &company,
+            ChangeAction::Updated,
+            now,
+            Some(&before),
+            Some(&self.views.company(&company)),
+        )
+        .await?;
         tx.commit().await?;
         Ok(company)
     }
@@ -123,6 +185,17 @@ impl App {
         company.updated_at = now;
         company.version += 1;
         tx.update_company(tenant, &company).await?;
+        self.company_history(
+            &mut *tx,
+            tenant,
+            caller.author(Via::Direct),
+            &company,
+            deleted_action(deleted),
+            now,
+            None,
+            None,
+        )
+        .await?;
         tx.commit().await?;
         Ok(company)
     }

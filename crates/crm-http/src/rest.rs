@@ -19,7 +19,7 @@ use crm_api::{
     catalog::Alias,
     Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
 };
-use crm_app::RateStatus;
+use crm_app::{Channel, Origin, RateStatus};
 use serde_json::Value;
 
 use crate::{
@@ -151,6 +151,10 @@ pub(crate) async fn serve(
         .call(
             target.op,
             Credentials::Authorization(authorization),
+            Origin {
+                channel: Channel::Rest,
+                request_id: with_request_id(|id| id.map(Arc::from)),
+            },
             request,
         )
         .await;

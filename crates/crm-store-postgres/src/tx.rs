@@ -9,7 +9,7 @@ use crm_app::{
     ports::{ConfigMarks, RowLock, Slice},
     StoreError, Tx,
 };
-use crm_domain::{JsonMap, Tenant, WorkspaceId};
+use crm_domain::{history::Change, Event, JsonMap, Tenant, WorkspaceId};
 use sqlx::{
     postgres::{PgArguments, PgRow},
     query::Query,
@@ -263,6 +263,15 @@ pub(crate) fn out_of_range(what: &str) -> StoreError {
 
 #[async_trait]
 impl Tx for PostgresTx {
+    async fn insert_events_and_changes(
+        &mut self,
+        tenant: &Tenant,
+        events: &[Event],
+        changes: &[Change],
+    ) -> Result<(), StoreError> {
+        PostgresTx::insert_events_and_changes(self, tenant, events, changes).await
+    }
+
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
             PostgresTx::Write(mut lease, marks, ..) => {
