@@ -279,11 +279,17 @@ async fn history_pages_newest_first_and_outlives_a_delete(s: Server) {
     let created = fields(&all[5]);
     assert!(created.contains(&change("title", Value::Null, json!("Big"))));
     assert!(
-        created.iter().all(|(f, _, _)| f != "version" && f != "updated_at" && f != "id"),
+        created
+            .iter()
+            .all(|(f, _, _)| f != "version" && f != "updated_at" && f != "id"),
         "{created:?}"
     );
 
-    let first = s.get(&format!("{path}/history?limit=4")).await.ok(200).clone();
+    let first = s
+        .get(&format!("{path}/history?limit=4"))
+        .await
+        .ok(200)
+        .clone();
     assert_eq!(first["has_more"], true);
     assert_eq!(first["data"].as_array().unwrap()[..], all[..4]);
     let cursor = first["next_cursor"].as_str().unwrap();
@@ -333,7 +339,10 @@ async fn company_history_and_its_scope(s: Server) {
 
     // The record's read scope: a deals-only key may not read a company's history.
     let key = s
-        .post("/keys", json!({"name": "deals only", "scopes": ["deals:read"]}))
+        .post(
+            "/keys",
+            json!({"name": "deals only", "scopes": ["deals:read"]}),
+        )
         .await
         .ok(201)
         .clone();

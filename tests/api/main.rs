@@ -32,5 +32,6 @@ mod sequences;
 mod stage_aliases;
 mod strict_input;
 mod unavailable;
+mod upserts;
 mod webhook_kill;
 mod webhooks;

@@ -384,8 +384,11 @@ impl Alias {
 /// and `remove` answer 200 where `add` answers 201, and enrolling a contact that is already
 /// enrolled answers 200 with the existing enrollment. A table here rather than a field of
 /// [`Operation`], which every operation of `ops` would then have to spell out.
-pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] =
-    &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
+pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] = &[
+    ("svc_manage_stage", &[200]),
+    ("svc_enroll_contact", &[200]),
+    ("svc_upsert_contact", &[201]),
+];
 
 /// What a transport hands to an operation.
 #[derive(Debug, Default)]
@@ -453,6 +456,8 @@ pub struct Reply {
     pub etag: Option<i64>,
     /// A stored result replayed for a repeated `Idempotency-Key`.
     pub replayed: bool,
+    /// What an upsert did, sent as `Upsert-Outcome`.
+    pub upsert_outcome: Option<&'static str>,
 }
 
 impl Reply {
@@ -466,6 +471,7 @@ impl Reply {
             body: ReplyBody::Owned(body),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -476,6 +482,7 @@ impl Reply {
             body: ReplyBody::Static(body),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -489,6 +496,7 @@ impl Reply {
             ),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -508,6 +516,15 @@ impl Reply {
             body: ReplyBody::Owned(body),
             etag,
             replayed: true,
+            upsert_outcome: None,
+        }
+    }
+
+    /// The reply of an upsert that ended as `outcome` (`created`, `updated`, `unchanged`).
+    pub fn with_upsert_outcome(self, outcome: &'static str) -> Reply {
+        Reply {
+            upsert_outcome: Some(outcome),
+            ..self
         }
     }
 

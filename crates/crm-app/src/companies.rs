@@ -9,10 +9,10 @@ use crm_domain::{
 
 use crate::{
     auth::Caller,
+    contacts::deleted_action,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    contacts::deleted_action,
     ports::{CompanyFilter, StoreError, Tx},
     write::{check_references, finish_in_tx, Effects, Emit},
     App,

@@ -87,7 +87,7 @@ async fn insert_contact_checked(
 }
 
 /// The contact as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(
+pub(crate) async fn reload(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     contact: Contact,

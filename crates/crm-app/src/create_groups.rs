@@ -28,8 +28,7 @@ use std::{collections::HashSet, sync::Arc};
 
 use async_trait::async_trait;
 use crm_domain::{
-    history::Author, registry::ReferenceCheck, Contact, ContactDraft, ContactId, ObjectKind,
-    Tenant,
+    history::Author, registry::ReferenceCheck, Contact, ContactDraft, ContactId, ObjectKind, Tenant,
 };
 
 use crate::{

@@ -8,10 +8,10 @@ use crm_domain::{
 
 use crate::{
     auth::Caller,
+    contacts::deleted_action,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    contacts::deleted_action,
     pipelines,
     ports::{DealFilter, RowLock, StoreError, Tx},
     write::{check_references, finish_in_tx, Effects, Emit, RecordRef, Touched},

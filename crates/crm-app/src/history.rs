@@ -28,13 +28,8 @@ impl App {
             return Err(AppError::not_found(object.as_str(), id));
         }
         let rows = tx.list_changes(&caller.tenant, id, &slice).await?;
-        Ok(page_from(
-            rows,
-            &page,
-            &caller.tenant,
-            &list,
-            id,
-            |c| c.id.to_string(),
-        ))
+        Ok(page_from(rows, &page, &caller.tenant, &list, id, |c| {
+            c.id.to_string()
+        }))
     }
 }

@@ -35,6 +35,7 @@ pub mod sequence_hooks;
 pub mod sequence_sends;
 pub mod sequences;
 pub mod store_error;
+pub mod upserts;
 pub mod views;
 pub mod webhooks;
 pub mod workspaces;

@@ -1,8 +1,8 @@
 //! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
 
 use crm_domain::{
-    history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant,
-    ValidationError,
+    history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft,
+    StageId, Tenant, ValidationError,
 };
 
 use crate::{

@@ -36,6 +36,7 @@ const PROBLEM_JSON: &str = "application/problem+json";
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// On a stored answer (success or 4xx) replayed for a repeated `Idempotency-Key` (decisions §9).
 static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+static UPSERT_OUTCOME: HeaderName = HeaderName::from_static("upsert-outcome");
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
@@ -118,6 +119,10 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
             res.headers_mut().insert(header::ETAG, h);
         }
+    }
+    if let Some(outcome) = reply.upsert_outcome {
+        res.headers_mut()
+            .insert(UPSERT_OUTCOME.clone(), HeaderValue::from_static(outcome));
     }
     if reply.replayed {
         res.headers_mut().insert(

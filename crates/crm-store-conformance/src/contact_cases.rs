@@ -221,7 +221,9 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
     assert_eq!(a_history.len(), 1);
     assert_eq!(a_history[0].record_id, a.id.as_str());
     assert_eq!(
-        tx.list_changes(&t, taken.id.as_str(), &all()).await.unwrap(),
+        tx.list_changes(&t, taken.id.as_str(), &all())
+            .await
+            .unwrap(),
         vec![]
     );
     assert_eq!(

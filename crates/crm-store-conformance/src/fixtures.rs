@@ -10,8 +10,8 @@ use crm_app::{
 };
 use crm_domain::{
     history::{Author, Change, ChangeAction, FieldChange},
-    ApiKeyId, ChangeId, ObjectKind, Company, CompanyId, Contact, ContactId, Email, Event, EventId, EventType, JsonMap,
-    Mode, Plan, Tenant, Timestamp, WorkspaceId,
+    ApiKeyId, ChangeId, Company, CompanyId, Contact, ContactId, Email, Event, EventId, EventType,
+    JsonMap, Mode, ObjectKind, Plan, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::json;
 use uuid::Uuid;

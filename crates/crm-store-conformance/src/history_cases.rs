@@ -58,7 +58,13 @@ pub async fn history_lists_a_records_entries_newest_first_in_its_tenant(store: A
         tx.list_changes(&t, "deal_b", &all()).await.unwrap(),
         vec![other_record]
     );
-    assert_eq!(tx.list_changes(&live, "deal_a", &all()).await.unwrap().len(), 1);
+    assert_eq!(
+        tx.list_changes(&live, "deal_a", &all())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 pub async fn events_and_changes_are_written_together(store: Arc<dyn Store>) {

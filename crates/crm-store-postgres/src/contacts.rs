@@ -6,9 +6,7 @@ use crm_app::{
     ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Slice},
     StoreError,
 };
-use crm_domain::{
-    history::Change, CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp,
-};
+use crm_domain::{history::Change, CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;

@@ -16,9 +16,7 @@ use crm_app::{
 use crm_domain::{
     Email, Event, EventId, EventType, Mode, ObjectKind, PipelineId, Tenant, Timestamp,
 };
-use crm_store_conformance::{
-    activity, contact, deal, pipeline, sample_change, tenant, workspace,
-};
+use crm_store_conformance::{activity, contact, deal, pipeline, sample_change, tenant, workspace};
 use crm_store_postgres::PostgresStore;
 use sqlx::{Connection, PgConnection, Row};
 use tokio::sync::oneshot;

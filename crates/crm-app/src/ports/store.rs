@@ -8,8 +8,8 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo, Reference,
-    RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo,
+    Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -85,6 +85,14 @@ pub trait Tx:
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Holds a lock on `key` in the tenant until the transaction ends, so that writes keyed by
+    /// it (upserts of one normalised email or domain) run one after the other. The default does
+    /// nothing: a store whose write transactions hold its one writer lock (SQLite) is already
+    /// serialized.
+    async fn lock_key(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
+        let _ = (tenant, key);
+        Ok(())
+    }
     /// [`EventRepo::insert_events`] and [`HistoryRepo::insert_changes`]: what every write ends
     /// with. Stores override it where one statement can do both (Postgres: one round trip).
     async fn insert_events_and_changes(
