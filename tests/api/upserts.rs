@@ -186,7 +186,76 @@ async fn a_batch_upserts_and_says_each_outcome(s: Server) {
     );
 }
 
+async fn a_company_upsert_matches_the_normalised_domain(s: Server) {
+    let first = s
+        .post(
+            "/companies/upsert",
+            json!({"domain": "https://WWW.Acme.io/about", "name": "Acme"}),
+        )
+        .await;
+    assert_eq!(first.header("upsert-outcome"), Some("created"));
+    let acme = first.ok(201).clone();
+    assert_eq!(acme["domain"], "acme.io", "stored normalised");
+
+    let same = s
+        .post("/companies/upsert", json!({"domain": "acme.io."}))
+        .await;
+    assert_eq!(same.header("upsert-outcome"), Some("unchanged"));
+    assert_eq!(same.ok(200)["id"], acme["id"]);
+    let renamed = s
+        .post(
+            "/companies/upsert",
+            json!({"domain": "www.acme.io", "name": "Acme Inc"}),
+        )
+        .await;
+    assert_eq!(renamed.header("upsert-outcome"), Some("updated"));
+    assert_eq!(renamed.ok(200)["name"], "Acme Inc");
+
+    // Creating needs a name; the domain is required.
+    s.post("/companies/upsert", json!({"domain": "new.io"}))
+        .await
+        .problem(422, "validation_failed");
+    s.post("/companies/upsert", json!({"name": "No domain"}))
+        .await
+        .problem(422, "validation_failed");
+
+    // Several active holders: 409 with their ids.
+    let twin = s
+        .post("/companies", json!({"name": "Twin", "domain": "ACME.io"}))
+        .await
+        .ok(201)
+        .clone();
+    let res = s
+        .post("/companies/upsert", json!({"domain": "acme.io"}))
+        .await;
+    let mut candidates: Vec<Value> = res.problem(409, "conflict")["candidates"]
+        .as_array()
+        .unwrap()
+        .clone();
+    candidates.sort_by_key(|v| v.to_string());
+    let mut expected = vec![acme["id"].clone(), twin["id"].clone()];
+    expected.sort_by_key(|v| v.to_string());
+    assert_eq!(candidates, expected);
+
+    // A soft-deleted holder is restored when no active one has the domain.
+    let gone = s
+        .post("/companies", json!({"name": "Gone", "domain": "gone.io"}))
+        .await
+        .ok(201)
+        .clone();
+    s.delete(&format!("/companies/{}", gone["id"].as_str().unwrap()))
+        .await
+        .ok(200);
+    let back = s
+        .post("/companies/upsert", json!({"domain": "gone.io"}))
+        .await;
+    assert_eq!(back.header("upsert-outcome"), Some("updated"));
+    assert_eq!(back.ok(200)["id"], gone["id"]);
+    assert_eq!(back.body["deleted_at"], Value::Null);
+}
+
 crate::on_both_stores!(
+    a_company_upsert_matches_the_normalised_domain,
     an_upsert_creates_updates_or_changes_nothing,
     a_replayed_upsert_says_its_outcome_again,
     concurrent_upserts_of_one_email_create_one_contact,

@@ -65,6 +65,22 @@ impl App {
     ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .create_company_in(&mut *tx, tenant, caller.author(Via::Direct), draft)
+            .await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&company)).await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Creates a company in `tx`, with its history entry.
+    pub(crate) async fn create_company_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        draft: CompanyDraft,
+    ) -> Result<Company, AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let (company, refs) = Company::create(
             CompanyId::from_uuid(self.ids.new_uuid()),
@@ -76,9 +92,9 @@ impl App {
         tx.insert_company(tenant, &company).await?;
         let body = self.views.company(&company);
         self.company_history(
-            &mut *tx,
+            tx,
             tenant,
-            caller.author(Via::Direct),
+            author,
             &company,
             ChangeAction::Created,
             company.created_at,
@@ -86,8 +102,6 @@ impl App {
             Some(&body),
         )
         .await?;
-        finish_in_tx(&mut *tx, tenant, idem, &body).await?;
-        tx.commit().await?;
         Ok(company)
     }
 
@@ -107,9 +121,32 @@ impl App {
         patch: CompanyPatch,
         expected_version: Option<i64>,
     ) -> Result<Company, AppError> {
-        let tenant = &caller.tenant;
-        let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .update_company_in(
+                &mut *tx,
+                &caller.tenant,
+                caller.author(Via::Direct),
+                id,
+                patch,
+                expected_version,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Applies a partial update in `tx`, with its history entry.
+    pub(crate) async fn update_company_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        id: &str,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Company, AppError> {
+        let id = parse_id(id)?;
         let mut company = tx
             .get_company(tenant, &id)
             .await?
@@ -142,9 +179,9 @@ impl App {
             other => other?,
         }
         self.company_history(
-            &mut *tx,
+            tx,
             tenant,
-            caller.author(Via::Direct),
+            author,
             &company,
             ChangeAction::Updated,
             now,
@@ -152,7 +189,6 @@ impl App {
             Some(&self.views.company(&company)),
         )
         .await?;
-        tx.commit().await?;
         Ok(company)
     }
 
@@ -170,9 +206,31 @@ impl App {
         id: &str,
         deleted: bool,
     ) -> Result<Company, AppError> {
-        let tenant = &caller.tenant;
-        let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .set_company_deleted_in(
+                &mut *tx,
+                &caller.tenant,
+                caller.author(Via::Direct),
+                id,
+                deleted,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Soft-deletes (`deleted`) or restores a company in `tx`, with its history entry; a no-op
+    /// when it already is so.
+    pub(crate) async fn set_company_deleted_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        id: &str,
+        deleted: bool,
+    ) -> Result<Company, AppError> {
+        let id = parse_id(id)?;
         let mut company = tx
             .get_company(tenant, &id)
             .await?
@@ -186,9 +244,9 @@ impl App {
         company.version += 1;
         tx.update_company(tenant, &company).await?;
         self.company_history(
-            &mut *tx,
+            tx,
             tenant,
-            caller.author(Via::Direct),
+            author,
             &company,
             deleted_action(deleted),
             now,
@@ -196,7 +254,6 @@ impl App {
             None,
         )
         .await?;
-        tx.commit().await?;
         Ok(company)
     }
 

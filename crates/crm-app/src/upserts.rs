@@ -4,7 +4,8 @@
 //! and no uniqueness conflict leaks out of an upsert.
 
 use crm_domain::{
-    history::Via, Contact, ContactDraft, ContactPatch, Email, Tenant, ValidationError,
+    company::normalise_domain, history::Via, Company, CompanyDraft, CompanyPatch, Contact,
+    ContactDraft, ContactPatch, Email, Tenant, ValidationError,
 };
 use serde_json::{json, Value};
 
@@ -13,7 +14,7 @@ use crate::{
     contacts::reload,
     error::AppError,
     idempotency::{IdemClaim, StoredReply},
-    ports::Tx,
+    ports::{CompanyFilter, Slice, Tx},
     write::{Effects, Emit},
     App,
 };
@@ -155,5 +156,104 @@ impl App {
             UpsertOutcome::Unchanged
         };
         Ok((contact, outcome))
+    }
+}
+
+impl App {
+    /// `POST /companies/upsert`: matched on the normalised `domain` among active companies (409
+    /// `conflict` with `candidates` when several hold it); none active, a soft-deleted holder is
+    /// restored and updated; none at all, `draft` creates one (with its `name`).
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn upsert_company(
+        &self,
+        caller: &Caller,
+        draft: CompanyDraft,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<(Company, UpsertOutcome), AppError> {
+        let tenant = &caller.tenant;
+        let raw = draft
+            .domain
+            .clone()
+            .filter(|d| !d.trim().is_empty())
+            .ok_or_else(|| ValidationError::invalid("domain", "is required to upsert a company"))?;
+        let domain = normalise_domain(raw)?;
+        let mut tx = self.store.begin_write().await?;
+        tx.lock_key(tenant, &format!("company.domain:{domain}"))
+            .await?;
+        let filter = |include_deleted| CompanyFilter {
+            q: None,
+            domain: Some(domain.clone()),
+            include_deleted,
+        };
+        let page = Slice {
+            before: None,
+            limit: 100,
+        };
+        let active = tx.list_companies(tenant, &filter(false), &page).await?;
+        let matched = match active.as_slice() {
+            [] => tx
+                .list_companies(tenant, &filter(true), &page)
+                .await?
+                .into_iter()
+                .find(|c| c.deleted_at.is_some()),
+            [one] => Some(one.clone()),
+            several => {
+                return Err(AppError::Ambiguous {
+                    detail: format!(
+                        "{} active companies have the domain {domain}",
+                        several.len()
+                    ),
+                    candidates: several.iter().map(|c| c.id.to_string()).collect(),
+                })
+            }
+        };
+        let author = caller.author(Via::Direct);
+        let (company, outcome) = match matched {
+            None => {
+                let company = self
+                    .create_company_in(&mut *tx, tenant, author, draft)
+                    .await?;
+                (company, UpsertOutcome::Created)
+            }
+            Some(existing) => {
+                if expected_version.is_some_and(|v| v != existing.version) {
+                    return Err(AppError::VersionConflict {
+                        current: existing.version,
+                    });
+                }
+                let restored = existing.deleted_at.is_some();
+                if restored {
+                    self.set_company_deleted_in(
+                        &mut *tx,
+                        tenant,
+                        author.clone(),
+                        existing.id.as_str(),
+                        false,
+                    )
+                    .await?;
+                }
+                let company = self
+                    .update_company_in(&mut *tx, tenant, author, existing.id.as_str(), patch, None)
+                    .await?;
+                let outcome = if restored || company.version != existing.version {
+                    UpsertOutcome::Updated
+                } else {
+                    UpsertOutcome::Unchanged
+                };
+                (company, outcome)
+            }
+        };
+        store_reply(
+            &mut *tx,
+            tenant,
+            idem,
+            outcome,
+            self.views.company(&company),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((company, outcome))
     }
 }
