@@ -5,8 +5,10 @@
 //! here (every task is finished when `SendMessage` returns, nothing streams, nothing is pushed)
 //! and answer the protocol's own errors for that.
 
+use std::sync::Arc;
+
 use crm_api::{agent, Credentials, Problem, RateSlot};
-use crm_app::Caller;
+use crm_app::{Caller, Channel, Origin};
 use serde_json::{json, Map, Value};
 
 use crate::{
@@ -319,6 +321,10 @@ async fn run(
         .call(
             op,
             Credentials::Caller(caller),
+            Origin {
+                channel: Channel::A2a,
+                request_id: (!request_id.is_empty()).then(|| Arc::from(request_id)),
+            },
             agent::ToolArguments(arguments),
         )
         .await;

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use crm_app::{Admission, Caller, RateStatus};
+use crm_app::{Admission, Caller, Origin, RateStatus};
 
 use crate::{
     alias, idempotency,
@@ -55,7 +55,8 @@ pub struct Answer {
 impl Api {
     /// Runs `op`: authenticates `credentials`, admits the call, reads `request`, then checks the
     /// scope and the input and runs the handler, with `Idempotency-Key`'s claim, replay and store
-    /// around it. Every transport runs every operation through here, so the order of the checks,
+    /// around it. `origin` (the transport and the request id) goes with the caller to the use
+    /// cases, whose history entries carry it. Every transport runs every operation through here, so the order of the checks,
     /// limits and counting are the same on REST, MCP and A2A.
     ///
     /// No `#[tracing::instrument]` span: it runs on every request, and the operations' own spans
@@ -64,10 +65,11 @@ impl Api {
         &self,
         op: &'static Operation,
         credentials: Credentials<'_>,
+        origin: Origin,
         request: impl ReadRequest,
     ) -> Answer {
         let mut rate = None;
-        let result = self.run(op, credentials, request, &mut rate).await;
+        let result = self.run(op, credentials, origin, request, &mut rate).await;
         Answer { result, rate }
     }
 
@@ -75,17 +77,16 @@ impl Api {
         &self,
         op: &'static Operation,
         credentials: Credentials<'_>,
+        origin: Origin,
         request: impl ReadRequest,
         rate: &mut Option<RateStatus>,
     ) -> Result<Reply, Problem> {
-        let authenticated;
         let caller = match credentials {
-            Credentials::Authorization(header) => {
-                authenticated = self.authenticate(header).await?;
-                &authenticated
-            }
-            Credentials::Caller(caller) => caller,
-        };
+            Credentials::Authorization(header) => self.authenticate(header).await?,
+            Credentials::Caller(caller) => caller.clone(),
+        }
+        .with_origin(origin);
+        let caller = &caller;
         match self.admit(op, caller).await {
             Ok(admission) => *rate = Some(admission.rate),
             Err((problem, refused_rate)) => {

@@ -128,6 +128,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::search::operations(),
             ops::batch::operations(),
             ops::events::operations(),
+            ops::history::operations(),
             ops::registry::operations(),
             ops::discovery::operations(),
             ops::keys::operations(),

@@ -57,6 +57,17 @@ pub(crate) async fn dispatch(
                 }
                 return Err(p.replayed());
             }
+            // An upsert stored its outcome beside the record, to send as `Upsert-Outcome` again.
+            if let Some(outcome) = body
+                .get("upsert_outcome")
+                .and_then(Value::as_str)
+                .and_then(crm_app::upserts::UpsertOutcome::parse)
+            {
+                let record = body.get("record").cloned().unwrap_or(Value::Null);
+                return Ok(
+                    Reply::replay(stored.status, record).with_upsert_outcome(outcome.as_str())
+                );
+            }
             return Ok(Reply::replay(stored.status, body));
         }
         Claim::Fresh(claim) => claim,

@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(
             (&batch["op"]["enum"], &batch["object"]["enum"]),
             (
-                &json!(["create", "update", "delete"]),
+                &json!(["create", "update", "delete", "upsert"]),
                 &json!(["contact", "deal"])
             )
         );

@@ -433,8 +433,12 @@ impl Alias {
 /// and `remove` answer 200 where `add` answers 201, and enrolling a contact that is already
 /// enrolled answers 200 with the existing enrollment. A table here rather than a field of
 /// [`Operation`], which every operation of `ops` would then have to spell out.
-pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] =
-    &[("svc_manage_stage", &[200]), ("svc_enroll_contact", &[200])];
+pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] = &[
+    ("svc_manage_stage", &[200]),
+    ("svc_enroll_contact", &[200]),
+    ("svc_upsert_contact", &[201]),
+    ("svc_upsert_company", &[201]),
+];
 
 /// What a transport hands to an operation.
 #[derive(Debug, Default)]
@@ -502,6 +506,8 @@ pub struct Reply {
     pub etag: Option<i64>,
     /// A stored result replayed for a repeated `Idempotency-Key`.
     pub replayed: bool,
+    /// What an upsert did, sent as `Upsert-Outcome`.
+    pub upsert_outcome: Option<&'static str>,
 }
 
 impl Reply {
@@ -515,6 +521,7 @@ impl Reply {
             body: ReplyBody::Owned(body),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -525,6 +532,7 @@ impl Reply {
             body: ReplyBody::Static(body),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -538,6 +546,7 @@ impl Reply {
             ),
             etag: None,
             replayed: false,
+            upsert_outcome: None,
         }
     }
 
@@ -557,6 +566,15 @@ impl Reply {
             body: ReplyBody::Owned(body),
             etag,
             replayed: true,
+            upsert_outcome: None,
+        }
+    }
+
+    /// The reply of an upsert that ended as `outcome` (`created`, `updated`, `unchanged`).
+    pub fn with_upsert_outcome(self, outcome: &'static str) -> Reply {
+        Reply {
+            upsert_outcome: Some(outcome),
+            ..self
         }
     }
 

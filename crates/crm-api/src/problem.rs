@@ -213,6 +213,9 @@ impl From<AppError> for Problem {
                     None => p,
                 }
             }
+            AppError::Ambiguous { candidates, .. } => {
+                Problem::new(ErrorCode::Conflict, detail).with("candidates", candidates)
+            }
             AppError::VersionConflict { current } => {
                 Problem::new(ErrorCode::VersionConflict, detail).with("current_version", current)
             }

@@ -5,7 +5,7 @@ use rand::{distributions::Alphanumeric, Rng};
 use sha2::{Digest, Sha256};
 
 pub use crate::identity::{
-    Access, ApiKeyRecord, Caller, Identity, KeyAuth, KeyDigest, Scope, Scopes, Workspace,
+    Access, ApiKeyRecord, Caller, Identity, KeyAuth, KeyDigest, Origin, Scope, Scopes, Workspace,
     SCOPE_RESOURCES, TOUCH_EVERY_MS,
 };
 use crate::{error::AppError, ports::COARSE_SLACK_MS, App};

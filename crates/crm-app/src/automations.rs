@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use crm_domain::{
     condition::Subject,
+    history::{Actor, ActorType, Author, Via},
     merge::MergeData,
     rule::{
         self, Action, ActionOutcome, Automation, AutomationDef, AutomationDraft, AutomationRun,
@@ -197,7 +198,7 @@ impl App {
     ) -> Result<AutomationOutcome, AppError> {
         let mut outcome = AutomationOutcome {
             finals: HashMap::new(),
-            effects: Effects::new(Emit::Silent),
+            effects: Effects::new(Emit::Silent, Author::system()),
         };
         let mut types: Vec<EventType> = events.iter().map(|e| e.event_type).collect();
         types.dedup();
@@ -227,6 +228,16 @@ impl App {
         for (event, rule, matched) in evaluations {
             let mut outcomes = Vec::new();
             if matched {
+                // The rule is the actor of what its actions change; the transport and request
+                // id stay those of the write that triggered it.
+                outcome.effects.set_author(Author {
+                    actor: Actor {
+                        kind: ActorType::Automation,
+                        id: Some(rule.id.as_str().to_owned()),
+                        name: Some(rule.def.name.clone()),
+                    },
+                    ..event.author.via(Via::Automation)
+                });
                 for action in &rule.def.actions {
                     let result = self
                         .apply_action(tx, tenant, event, rule, action, &mut outcome, &mut cache)

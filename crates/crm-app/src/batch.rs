@@ -2,7 +2,7 @@
 //! savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
 //! Batch writes are validated like single writes but are event-silent.
 
-use crm_domain::{ContactDraft, ContactPatch, DealDraft, DealPatch};
+use crm_domain::{history::Via, ContactDraft, ContactPatch, DealDraft, DealPatch};
 use serde_json::Value;
 
 use crate::{
@@ -10,6 +10,7 @@ use crate::{
     error::AppError,
     idempotency::IdemClaim,
     ports::Tx,
+    upserts::stored_upsert_reply,
     write::{finish_in_tx, Effects, Emit},
     App,
 };
@@ -26,6 +27,11 @@ pub enum BatchOp {
     DeleteContact {
         id: String,
     },
+    /// The body read as a create (`draft`) and as a PATCH (`patch`), as `POST /contacts/upsert`.
+    UpsertContact {
+        draft: ContactDraft,
+        patch: ContactPatch,
+    },
     CreateDeal {
         draft: DealDraft,
         pipeline: Option<String>,
@@ -40,7 +46,8 @@ pub enum BatchOp {
     },
 }
 
-/// The outcome of one operation: the record (or deletion confirmation), or why it failed.
+/// The outcome of one operation: the record (or deletion confirmation; for an upsert, the record
+/// and its outcome as [`crate::upserts::stored_upsert_reply`] wraps them), or why it failed.
 pub type OpResult = (usize, Result<Value, AppError>);
 
 /// Turns the outcomes into the response body; the caller owns the wire format.
@@ -69,6 +76,12 @@ impl App {
                     .set_contact_deleted_in(tx, tenant, &id, true, fx)
                     .await?;
                 self.views.deleted(c.id.as_str(), "contact")
+            }
+            BatchOp::UpsertContact { draft, patch } => {
+                let (contact, outcome) = self
+                    .upsert_contact_in(tx, tenant, draft, patch, None, fx)
+                    .await?;
+                stored_upsert_reply(outcome, self.views.contact(&contact))
             }
             BatchOp::CreateDeal { draft, pipeline } => self.views.deal(
                 &self
@@ -105,7 +118,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         // Batch writes are event-silent: no events, no automations, no enrollments; the records
         // they change still reach sequences' exit re-check.
-        let mut fx = Effects::new(Emit::Silent);
+        let mut fx = Effects::new(Emit::Silent, caller.author(Via::Batch));
         for (index, op) in ops {
             tx.savepoint("batch_op").await?;
             let mark = fx.mark();

@@ -1,14 +1,20 @@
 //! Company use cases. Company changes emit no events (spec, Events).
 
-use crm_domain::{Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind};
+use serde_json::Value;
+
+use crm_domain::{
+    history::{Author, ChangeAction, Via},
+    Company, CompanyDraft, CompanyId, CompanyPatch, ObjectKind, Tenant, Timestamp,
+};
 
 use crate::{
     auth::Caller,
+    contacts::deleted_action,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
-    ports::{CompanyFilter, StoreError},
-    write::{check_references, finish_in_tx},
+    ports::{CompanyFilter, StoreError, Tx},
+    write::{check_references, finish_in_tx, Effects, Emit},
     App,
 };
 
@@ -19,6 +25,37 @@ fn parse_id(id: &str) -> Result<CompanyId, AppError> {
 }
 
 impl App {
+    /// Writes the history entry of one change of a company in `tx` (companies have no events, so
+    /// nothing else settles it).
+    #[allow(clippy::too_many_arguments)]
+    async fn company_history(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        company: &Company,
+        action: ChangeAction,
+        at: Timestamp,
+        before: Option<&Value>,
+        after: Option<&Value>,
+    ) -> Result<(), AppError> {
+        let mut fx = Effects::new(Emit::Silent, author);
+        self.record_change(
+            &mut fx,
+            ObjectKind::Company,
+            company.id.as_str(),
+            action,
+            at,
+            before,
+            after,
+        );
+        let history = fx.take_history();
+        if !history.is_empty() {
+            tx.insert_changes(tenant, &history).await?;
+        }
+        Ok(())
+    }
+
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn create_company(
         &self,
@@ -28,6 +65,22 @@ impl App {
     ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .create_company_in(&mut *tx, tenant, caller.author(Via::Direct), draft)
+            .await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&company)).await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Creates a company in `tx`, with its history entry.
+    pub(crate) async fn create_company_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        draft: CompanyDraft,
+    ) -> Result<Company, AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let (company, refs) = Company::create(
             CompanyId::from_uuid(self.ids.new_uuid()),
@@ -37,8 +90,18 @@ impl App {
         )?;
         check_references(&mut *tx, tenant, &refs).await?;
         tx.insert_company(tenant, &company).await?;
-        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&company)).await?;
-        tx.commit().await?;
+        let body = self.views.company(&company);
+        self.company_history(
+            tx,
+            tenant,
+            author,
+            &company,
+            ChangeAction::Created,
+            company.created_at,
+            None,
+            Some(&body),
+        )
+        .await?;
         Ok(company)
     }
 
@@ -58,9 +121,32 @@ impl App {
         patch: CompanyPatch,
         expected_version: Option<i64>,
     ) -> Result<Company, AppError> {
-        let tenant = &caller.tenant;
-        let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .update_company_in(
+                &mut *tx,
+                &caller.tenant,
+                caller.author(Via::Direct),
+                id,
+                patch,
+                expected_version,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Applies a partial update in `tx`, with its history entry.
+    pub(crate) async fn update_company_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        id: &str,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+    ) -> Result<Company, AppError> {
+        let id = parse_id(id)?;
         let mut company = tx
             .get_company(tenant, &id)
             .await?
@@ -77,7 +163,9 @@ impl App {
             });
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
-        let (changed, refs) = company.apply(patch, self.clock.now(), &registry)?;
+        let before = self.views.company(&company);
+        let now = self.clock.now();
+        let (changed, refs) = company.apply(patch, now, &registry)?;
         if changed.is_empty() {
             return Ok(company);
         }
@@ -90,7 +178,17 @@ impl App {
             }
             other => other?,
         }
-        tx.commit().await?;
+        self.company_history(
+            tx,
+            tenant,
+            author,
+            &company,
+            ChangeAction::Updated,
+            now,
+            Some(&before),
+            Some(&self.views.company(&company)),
+        )
+        .await?;
         Ok(company)
     }
 
@@ -108,9 +206,31 @@ impl App {
         id: &str,
         deleted: bool,
     ) -> Result<Company, AppError> {
-        let tenant = &caller.tenant;
-        let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let company = self
+            .set_company_deleted_in(
+                &mut *tx,
+                &caller.tenant,
+                caller.author(Via::Direct),
+                id,
+                deleted,
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(company)
+    }
+
+    /// Soft-deletes (`deleted`) or restores a company in `tx`, with its history entry; a no-op
+    /// when it already is so.
+    pub(crate) async fn set_company_deleted_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        id: &str,
+        deleted: bool,
+    ) -> Result<Company, AppError> {
+        let id = parse_id(id)?;
         let mut company = tx
             .get_company(tenant, &id)
             .await?
@@ -123,7 +243,17 @@ impl App {
         company.updated_at = now;
         company.version += 1;
         tx.update_company(tenant, &company).await?;
-        tx.commit().await?;
+        self.company_history(
+            tx,
+            tenant,
+            author,
+            &company,
+            deleted_action(deleted),
+            now,
+            None,
+            None,
+        )
+        .await?;
         Ok(company)
     }
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use crm_domain::{
-    registry::ReferenceCheck, Contact, ContactDraft, ContactId, ContactPatch, EventType,
-    ObjectKind, Registry, Tenant,
+    history::{Author, ChangeAction, Via},
+    registry::ReferenceCheck,
+    Contact, ContactDraft, ContactId, ContactPatch, EventType, ObjectKind, Registry, Tenant,
 };
 
 use crate::{
@@ -23,6 +24,15 @@ use crate::{
 };
 
 const LIST: &str = "contacts";
+
+/// The history action of a soft delete (`true`) or a restore.
+pub(crate) fn deleted_action(deleted: bool) -> ChangeAction {
+    if deleted {
+        ChangeAction::Deleted
+    } else {
+        ChangeAction::Restored
+    }
+}
 
 pub(crate) fn parse_id(id: &str) -> Result<ContactId, AppError> {
     ContactId::parse(id).map_err(|_| AppError::not_found("contact", id))
@@ -77,7 +87,7 @@ async fn insert_contact_checked(
 }
 
 /// The contact as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(
+pub(crate) async fn reload(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     contact: Contact,
@@ -103,12 +113,16 @@ impl App {
         draft: ContactDraft,
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
+        let author = caller.author(Via::Direct);
         match self.create_groups.slots() {
             Some(slots) => {
-                self.create_contact_in_slot(slots, &caller.tenant, draft, idem)
+                self.create_contact_in_slot(slots, &caller.tenant, &author, draft, idem)
                     .await
             }
-            None => self.create_contact_alone(&caller.tenant, draft, idem).await,
+            None => {
+                self.create_contact_alone(&caller.tenant, &author, draft, idem)
+                    .await
+            }
         }
     }
 
@@ -116,6 +130,7 @@ impl App {
     pub(crate) async fn create_contact_alone(
         &self,
         tenant: &Tenant,
+        author: &Author,
         draft: ContactDraft,
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
@@ -127,12 +142,14 @@ impl App {
                     draft,
                     &registry,
                 )?;
-                return self.insert_plain_contact(tenant, contact, &refs).await;
+                return self
+                    .insert_plain_contact(tenant, author, contact, &refs)
+                    .await;
             }
         }
         let mut tx = self.store.begin_write().await?;
         let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
-        self.insert_built_contact(tx, tenant, contact, &refs, idem)
+        self.insert_built_contact(tx, tenant, author, contact, &refs, idem)
             .await
     }
 
@@ -141,11 +158,12 @@ impl App {
         &self,
         mut tx: Box<dyn Tx>,
         tenant: &Tenant,
+        author: &Author,
         contact: Contact,
         refs: &[ReferenceCheck],
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, author.clone());
         insert_contact_checked(&*self.views, &mut *tx, tenant, &contact, refs).await?;
         self.contact_created(&mut fx, &contact);
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
@@ -176,24 +194,26 @@ impl App {
     /// Inserts a contact nothing reacts to ([`App::plain_contact_creates`]) with its event, in
     /// one atomic write of its own ([`crate::ports::Store::insert_contact_alone`]): one statement
     /// and one round trip on Postgres, where a transaction takes four. The event's data is the
-    /// contact as created, as [`App::finish_write`] leaves it when no automation acts.
+    /// contact as created, as [`App::finish_write`] leaves it when no automation acts; its
+    /// history entry rides in the same write.
     async fn insert_plain_contact(
         &self,
         tenant: &Tenant,
+        author: &Author,
         contact: Contact,
         refs: &[ReferenceCheck],
     ) -> Result<Contact, AppError> {
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, author.clone());
         self.contact_created(&mut fx, &contact);
-        let Some(event) = fx.take_events().pop() else {
+        let (Some(event), Some(change)) = (fx.take_events().pop(), fx.take_history().pop()) else {
             return Err(AppError::Internal(
-                "a created contact without its event".into(),
+                "a created contact without its event or history".into(),
             ));
         };
         let event = event.into_event(tenant, None);
         match self
             .store
-            .insert_contact_alone(tenant, &contact, &store_references(refs)?, &event)
+            .insert_contact_alone(tenant, &contact, &store_references(refs)?, &event, &change)
             .await
         {
             Ok(()) => {
@@ -239,16 +259,27 @@ impl App {
         )?)
     }
 
-    /// Records that `contact` was created: a changed record, and its `contact.created` event.
+    /// Records that `contact` was created: a changed record, its history entry and its
+    /// `contact.created` event.
     pub(crate) fn contact_created(&self, fx: &mut Effects, contact: &Contact) {
         let record = RecordRef::Contact(contact.id.clone());
         fx.changed(record.clone(), false);
+        let body = self.views.contact(contact);
+        self.record_change(
+            fx,
+            ObjectKind::Contact,
+            contact.id.as_str(),
+            ChangeAction::Created,
+            contact.created_at,
+            None,
+            Some(&body),
+        );
         self.emit(
             fx,
             EventType::ContactCreated,
             record,
             contact.created_at,
-            self.views.contact(contact),
+            body,
             None,
             None,
         );
@@ -272,7 +303,7 @@ impl App {
         expected_version: Option<i64>,
     ) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let contact = self
             .update_contact_in(
                 &mut *tx,
@@ -316,6 +347,7 @@ impl App {
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
+        let before = self.views.contact(&contact);
         let (changed, refs) = contact.apply(patch, now, &registry)?;
         if changed.is_empty() {
             return Ok(contact);
@@ -335,12 +367,22 @@ impl App {
         let changed = changed.into_iter().map(String::from).collect();
         let record = RecordRef::Contact(contact.id.clone());
         fx.changed(record.clone(), false);
+        let body = self.views.contact(&contact);
+        self.record_change(
+            fx,
+            ObjectKind::Contact,
+            contact.id.as_str(),
+            ChangeAction::Updated,
+            now,
+            Some(&before),
+            Some(&body),
+        );
         self.emit(
             fx,
             EventType::ContactUpdated,
             record,
             now,
-            self.views.contact(&contact),
+            body,
             Some(changed),
             None,
         );
@@ -350,7 +392,7 @@ impl App {
     /// Soft delete. Deleting a deleted contact answers the same.
     pub async fn delete_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let contact = self
             .set_contact_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx)
             .await?;
@@ -362,7 +404,7 @@ impl App {
     /// Restoring an active contact is a no-op that returns it.
     pub async fn restore_contact(&self, caller: &Caller, id: &str) -> Result<Contact, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let contact = self
             .set_contact_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx)
             .await?;
@@ -393,6 +435,15 @@ impl App {
         contact.version += 1;
         tx.update_contact(tenant, &contact).await?;
         fx.changed(RecordRef::Contact(contact.id.clone()), deleted);
+        self.record_change(
+            fx,
+            ObjectKind::Contact,
+            contact.id.as_str(),
+            deleted_action(deleted),
+            now,
+            None,
+            None,
+        );
         Ok(contact)
     }
 

@@ -27,7 +27,9 @@
 use std::{collections::HashSet, sync::Arc};
 
 use async_trait::async_trait;
-use crm_domain::{registry::ReferenceCheck, Contact, ContactDraft, ContactId, ObjectKind, Tenant};
+use crm_domain::{
+    history::Author, registry::ReferenceCheck, Contact, ContactDraft, ContactId, ObjectKind, Tenant,
+};
 
 use crate::{
     contacts::email_conflict,
@@ -41,6 +43,8 @@ use crate::{
 /// One contact create, as it waits for its transaction.
 pub struct ContactCreate {
     pub tenant: Tenant,
+    /// Who creates it (history).
+    pub author: Author,
     pub draft: ContactDraft,
     pub idem: Option<IdemClaim>,
 }
@@ -64,6 +68,7 @@ impl CreateGroups {
 /// A create inside a group.
 struct Queued {
     tenant: Tenant,
+    author: Author,
     idem: Option<IdemClaim>,
     stage: Stage,
 }
@@ -121,11 +126,13 @@ impl App {
         &self,
         grouping: &Arc<ContactCreateGrouping>,
         tenant: &Tenant,
+        author: &Author,
         draft: ContactDraft,
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
         let create = ContactCreate {
             tenant: tenant.clone(),
+            author: author.clone(),
             draft,
             idem: idem.cloned(),
         };
@@ -172,7 +179,7 @@ impl App {
                 for q in group {
                     let answer = match q.stage {
                         Stage::Draft(draft) => {
-                            self.create_contact_alone(&q.tenant, draft, q.idem.as_ref())
+                            self.create_contact_alone(&q.tenant, &q.author, draft, q.idem.as_ref())
                                 .await
                         }
                         Stage::Built { contact, refs }
@@ -183,6 +190,7 @@ impl App {
                                     self.insert_built_contact(
                                         tx,
                                         &q.tenant,
+                                        &q.author,
                                         contact,
                                         &refs,
                                         q.idem.as_ref(),
@@ -269,7 +277,7 @@ impl App {
         };
 
         // The rest one by one, as alone: skipped by the statement above, or with other references.
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, Author::system());
         for q in part.iter_mut() {
             let stage = std::mem::replace(&mut q.stage, Stage::Draft(ContactDraft::default()));
             let Stage::Built { contact, refs } = stage else {
@@ -303,6 +311,7 @@ impl App {
                     error,
                 },
                 None => {
+                    fx.set_author(q.author.clone());
                     self.contact_created(&mut fx, &contact);
                     Stage::Inserted {
                         contact,
@@ -364,8 +373,13 @@ fn only_its_company(contact: &Contact, refs: &[ReferenceCheck]) -> bool {
 #[async_trait]
 impl GroupedWrites<ContactCreate, ContactCreated> for App {
     async fn alone(&self, create: ContactCreate) -> ContactCreated {
-        self.create_contact_alone(&create.tenant, create.draft, create.idem.as_ref())
-            .await
+        self.create_contact_alone(
+            &create.tenant,
+            &create.author,
+            create.draft,
+            create.idem.as_ref(),
+        )
+        .await
     }
 
     async fn together(&self, creates: Vec<ContactCreate>) -> Vec<ContactCreated> {
@@ -373,6 +387,7 @@ impl GroupedWrites<ContactCreate, ContactCreated> for App {
             .into_iter()
             .map(|c| Queued {
                 tenant: c.tenant,
+                author: c.author,
                 idem: c.idem,
                 stage: Stage::Draft(c.draft),
             })

@@ -2,11 +2,13 @@
 //! restore, list.
 
 use crm_domain::{
+    history::{ChangeAction, Via},
     CompanyId, ContactId, Deal, DealDraft, DealId, DealPatch, EventType, ObjectKind, Tenant,
 };
 
 use crate::{
     auth::Caller,
+    contacts::deleted_action,
     error::AppError,
     idempotency::IdemClaim,
     paging::{page_from, slice_for, Page, PageParams},
@@ -59,7 +61,7 @@ impl App {
     ) -> Result<Deal, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let deal = self
             .create_deal_in(&mut *tx, tenant, draft, pipeline, &mut fx)
             .await?;
@@ -93,6 +95,15 @@ impl App {
         let snapshot = self.views.deal(&deal);
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);
+        self.record_change(
+            fx,
+            ObjectKind::Deal,
+            deal.id.as_str(),
+            ChangeAction::Created,
+            now,
+            None,
+            Some(&snapshot),
+        );
         self.emit(
             fx,
             EventType::DealCreated,
@@ -135,7 +146,7 @@ impl App {
         expected_version: Option<i64>,
     ) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let deal = self
             .update_deal_in(
                 &mut *tx,
@@ -191,6 +202,7 @@ impl App {
         };
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
+        let before = self.views.deal(&deal);
         let change = deal.apply(patch, &target, now, &registry)?;
         if change.changed.is_empty() {
             return Ok(deal);
@@ -208,6 +220,15 @@ impl App {
         let changed = change.changed.iter().map(|f| (*f).to_owned()).collect();
         let record = RecordRef::Deal(deal.id.clone());
         fx.changed(record.clone(), false);
+        self.record_change(
+            fx,
+            ObjectKind::Deal,
+            deal.id.as_str(),
+            ChangeAction::Updated,
+            now,
+            Some(&before),
+            Some(&snapshot),
+        );
         self.emit(
             fx,
             EventType::DealUpdated,
@@ -233,7 +254,7 @@ impl App {
 
     pub async fn delete_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let deal = self
             .set_deal_deleted_in(&mut *tx, &caller.tenant, id, true, &mut fx)
             .await?;
@@ -244,7 +265,7 @@ impl App {
 
     pub async fn restore_deal(&self, caller: &Caller, id: &str) -> Result<Deal, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events);
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let deal = self
             .set_deal_deleted_in(&mut *tx, &caller.tenant, id, false, &mut fx)
             .await?;
@@ -275,6 +296,15 @@ impl App {
         deal.version += 1;
         tx.update_deal(tenant, &deal).await?;
         fx.changed(RecordRef::Deal(deal.id.clone()), deleted);
+        self.record_change(
+            fx,
+            ObjectKind::Deal,
+            deal.id.as_str(),
+            deleted_action(deleted),
+            now,
+            None,
+            None,
+        );
         Ok(deal)
     }
 

@@ -18,6 +18,12 @@ pub enum AppError {
         detail: String,
         existing: Option<Value>,
     },
+    /// Several records match an upsert's key: 409 `conflict` listing their ids.
+    #[error("{detail}")]
+    Ambiguous {
+        detail: String,
+        candidates: Vec<String>,
+    },
     #[error("the record is at version {current}, not the version given in If-Match")]
     VersionConflict { current: i64 },
     #[error("{0}")]

@@ -10,7 +10,10 @@ use std::{
     },
 };
 
-use crm_domain::{ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId};
+use crm_domain::{
+    history::{Actor, ActorType, Author, Channel, Via},
+    ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId,
+};
 
 use crate::error::AppError;
 
@@ -187,12 +190,33 @@ impl Scopes {
 /// per key and kept in the key cache, so a request takes a reference count, not copies of the
 /// key's scopes and the workspace's fields.
 #[derive(Debug, Clone)]
-pub struct Caller(Arc<Identity>);
+pub struct Caller(Arc<Identity>, Origin);
+
+/// Where one call came from: its transport and its request id, which the history entries of its
+/// writes carry (decisions §24, "History, corrected"). A caller from the key cache has the
+/// default, `system` and no request id; the entry point sets the call's own
+/// ([`Caller::with_origin`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    pub channel: Channel,
+    pub request_id: Option<Arc<str>>,
+}
+
+impl Default for Origin {
+    fn default() -> Self {
+        Origin {
+            channel: Channel::System,
+            request_id: None,
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Identity {
     pub tenant: Tenant,
     pub key_id: ApiKeyId,
+    /// The key's name when it was read: history entries copy it.
+    pub key_name: String,
     pub scopes: Scopes,
     pub workspace: Workspace,
     /// When this copy last passed a use of the key to the meter (Unix milliseconds; 0: never):
@@ -206,13 +230,51 @@ pub const TOUCH_EVERY_MS: i64 = 250;
 
 impl Caller {
     pub fn new(tenant: Tenant, key_id: ApiKeyId, scopes: Scopes, workspace: Workspace) -> Caller {
-        Caller(Arc::new(Identity {
-            tenant,
-            key_id,
-            scopes,
-            workspace,
-            touched_ms: AtomicI64::new(0),
-        }))
+        Caller::named(tenant, key_id, String::new(), scopes, workspace)
+    }
+
+    /// [`Caller::new`] of a key with a name.
+    pub fn named(
+        tenant: Tenant,
+        key_id: ApiKeyId,
+        key_name: String,
+        scopes: Scopes,
+        workspace: Workspace,
+    ) -> Caller {
+        Caller(
+            Arc::new(Identity {
+                tenant,
+                key_id,
+                key_name,
+                scopes,
+                workspace,
+                touched_ms: AtomicI64::new(0),
+            }),
+            Origin::default(),
+        )
+    }
+
+    /// This caller, making the call `origin` describes.
+    pub fn with_origin(&self, origin: Origin) -> Caller {
+        Caller(self.0.clone(), origin)
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.1
+    }
+
+    /// The author of this call's writes, made `via`: its key, transport and request id.
+    pub fn author(&self, via: Via) -> Author {
+        Author {
+            actor: Actor {
+                kind: ActorType::ApiKey,
+                id: Some(self.0.key_id.as_str().to_owned()),
+                name: Some(self.0.key_name.clone()),
+            },
+            channel: self.1.channel,
+            via,
+            request_id: self.1.request_id.as_deref().map(str::to_owned),
+        }
     }
 
     /// A copy with its own allocation, for one thread's copy of a key cache: a reference count
@@ -222,16 +284,19 @@ impl Caller {
         let Identity {
             tenant,
             key_id,
+            key_name,
             scopes,
             workspace,
             touched_ms: _,
         } = &*self.0;
-        Caller::new(
+        Caller::named(
             tenant.clone(),
             key_id.clone(),
+            key_name.clone(),
             scopes.clone(),
             workspace.clone(),
         )
+        .with_origin(self.1.clone())
     }
 
     /// Whether a use at `now` should reach the meter: the first, and then one per
@@ -283,7 +348,13 @@ impl KeyAuth {
             mode: record.mode,
         };
         KeyAuth {
-            caller: Caller::new(tenant, record.id, Scopes(record.scopes), workspace),
+            caller: Caller::named(
+                tenant,
+                record.id,
+                record.name,
+                Scopes(record.scopes),
+                workspace,
+            ),
             revoked_at: record.revoked_at,
             expires_at: record.expires_at,
         }

@@ -19,6 +19,7 @@ pub mod deals;
 pub mod emails;
 pub mod error;
 pub mod events;
+pub mod history;
 pub mod idempotency;
 pub mod identity;
 pub mod keys;
@@ -35,6 +36,7 @@ pub mod sequence_hooks;
 pub mod sequence_sends;
 pub mod sequences;
 pub mod store_error;
+pub mod upserts;
 pub mod views;
 pub mod webhooks;
 pub mod workspaces;
@@ -42,7 +44,8 @@ pub mod write;
 
 use std::sync::Arc;
 
-pub use auth::{Access, Caller, Scope, Scopes};
+pub use auth::{Access, Caller, Origin, Scope, Scopes};
+pub use crm_domain::history::Channel;
 pub use error::AppError;
 pub use metering::{Admission, Refused};
 pub use paging::{Page, PageParams};

@@ -1,8 +1,8 @@
 //! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
 
 use crm_domain::{
-    pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft, StageId, Tenant,
-    ValidationError,
+    history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft,
+    StageId, Tenant, ValidationError,
 };
 
 use crate::{
@@ -26,7 +26,7 @@ async fn deals_in_stage(
     stage: &str,
 ) -> Result<Effects, AppError> {
     const PAGE: u32 = 1000;
-    let mut fx = Effects::new(Emit::Silent);
+    let mut fx = Effects::new(Emit::Silent, Author::system());
     let filter = DealFilter {
         pipeline_id: Some(pipeline.clone()),
         stage: Some(stage.to_owned()),

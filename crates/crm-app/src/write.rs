@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use crm_domain::{
-    registry::ReferenceCheck, ContactId, DealId, Event, EventId, EventType, Tenant, Timestamp,
+    history::{field_changes, Author, Change, ChangeAction, FieldChange},
+    registry::ReferenceCheck,
+    ChangeId, ContactId, DealId, Event, EventId, EventType, ObjectKind, Tenant, Timestamp,
     ValidationError,
 };
 use serde_json::Value;
@@ -53,6 +55,8 @@ pub struct PendingEvent {
     pub data: Value,
     pub changed_fields: Option<Vec<String>>,
     pub previous_stage: Option<Option<String>>,
+    /// Who made the change: the automations it triggers act for the same request.
+    pub author: Author,
 }
 
 impl PendingEvent {
@@ -84,22 +88,47 @@ pub struct ChangedRecord {
 #[derive(Debug)]
 pub struct Effects {
     emit: Emit,
+    /// Who makes the changes recorded from now on (history).
+    author: Author,
     events: Vec<PendingEvent>,
     changed: Vec<ChangedRecord>,
+    /// The history entries of the write, written with its events by [`App::finish_write`].
+    history: Vec<Change>,
 }
 
 /// A point [`Effects`] can return to when a savepoint rolls back (a failed batch operation or
 /// automation action).
 #[derive(Debug, Clone, Copy)]
-pub struct EffectsMark(usize, usize);
+pub struct EffectsMark(usize, usize, usize);
 
 impl Effects {
-    pub fn new(emit: Emit) -> Effects {
+    pub fn new(emit: Emit, author: Author) -> Effects {
         Effects {
             emit,
+            author,
             events: Vec::new(),
             changed: Vec::new(),
+            history: Vec::new(),
         }
+    }
+
+    pub fn author(&self) -> &Author {
+        &self.author
+    }
+
+    /// Makes `author` the author of the changes recorded from now on (each automation action).
+    pub(crate) fn set_author(&mut self, author: Author) {
+        self.author = author;
+    }
+
+    /// The history entries recorded so far.
+    pub fn history(&self) -> &[Change] {
+        &self.history
+    }
+
+    /// The history entries, taken out (a write that settles them itself).
+    pub(crate) fn take_history(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.history)
     }
 
     pub fn emits(&self) -> bool {
@@ -111,12 +140,13 @@ impl Effects {
     }
 
     pub fn mark(&self) -> EffectsMark {
-        EffectsMark(self.events.len(), self.changed.len())
+        EffectsMark(self.events.len(), self.changed.len(), self.history.len())
     }
 
     pub fn rollback_to(&mut self, mark: EffectsMark) {
         self.events.truncate(mark.0);
         self.changed.truncate(mark.1);
+        self.history.truncate(mark.2);
     }
 
     pub fn events(&self) -> &[PendingEvent] {
@@ -131,6 +161,7 @@ impl Effects {
     /// Takes the changes of `other` (an automation action's silent writes).
     pub(crate) fn absorb_changes(&mut self, other: Effects) {
         self.changed.extend(other.changed);
+        self.history.extend(other.history);
     }
 
     /// The changed records, each once, in order of first change, with its last `deleted` state.
@@ -228,6 +259,56 @@ pub(crate) async fn finish_in_tx(
 }
 
 impl App {
+    /// Records a history entry of this write, by its current author (decisions §18, §24): a
+    /// create's (`before` `None`) lists every non-null writable field of `after`, an update's
+    /// the writable fields that differ; `before` and `after` are the record's bodies. An update
+    /// that changed no writable field records nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_change(
+        &self,
+        fx: &mut Effects,
+        object: ObjectKind,
+        record_id: &str,
+        action: ChangeAction,
+        at: Timestamp,
+        before: Option<&Value>,
+        after: Option<&Value>,
+    ) {
+        let changes = match after {
+            Some(after) => field_changes(before, after),
+            None => Vec::new(),
+        };
+        if action == ChangeAction::Updated && changes.is_empty() {
+            return;
+        }
+        self.record_entry(fx, object, record_id, action, at, changes, None);
+    }
+
+    /// Records a history entry with its changes as given.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_entry(
+        &self,
+        fx: &mut Effects,
+        object: ObjectKind,
+        record_id: &str,
+        action: ChangeAction,
+        at: Timestamp,
+        changes: Vec<FieldChange>,
+        merged_ids: Option<Vec<String>>,
+    ) {
+        let change = Change {
+            id: ChangeId::from_uuid(self.ids.new_uuid()),
+            object,
+            record_id: record_id.to_owned(),
+            at,
+            action,
+            author: fx.author.clone(),
+            changes,
+            merged_ids,
+        };
+        fx.history.push(change);
+    }
+
     /// Records an event of this write, unless the write is silent. It reaches the outbox in
     /// [`App::finish_write`].
     #[allow(clippy::too_many_arguments)]
@@ -252,6 +333,7 @@ impl App {
             data,
             changed_fields,
             previous_stage,
+            author: fx.author.clone(),
         });
     }
 
@@ -290,7 +372,9 @@ impl App {
                 pending.into_event(tenant, data)
             })
             .collect();
-        tx.insert_events(tenant, &written).await?;
+        let history = fx.take_history();
+        tx.insert_events_and_changes(tenant, &written, &history)
+            .await?;
         if !written.is_empty() {
             self.events_written.notify_waiters();
             self.sequences_on_events(tx, tenant, &written).await?;
@@ -314,7 +398,7 @@ mod tests {
 
     #[test]
     fn changed_records_are_listed_once_with_their_last_state() {
-        let mut fx = Effects::new(Emit::Silent);
+        let mut fx = Effects::new(Emit::Silent, Author::system());
         fx.changed(contact(1), false);
         fx.changed(contact(2), false);
         let mark = fx.mark();

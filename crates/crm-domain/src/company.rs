@@ -38,16 +38,38 @@ pub struct CompanyPatch {
     pub custom_fields: Option<JsonMap>,
 }
 
-/// Domains are case-insensitive; they are kept lower-cased so the `domain` filter is exact.
-fn normalise_domain(raw: String) -> Result<String, ValidationError> {
-    let d = raw.to_lowercase();
-    if d.chars().any(char::is_whitespace) || d.contains('/') {
-        return Err(ValidationError::invalid(
-            "domain",
-            "must be a bare domain such as example.com",
-        ));
+/// A company's domain as it is stored, compared and upserted on (decisions §24, "Upsert,
+/// corrected"): lower-cased; a scheme, path, query, port and trailing dot stripped; a leading
+/// `www.` dropped; internationalised names in ASCII (IDNA). `https://WWW.Acme.io:443/about` is
+/// `acme.io`.
+pub fn normalise_domain(raw: String) -> Result<String, ValidationError> {
+    let invalid = || ValidationError::invalid("domain", "must be a domain such as example.com");
+    let trimmed = raw.trim();
+    let rest = match trimmed.split_once("://") {
+        Some((_, rest)) => rest,
+        None => trimmed,
+    };
+    let host = rest
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default()
+        .rsplit('@')
+        .next()
+        .unwrap_or_default();
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    };
+    let host = host.trim_end_matches('.');
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == ':') {
+        return Err(invalid());
     }
-    Ok(d)
+    let ascii = idna::domain_to_ascii(host).map_err(|_| invalid())?;
+    let ascii = ascii.strip_prefix("www.").unwrap_or(&ascii).to_owned();
+    if ascii.is_empty() {
+        return Err(invalid());
+    }
+    Ok(ascii)
 }
 
 impl Company {
@@ -130,6 +152,17 @@ impl Company {
 mod tests {
     use super::*;
     use uuid::Uuid;
+
+    #[test]
+    fn domains_are_normalised_once() {
+        let n = |s: &str| normalise_domain(s.into());
+        assert_eq!(n("ACME.io").unwrap(), "acme.io");
+        assert_eq!(n("https://WWW.Acme.io:443/about?x#y").unwrap(), "acme.io");
+        assert_eq!(n("www.acme.io.").unwrap(), "acme.io");
+        assert_eq!(n("bücher.de").unwrap(), "xn--bcher-kva.de");
+        assert!(n("not a domain").is_err());
+        assert!(n("https://").is_err());
+    }
 
     #[test]
     fn name_is_required_and_domain_lowercased() {

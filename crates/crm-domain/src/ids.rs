@@ -133,6 +133,7 @@ typed_id!(EmailId, "em_", "email");
 typed_id!(TemplateId, "tpl_", "template");
 typed_id!(ConnectionId, "conn_", "connection");
 typed_id!(EnrollmentId, "enr_", "sequence enrollment");
+typed_id!(ChangeId, "chg_", "history entry");
 
 #[cfg(test)]
 mod tests {

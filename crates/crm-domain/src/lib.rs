@@ -16,6 +16,7 @@ pub mod deal;
 pub mod email;
 pub mod error;
 pub mod event;
+pub mod history;
 pub mod ids;
 pub mod mail;
 pub mod merge;

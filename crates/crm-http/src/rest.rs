@@ -19,7 +19,7 @@ use crm_api::{
     catalog::Alias,
     Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
 };
-use crm_app::RateStatus;
+use crm_app::{Channel, Origin, RateStatus};
 use serde_json::Value;
 
 use crate::{
@@ -36,6 +36,7 @@ const PROBLEM_JSON: &str = "application/problem+json";
 static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// On a stored answer (success or 4xx) replayed for a repeated `Idempotency-Key` (decisions §9).
 static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+static UPSERT_OUTCOME: HeaderName = HeaderName::from_static("upsert-outcome");
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
@@ -119,6 +120,10 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
             res.headers_mut().insert(header::ETAG, h);
         }
     }
+    if let Some(outcome) = reply.upsert_outcome {
+        res.headers_mut()
+            .insert(UPSERT_OUTCOME.clone(), HeaderValue::from_static(outcome));
+    }
     if reply.replayed {
         res.headers_mut().insert(
             IDEMPOTENT_REPLAYED.clone(),
@@ -151,6 +156,10 @@ pub(crate) async fn serve(
         .call(
             target.op,
             Credentials::Authorization(authorization),
+            Origin {
+                channel: Channel::Rest,
+                request_id: with_request_id(|id| id.map(Arc::from)),
+            },
             request,
         )
         .await;

@@ -4,7 +4,7 @@
 use std::{borrow::Cow, sync::Arc};
 
 use crm_api::{agent, Api, Credentials, RateSlot};
-use crm_app::Caller;
+use crm_app::{Caller, Channel, Origin};
 use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, ErrorData, Implementation, ListToolsResult,
@@ -139,7 +139,15 @@ impl ServerHandler for CrmMcp {
         };
         let answer = self
             .api
-            .call(op, Credentials::Caller(&caller), arguments)
+            .call(
+                op,
+                Credentials::Caller(&caller),
+                Origin {
+                    channel: Channel::Mcp,
+                    request_id: (!request_id.is_empty()).then(|| Arc::from(request_id)),
+                },
+                arguments,
+            )
             .await;
         rate.set(answer.rate);
         let outcome = answer

@@ -160,25 +160,32 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
         data: serde_json::json!({"id": c.id.as_str(), "object": "contact"}),
         ..sample_event(EventType::ContactCreated, Mode::Test)
     };
+    let entry = |c: &crm_domain::Contact| sample_change(ObjectKind::Contact, c.id.as_str());
 
     let a = contact(Some("a@b.co"));
     let a_event = created(&a);
     store
-        .insert_contact_alone(&t, &a, &refs(&[co_id]), &a_event)
+        .insert_contact_alone(&t, &a, &refs(&[co_id]), &a_event, &entry(&a))
         .await
         .unwrap();
     // Refused: the second reference missing (reported before the taken email), then the email.
     let taken = contact(Some("a@b.co"));
     let refused = created(&taken);
     let err = store
-        .insert_contact_alone(&t, &taken, &refs(&[co_id, missing]), &refused)
+        .insert_contact_alone(
+            &t,
+            &taken,
+            &refs(&[co_id, missing]),
+            &refused,
+            &entry(&taken),
+        )
         .await;
     assert!(
         matches!(err, Err(StoreError::MissingReference(1))),
         "{err:?}"
     );
     let err = store
-        .insert_contact_alone(&t, &taken, &refs(&[co_id]), &refused)
+        .insert_contact_alone(&t, &taken, &refs(&[co_id]), &refused, &entry(&taken))
         .await;
     assert!(matches!(err, Err(StoreError::Duplicate)), "{err:?}");
     // The same email in another tenant is free.
@@ -187,8 +194,9 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
         mode: Mode::Live,
         ..created(&taken)
     };
+    let live_entry = entry(&taken);
     store
-        .insert_contact_alone(&live, &taken, &[], &elsewhere)
+        .insert_contact_alone(&live, &taken, &[], &elsewhere, &live_entry)
         .await
         .unwrap();
 
@@ -207,6 +215,22 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
     assert_eq!(
         tx.list_events(&live, None, &all()).await.unwrap(),
         vec![elsewhere.clone()]
+    );
+    // The history entry rides with the contact: one for `a`, none for the refused ones.
+    let a_history = tx.list_changes(&t, a.id.as_str(), &all()).await.unwrap();
+    assert_eq!(a_history.len(), 1);
+    assert_eq!(a_history[0].record_id, a.id.as_str());
+    assert_eq!(
+        tx.list_changes(&t, taken.id.as_str(), &all())
+            .await
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        tx.list_changes(&live, taken.id.as_str(), &all())
+            .await
+            .unwrap(),
+        vec![live_entry]
     );
     drop(tx);
     // Each written event is queued for fan-out once; the refused one is not.

@@ -9,8 +9,9 @@ use crm_app::{
     Store,
 };
 use crm_domain::{
-    ApiKeyId, Company, CompanyId, Contact, ContactId, Email, Event, EventId, EventType, JsonMap,
-    Mode, Plan, Tenant, Timestamp, WorkspaceId,
+    history::{Author, Change, ChangeAction, FieldChange},
+    ApiKeyId, ChangeId, Company, CompanyId, Contact, ContactId, Email, Event, EventId, EventType,
+    JsonMap, Mode, ObjectKind, Plan, Tenant, Timestamp, WorkspaceId,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -176,6 +177,24 @@ pub fn sample_event(event_type: EventType, mode: Mode) -> Event {
         data: json!({"id": "con_x", "object": "contact"}),
         changed_fields: (event_type == EventType::ContactUpdated).then(|| vec!["email".to_owned()]),
         previous_stage: None,
+    }
+}
+
+/// A history entry of the record `record_id`, with a new (time-ordered) id.
+pub fn sample_change(object: ObjectKind, record_id: &str) -> Change {
+    Change {
+        id: ChangeId::from_uuid(uuid()),
+        object,
+        record_id: record_id.to_owned(),
+        at: Timestamp::from_millis(1_700_000_000_000),
+        action: ChangeAction::Updated,
+        author: Author::system(),
+        changes: vec![FieldChange {
+            field: "custom_fields.é".into(),
+            from: json!(null),
+            to: json!({"nested": [1, "ü"]}),
+        }],
+        merged_ids: None,
     }
 }
 

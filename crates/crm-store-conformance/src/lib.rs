@@ -14,6 +14,7 @@ pub mod deal_cases;
 pub mod email_cases;
 pub mod event_cases;
 mod fixtures;
+pub mod history_cases;
 pub mod idempotency_cases;
 pub mod key_cases;
 pub mod pipeline_cases;
@@ -68,6 +69,8 @@ macro_rules! conformance_suite {
             registry_groups_and_values_are_idempotent_and_ordered,
             events_are_listed_newest_first_by_type,
             events_inserted_together_read_back_as_one_by_one,
+            history_lists_a_records_entries_newest_first_in_its_tenant,
+            events_and_changes_are_written_together,
             idempotency_records_round_trip,
             a_claim_of_this_process_is_alive,
             a_dropped_write_transaction_rolls_back,

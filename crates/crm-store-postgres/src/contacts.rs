@@ -6,7 +6,7 @@ use crm_app::{
     ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Slice},
     StoreError,
 };
-use crm_domain::{CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp};
+use crm_domain::{history::Change, CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
@@ -23,23 +23,26 @@ use crate::{
 impl PostgresTx {
     /// `Store::insert_contact_alone`, on a connection outside any transaction: the contact's
     /// INSERT (guarded by its references, as in `insert_contact`), its event's and the event's
-    /// queue row as one statement, which Postgres runs atomically on its own. The event is
-    /// written only when the contact was (`EXISTS (SELECT 1 FROM c)`), so a contact skipped by
-    /// its guard or its email writes nothing at all.
+    /// queue row and its history entry as one statement, which Postgres runs atomically on its
+    /// own. The event and the entry are written only when the contact was (`EXISTS (SELECT 1
+    /// FROM c)`), so a contact skipped by its guard or its email writes nothing at all.
     pub(crate) async fn insert_contact_alone(
         &mut self,
         tenant: &Tenant,
         c: &Contact,
         refs: &[Reference<'_>],
         event: &Event,
+        change: &Change,
     ) -> Result<(), StoreError> {
         let mut sql = format!("WITH c AS ({INSERT_CONTACT}");
-        push_reference_guard(&mut sql, refs, 20);
+        push_reference_guard(&mut sql, refs, 22);
         sql.push_str(
             " ON CONFLICT DO NOTHING RETURNING 1),
               e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body)
                     SELECT $1, $2, $16, $17, $18, $19::json WHERE EXISTS (SELECT 1 FROM c)
-                    RETURNING workspace_id, mode, id, type, created_at)
+                    RETURNING workspace_id, mode, id, type, created_at),
+              h AS (INSERT INTO record_changes (workspace_id, mode, record_id, id, object, body)
+                    SELECT $1, $2, $3, $20, 'contact', $21::jsonb WHERE EXISTS (SELECT 1 FROM c))
              INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
         );
         let q = bind_contact(
@@ -51,7 +54,9 @@ impl PostgresTx {
         .bind(event.id.as_str())
         .bind(event.event_type.as_str())
         .bind(event.created_at.millis())
-        .bind(crm_store_sql::stored::event::event_json(event));
+        .bind(crm_store_sql::stored::event::event_json(event))
+        .bind(change.id.as_str())
+        .bind(crm_store_sql::stored::history::change_json(change).to_string());
         let q = refs.iter().fold(q, |q, r| q.bind(r.id));
         match self.execute(q).await? {
             0 => Err(self.why_not_inserted(tenant, refs).await?),

@@ -1,7 +1,7 @@
 //! The event outbox (`EventRepo`).
 
-use crm_app::StoreError;
-use crm_domain::{Event, Tenant};
+use crm_app::{ports::HistoryRepo, StoreError};
+use crm_domain::{history::Change, Event, Tenant};
 
 use crm_store_sql::Unit;
 
@@ -48,3 +48,43 @@ crm_store_sql::impl_event_repo!(crate::PostgresTx, {
         }
     }
 });
+
+impl crate::PostgresTx {
+    /// `Tx::insert_events_and_changes`: the events, their queue rows and the history entries in
+    /// one statement (one round trip) when there are both.
+    pub(crate) async fn insert_events_and_changes(
+        &mut self,
+        tenant: &Tenant,
+        events: &[Event],
+        changes: &[Change],
+    ) -> Result<(), StoreError> {
+        use crm_app::ports::EventRepo;
+        if changes.is_empty() {
+            return self.insert_events(tenant, events).await;
+        }
+        if events.is_empty() {
+            return self.insert_changes(tenant, changes).await;
+        }
+        let q = tenant_query(
+            "WITH e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body)
+                        SELECT $1, $2, v.id, v.type, v.created_at, v.body::json
+                        FROM unnest($3::text[], $4::text[], $5::int8[], $6::text[]) WITH ORDINALITY AS v(id, type, created_at, body, n)
+                        ORDER BY v.n
+                        RETURNING workspace_id, mode, id, type, created_at),
+                  h AS (INSERT INTO record_changes (workspace_id, mode, record_id, id, object, body)
+                        SELECT $1, $2, v.record_id, v.id, v.object, v.body::jsonb
+                        FROM unnest($7::text[], $8::text[], $9::text[], $10::text[]) AS v(record_id, id, object, body))
+             INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
+            tenant,
+        )
+        .bind(events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>())
+        .bind(events.iter().map(|e| e.created_at.millis()).collect::<Vec<_>>())
+        .bind(events.iter().map(crm_store_sql::stored::event::event_json).collect::<Vec<_>>())
+        .bind(changes.iter().map(|c| c.record_id.as_str()).collect::<Vec<_>>())
+        .bind(changes.iter().map(|c| c.id.as_str()).collect::<Vec<_>>())
+        .bind(changes.iter().map(|c| c.object.as_str()).collect::<Vec<_>>())
+        .bind(changes.iter().map(|c| crm_store_sql::stored::history::change_json(c).to_string()).collect::<Vec<_>>());
+        self.execute(q).await.map(drop)
+    }
+}

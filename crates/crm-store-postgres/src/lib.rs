@@ -47,7 +47,7 @@ use crm_app::{
     ports::{ConfigEvents, ConfigMarks, Reference},
     Store, StoreError, Tx,
 };
-use crm_domain::{Contact, Event, Tenant, WorkspaceId};
+use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
 use crate::{
@@ -335,11 +335,12 @@ impl Store for PostgresStore {
         contact: &Contact,
         refs: &[Reference<'_>],
         event: &Event,
+        change: &Change,
     ) -> Result<(), StoreError> {
         // No transaction: the one statement is atomic on its own.
         let lease = self.write_lease(WriteStart::Alone).await?;
         PostgresTx::read(lease, self.secrets.clone())
-            .insert_contact_alone(tenant, contact, refs, event)
+            .insert_contact_alone(tenant, contact, refs, event, change)
             .await
     }
 

@@ -9,7 +9,7 @@ use crm_app::{
     ports::{ConfigMarks, RowLock, Slice},
     StoreError, Tx,
 };
-use crm_domain::{JsonMap, Tenant, WorkspaceId};
+use crm_domain::{history::Change, Event, JsonMap, Tenant, WorkspaceId};
 use sqlx::{
     postgres::{PgArguments, PgRow},
     query::Query,
@@ -263,6 +263,30 @@ pub(crate) fn out_of_range(what: &str) -> StoreError {
 
 #[async_trait]
 impl Tx for PostgresTx {
+    /// A transaction-scoped advisory lock on the tenant and the key (its own statement: the
+    /// read that follows must see what the lock's previous holder committed).
+    async fn lock_key(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
+        if let PostgresTx::Read(..) = self {
+            return Ok(());
+        }
+        let q = tenant_query(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2 || ':key:' || $3, 0))",
+            tenant,
+        )
+        .bind(key);
+        q.fetch_one(self.conn()).await.map_err(|e| self.failed(e))?;
+        Ok(())
+    }
+
+    async fn insert_events_and_changes(
+        &mut self,
+        tenant: &Tenant,
+        events: &[Event],
+        changes: &[Change],
+    ) -> Result<(), StoreError> {
+        PostgresTx::insert_events_and_changes(self, tenant, events, changes).await
+    }
+
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
             PostgresTx::Write(mut lease, marks, ..) => {

@@ -13,8 +13,10 @@ use crm_app::{
     ports::{ContactFilter, DealFilter, Slice},
     Store, StoreError, Tx,
 };
-use crm_domain::{Email, Event, EventId, EventType, Mode, PipelineId, Tenant, Timestamp};
-use crm_store_conformance::{activity, contact, deal, pipeline, tenant, workspace};
+use crm_domain::{
+    Email, Event, EventId, EventType, Mode, ObjectKind, PipelineId, Tenant, Timestamp,
+};
+use crm_store_conformance::{activity, contact, deal, pipeline, sample_change, tenant, workspace};
 use crm_store_postgres::PostgresStore;
 use sqlx::{Connection, PgConnection, Row};
 use tokio::sync::oneshot;
@@ -537,7 +539,13 @@ async fn a_write_alone_pings_an_idle_connection_and_replaces_a_dead_one() {
         previous_stage: None,
     };
     store
-        .insert_contact_alone(&t, &c, &[], &event)
+        .insert_contact_alone(
+            &t,
+            &c,
+            &[],
+            &event,
+            &sample_change(ObjectKind::Contact, c.id.as_str()),
+        )
         .await
         .expect("the dead connection is replaced before the write");
     let mut tx = store.begin_read().await.unwrap();

@@ -23,6 +23,7 @@ pub mod deals;
 pub mod email;
 mod encoding;
 mod errors;
+pub mod history;
 pub mod idempotency;
 pub mod keys;
 pub mod pipelines;
@@ -49,18 +50,19 @@ pub mod reexport {
         idempotency::StoredReply,
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
-            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, IdempotencyRepo, KeyRepo, KeyUse,
-            PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock, SequenceRepo, Slice,
-            WebhookRepo, WorkspaceRepo,
+            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
+            KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock,
+            SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId,
-        AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId,
-        EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline, PipelineId, Registry,
-        SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+        history::Change, ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity,
+        ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId,
+        Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline,
+        PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook,
+        WebhookId, WorkspaceId,
     };
 }
 

@@ -5,3 +5,4 @@ use crate::tx::SqliteTx;
 pub(crate) use crm_store_sql::record_table;
 
 crm_store_sql::impl_record_repo!(SqliteTx);
+crm_store_sql::impl_history_repo!(SqliteTx);

@@ -6,6 +6,7 @@
 
 mod activity;
 mod automation;
+mod change;
 mod company;
 mod contact;
 mod deal;
@@ -23,6 +24,7 @@ pub use activity::ActivityBody;
 pub use automation::{
     ActionBody, ActionOutcomeBody, AutomationBody, AutomationRunBody, ConditionBody,
 };
+pub use change::{ActorBody, ChangeBody, FieldChangeBody};
 pub use company::CompanyBody;
 pub use contact::ContactBody;
 pub use deal::DealBody;

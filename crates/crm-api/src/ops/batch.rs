@@ -21,7 +21,7 @@ use crate::{
 };
 
 /// What a batch operation may do, and to which records.
-const BATCH_OPS: [&str; 3] = ["create", "update", "delete"];
+const BATCH_OPS: [&str; 4] = ["create", "update", "delete", "upsert"];
 const BATCH_OBJECTS: [&str; 2] = ["contact", "deal"];
 
 fn batch_ops(schema: &mut schemars::Schema) {
@@ -65,7 +65,7 @@ fn shape_by_op(schema: &mut schemars::Schema) {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = shape_by_op)]
 pub struct BatchOperation {
-    /// `create`, `update` or `delete`.
+    /// `create`, `update`, `delete` or `upsert` (contacts, by `email`).
     #[schemars(transform = batch_ops)]
     pub op: String,
     /// `contact` or `deal`.
@@ -105,6 +105,10 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
             patch: ContactPatch::from(body::parse::<ContactUpdate>(data.as_ref(), hint)?),
         },
         ("delete", "contact") => BatchOp::DeleteContact { id: id()? },
+        ("upsert", "contact") => {
+            let (draft, patch) = super::contacts::upsert_body(data.as_ref(), hint)?;
+            BatchOp::UpsertContact { draft, patch }
+        }
         ("create", "deal") => {
             let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
             BatchOp::CreateDeal { draft, pipeline }
@@ -158,6 +162,11 @@ fn render(api: &Api, parse_failures: &[(usize, Problem)], results: &[OpResult]) 
         rows.push((
             *i,
             match r {
+                Ok(wrapped) if wrapped.get("upsert_outcome").is_some() => {
+                    let outcome = &wrapped["upsert_outcome"];
+                    let status = if outcome == "created" { 201 } else { 200 };
+                    json!({"index": i, "status": status, "outcome": outcome, "data": wrapped["record"]})
+                }
                 Ok(data) => {
                     let status = if data.get("deleted").is_some()
                         || data.get("version").and_then(Value::as_i64) != Some(1)
@@ -246,6 +255,7 @@ fn output_schema() -> Value {
                     "index": {"type": "integer"},
                     "status": {"type": "integer"},
                     "data": {"type": "object"},
+                    "outcome": {"enum": ["created", "updated", "unchanged"], "description": "Upserts only."},
                     "error": {"type": "object", "description": "A problem document."},
                 },
                 "required": ["index", "status"],

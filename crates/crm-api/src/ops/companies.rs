@@ -50,6 +50,21 @@ pub struct CompanyUpdate {
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::FIELDS];
 
+/// A company to upsert: matched on `domain` (required), created with `name` when none matches.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CompanyUpsert {
+    /// Required when no company has the domain (the upsert creates one).
+    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
+    pub name: Option<String>,
+    /// Normalised (lower-cased; scheme, path, port and a leading `www.` dropped) and matched
+    /// against the active companies.
+    #[schemars(length(max = 1024))]
+    pub domain: String,
+    /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
+    pub custom_fields: Option<JsonMap>,
+}
+
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of name or domain."),
     QueryParam::string("domain", "Exact domain (case-insensitive)."),
@@ -63,7 +78,8 @@ handler!(list(api, caller, input) {
     let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
     let filter = CompanyFilter {
         q: filter_value(&input, "q"),
-        domain: filter_value(&input, "domain").map(|d| d.to_lowercase()),
+        domain: filter_value(&input, "domain")
+            .map(|d| crm_domain::company::normalise_domain(d.clone()).unwrap_or_else(|_| d.to_lowercase())),
         include_deleted: input.query_bool("include_deleted")?,
     };
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
@@ -79,6 +95,18 @@ handler!(create(api, caller, input) {
     let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
     let company = api.app.create_company(caller, draft, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&CompanyBody::from(&company)))
+});
+
+handler!(upsert(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let c: CompanyUpsert = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let draft = CompanyDraft { name: c.name, domain: Some(c.domain), custom_fields: c.custom_fields.unwrap_or_default() };
+    let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
+    let (company, outcome) = api.app.upsert_company(caller, draft, patch, expected, input.idem.as_ref()).await?;
+    Ok(Reply::versioned(&CompanyBody::from(&company))
+        .with_status(outcome.status())
+        .with_upsert_outcome(outcome.as_str()))
 });
 
 handler!(get(api, caller, input) {
@@ -144,6 +172,24 @@ pub fn operations() -> Vec<Operation> {
             output: Output::of::<CompanyBody>(),
             hints: Hints::CREATE,
             handler: create,
+        },
+        Operation {
+            name: "svc_upsert_company",
+            method: Method::Post,
+            path: "/companies/upsert",
+            summary: "Create or update a company by domain",
+            description: "Matches the normalised `domain` among active companies: none → creates it (201, `name` required; a \
+                deleted holder is restored instead); one → applies the fields sent as a PATCH would (200); several → 409 \
+                conflict with `candidates`. Header Upsert-Outcome: created, updated or unchanged. If-Match is checked against the match.",
+            scope: write,
+            idempotency_key: true,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<CompanyUpsert>),
+            output: Output::of::<CompanyBody>(),
+            hints: Hints::UPDATE,
+            handler: upsert,
         },
         Operation {
             name: "svc_get_company",

@@ -48,6 +48,52 @@ pub struct ContactCreate {
     pub custom_fields: Option<JsonMap>,
 }
 
+/// A contact to upsert: a create's fields, `email` required (the key it is matched on).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ContactUpsert {
+    #[schemars(length(max = 1024))]
+    pub first_name: Option<String>,
+    #[schemars(length(max = 1024))]
+    pub last_name: Option<String>,
+    /// Matched case-insensitively (normalised) against every contact of the workspace and mode.
+    pub email: String,
+    #[schemars(length(max = 1024))]
+    pub phone: Option<String>,
+    /// An http(s) URL.
+    #[schemars(length(max = 1024))]
+    pub linkedin_url: Option<String>,
+    /// The `cmp_` id of an existing company.
+    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    pub company_id: Option<String>,
+    /// A registered `contact.type` enum value (see GET /enums).
+    #[serde(rename = "type")]
+    pub contact_type: Option<String>,
+    /// Registered custom field keys only (see POST /fields).
+    #[schemars(transform = crate::schema::custom_field_keys)]
+    pub custom_fields: Option<JsonMap>,
+}
+
+/// An upsert's body read twice: as the create it may be (with `email` required), and as the
+/// PATCH it may be (fields sent are set, `null` clears them).
+pub(crate) fn upsert_body(
+    body: Option<&impl body::Document>,
+    hint: Option<&str>,
+) -> Result<(ContactDraft, ContactPatch), Problem> {
+    let c: ContactUpsert = body::parse(body, hint)?;
+    let patch: ContactUpdate = body::parse(body, hint)?;
+    let draft = ContactDraft {
+        first_name: c.first_name,
+        last_name: c.last_name,
+        email: Some(c.email),
+        phone: c.phone,
+        linkedin_url: c.linkedin_url,
+        company_id: c.company_id,
+        contact_type: c.contact_type,
+        custom_fields: c.custom_fields.unwrap_or_default(),
+    };
+    Ok((draft, patch.into()))
+}
+
 /// A partial update: fields sent are set, `null` clears them; `custom_fields` merges key by key
 /// (`null` removes a key).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -182,6 +228,15 @@ handler!(create(api, caller, input) {
     Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
+handler!(upsert(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let (draft, patch) = upsert_body(input.body.as_ref(), Some(REGISTER_HINT))?;
+    let (contact, outcome) = api.app.upsert_contact(caller, draft, patch, expected, input.idem.as_ref()).await?;
+    Ok(Reply::versioned(&ContactBody::from(&contact))
+        .with_status(outcome.status())
+        .with_upsert_outcome(outcome.as_str()))
+});
+
 handler!(get(api, caller, input) {
     let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
     let contact = api.app.get_contact(caller, input.path_param("id")).await?;
@@ -244,6 +299,24 @@ pub fn operations() -> Vec<Operation> {
             output: Output::of::<ContactBody>(),
             hints: Hints::CREATE,
             handler: create,
+        },
+        Operation {
+            name: "svc_upsert_contact",
+            method: Method::Post,
+            path: "/contacts/upsert",
+            summary: "Create or update a contact by email",
+            description: "Matches `email` (normalised) among the contacts: none → creates it (201); one → applies the fields sent as \
+                a PATCH would (200; a deleted match is restored). Header Upsert-Outcome: created, updated or unchanged (nothing \
+                written or emitted). If-Match is checked against the match. Safe to run concurrently. Errors as create and update.",
+            scope: write,
+            idempotency_key: true,
+            if_match: true,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<ContactUpsert>),
+            output: Output::of::<ContactBody>(),
+            hints: Hints::UPDATE,
+            handler: upsert,
         },
         Operation {
             name: "svc_get_contact",

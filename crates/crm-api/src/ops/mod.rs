@@ -11,6 +11,7 @@ pub mod deals;
 pub mod discovery;
 pub mod email;
 pub mod events;
+pub mod history;
 pub mod keys;
 pub mod pipelines;
 pub mod registry;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use crm_domain::{Contact, Event, Tenant, WorkspaceId};
+use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo, Reference,
-    RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo,
+    Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -24,20 +24,26 @@ pub trait Store: Send + Sync {
     /// Inserts `contact` (as [`ContactRepo::insert_contact`] does, with the same errors) and its
     /// `event` (queued for fan-out, as [`EventRepo::insert_events`] does) as one atomic write
     /// with nothing else in it: the create of a contact that no automation, sequence or
-    /// idempotency record reacts to. Either both are written or, on any error, neither. The
+    /// idempotency record reacts to, with its history entry `change` (as
+    /// [`HistoryRepo::insert_changes`] does). Either all are written or, on any error, none. The
     /// default is a transaction of its own; a store overrides it where one statement can do
-    /// both (Postgres: no `BEGIN` and `COMMIT` round trips around it).
+    /// all (Postgres: no `BEGIN` and `COMMIT` round trips around it).
     async fn insert_contact_alone(
         &self,
         tenant: &Tenant,
         contact: &Contact,
         refs: &[Reference<'_>],
         event: &Event,
+        change: &Change,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
         tx.insert_contact(tenant, contact, refs).await?;
-        tx.insert_events(tenant, std::slice::from_ref(event))
-            .await?;
+        tx.insert_events_and_changes(
+            tenant,
+            std::slice::from_ref(event),
+            std::slice::from_ref(change),
+        )
+        .await?;
         tx.commit().await
     }
     /// Whether the database answers a trivial query.
@@ -67,6 +73,7 @@ pub trait Tx:
     + ActivityRepo
     + RecordRepo
     + EventRepo
+    + HistoryRepo
     + IdempotencyRepo
     + KeyRepo
     + PlanRepo
@@ -78,6 +85,28 @@ pub trait Tx:
     + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Holds a lock on `key` in the tenant until the transaction ends, so that writes keyed by
+    /// it (upserts of one normalised email or domain) run one after the other. The default does
+    /// nothing: a store whose write transactions hold its one writer lock (SQLite) is already
+    /// serialized.
+    async fn lock_key(&mut self, tenant: &Tenant, key: &str) -> Result<(), StoreError> {
+        let _ = (tenant, key);
+        Ok(())
+    }
+    /// [`EventRepo::insert_events`] and [`HistoryRepo::insert_changes`]: what every write ends
+    /// with. Stores override it where one statement can do both (Postgres: one round trip).
+    async fn insert_events_and_changes(
+        &mut self,
+        tenant: &Tenant,
+        events: &[Event],
+        changes: &[Change],
+    ) -> Result<(), StoreError> {
+        self.insert_events(tenant, events).await?;
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.insert_changes(tenant, changes).await
+    }
     /// Records that this transaction changes what processes cache about `workspace` (keys, plan,
     /// settings, registry, automations, sequences); at commit every process is told
     /// ([`Store::follow_config_changes`]).

@@ -4,7 +4,7 @@
 use crm_app::{
     create_groups::ContactCreate, idempotency::Claim, ports::GroupedWrites, AppError, PageParams,
 };
-use crm_domain::ContactDraft;
+use crm_domain::{history::Author, ContactDraft};
 
 use crate::support::{env, person};
 
@@ -14,6 +14,7 @@ async fn a_group_commits_its_creates_and_answers_each_with_its_own_outcome() {
     let tenant = env.caller.tenant.clone();
     let create = |draft: ContactDraft| ContactCreate {
         tenant: tenant.clone(),
+        author: Author::system(),
         draft,
         idem: None,
     };
@@ -73,6 +74,7 @@ async fn a_grouped_create_under_an_idempotency_key_stores_its_reply() {
         .app
         .together(vec![ContactCreate {
             tenant: tenant.clone(),
+            author: Author::system(),
             draft: person("Ada", "ada@example.com"),
             idem: Some(claim),
         }])
@@ -101,6 +103,7 @@ async fn a_create_alone_is_the_plain_create() {
         .app
         .alone(ContactCreate {
             tenant: env.caller.tenant.clone(),
+            author: Author::system(),
             draft: person("Ada", "ada@example.com"),
             idem: None,
         })

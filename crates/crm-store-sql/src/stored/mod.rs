@@ -7,6 +7,7 @@
 //! is corrupt, never for a client's mistake.
 
 pub mod event;
+pub mod history;
 pub mod mail;
 pub mod rule;
 pub mod sequence;

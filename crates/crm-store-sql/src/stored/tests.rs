@@ -3,14 +3,16 @@
 use crm_domain::{
     automation::{ActionType, ConditionOp},
     condition::Condition,
+    history::{Actor, ActorType, Author, Change, ChangeAction, Channel, FieldChange, Via},
     mail::EmailSource,
     rule::{Action, ActionOutcome, AutomationDef, EmailAction},
     sequence::{SequenceDef, Step, Trigger, WaitUnit},
-    AutomationId, Event, EventId, EventType, Mode, Stage, StageId, StageType, Timestamp,
+    AutomationId, ChangeId, Event, EventId, EventType, Mode, ObjectKind, Stage, StageId, StageType,
+    Timestamp,
 };
 use serde_json::{json, Value};
 
-use super::{event, mail, rule, sequence, stage};
+use super::{event, history, mail, rule, sequence, stage};
 
 fn conditions() -> Vec<Condition> {
     vec![
@@ -173,4 +175,38 @@ fn stages_email_sources_and_events_read_back() {
         assert_eq!(body["object"], "deal");
         assert_eq!(event::event_from_json(&body), Some(e));
     }
+}
+
+#[test]
+fn an_entry_survives_its_stored_form() {
+    let change = Change {
+        id: ChangeId::from_trusted("chg_01arz3ndektsv4rrffq69g5fav".into()),
+        object: ObjectKind::Deal,
+        record_id: "deal_x".into(),
+        at: Timestamp::from_millis(1234),
+        action: ChangeAction::Merged,
+        author: Author {
+            actor: Actor {
+                kind: ActorType::Automation,
+                id: Some("aut_1".into()),
+                name: Some("Tag".into()),
+            },
+            channel: Channel::Mcp,
+            via: Via::Automation,
+            request_id: Some("req_1".into()),
+        },
+        changes: vec![FieldChange {
+            field: "title".into(),
+            from: json!("a"),
+            to: json!("b"),
+        }],
+        merged_ids: Some(vec!["deal_y".into()]),
+    };
+    let back = history::change_from_json(
+        change.id.clone(),
+        change.object,
+        change.record_id.clone(),
+        &history::change_json(&change),
+    );
+    assert_eq!(back, Some(change));
 }

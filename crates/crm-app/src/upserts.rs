@@ -1,0 +1,259 @@
+//! Upserts (decisions §18, §23, §24): a contact matched by its normalised email is updated as a
+//! PATCH would (restored first when soft-deleted), else created. Concurrent upserts of one key
+//! serialize on a lock of the key ([`crate::ports::Tx::lock_key`]), so none creates a duplicate
+//! and no uniqueness conflict leaks out of an upsert.
+
+use crm_domain::{
+    company::normalise_domain, history::Via, Company, CompanyDraft, CompanyPatch, Contact,
+    ContactDraft, ContactPatch, Email, Tenant, ValidationError,
+};
+use serde_json::{json, Value};
+
+use crate::{
+    auth::Caller,
+    contacts::reload,
+    error::AppError,
+    idempotency::{IdemClaim, StoredReply},
+    ports::{CompanyFilter, Slice, Tx},
+    write::{Effects, Emit},
+    App,
+};
+
+/// What an upsert did: the `Upsert-Outcome` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpsertOutcome {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+impl UpsertOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpsertOutcome::Created => "created",
+            UpsertOutcome::Updated => "updated",
+            UpsertOutcome::Unchanged => "unchanged",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<UpsertOutcome> {
+        [Self::Created, Self::Updated, Self::Unchanged]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+
+    /// The status the upsert answers: 201 for a create, else 200.
+    pub fn status(self) -> u16 {
+        match self {
+            UpsertOutcome::Created => 201,
+            _ => 200,
+        }
+    }
+}
+
+/// The reply an upsert stores for its `Idempotency-Key`: the record and the outcome, which a
+/// replay answers as the `Upsert-Outcome` header again (crm-api unwraps it).
+pub fn stored_upsert_reply(outcome: UpsertOutcome, record: Value) -> Value {
+    json!({"upsert_outcome": outcome.as_str(), "record": record})
+}
+
+/// The key upserts of a contact by `email` lock.
+fn contact_key(email: &Email) -> String {
+    format!("contact.email:{}", email.as_str())
+}
+
+async fn store_reply(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    idem: Option<&IdemClaim>,
+    outcome: UpsertOutcome,
+    body: Value,
+) -> Result<(), AppError> {
+    if let Some(claim) = idem {
+        let reply = StoredReply {
+            status: outcome.status(),
+            body: serde_json::to_vec(&stored_upsert_reply(outcome, body))
+                .map_err(|e| AppError::Internal(e.to_string()))?,
+        };
+        tx.finish_idempotency(tenant, &claim.key, &reply).await?;
+    }
+    Ok(())
+}
+
+impl App {
+    /// `POST /contacts/upsert`: `draft` (with `email`) creates the contact when no contact holds
+    /// the email; `patch` (the same body read as a PATCH) updates the one that does, restoring it
+    /// first when soft-deleted. `expected_version` (`If-Match`) is checked against the match.
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn upsert_contact(
+        &self,
+        caller: &Caller,
+        draft: ContactDraft,
+        patch: ContactPatch,
+        expected_version: Option<i64>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<(Contact, UpsertOutcome), AppError> {
+        let tenant = &caller.tenant;
+        let mut tx = self.store.begin_write().await?;
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
+        let (contact, outcome) = self
+            .upsert_contact_in(&mut *tx, tenant, draft, patch, expected_version, &mut fx)
+            .await?;
+        let touched = self.finish_write(&mut *tx, tenant, fx).await?;
+        let contact = reload(&mut *tx, tenant, contact, &touched).await?;
+        store_reply(
+            &mut *tx,
+            tenant,
+            idem,
+            outcome,
+            self.views.contact(&contact),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((contact, outcome))
+    }
+
+    /// [`App::upsert_contact`] inside a caller's transaction (batch).
+    pub(crate) async fn upsert_contact_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        draft: ContactDraft,
+        patch: ContactPatch,
+        expected_version: Option<i64>,
+        fx: &mut Effects,
+    ) -> Result<(Contact, UpsertOutcome), AppError> {
+        let raw = draft
+            .email
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .ok_or_else(|| ValidationError::invalid("email", "is required to upsert a contact"))?;
+        let email = Email::parse(raw)
+            .ok_or_else(|| ValidationError::invalid("email", "is not a valid e-mail address"))?;
+        tx.lock_key(tenant, &contact_key(&email)).await?;
+        let Some(existing) = tx.get_contact_by_email(tenant, &email).await? else {
+            let contact = self.create_contact_in(tx, tenant, draft, fx).await?;
+            return Ok((contact, UpsertOutcome::Created));
+        };
+        if expected_version.is_some_and(|v| v != existing.version) {
+            return Err(AppError::VersionConflict {
+                current: existing.version,
+            });
+        }
+        let id = existing.id.as_str().to_owned();
+        let restored = existing.deleted_at.is_some();
+        if restored {
+            self.set_contact_deleted_in(tx, tenant, &id, false, fx)
+                .await?;
+        }
+        let contact = self
+            .update_contact_in(tx, tenant, &id, patch, None, fx)
+            .await?;
+        let outcome = if restored || contact.version != existing.version {
+            UpsertOutcome::Updated
+        } else {
+            UpsertOutcome::Unchanged
+        };
+        Ok((contact, outcome))
+    }
+}
+
+impl App {
+    /// `POST /companies/upsert`: matched on the normalised `domain` among active companies (409
+    /// `conflict` with `candidates` when several hold it); none active, a soft-deleted holder is
+    /// restored and updated; none at all, `draft` creates one (with its `name`).
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn upsert_company(
+        &self,
+        caller: &Caller,
+        draft: CompanyDraft,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<(Company, UpsertOutcome), AppError> {
+        let tenant = &caller.tenant;
+        let raw = draft
+            .domain
+            .clone()
+            .filter(|d| !d.trim().is_empty())
+            .ok_or_else(|| ValidationError::invalid("domain", "is required to upsert a company"))?;
+        let domain = normalise_domain(raw)?;
+        let mut tx = self.store.begin_write().await?;
+        tx.lock_key(tenant, &format!("company.domain:{domain}"))
+            .await?;
+        let filter = |include_deleted| CompanyFilter {
+            q: None,
+            domain: Some(domain.clone()),
+            include_deleted,
+        };
+        let page = Slice {
+            before: None,
+            limit: 100,
+        };
+        let active = tx.list_companies(tenant, &filter(false), &page).await?;
+        let matched = match active.as_slice() {
+            [] => tx
+                .list_companies(tenant, &filter(true), &page)
+                .await?
+                .into_iter()
+                .find(|c| c.deleted_at.is_some()),
+            [one] => Some(one.clone()),
+            several => {
+                return Err(AppError::Ambiguous {
+                    detail: format!(
+                        "{} active companies have the domain {domain}",
+                        several.len()
+                    ),
+                    candidates: several.iter().map(|c| c.id.to_string()).collect(),
+                })
+            }
+        };
+        let author = caller.author(Via::Direct);
+        let (company, outcome) = match matched {
+            None => {
+                let company = self
+                    .create_company_in(&mut *tx, tenant, author, draft)
+                    .await?;
+                (company, UpsertOutcome::Created)
+            }
+            Some(existing) => {
+                if expected_version.is_some_and(|v| v != existing.version) {
+                    return Err(AppError::VersionConflict {
+                        current: existing.version,
+                    });
+                }
+                let restored = existing.deleted_at.is_some();
+                if restored {
+                    self.set_company_deleted_in(
+                        &mut *tx,
+                        tenant,
+                        author.clone(),
+                        existing.id.as_str(),
+                        false,
+                    )
+                    .await?;
+                }
+                let company = self
+                    .update_company_in(&mut *tx, tenant, author, existing.id.as_str(), patch, None)
+                    .await?;
+                let outcome = if restored || company.version != existing.version {
+                    UpsertOutcome::Updated
+                } else {
+                    UpsertOutcome::Unchanged
+                };
+                (company, outcome)
+            }
+        };
+        store_reply(
+            &mut *tx,
+            tenant,
+            idem,
+            outcome,
+            self.views.company(&company),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((company, outcome))
+    }
+}

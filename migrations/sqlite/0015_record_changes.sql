@@ -1,0 +1,13 @@
+-- Field history (decisions §18, §24): one row per change of a contact, company or deal, written
+-- in the transaction of the write that made it. The row outlives the record's soft delete;
+-- `body` holds the entry but for its keys (crm-domain `history::Change::stored_body`). Keyed for
+-- the one read: a record's entries, newest first.
+CREATE TABLE record_changes (
+    workspace_id TEXT NOT NULL,
+    mode         TEXT NOT NULL,
+    record_id    TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    object       TEXT NOT NULL,
+    body         TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, mode, record_id, id)
+) WITHOUT ROWID;
