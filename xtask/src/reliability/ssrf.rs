@@ -39,98 +39,16 @@ const STUB: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 153);
 /// A global unicast address this host has no route to: "public" for the check, unreachable.
 const PUBLIC_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0x4860, 0x4860, 0, 0, 0, 0, 0x8888);
 
-/// Every URL the `crm-domain` `ssrf` tests hold refused under the live policy.
-const CORPUS: &[&str] = &[
-    "https://127.0.0.1/",
-    "https://127.0.0.1:8443/hook",
-    "https://2130706433/",
-    "https://0x7f000001/",
-    "https://0x7f.1/",
-    "https://0x7F.0x0.0x0.0x1/",
-    "https://0177.0.0.1/",
-    "https://0177.0000.0000.0001/",
-    "https://017700000001/",
-    "https://127.1/",
-    "https://127.0.1/",
-    "https://127.000.000.001/",
-    "https://127.255.255.254/",
-    "https://%31%32%37%2e%30%2e%30%2e%31/",
-    "https://[::1]/",
-    "https://[0:0:0:0:0:0:0:1]/",
-    "https://localhost/",
-    "https://LOCALHOST./",
-    "https://api.localhost/",
-    "https://ｌｏｃａｌｈｏｓｔ/",
-    "https://0.0.0.0/",
-    "https://0/",
-    "https://[::]/",
-    "https://10.0.0.1/",
-    "https://10.255.255.255/",
-    "https://172.16.0.1/",
-    "https://172.31.255.255/",
-    "https://192.168.1.1/",
-    "https://3232235777/",
-    "https://100.64.0.1/",
-    "https://100.127.255.254/",
-    "https://169.254.1.1/",
-    "https://[fe80::1]/",
-    "https://[fec0::1]/",
-    "https://[fc00::1]/",
-    "https://[fd12:3456:789a::1]/",
-    "https://[::ffff:127.0.0.1]/",
-    "https://[::ffff:7f00:1]/",
-    "https://[::ffff:169.254.169.254]/",
-    "https://[::ffff:8.8.8.8]/",
-    "https://[::127.0.0.1]/",
-    "https://[::10.0.0.1]/",
-    "https://[64:ff9b::7f00:1]/",
-    "https://[64:ff9b::808:808]/",
-    "https://[64:ff9b:1::1]/",
-    "https://[2002:7f00:1::]/",
-    "https://[2002:0808:0808::1]/",
-    "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
-    "https://169.254.169.254/latest/meta-data/",
-    "https://0xa9fea9fe/",
-    "https://2852039166/",
-    "https://0251.0376.0251.0376/",
-    "https://169.254.170.2/v2/credentials",
-    "https://100.100.100.200/",
-    "https://192.0.0.192/",
-    "https://[fd00:ec2::254]/",
-    "https://metadata.google.internal/computeMetadata/v1/",
-    "https://METADATA.GOOGLE.INTERNAL./",
-    "https://metadata/",
-    "https://metadata.goog/",
-    "https://instance-data.ec2.internal/",
-    "https://224.0.0.1/",
-    "https://239.255.255.250/",
-    "https://255.255.255.255/",
-    "https://4294967295/",
-    "https://240.0.0.1/",
-    "https://192.0.2.1/",
-    "https://198.51.100.7/",
-    "https://203.0.113.9/",
-    "https://198.18.0.1/",
-    "https://[ff02::1]/",
-    "https://[2001:db8::1]/",
-    "https://[100::1]/",
-    "https://printer.local/",
-    "https://db.internal/",
-    "https://router.home.arpa/",
-    "https://intranet/",
-    "https://example.com@127.0.0.1/",
-    "https://user:pass@example.com/",
-    "https://example.com:443@169.254.169.254/",
-    "https://127.0.0.1\\@example.com/",
-    "https://evil.com%40127.0.0.1/",
-    "http://example.com/",
-    "ftp://example.com/",
-    "file:///etc/passwd",
-    "gopher://example.com/",
-    "javascript:alert(1)",
-    "not a url",
-    "",
-];
+/// Every URL the `crm-domain` `ssrf` tests hold refused under the live policy: the corpus they
+/// read, grouped by kind.
+fn corpus(root: &Path) -> Result<Vec<String>> {
+    let path = root.join("crates/crm-domain/src/ssrf_blocked.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let groups: BTreeMap<String, Vec<String>> =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(groups.into_values().flatten().collect())
+}
 
 /// Names the stub answers, and how.
 const INTERNAL: &str = "internal.ssrf.test";
@@ -246,7 +164,8 @@ async fn probe(
 
     // Registration: all refused.
     let mut accepted = Vec::new();
-    let mut urls: Vec<String> = CORPUS.iter().map(|u| (*u).to_owned()).collect();
+    let corpus = corpus(&crate::root())?;
+    let mut urls: Vec<String> = corpus.clone();
     urls.push(format!("https://{INTERNAL}/hook"));
     urls.push(format!("https://{MIXED}/hook"));
     for url in &urls {
@@ -258,7 +177,7 @@ async fn probe(
 
     // Delivery: webhooks whose stored URL is each corpus URL, and the two rebinding names.
     let mut hooks: Vec<(String, String)> = Vec::new();
-    for (i, url) in CORPUS.iter().enumerate() {
+    for (i, url) in corpus.iter().enumerate() {
         let a = register(format!("https://public-{i}.ssrf.test/hook")).await?;
         let id = a.json()["id"]
             .as_str()
