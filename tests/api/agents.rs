@@ -187,13 +187,13 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
             rest_names,
             "{name}: the same arguments as REST"
         );
-        // Tool schemas leave out descriptions a model is told once elsewhere (docs/decisions.md,
-        // "Reading for agents"); what they accept is REST's.
+        // Tool schemas leave out what a model is told once elsewhere or learns from a refusal
+        // (docs/decisions.md, "Reading for agents"); the rest is REST's, member for member.
         for (arg, schema) in &rest_schemas {
             assert_eq!(
-                without_descriptions(&properties[arg]),
-                without_descriptions(schema),
-                "{name}.{arg}: the same schema as REST"
+                as_shown(&properties[arg], true),
+                as_shown(schema, true),
+                "{name}.{arg}: REST's schema, as a model is shown it"
             );
         }
         assert_eq!(
@@ -216,16 +216,44 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
     }
 }
 
-/// `v` with every `description` member removed.
-fn without_descriptions(v: &Value) -> Value {
+/// `v` as a tool shows an argument's schema (`top`: the argument itself): no descriptions,
+/// patterns, titles or formats; below the argument, no bounds and no per-kind `oneOf`/`anyOf`
+/// beside listed members. Applied to both sides, it leaves what must agree.
+fn as_shown(v: &Value, top: bool) -> Value {
     match v {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| *k != "description")
-                .map(|(k, v)| (k.clone(), without_descriptions(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        Value::Object(map) => {
+            let nested_drop: &[&str] = if top {
+                &[]
+            } else if map.contains_key("properties") {
+                &["maxLength", "minimum", "maximum", "oneOf", "anyOf"]
+            } else {
+                &["maxLength", "minimum", "maximum"]
+            };
+            Value::Object(
+                map.iter()
+                    .filter(|(k, _)| {
+                        !["description", "pattern", "title", "format"].contains(&k.as_str())
+                            && !nested_drop.contains(&k.as_str())
+                    })
+                    .map(|(k, v)| {
+                        let value = match (k.as_str(), v) {
+                            ("properties", Value::Object(members)) => Value::Object(
+                                members
+                                    .iter()
+                                    .map(|(n, m)| (n.clone(), as_shown(m, false)))
+                                    .collect(),
+                            ),
+                            ("items" | "additionalProperties", item) => as_shown(item, false),
+                            ("anyOf" | "oneOf" | "allOf", Value::Array(branches)) => {
+                                Value::Array(branches.iter().map(|b| as_shown(b, top)).collect())
+                            }
+                            _ => v.clone(),
+                        };
+                        (k.clone(), value)
+                    })
+                    .collect(),
+            )
+        }
         other => other.clone(),
     }
 }

@@ -221,7 +221,7 @@ pub fn document(public_url: &str) -> Value {
     let mut schemas = Map::new();
     schemas.insert("Problem".into(), problem_schema());
     schemas.extend(generator.take_definitions(true));
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "crm",
@@ -235,7 +235,40 @@ pub fn document(public_url: &str) -> Value {
             "schemas": schemas,
             "headers": headers(),
         },
-    })
+    });
+    spell_boolean_schemas_as_objects(&mut document);
+    document
+}
+
+/// JSON Schema lets `true` stand for "any value" (schemars writes it for a `serde_json::Value`
+/// member or a parameter an action may take), and OpenAPI 3.1 inherits that; but client
+/// generators read schemas as objects, so the document writes `{}` (and `{"not": {}}` for
+/// `false`). `additionalProperties` keeps its boolean, which every reader takes.
+fn spell_boolean_schemas_as_objects(v: &mut Value) {
+    fn as_object(schema: &mut Value) {
+        if let Value::Bool(any) = *schema {
+            *schema = if any { json!({}) } else { json!({"not": {}}) };
+        }
+    }
+    match v {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), &mut *value) {
+                    ("properties" | "patternProperties" | "$defs", Value::Object(members)) => {
+                        members.values_mut().for_each(as_object);
+                    }
+                    ("items" | "not" | "propertyNames", _) => as_object(value),
+                    ("oneOf" | "anyOf" | "allOf" | "prefixItems", Value::Array(branches)) => {
+                        branches.iter_mut().for_each(as_object);
+                    }
+                    _ => {}
+                }
+                spell_boolean_schemas_as_objects(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(spell_boolean_schemas_as_objects),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -462,6 +495,32 @@ mod tests {
             contact["properties"]["email"]["pattern"],
             crate::schema::EMAIL_OR_BLANK
         );
+    }
+
+    #[test]
+    fn no_schema_is_a_bare_boolean() {
+        fn check(v: &Value, path: &str) {
+            if let Value::Object(map) = v {
+                for (k, x) in map {
+                    let here = format!("{path}/{k}");
+                    if let ("properties", Value::Object(members)) = (k.as_str(), x) {
+                        for (name, m) in members {
+                            assert!(!m.is_boolean(), "{here}/{name} is a boolean schema");
+                        }
+                    }
+                    if matches!(k.as_str(), "items" | "not") {
+                        assert!(!x.is_boolean(), "{here} is a boolean schema");
+                    }
+                    check(x, &here);
+                }
+            } else if let Value::Array(items) = v {
+                for (i, x) in items.iter().enumerate() {
+                    assert!(!(x.is_boolean() && path.ends_with("Of")), "{path}/{i}");
+                    check(x, &format!("{path}/{i}"));
+                }
+            }
+        }
+        check(&document("http://localhost"), "");
     }
 
     #[test]

@@ -209,15 +209,34 @@ pub const INCLUDE_DELETED: QueryParam = QueryParam {
 const SHARED_ARGUMENTS: [&str; 4] = ["limit", "cursor", "include_deleted", "fields"];
 
 /// Drops from an argument's schema what a model does not need to be told twice: a description
-/// that restates the `enum` beside it, and, below the argument itself (`top`), the descriptions of
+/// that restates the `enum` beside it; below the argument itself (`top`), the descriptions of
 /// nested members (a condition's `op`, a step's `subject`), which the tool description, the
-/// capability documents and the errors' `valid_options` cover. The OpenAPI document keeps them.
+/// capability documents and the errors' `valid_options` cover, their bounds, and the per-kind
+/// `oneOf` or `anyOf` of an object whose members are listed; and everywhere, patterns and formats. The server checks all
+/// of it and names the field it refuses; the OpenAPI document keeps every word.
 fn trim_descriptions(schema: &mut Value, top: bool) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
     if !top || object.contains_key("enum") {
         object.remove("description");
+    }
+    // A pattern is long and reads poorly to a model; the server still checks it, and its
+    // refusal names the field and the rule.
+    object.remove("pattern");
+    object.remove("title");
+    object.remove("format");
+    // Below the argument, an object that lists its members already says what it takes; the
+    // `oneOf` that refines it per kind (an action's type, a batch operation's object) repeats
+    // them, and the server's refusal names what is missing.
+    if !top && object.contains_key("properties") {
+        object.remove("oneOf");
+        object.remove("anyOf");
+    }
+    if !top {
+        for bound in ["maxLength", "minimum", "maximum"] {
+            object.remove(bound);
+        }
     }
     for (key, value) in object.iter_mut() {
         match (key.as_str(), value) {
