@@ -70,7 +70,7 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
     }
     for q in op.query {
-        if q.kind == crate::operation::ParamKind::FieldMap {
+        if matches!(q.kind, crate::operation::ParamKind::FieldMap) {
             match arguments.remove(q.name) {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(filters)) => {

@@ -143,7 +143,7 @@ fn alias_body(op: &Operation, alias: &Alias) -> Value {
 
 fn query_parameter(q: &QueryParam) -> Value {
     let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
-    if q.kind == ParamKind::FieldMap {
+    if matches!(q.kind, ParamKind::FieldMap) {
         // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.
         param["style"] = json!("deepObject");
         param["explode"] = json!(true);

@@ -62,11 +62,14 @@ impl Hints {
     };
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum ParamKind {
     String,
     /// A string the parser accepts only in this shape (a regular expression): ids, cursors.
     Pattern(&'static str),
+    /// Like `Pattern`, with a regular expression built once from other declarations (the names
+    /// `fields=` and `expand=` take come from the record bodies).
+    Computed(fn() -> &'static str),
     /// A filter in this shape (a regular expression), or blank for no filter.
     Filter(&'static str),
     Boolean,
@@ -92,7 +95,10 @@ impl ParamKind {
     /// The JSON type of the parameter's value.
     pub fn as_str(self) -> &'static str {
         match self {
-            ParamKind::String | ParamKind::Pattern(_) | ParamKind::Filter(_) => "string",
+            ParamKind::String
+            | ParamKind::Pattern(_)
+            | ParamKind::Computed(_)
+            | ParamKind::Filter(_) => "string",
             ParamKind::Boolean => "boolean",
             ParamKind::Integer { .. } => "integer",
             ParamKind::FieldMap => "object",
@@ -144,9 +150,9 @@ impl QueryParam {
     /// [`ParamKind::FieldMap`].
     pub fn key_of<'n>(&self, name: &'n str) -> Option<&'n str> {
         if name == self.name {
-            return (self.kind != ParamKind::FieldMap).then_some("");
+            return (!matches!(self.kind, ParamKind::FieldMap)).then_some("");
         }
-        if self.kind != ParamKind::FieldMap {
+        if !matches!(self.kind, ParamKind::FieldMap) {
             return None;
         }
         let rest = name.strip_prefix(self.name)?;
@@ -161,6 +167,9 @@ impl QueryParam {
             ParamKind::String => serde_json::json!({"type": "string"}),
             ParamKind::Pattern(pattern) => {
                 serde_json::json!({"type": "string", "pattern": pattern})
+            }
+            ParamKind::Computed(pattern) => {
+                serde_json::json!({"type": "string", "pattern": pattern()})
             }
             ParamKind::Filter(pattern) => {
                 serde_json::json!({"type": "string", "pattern": format!("^\\s*$|{pattern}")})

@@ -57,7 +57,7 @@ pub(crate) fn check_query_params(
             let valid: Vec<String> = params
                 .iter()
                 .map(|q| {
-                    if q.kind == ParamKind::FieldMap {
+                    if matches!(q.kind, ParamKind::FieldMap) {
                         format!("{}.<key>", q.name)
                     } else {
                         q.name.to_owned()

@@ -213,6 +213,9 @@ macro_rules! email_core {
 pub(crate) const EMAIL_OR_BLANK: &str =
     concat!("^[ \\t\\r\\n]*(", email_core!(), ")?[ \\t\\r\\n]*$");
 
+/// An e-mail address, required: white space only is refused (the key an upsert matches on).
+pub(crate) const EMAIL: &str = concat!("^[ \\t\\r\\n]*(", email_core!(), ")[ \\t\\r\\n]*$");
+
 /// A sender: an address, or a display name and the address in angle brackets, on one line
 /// (`crm_domain::mail::Sender::parse`).
 pub(crate) const SENDER: &str = concat!(

@@ -16,15 +16,95 @@ use serde_json::{Map, Value};
 
 use crate::{
     bodies::{CompanyBody, ContactBody, DealBody, ListBody, Versioned},
-    operation::{Input, QueryParam, Reply},
+    operation::{Input, ParamKind, QueryParam, Reply},
     schema::{property_names, schema_of},
     Api, Problem,
 };
 
 /// `fields=a,b,custom_fields.k`.
-pub const FIELDS: QueryParam = QueryParam::string(
-    "fields",
-    "Comma-separated members to return (id and object always come), e.g. `email,custom_fields.tier`.",
+pub const FIELDS: &str = "fields";
+
+/// `expand=company,primary_contact`.
+pub const EXPAND: &str = "expand";
+
+/// What a list of names may hold between its items (and [`names`] trims): written out, since
+/// `\s` differs between regular-expression dialects and from Rust's notion of white space.
+const LIST_BLANKS: [char; 4] = [' ', '\t', '\n', '\r'];
+const LIST_BLANKS_CLASS: &str = "[ \\t\\n\\r]*";
+
+/// A regular expression matching exactly the comma-separated lists [`names`] accepts: items of
+/// `names` (and `custom_fields.<key>` when `custom`), blanks around them and empty items allowed.
+fn list_pattern(names: &[&str], custom: bool) -> String {
+    let mut items: Vec<String> = names.iter().map(|n| regex_escape(n)).collect();
+    if custom {
+        let key = crm_domain::registry::KEY_PATTERN
+            .trim_start_matches('^')
+            .trim_end_matches('$');
+        items.push(format!("custom_fields\\.{key}"));
+    }
+    let item = format!("{LIST_BLANKS_CLASS}(?:{})?{LIST_BLANKS_CLASS}", items.join("|"));
+    format!("^{item}(?:,{item})*$")
+}
+
+fn regex_escape(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| {
+            let escape = !(c.is_ascii_alphanumeric() || c == '_');
+            escape.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// The `fields` parameter of one object's reads, its pattern built from the body's members.
+macro_rules! fields_param {
+    ($object:ident, $param:ident) => {
+        pub const $param: QueryParam = QueryParam {
+            name: FIELDS,
+            kind: ParamKind::Computed(|| {
+                static PATTERN: LazyLock<String> = LazyLock::new(|| {
+                    let members: Vec<&str> = $object.members.iter().map(String::as_str).collect();
+                    list_pattern(&members, true)
+                });
+                &PATTERN
+            }),
+            required: false,
+            description: "Comma-separated members to return (id and object always come), e.g. `email,custom_fields.tier`.",
+        };
+    };
+}
+
+/// The `expand` parameter of one object's reads, its pattern built from the relations.
+macro_rules! expand_param {
+    ($object:ident, $param:ident, $description:literal) => {
+        pub const $param: QueryParam = QueryParam {
+            name: EXPAND,
+            kind: ParamKind::Computed(|| {
+                static PATTERN: LazyLock<String> = LazyLock::new(|| {
+                    let names: Vec<&str> = $object.relations.iter().map(|r| r.name).collect();
+                    list_pattern(&names, false)
+                });
+                &PATTERN
+            }),
+            required: false,
+            description: $description,
+        };
+    };
+}
+
+fields_param!(CONTACT, CONTACT_FIELDS);
+fields_param!(COMPANY, COMPANY_FIELDS);
+fields_param!(DEAL, DEAL_FIELDS);
+fields_param!(ACTIVITY, ACTIVITY_FIELDS);
+expand_param!(CONTACT, CONTACT_EXPAND, "Related records to add: `company`.");
+expand_param!(
+    DEAL,
+    DEAL_EXPAND,
+    "Related records to add: `company`, `primary_contact`."
+);
+expand_param!(
+    ACTIVITY,
+    ACTIVITY_EXPAND,
+    "Related records to add: `contact`, `deal`."
 );
 
 /// The members every projected record keeps.
@@ -163,7 +243,7 @@ fn names<'i>(input: &'i Input, param: &str) -> Option<Vec<&'i str>> {
     let names: Vec<&str> = input
         .query_str(param)?
         .split(',')
-        .map(str::trim)
+        .map(|n| n.trim_matches(LIST_BLANKS))
         .filter(|n| !n.is_empty())
         .collect();
     (!names.is_empty()).then_some(names)
@@ -188,7 +268,7 @@ impl Shape {
         input: &Input,
         object: &Object,
     ) -> Result<Option<Shape>, Problem> {
-        let fields = names(input, FIELDS.name);
+        let fields = names(input, FIELDS);
         let expand = names(input, EXPAND);
         if fields.is_none() && expand.is_none() {
             return Ok(None);
@@ -248,7 +328,7 @@ impl Shape {
                         .cloned()
                         .chain(keys.iter().map(|k| format!("custom_fields.{k}")))
                         .collect();
-                    return Err(unknown(FIELDS.name, name, valid));
+                    return Err(unknown(FIELDS, name, valid));
                 }
             }
         }
@@ -392,14 +472,6 @@ impl Shape {
     }
 }
 
-/// `expand=company,primary_contact`.
-pub const EXPAND: &str = "expand";
-
-/// The `expand` parameter of an object with these relations.
-pub const fn expand_param(description: &'static str) -> QueryParam {
-    QueryParam::string(EXPAND, description)
-}
-
 fn push_new<T: PartialEq>(ids: &mut Vec<T>, id: T) {
     if !ids.contains(&id) {
         ids.push(id);
@@ -470,5 +542,40 @@ mod tests {
         assert!(DEAL_MEMBERS.iter().any(|m| m == "stage"));
         assert!(ACTIVITY_MEMBERS.iter().any(|m| m == "contact_id"));
         assert!(COMPANY_MEMBERS.iter().any(|m| m == "domain"));
+    }
+
+    /// What the documented pattern of `param` matches, [`names`] reads as known names only.
+    fn pattern_names_are_known(param: QueryParam, known: &[&str]) {
+        let ParamKind::Computed(pattern) = param.kind else {
+            panic!("{} has no computed pattern", param.name);
+        };
+        let re = pattern().trim_start_matches('^').trim_end_matches('$');
+        let strategy = proptest::string::string_regex(re).unwrap();
+        let mut runner = proptest::test_runner::TestRunner::default();
+        runner
+            .run(&strategy, |value| {
+                for item in value.split(',').map(|n| n.trim_matches(LIST_BLANKS)) {
+                    let custom = item
+                        .strip_prefix("custom_fields.")
+                        .is_some_and(|k| !k.is_empty());
+                    proptest::prop_assert!(
+                        item.is_empty() || known.contains(&item) || custom,
+                        "{value:?}"
+                    );
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_documented_patterns_match_only_names_the_reads_know() {
+        let members: Vec<&str> = CONTACT_MEMBERS.iter().map(String::as_str).collect();
+        pattern_names_are_known(CONTACT_FIELDS, &members);
+        pattern_names_are_known(DEAL_EXPAND, &["company", "primary_contact"]);
+        let ParamKind::Computed(pattern) = CONTACT_FIELDS.kind else {
+            unreachable!()
+        };
+        assert!(!pattern().contains("\\s"), "blanks are spelled out");
     }
 }

@@ -70,7 +70,7 @@ fn output_schema(op: &Operation) -> Value {
     if op
         .query
         .iter()
-        .any(|q| q.name == crm_api::view::FIELDS.name)
+        .any(|q| q.name == crm_api::view::FIELDS)
     {
         let record = match schema.pointer_mut("/properties/data/items") {
             Some(items) => items,

@@ -56,10 +56,9 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
-const EXPAND: QueryParam = view::expand_param("Related records to add: `contact`, `deal`.");
 
 /// What a get of one record takes: its shape (decisions §19).
-const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+const GET_QUERY: &[QueryParam] = &[view::ACTIVITY_FIELDS, view::ACTIVITY_EXPAND];
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::id_filter(
@@ -75,8 +74,8 @@ const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("type", "A registered `activity.type` value."),
     LIMIT,
     CURSOR,
-    view::FIELDS,
-    EXPAND,
+    view::ACTIVITY_FIELDS,
+    view::ACTIVITY_EXPAND,
 ];
 
 handler!(list(api, caller, input) {

@@ -48,7 +48,7 @@ pub struct CompanyUpdate {
 }
 
 /// What a get of one record takes: its shape (decisions §19).
-const GET_QUERY: &[QueryParam] = &[view::FIELDS];
+const GET_QUERY: &[QueryParam] = &[view::COMPANY_FIELDS];
 
 /// A company to upsert: matched on `domain` (required), created with `name` when none matches.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,7 +58,7 @@ pub struct CompanyUpsert {
     pub name: Option<String>,
     /// Normalised (lower-cased; scheme, path, port and a leading `www.` dropped) and matched
     /// against the active companies.
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub domain: String,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
@@ -71,7 +71,7 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
-    view::FIELDS,
+    view::COMPANY_FIELDS,
 ];
 
 handler!(list(api, caller, input) {

@@ -56,6 +56,7 @@ pub struct ContactUpsert {
     #[schemars(length(max = 1024))]
     pub last_name: Option<String>,
     /// Matched case-insensitively (normalised) against every contact of the workspace and mode.
+    #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL))]
     pub email: String,
     #[schemars(length(max = 1024))]
     pub phone: Option<String>,
@@ -161,10 +162,9 @@ pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
         `{\"<key>\": value}` for agents. A multiselect field matches records holding the value.",
 };
 
-const EXPAND: QueryParam = view::expand_param("Related records to add: `company`.");
 
 /// What a get of one record takes: its shape (decisions §19).
-const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+const GET_QUERY: &[QueryParam] = &[view::CONTACT_FIELDS, view::CONTACT_EXPAND];
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string(
@@ -186,8 +186,8 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
-    view::FIELDS,
-    EXPAND,
+    view::CONTACT_FIELDS,
+    view::CONTACT_EXPAND,
 ];
 
 handler!(list(api, caller, input) {

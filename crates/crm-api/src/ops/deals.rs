@@ -128,11 +128,9 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
-const EXPAND: QueryParam =
-    view::expand_param("Related records to add: `company`, `primary_contact`.");
 
 /// What a get of one record takes: its shape (decisions §19).
-const GET_QUERY: &[QueryParam] = &[view::FIELDS, EXPAND];
+const GET_QUERY: &[QueryParam] = &[view::DEAL_FIELDS, view::DEAL_EXPAND];
 
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of the title."),
@@ -158,8 +156,8 @@ const LIST_QUERY: &[QueryParam] = &[
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
-    view::FIELDS,
-    EXPAND,
+    view::DEAL_FIELDS,
+    view::DEAL_EXPAND,
 ];
 
 handler!(list(api, caller, input) {

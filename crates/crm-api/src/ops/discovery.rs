@@ -315,7 +315,7 @@ fn object_doc(object: ObjectKind, registry: &RegistryView) -> Option<ObjectDoc> 
         LIMIT.name,
         CURSOR.name,
         INCLUDE_DELETED.name,
-        crate::view::FIELDS.name,
+        crate::view::FIELDS,
         crate::view::EXPAND,
     ];
     let list_filters = catalog::find(&format!("svc_list_{}", collection(object)))
