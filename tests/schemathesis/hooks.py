@@ -99,7 +99,11 @@ LIVE_FIELDS = {
 # A new pipeline's stages may each be a key or a `{key, ...}` object, A new pipeline's stages may each be a key or a `{key, ...}` object,
 # and no two may share a key; `uniqueItems` compares whole items, so `["a", {"key": "a"}]`
 # passes it. The document says the rule in words (the create body's `stages` description).
+#
+# An upsert creates a company only when no active company has the domain, and then needs `name`;
+# whether one matches is live state (the schema requires `name` wherever it always is).
 CROSS_ITEM = [
+    (re.compile(r"^name$"), "is required"),
     (re.compile(r"^custom_fields\.[a-z][a-z0-9_]*$"), "this custom field is required"),
     (re.compile(r"^contact_id$"), "has no email address"),
     (re.compile(r"^stages\[\d+\]\.key$"), "appears twice"),

@@ -75,8 +75,16 @@ fn schema_generator() -> SchemaGenerator {
 /// The responses of `op`, or of an alias of it answering `success`: each success status with
 /// the output schema, 401 and 429 (the two every operation may answer with headers of their
 /// own), and every other problem as `default`.
-fn responses(op: &Operation, success: &[u16], generator: &mut SchemaGenerator) -> Value {
-    let output = op.output.in_generator(generator);
+fn responses(
+    op: &Operation,
+    success: &[u16],
+    generator: &mut SchemaGenerator,
+    shaped: &mut Map<String, Value>,
+) -> Value {
+    let mut output = op.output.in_generator(generator);
+    if crate::view::is_shaped(op) {
+        output = shaped_output(op, &output, shaped);
+    }
     let mut ok = vec!["Request-Id"];
     ok.extend(RATE);
     // A single record (it has a version) is answered with its version as ETag.
@@ -110,6 +118,23 @@ fn responses(op: &Operation, success: &[u16], generator: &mut SchemaGenerator) -
     );
     responses.insert("default".into(), json!({"description": "Problem", "headers": header_refs(&problem), "content": problem_content}));
     responses.into()
+}
+
+/// The success schema of a read `fields=` may shape: `<Body>Shaped` under `components.schemas`,
+/// the body with its records requiring only `id` and `object` (a list's items too).
+fn shaped_output(op: &Operation, named: &Value, shaped: &mut Map<String, Value>) -> Value {
+    let Some(base) = named
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.rsplit('/').next())
+    else {
+        return crate::view::shaped_schema(op.output.inline());
+    };
+    let name = format!("{base}Shaped");
+    shaped
+        .entry(name.clone())
+        .or_insert_with(|| crate::view::shaped_schema(op.output.inline()));
+    json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
 /// A request body for `schema`, stated as the parser reads it: an absent body is `{}`, so the
@@ -154,6 +179,7 @@ fn query_parameter(q: &QueryParam) -> Value {
 /// The document for a server reachable at `public_url`.
 pub fn document(public_url: &str) -> Value {
     let mut generator = schema_generator();
+    let mut shaped = Map::new();
     let mut paths: Map<String, Value> = Map::new();
     for op in catalog() {
         let mut parameters: Vec<Value> = op
@@ -177,7 +203,7 @@ pub fn document(public_url: &str) -> Value {
             "parameters": parameters,
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
-            "responses": responses(op, &[&[op.success_status], op.also_success()].concat(), &mut generator),
+            "responses": responses(op, &[&[op.success_status], op.also_success()].concat(), &mut generator, &mut shaped),
         });
         if let Some(body) = op.body {
             operation["requestBody"] = request_body(body());
@@ -208,7 +234,7 @@ pub fn document(public_url: &str) -> Value {
             "security": [{"bearer": []}],
             "x-scope": op.scope.to_string(),
             // The aliases change or remove: 200, never the 201 of an add.
-            "responses": responses(op, &[200], &mut generator),
+            "responses": responses(op, &[200], &mut generator, &mut shaped),
         });
         if !alias.fields.is_empty() {
             operation["requestBody"] = request_body(alias_body(op, alias));
@@ -221,6 +247,7 @@ pub fn document(public_url: &str) -> Value {
     let mut schemas = Map::new();
     schemas.insert("Problem".into(), problem_schema());
     schemas.extend(generator.take_definitions(true));
+    schemas.extend(shaped);
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -532,16 +559,29 @@ mod tests {
         };
         let contact = json!({"$ref": "#/components/schemas/Contact"});
         assert_eq!(schema("/contacts", "post", "201"), contact);
-        assert_eq!(schema("/contacts/{id}", "get", "200"), contact);
         assert_eq!(schema("/contacts/{id}", "patch", "200"), contact);
+        // Reads that `fields=` may shape answer records that need only `id` and `object`.
+        assert_eq!(
+            schema("/contacts/{id}", "get", "200"),
+            json!({"$ref": "#/components/schemas/ContactShaped"})
+        );
         assert_eq!(
             schema("/contacts", "get", "200"),
-            json!({"$ref": "#/components/schemas/ContactList"})
+            json!({"$ref": "#/components/schemas/ContactListShaped"})
         );
         let schemas = &doc["components"]["schemas"];
         assert_eq!(
             schemas["ContactList"]["properties"]["data"]["items"],
             contact
+        );
+        assert_eq!(schemas["ContactShaped"]["required"], json!(["id", "object"]));
+        assert_eq!(
+            schemas["ContactListShaped"]["properties"]["data"]["items"]["required"],
+            json!(["id", "object"])
+        );
+        assert_eq!(
+            crate::schema::property_names(&schemas["ContactShaped"]),
+            crate::schema::property_names(&schemas["Contact"])
         );
         assert_eq!(
             crate::schema::property_names(&schemas["Contact"]),

@@ -107,6 +107,24 @@ expand_param!(
     "Related records to add: `contact`, `deal`."
 );
 
+/// Whether `op` answers records a request may shape with `fields=`.
+pub fn is_shaped(op: &crate::Operation) -> bool {
+    op.query.iter().any(|q| q.name == FIELDS)
+}
+
+/// The inline schema of what a shaped read answers (decisions §24): its records (a list's items,
+/// or the body itself) require only `id` and `object`, since `fields=` may leave the rest out.
+pub fn shaped_schema(mut schema: Value) -> Value {
+    let record = match schema.pointer_mut("/properties/data/items") {
+        Some(items) => items,
+        None => &mut schema,
+    };
+    if let Some(required) = record.get_mut("required") {
+        *required = Value::from(ALWAYS.to_vec());
+    }
+    schema
+}
+
 /// The members every projected record keeps.
 const ALWAYS: [&str; 2] = ["id", "object"];
 
