@@ -329,6 +329,7 @@ impl Operation {
         }
         for q in self.query {
             let mut schema = q.schema();
+            trim_descriptions(&mut schema, true);
             if SHARED_ARGUMENTS.contains(&q.name) {
                 if let Some(s) = schema.as_object_mut() {
                     s.remove("description");
