@@ -102,7 +102,11 @@ LIVE_FIELDS = {
 #
 # An upsert creates a company only when no active company has the domain, and then needs `name`;
 # whether one matches is live state (the schema requires `name` wherever it always is).
+#
+# A company domain is converted to ASCII by IDNA (UTS #46), whose table of allowed code points no
+# regular expression in the document can carry; the document states the shape around it.
 CROSS_ITEM = [
+    (re.compile(r"^domain$"), "must be a domain such as example.com"),
     (re.compile(r"^name$"), "is required"),
     (re.compile(r"^custom_fields\.[a-z][a-z0-9_]*$"), "this custom field is required"),
     (re.compile(r"^contact_id$"), "has no email address"),

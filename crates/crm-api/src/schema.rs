@@ -245,6 +245,23 @@ macro_rules! ws {
 /// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
 pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
 
+/// A company domain as `crm_domain::company::normalise_domain` needs it at least: one run of
+/// characters with no white space or control character inside (a scheme, port and path are
+/// dropped), blanks around it. Whether a name is valid IDNA (UTS #46) is more than a regular
+/// expression can state; the refusal names `domain`.
+pub(crate) const DOMAIN: &str = concat!(
+    "^[ \\t\\r\\n]*[^",
+    ws!(),
+    "\\u0000-\\u001f\\u007f-\\u009f]+[ \\t\\r\\n]*$"
+);
+
+/// A domain, or white space only, which a company reads as no domain.
+pub(crate) const DOMAIN_OR_BLANK: &str = concat!(
+    "^[ \\t\\r\\n]*([^",
+    ws!(),
+    "\\u0000-\\u001f\\u007f-\\u009f]+)?[ \\t\\r\\n]*$"
+);
+
 /// An http or https URL (`crm_domain::registry::is_http_url`): a host, no white space inside;
 /// white space only is no URL.
 pub(crate) const HTTP_URL_OR_BLANK: &str = concat!(

@@ -282,9 +282,14 @@ pub const MAX_URL_LEN: usize = 2048;
 /// Parses `raw` as a browser would and checks everything that can be checked without DNS:
 /// scheme, credentials, and the host (an address in any spelling, or a name).
 pub fn check_url(raw: &str, policy: Policy) -> Result<CheckedUrl, UrlRejected> {
-    let raw = raw.trim();
+    // Only the blanks the documented pattern allows around it; inside, a browser's parser would
+    // drop tabs and line breaks, which would let a different URL through than the one shown.
+    let raw = raw.trim_matches([' ', '\t', '\r', '\n']);
     if raw.is_empty() {
         return Err(reject("url is required"));
+    }
+    if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(reject("url must not contain white space or control characters"));
     }
     if raw.len() > MAX_URL_LEN {
         return Err(reject(format!("url is at most {MAX_URL_LEN} characters")));
@@ -351,6 +356,19 @@ mod tests {
         "https://xn--bcher-kva.example/",
         "https://bücher.example/",
     ];
+
+    #[test]
+    fn blanks_inside_a_url_are_refused_and_only_ascii_blanks_trimmed_around_it() {
+        for raw in [
+            "https://a.example/x\n\t*",
+            "https://a.exa\tmple/",
+            "https://a.example/\u{0}",
+            "\u{a0}https://a.example/",
+        ] {
+            assert!(check_url(raw, Policy::TEST).is_err(), "{raw:?}");
+        }
+        assert!(check_url(" \thttps://a.example/x\r\n", Policy::TEST).is_ok());
+    }
 
     #[test]
     fn live_policy_refuses_every_blocked_spelling() {

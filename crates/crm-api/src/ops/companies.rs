@@ -25,7 +25,7 @@ pub struct CompanyCreate {
     #[schemars(required, length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// A bare domain such as `example.com`; not unique.
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN_OR_BLANK))]
     pub domain: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
@@ -41,7 +41,7 @@ pub struct CompanyUpdate {
     // null is refused: a company keeps a name
     pub name: PatchField<String>,
     #[serde(default)]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN_OR_BLANK))]
     pub domain: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -58,7 +58,7 @@ pub struct CompanyUpsert {
     pub name: Option<String>,
     /// Normalised (lower-cased; scheme, path, port and a leading `www.` dropped) and matched
     /// against the active companies.
-    #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
+    #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN))]
     pub domain: String,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]

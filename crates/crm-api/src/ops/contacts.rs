@@ -61,7 +61,7 @@ pub struct ContactUpsert {
     #[schemars(length(max = 1024))]
     pub phone: Option<String>,
     /// An http(s) URL.
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
     #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
