@@ -90,8 +90,9 @@ LIVE_FIELDS = {
 # `validation_failed` whose field and detail match: refusals that depend on live state, and
 # rules between the items of an array that JSON Schema cannot state.
 #
-# A custom field registered with `required: true` (POST /fields, at run time) must then be given
-# on every new record of its object: which fields are required is registry state.
+# A custom field registered at run time (POST /fields) takes values of its registered type, and
+# one registered with `required: true` must then be given on every new record of its object:
+# which keys exist, their types and which are required is registry state.
 #
 # Enrolling a contact in a sequence needs the contact to have an e-mail address: that is the
 # stored contact's data, which the enroll request only names by id (like `invalid_reference`).
@@ -105,10 +106,13 @@ LIVE_FIELDS = {
 #
 # A company domain is converted to ASCII by IDNA (UTS #46), whose table of allowed code points no
 # regular expression in the document can carry; the document states the shape around it.
+#
+# A pipeline keeps at least one stage: whether the stage deleted is its last is live state.
 CROSS_ITEM = [
+    (re.compile(r"^key$"), "a pipeline keeps at least one stage"),
     (re.compile(r"^domain$"), "must be a domain such as example.com"),
     (re.compile(r"^name$"), "is required"),
-    (re.compile(r"^custom_fields\.[a-z][a-z0-9_]*$"), "this custom field is required"),
+    (re.compile(r"^custom_fields\.[a-z][a-z0-9_]*$"), ""),
     (re.compile(r"^contact_id$"), "has no email address"),
     (re.compile(r"^stages\[\d+\]\.key$"), "appears twice"),
 ]
