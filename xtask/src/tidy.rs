@@ -214,6 +214,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
             "anyhow",
             "axum",
             "clap",
+            "indicatif",
             "libmimalloc-sys",
             "libsqlite3-sys",
             "rustix",

@@ -74,6 +74,37 @@ impl App {
         }))
     }
 
+    /// Claims the import `id` of `tenant` (one `crm-server import` just queued) when no worker
+    /// holds it.
+    pub async fn claim_import_by_id(
+        &self,
+        tenant: &Tenant,
+        id: &crm_domain::ImportId,
+        token: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ClaimedImport>, AppError> {
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let lease = Timestamp::from_millis(now.millis() + lease_ms);
+        let claimed = tx.claim_import_by_id(tenant, id, now, lease, token).await?;
+        tx.commit().await?;
+        Ok(claimed.map(|import| ClaimedImport {
+            tenant: tenant.clone(),
+            import,
+            token: token.to_owned(),
+        }))
+    }
+
+    /// The import `id` of `tenant` as it stands (an operator's view, without a caller).
+    pub async fn import_status(
+        &self,
+        tenant: &Tenant,
+        id: &crm_domain::ImportId,
+    ) -> Result<Option<Import>, AppError> {
+        let mut tx = self.store.begin_read().await?;
+        Ok(tx.get_import(tenant, id.as_str()).await?)
+    }
+
     /// Writes the next chunk of a claimed import in one transaction, renewing the lease; or,
     /// when every chunk is written, ends the import.
     pub async fn run_import_step(

@@ -107,6 +107,42 @@ impl App {
         settings: ImportSettings,
     ) -> Result<ImportUpload, AppError> {
         caller.require(object_scope(settings.object))?;
+        self.start_upload(caller.tenant.clone(), caller.author(Via::Import), settings)
+    }
+
+    /// `crm-server import`: an operator's import into the workspace `workspace` (404 when there
+    /// is none), written by the system through the CLI.
+    pub async fn start_operator_import(
+        &self,
+        workspace: &str,
+        mode: crm_domain::Mode,
+        settings: ImportSettings,
+    ) -> Result<ImportUpload, AppError> {
+        let id = crm_domain::WorkspaceId::parse(workspace)
+            .map_err(|_| AppError::not_found("workspace", workspace))?;
+        let mut tx = self.store.begin_read().await?;
+        if tx.get_workspace(&id).await?.is_none() {
+            return Err(AppError::not_found("workspace", workspace));
+        }
+        let author = Author {
+            actor: crm_domain::history::Actor::system(),
+            channel: crm_domain::history::Channel::Cli,
+            via: Via::Import,
+            request_id: None,
+        };
+        let tenant = Tenant {
+            workspace_id: id,
+            mode,
+        };
+        self.start_upload(tenant, author, settings)
+    }
+
+    fn start_upload(
+        &self,
+        tenant: Tenant,
+        author: Author,
+        settings: ImportSettings,
+    ) -> Result<ImportUpload, AppError> {
         if !crm_domain::import::IMPORT_OBJECTS.contains(&settings.object) {
             return Err(ValidationError::UnknownValue {
                 field: "object".into(),
@@ -120,8 +156,8 @@ impl App {
         }
         Ok(ImportUpload {
             app: self.clone(),
-            tenant: caller.tenant.clone(),
-            author: caller.author(Via::Import),
+            tenant,
+            author,
             settings,
             reader: Reader::new(),
             head: Vec::new(),

@@ -276,6 +276,32 @@ pub async fn imports_are_claimed_once_under_a_lease_only_its_token_renews(store:
         .await
         .unwrap());
     tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(
+        tx.claim_import_by_id(&t, &b.id, at(100_000), at(200_000), "g")
+            .await
+            .unwrap(),
+        None,
+        "d's lease still holds"
+    );
+    assert_eq!(
+        tx.claim_import_by_id(&t, &a.id, at(1_000_000), at(2_000_000), "g")
+            .await
+            .unwrap(),
+        None,
+        "a cancelled import"
+    );
+    let mine = tx
+        .claim_import_by_id(&t, &b.id, at(160_000), at(200_000), "g")
+        .await
+        .unwrap()
+        .expect("b's lease ended");
+    assert_eq!(mine.status, ImportStatus::Running);
+    assert!(tx
+        .renew_import_claim(&t, &b.id, "g", at(300_000))
+        .await
+        .unwrap());
+    tx.commit().await.unwrap();
     assert!(claim("e", 1_000_000).await.map(|(_, i)| i.id) == Some(b.id.clone()));
     assert!(claim("f", 10_000_000).await.map(|(_, i)| i.id) == Some(b.id));
 }

@@ -320,6 +320,28 @@ pub async fn claim_import<U: Unit>(
     tx.optional(q, |r| Ok((tenant_of(r)?, import(r)?))).await
 }
 
+pub async fn claim_import_by_id<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    id: &ImportId,
+    now: Timestamp,
+    lease_until: Timestamp,
+    claim_token: &str,
+) -> Result<Option<Import>, StoreError> {
+    let sql = format!(
+        "UPDATE imports SET status = 'running', claim_token = $4, lease_until = $5
+         WHERE workspace_id = $1 AND mode = $2 AND id = $3
+           AND status IN ('queued', 'running') AND lease_until <= $6
+         RETURNING {IMPORT_COLUMNS}"
+    );
+    let q = tenant_query::<U::Db>(&sql, tenant)
+        .arg(id.as_str())
+        .arg(claim_token)
+        .arg(lease_until.millis())
+        .arg(now.millis());
+    tx.optional(q, import).await
+}
+
 pub async fn renew_import_claim<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -390,6 +412,7 @@ macro_rules! impl_import_repo {
             fn insert_import_errors(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, errors: &[$crate::reexport::ImportError]) -> Result<(), $crate::reexport::StoreError>;
             fn list_import_errors(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, after: Option<i64>, limit: u32) -> Result<Vec<$crate::reexport::ImportError>, $crate::reexport::StoreError>;
             fn claim_import(now: $crate::reexport::Timestamp, lease_until: $crate::reexport::Timestamp, claim_token: &str) -> Result<Option<($crate::reexport::Tenant, $crate::reexport::Import)>, $crate::reexport::StoreError>;
+            fn claim_import_by_id(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, now: $crate::reexport::Timestamp, lease_until: $crate::reexport::Timestamp, claim_token: &str) -> Result<Option<$crate::reexport::Import>, $crate::reexport::StoreError>;
             fn renew_import_claim(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, claim_token: &str, lease_until: $crate::reexport::Timestamp) -> Result<bool, $crate::reexport::StoreError>;
             fn purge_imports(errors_before: $crate::reexport::Timestamp, receiving_before: $crate::reexport::Timestamp) -> Result<u64, $crate::reexport::StoreError>;
         ], []);

@@ -100,6 +100,16 @@ pub trait ImportRepo {
         lease_until: Timestamp,
         claim_token: &str,
     ) -> Result<Option<(Tenant, Import)>, StoreError>;
+    /// Claims the import `id` of `tenant` as [`ImportRepo::claim_import`] would claim it (when it
+    /// is queued, or running under a lease that ended before `now`); `None` otherwise.
+    async fn claim_import_by_id(
+        &mut self,
+        tenant: &Tenant,
+        id: &ImportId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        claim_token: &str,
+    ) -> Result<Option<Import>, StoreError>;
     /// Extends the claim `claim_token` on the import `id` to `lease_until` and locks its row
     /// for the rest of the transaction; MUST return `false`, changing nothing, when the import
     /// is no longer `running` under that token (cancelled, or claimed by another after the
