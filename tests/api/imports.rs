@@ -443,6 +443,9 @@ async fn a_killed_server_resumes_without_writing_a_row_twice(backend: Backend) {
         assert!(started.elapsed() < Duration::from_secs(60));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let at_kill = s.get(&format!("/imports/{id}")).await.ok(200).clone();
+    let at = at_kill["rows_done"].as_i64().unwrap();
+    assert!(at > 0 && at < ROWS as i64, "killed mid-import: {at_kill:#}");
     drop(s);
     let s = support::start(backend, database_url, keys, KILL_ENV);
     let done = finished(&s, &id).await;

@@ -25,7 +25,7 @@ use crate::{
 /// An import's file for agents: the CSV as one string (REST sends it as the `text/csv` body).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ImportCsv {
-    /// The CSV: a header row of target fields, then one record per row.
+    /// The CSV text, header row first.
     pub csv: String,
 }
 
@@ -34,21 +34,18 @@ const CREATE_QUERY: &[QueryParam] = &[
         name: "object",
         kind: ParamKind::String,
         required: true,
-        description: "`contact`, `company` or `deal`.",
+        description: "contact, company or deal.",
     },
     QueryParam::string(
         "on_duplicate",
-        "A row whose email (companies: domain) is taken: `skip`, `update` or `error` (default).",
+        "Taken email or domain: skip, update or error (default).",
     ),
-    QueryParam::string(
-        "mapping",
-        "JSON object renaming CSV columns to targets: {\"E-mail\": \"email\"}.",
-    ),
+    QueryParam::string("mapping", "JSON object: CSV column to field."),
     QueryParam {
         name: "dry_run",
         kind: ParamKind::Boolean,
         required: false,
-        description: "Validate every row, write none; ends `validated`.",
+        description: "Check every row, write none.",
     },
 ];
 
@@ -166,8 +163,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/imports",
             summary: "Import a CSV file",
-            description: "Queues a CSV (header row: field names, `custom_fields.<key>`, `company.domain`) as a background import (202); \
-                needs the object's write scope too. An unknown column answers 422 unknown_field before anything is written.",
+            description: "Queues a CSV import (202); header: field names, `custom_fields.<key>`, `company.domain`. Needs the object's write scope. Unknown column: 422.",
             scope: write,
             idempotency_key: true,
             if_match: false,
@@ -183,7 +179,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/imports",
             summary: "List imports",
-            description: "Imports newest first, with status and counts.",
+            description: "Imports newest first.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -199,7 +195,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/imports/{id}",
             summary: "Get an import",
-            description: "One import: status, `rows_done` of `rows_total`, created, updated, skipped and failed counts.",
+            description: "An import's status and counts.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -215,7 +211,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/imports/{id}/errors",
             summary: "List an import's row errors",
-            description: "The rows that failed, in row order (the header is row 1), each with its problem document.",
+            description: "Failed rows (the header is row 1) with their problems.",
             scope: read,
             idempotency_key: false,
             if_match: false,
@@ -231,7 +227,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Delete,
             path: "/imports/{id}",
             summary: "Cancel an import",
-            description: "Stops a queued or running import (rows written stay); a finished one answers 409 conflict.",
+            description: "Stops a queued or running import; 409 once it ended.",
             scope: write,
             idempotency_key: false,
             if_match: false,
