@@ -385,6 +385,89 @@ async fn agents_import_with_a_csv_argument(s: Server) {
     assert_eq!(entry["via"], "import");
 }
 
+async fn an_idempotency_key_names_one_import(s: Server) {
+    let send = |csv: &'static str| {
+        s.req(Method::POST, "/imports?object=contact&on_duplicate=skip")
+            .header("content-type", "text/csv")
+            .header("idempotency-key", "file-1")
+            .json_text(csv)
+            .send()
+    };
+    let first = send("email\nonce@example.com\n").await;
+    let import = first.ok(202).clone();
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let done = finished(&s, import["id"].as_str().unwrap()).await;
+    let again = send("email\nonce@example.com\n").await;
+    assert_eq!(again.ok(202)["id"], import["id"]);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body["created"], done["created"]);
+    send("email\nother@example.com\n")
+        .await
+        .problem(409, "idempotency_key_reused");
+    assert_eq!(
+        s.get("/imports").await.ok(200)["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "the repeats left no import behind"
+    );
+    assert_eq!(emails(&s).await, ["once@example.com"]);
+}
+
+async fn operators_import_a_file_from_the_command_line(backend: Backend) {
+    let database_url = support::fresh_database(backend).await;
+    let keys = support::create_workspace(&database_url, &[]);
+    let path = std::env::temp_dir().join(format!("import-{}.csv", std::process::id()));
+    std::fs::write(&path, FILE).unwrap();
+    // Neither the enum values nor the existing contact are there: rows 2, 5, 7 and 10 name
+    // unknown types, so row 6 (row 2's email) and row 4 are created.
+    let out = support::cli(
+        &database_url,
+        &[
+            "import",
+            "--workspace",
+            &keys.workspace_id,
+            "--mode",
+            "test",
+            "--object",
+            "contact",
+            "--on-duplicate",
+            "skip",
+            path.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_file(&path).ok();
+    assert!(
+        out.contains("completed: 9 of 9 rows; 4 created, 0 updated, 0 skipped, 5 failed"),
+        "{out}"
+    );
+    let s = support::start(backend, database_url, keys, &[]);
+    let list = s.get("/imports").await.ok(200).clone();
+    assert_eq!(list["data"][0]["created"], 4);
+    let mut all = emails(&s).await;
+    all.sort();
+    assert_eq!(
+        all,
+        [
+            "ada@example.com",
+            "eight@example.com",
+            "existing@example.com",
+            "grace@example.com"
+        ]
+    );
+    let id = s.get("/contacts?email=grace@example.com").await.ok(200)["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let entry = s.get(&format!("/contacts/{id}/history")).await.ok(200)["data"][0].clone();
+    assert_eq!(
+        (&entry["channel"], &entry["via"]),
+        (&json!("cli"), &json!("import"))
+    );
+    assert_eq!(entry["actor"]["type"], "system");
+}
+
 /// `n` rows, every 50th repeating the email of the row before it.
 fn big_file(n: usize) -> String {
     let mut csv = String::from("email,first_name\n");
@@ -473,7 +556,13 @@ crate::on_both_stores!(
     a_malformed_file_fails_at_its_row_keeping_the_rows_before,
     agents_import_with_a_csv_argument,
     cancel_stops_an_import,
+    an_idempotency_key_names_one_import,
 );
+
+mod cli {
+    crate::on_both_backends!(operators_import_a_file_from_the_command_line);
+    use super::operators_import_a_file_from_the_command_line;
+}
 
 mod killed {
     crate::on_both_backends!(a_killed_server_resumes_without_writing_a_row_twice);
