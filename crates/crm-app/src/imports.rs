@@ -229,17 +229,19 @@ impl App {
     /// its file is dropped. A finished import answers 409 `conflict`.
     pub async fn cancel_import(&self, caller: &Caller, id: &str) -> Result<Import, AppError> {
         let mut tx = self.store.begin_write().await?;
-        let mut import = visible(tx.get_import(&caller.tenant, id).await?, id)?;
+        let import = visible(tx.get_import(&caller.tenant, id).await?, id)?;
         caller.require(object_scope(import.object))?;
-        if import.status.is_finished() {
+        // Only the status changes: a chunk committing meanwhile keeps its counts.
+        let cancelled = tx
+            .cancel_import(&caller.tenant, &import.id, self.clock.now())
+            .await?;
+        let import = visible(tx.get_import(&caller.tenant, id).await?, id)?;
+        if !cancelled {
             return Err(AppError::Conflict {
                 detail: format!("the import has already ended ({})", import.status.as_str()),
                 existing: None,
             });
         }
-        import.status = ImportStatus::Cancelled;
-        import.finished_at = Some(self.clock.now());
-        tx.update_import(&caller.tenant, &import).await?;
         tx.delete_import_chunks(&caller.tenant, &import.id, None)
             .await?;
         tx.commit().await?;

@@ -267,10 +267,17 @@ pub async fn imports_are_claimed_once_under_a_lease_only_its_token_renews(store:
         .renew_import_claim(&t, &b.id, "d", at(150_000))
         .await
         .unwrap());
-    // A cancelled import is renewed by no one and claimed by no one.
-    let mut cancelled = tx.get_import(&t, a.id.as_str()).await.unwrap().unwrap();
-    cancelled.status = ImportStatus::Cancelled;
-    tx.update_import(&t, &cancelled).await.unwrap();
+    // A cancelled import is renewed by no one and claimed by no one; cancelling keeps the counts
+    // and cannot happen twice.
+    let mut before = tx.get_import(&t, a.id.as_str()).await.unwrap().unwrap();
+    before.counts.created = 42;
+    tx.update_import(&t, &before).await.unwrap();
+    assert!(tx.cancel_import(&t, &a.id, at(95_000)).await.unwrap());
+    assert!(!tx.cancel_import(&t, &a.id, at(96_000)).await.unwrap());
+    let cancelled = tx.get_import(&t, a.id.as_str()).await.unwrap().unwrap();
+    assert_eq!(cancelled.status, ImportStatus::Cancelled);
+    assert_eq!(cancelled.counts.created, 42);
+    assert_eq!(cancelled.finished_at, Some(at(95_000)));
     assert!(!tx
         .renew_import_claim(&t, &a.id, "a", at(150_000))
         .await

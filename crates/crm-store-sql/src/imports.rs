@@ -139,6 +139,22 @@ pub async fn update_import<U: Unit>(
     Ok(())
 }
 
+pub async fn cancel_import<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    id: &ImportId,
+    at: Timestamp,
+) -> Result<bool, StoreError> {
+    let q = tenant_query::<U::Db>(
+        "UPDATE imports SET status = 'cancelled', finished_at = $4, claim_token = NULL \
+         WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND status IN ('queued', 'running')",
+        tenant,
+    )
+    .arg(id.as_str())
+    .arg(at.millis());
+    Ok(tx.execute(q).await? == 1)
+}
+
 pub async fn get_import<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
@@ -406,6 +422,7 @@ macro_rules! impl_import_repo {
             fn get_import_by_key(tenant: &$crate::reexport::Tenant, key: &str) -> Result<Option<$crate::reexport::Import>, $crate::reexport::StoreError>;
             fn list_imports(tenant: &$crate::reexport::Tenant, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::Import>, $crate::reexport::StoreError>;
             fn update_import(tenant: &$crate::reexport::Tenant, import: &$crate::reexport::Import) -> Result<(), $crate::reexport::StoreError>;
+            fn cancel_import(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, at: $crate::reexport::Timestamp) -> Result<bool, $crate::reexport::StoreError>;
             fn get_import_chunk(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, seq: i64) -> Result<Option<$crate::reexport::ImportChunk>, $crate::reexport::StoreError>;
             fn delete_import_chunks(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, upto: Option<i64>) -> Result<u64, $crate::reexport::StoreError>;
             fn delete_import(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId) -> Result<(), $crate::reexport::StoreError>;

@@ -57,6 +57,15 @@ pub trait ImportRepo {
     /// fingerprint and finish time. MUST return `Duplicate` as [`ImportRepo::insert_import`]
     /// does for the key.
     async fn update_import(&mut self, tenant: &Tenant, import: &Import) -> Result<(), StoreError>;
+    /// Cancels the import `id` if it is `queued` or `running`: sets only its status, finish time
+    /// and claim (never the counts a worker's chunk may be committing), waiting for a chunk's
+    /// transaction that holds the row. Returns whether it was cancelled.
+    async fn cancel_import(
+        &mut self,
+        tenant: &Tenant,
+        id: &ImportId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
     /// The stored chunk `seq` of the import `id`, if it is still kept.
     async fn get_import_chunk(
         &mut self,
