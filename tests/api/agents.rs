@@ -90,6 +90,12 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
             required.insert(name.to_owned());
         }
     }
+    // A file REST sends as the body itself (an import's CSV) is the `csv` argument of agents.
+    if let Some(file) = op["requestBody"]["content"].get("text/csv") {
+        names.insert("csv".to_owned());
+        schemas.insert("csv".to_owned(), file["schema"].clone());
+        required.insert("csv".to_owned());
+    }
     let body = &op["requestBody"]["content"]["application/json"]["schema"];
     for (name, schema) in body["properties"].as_object().into_iter().flatten() {
         names.insert(name.clone());

@@ -18,6 +18,7 @@ mod email_delivery;
 mod errors;
 mod history;
 mod idempotency;
+mod imports;
 mod keys;
 mod limits;
 mod pipelines;

@@ -34,7 +34,14 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     // are crm-runtime's. Tests run on tokio.
     (
         "crm-app",
-        &["crm-domain", "async-trait", "rand", "tracing"],
+        &[
+            "crm-domain",
+            "async-trait",
+            "csv",
+            "csv-core",
+            "rand",
+            "tracing",
+        ],
         &["mockall", "crm-store-sqlite", "tokio"],
     ),
     // The in-process infrastructure behind crm-app's ports.
@@ -207,6 +214,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
             "anyhow",
             "axum",
             "clap",
+            "indicatif",
             "libmimalloc-sys",
             "libsqlite3-sys",
             "rustix",

@@ -139,6 +139,11 @@ impl Api {
             ));
         }
         match idempotency_key {
+            Some(key) if op.idempotency_key && op.claims_own_idempotency() => {
+                let mut input = input;
+                input.idempotency_key = Some(key.to_owned());
+                (op.handler)(self, caller, input).await
+            }
             // Boxed: inline, the claim, replay and store steps would make every call's future
             // larger, to be set up and moved on each request.
             Some(key) if op.idempotency_key => {

@@ -127,6 +127,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::activities::operations(),
             ops::search::operations(),
             ops::batch::operations(),
+            ops::imports::operations(),
             ops::events::operations(),
             ops::history::operations(),
             ops::registry::operations(),

@@ -205,7 +205,13 @@ pub fn document(public_url: &str) -> Value {
             "x-scope": op.scope.to_string(),
             "responses": responses(op, &[&[op.success_status], op.also_success()].concat(), &mut generator, &mut shaped),
         });
-        if let Some(body) = op.body {
+        if op.streams_body() {
+            // REST sends the file itself (agents send it as the `csv` argument).
+            operation["requestBody"] = json!({"required": true, "content": {"text/csv": {"schema": {
+                "type": "string",
+                "description": "UTF-8 CSV, header row first: built-in field names, `custom_fields.<key>`, `company.domain` (contacts, deals), `primary_contact.email` (deals). Up to 256 MiB."
+            }}}});
+        } else if let Some(body) = op.body {
             operation["requestBody"] = request_body(body());
         }
         let method = match op.method {
@@ -395,7 +401,10 @@ mod tests {
         ] {
             assert_eq!(body(path, method)["required"], false, "{method} {path}");
         }
-        for op in catalog().iter().filter(|op| op.body.is_some()) {
+        for op in catalog()
+            .iter()
+            .filter(|op| op.body.is_some() && !op.streams_body())
+        {
             let b = body(op.path, &op.method.as_str().to_lowercase());
             assert!(
                 b["content"]["application/json"]["schema"]["additionalProperties"] == false,
@@ -403,6 +412,16 @@ mod tests {
                 op.name
             );
         }
+    }
+
+    /// An import's REST body is the CSV file itself.
+    #[test]
+    fn an_import_takes_its_file_as_text_csv() {
+        let doc = document("http://localhost:8080");
+        let body = &doc["paths"]["/imports"]["post"]["requestBody"];
+        assert_eq!(body["required"], true);
+        assert_eq!(body["content"]["text/csv"]["schema"]["type"], "string");
+        assert!(body["content"].get("application/json").is_none());
     }
 
     /// The closed value sets written out in the DTOs' schema attributes are the domain's own.

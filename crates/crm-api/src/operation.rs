@@ -476,9 +476,72 @@ pub struct Input {
     pub query: Vec<(String, String)>,
     /// Read into the operation's input type by [`crate::body::parse`].
     pub body: Option<JsonBody>,
+    /// The body of an operation that reads it as it arrives ([`Operation::streams_body`]): REST
+    /// hands it here instead of reading it whole.
+    pub stream: Option<BodyStream>,
     pub if_match: Option<String>,
     /// Set by the dispatcher when the request holds an idempotency key.
     pub idem: Option<IdemClaim>,
+    /// The `Idempotency-Key` of an operation that keeps its own claim
+    /// ([`Operation::claims_own_idempotency`]): the dispatcher hands it over unclaimed.
+    pub idempotency_key: Option<String>,
+}
+
+/// A request body read piece by piece as it arrives; an error is the transport's answer (413,
+/// 408, ...). In a mutex only so that an [`Input`] may be shared (`Sync`) while its handler
+/// reads other parts of it; the handler takes the stream out ([`BodyStream::into_stream`]).
+pub struct BodyStream(std::sync::Mutex<PieceStream>);
+
+/// The pieces of a streamed body.
+pub type PieceStream = Pin<Box<dyn futures::Stream<Item = Result<Vec<u8>, Problem>> + Send>>;
+
+impl BodyStream {
+    pub fn new(pieces: PieceStream) -> BodyStream {
+        BodyStream(std::sync::Mutex::new(pieces))
+    }
+
+    /// The stream of what `next` yields from `state`, piece after piece, until it answers `None`.
+    pub fn unfold<S, F, Fut>(state: S, next: F) -> BodyStream
+    where
+        S: Send + 'static,
+        F: FnMut(S) -> Fut + Send + 'static,
+        Fut: Future<Output = Option<(Result<Vec<u8>, Problem>, S)>> + Send + 'static,
+    {
+        BodyStream::new(Box::pin(futures::stream::unfold(state, next)))
+    }
+
+    pub fn into_stream(self) -> PieceStream {
+        self.0
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl std::fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodyStream")
+    }
+}
+
+/// Operations whose REST body is a CSV file read as it arrives (`text/csv`, up to
+/// `crm_app::imports::MAX_IMPORT_BYTES`) rather than JSON; their agents' body is the one
+/// argument `csv`.
+const STREAMED_BODIES: &[&str] = &["svc_create_import"];
+
+/// Operations whose `Idempotency-Key` claim is a row of their own (an import is its own claim,
+/// decisions §24), so the dispatcher does not claim it for them.
+const OWN_IDEMPOTENCY: &[&str] = &["svc_create_import"];
+
+impl Operation {
+    /// Whether REST streams this operation's body to it ([`Input::stream`]).
+    pub fn streams_body(&self) -> bool {
+        STREAMED_BODIES.contains(&self.name)
+    }
+
+    /// Whether this operation keeps its own `Idempotency-Key` claim ([`Input::idempotency_key`]).
+    pub fn claims_own_idempotency(&self) -> bool {
+        OWN_IDEMPOTENCY.contains(&self.name)
+    }
 }
 
 /// A response body that never changes (a catalog document): built and serialized once.

@@ -117,7 +117,7 @@ impl std::fmt::Display for Scope {
 }
 
 /// Resources that scopes name (decisions §7).
-pub const SCOPE_RESOURCES: [&str; 16] = [
+pub const SCOPE_RESOURCES: [&str; 17] = [
     "contacts",
     "companies",
     "deals",
@@ -134,6 +134,7 @@ pub const SCOPE_RESOURCES: [&str; 16] = [
     "events",
     "emails",
     "keys",
+    "imports",
 ];
 
 /// The scopes granted to a key.

@@ -22,6 +22,8 @@ pub mod events;
 pub mod history;
 pub mod idempotency;
 pub mod identity;
+pub mod import_run;
+pub mod imports;
 pub mod keys;
 pub mod metering;
 pub mod paging;

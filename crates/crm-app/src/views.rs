@@ -35,4 +35,10 @@ pub trait RecordViews: Send + Sync {
     /// A sequence's definition as a client writes it (`trigger` null when there is none), with
     /// the same contract.
     fn sequence_draft(&self, def: &SequenceDef) -> SequenceDraft;
+    /// The problem document (RFC 9457) the API answers for `error`, without its `type` URL,
+    /// which depends on where the API is served: an import's row errors are kept so. The
+    /// default, for use-case tests, holds the detail only.
+    fn problem(&self, error: crate::AppError) -> Value {
+        serde_json::json!({ "detail": error.to_string() })
+    }
 }

@@ -134,6 +134,7 @@ typed_id!(TemplateId, "tpl_", "template");
 typed_id!(ConnectionId, "conn_", "connection");
 typed_id!(EnrollmentId, "enr_", "sequence enrollment");
 typed_id!(ChangeId, "chg_", "history entry");
+typed_id!(ImportId, "imp_", "import");
 
 #[cfg(test)]
 mod tests {

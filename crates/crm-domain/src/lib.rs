@@ -18,6 +18,7 @@ pub mod error;
 pub mod event;
 pub mod history;
 pub mod ids;
+pub mod import;
 pub mod mail;
 pub mod merge;
 pub mod object;

@@ -17,9 +17,12 @@ use bytes::Bytes;
 use crm_api::{
     body::{caused_by, JsonBody},
     catalog::Alias,
+    operation::BodyStream,
     Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
 };
+use crm_app::imports::MAX_IMPORT_BYTES;
 use crm_app::{Channel, Origin, RateStatus};
+use http_body_util::BodyExt;
 use serde_json::Value;
 
 use crate::{
@@ -328,10 +331,14 @@ impl ReadRequest for RestRequest<'_> {
         let query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
-        let body = if op.body.is_some() || alias.is_some() {
-            read_json(&parts.headers, body, || alias.is_none() && needs_body(op)).await?
+        let (body, stream) = if op.streams_body() {
+            (None, Some(csv_stream(&parts.headers, body)?))
+        } else if op.body.is_some() || alias.is_some() {
+            let json =
+                read_json(&parts.headers, body, || alias.is_none() && needs_body(op)).await?;
+            (json, None)
         } else {
-            None
+            (None, None)
         };
         // Read only for the operations that take them (the others ignore them): each lookup of a
         // header hashes its name.
@@ -356,8 +363,10 @@ impl ReadRequest for RestRequest<'_> {
                 path,
                 query,
                 body,
+                stream,
                 if_match,
                 idem: None,
+                idempotency_key: None,
             },
             idempotency_key,
             alias,
@@ -426,6 +435,66 @@ async fn read_json(
     JsonBody::from_bytes(bytes.into())
         .map(Some)
         .map_err(|e| Problem::bad_request(format!("malformed JSON: {e}")))
+}
+
+/// The body of an operation that streams it (an import's CSV, decisions §20, §24): `text/csv`
+/// (else 415), at most [`MAX_IMPORT_BYTES`] (else 413, at once when `Content-Length` says so,
+/// else as soon as the bytes pass it), handed on piece by piece as it arrives.
+fn csv_stream(headers: &HeaderMap, body: Body) -> Result<BodyStream, Problem> {
+    let is_csv = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/csv"));
+    if !is_csv {
+        return Err(Problem::new(
+            ErrorCode::UnsupportedMediaType,
+            "send the file as text/csv",
+        ));
+    }
+    let too_large = || {
+        Problem::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the file exceeds {MAX_IMPORT_BYTES} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_IMPORT_BYTES) {
+        return Err(too_large());
+    }
+    Ok(BodyStream::unfold(
+        (Some(body), 0u64),
+        move |(body, read)| async move {
+            let mut body = body?;
+            loop {
+                return match body.frame().await {
+                    None => None,
+                    Some(Err(e)) => Some((
+                        Err(crm_api::body::unreadable(
+                            &e,
+                            false,
+                            MAX_IMPORT_BYTES as usize,
+                        )),
+                        (None, read),
+                    )),
+                    Some(Ok(frame)) => {
+                        let Ok(data) = frame.into_data() else {
+                            continue; // trailers
+                        };
+                        let read = read + data.len() as u64;
+                        if read > MAX_IMPORT_BYTES {
+                            Some((Err(too_large()), (None, read)))
+                        } else {
+                            Some((Ok(data.to_vec()), (Some(body), read)))
+                        }
+                    }
+                };
+            }
+        },
+    ))
 }
 
 /// `application/json` or any `<type>/<subtype>+json`, with any parameters (decisions §24).

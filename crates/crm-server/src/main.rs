@@ -1,10 +1,12 @@
 //! `crm-server`: the binary. Reads configuration, builds the adapters, and runs the HTTP server
-//! (`serve`), the migrations (`migrate`) or the operator's workspace commands (`workspace`).
+//! (`serve`), the migrations (`migrate`), the operator's workspace commands (`workspace`) or an
+//! import of a CSV file (`import`).
 
 mod allocator;
 mod config;
 mod database;
 mod email_worker;
+mod import_worker;
 mod log_format;
 mod secrets;
 mod sequence_worker;
@@ -63,6 +65,9 @@ enum Command {
     /// Stored webhook secrets and email provider keys (an operator's job).
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Import a CSV file into a workspace (decisions §20): streamed into an import, written here
+    /// with the server's worker code, a progress bar on a terminal, a summary at the end.
+    Import(Box<import_worker::ImportArgs>),
     /// Print the OpenAPI document generated from the operation catalog.
     Openapi {
         #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
@@ -133,6 +138,10 @@ async fn main() -> Result<()> {
     }
     match cli.command {
         Command::Serve(args) => serve(*args).await,
+        Command::Import(args) => {
+            let app = app(open_store_waiting(&args.db, None).await?);
+            import_worker::import_file(app, *args).await
+        }
         Command::Openapi { public_url } => {
             println!("{:#}", crm_api::openapi::document(&public_url));
             Ok(())
@@ -322,6 +331,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         poll,
     ));
     let sequences = sequence_worker::spawn_all(&app);
+    let imports = tokio::spawn(import_worker::ImportWorker::from_env().run_forever(app.clone()));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = serve_http(listener, router, &api, edge, stop_rx).await;
@@ -330,6 +340,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     flusher.abort();
     emailer.abort();
+    imports.abort();
     config_feed.abort();
     for worker in &sequences {
         worker.abort();

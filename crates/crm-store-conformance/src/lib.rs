@@ -16,6 +16,7 @@ pub mod event_cases;
 mod fixtures;
 pub mod history_cases;
 pub mod idempotency_cases;
+pub mod import_cases;
 pub mod key_cases;
 pub mod pipeline_cases;
 pub mod plan_cases;
@@ -112,7 +113,12 @@ macro_rules! conformance_suite {
             secrets_are_stored_sealed_and_read_back_plain,
             the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
             a_webhook_whose_secret_does_not_open_holds_up_no_other_delivery,
-            config_changes_reach_this_process_at_commit
+            config_changes_reach_this_process_at_commit,
+            imports_round_trip_and_stay_in_their_tenant,
+            import_chunks_and_errors_are_kept_until_dropped,
+            imports_are_claimed_once_under_a_lease_only_its_token_renews,
+            concurrent_import_claimers_never_share_an_import,
+            purging_drops_old_errors_and_cut_off_uploads
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -22,6 +22,7 @@ mod deals;
 mod email;
 mod events;
 mod idempotency;
+mod imports;
 mod keys;
 mod owner;
 mod pipelines;

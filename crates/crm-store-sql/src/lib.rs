@@ -25,6 +25,7 @@ mod encoding;
 mod errors;
 pub mod history;
 pub mod idempotency;
+pub mod imports;
 pub mod keys;
 pub mod pipelines;
 pub mod plans;
@@ -51,18 +52,18 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
-            KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock,
-            SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            ImportChunk, ImportError, ImportRepo, KeyRepo, KeyUse, PipelineRepo, PlanRepo,
+            RecordRepo, RegistryRepo, RowLock, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        history::Change, ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity,
-        ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId,
-        Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline,
-        PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook,
-        WebhookId, WorkspaceId,
+        history::Change, ids::DeliveryId, import::Import, mail, registry::FieldDef, rule, sequence,
+        Activity, ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId, Contact,
+        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ImportId, ObjectKind,
+        ObjectType, Pipeline, PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant,
+        Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 

@@ -24,6 +24,14 @@ fn to_value(body: &impl Serialize) -> Value {
 }
 
 impl RecordViews for BodyViews {
+    fn problem(&self, error: crm_app::AppError) -> Value {
+        let mut doc = crate::Problem::from(error).to_json("");
+        if let Value::Object(map) = &mut doc {
+            map.remove("type");
+        }
+        doc
+    }
+
     fn contact(&self, contact: &Contact) -> Value {
         to_value(&ContactBody::from(contact))
     }

@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod email;
 pub mod events;
 pub mod history;
+pub mod imports;
 pub mod keys;
 pub mod pipelines;
 pub mod registry;

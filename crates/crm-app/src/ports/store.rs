@@ -8,8 +8,9 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo,
-    Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+    EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, PipelineRepo, PlanRepo,
+    RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo,
+    WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -75,6 +76,7 @@ pub trait Tx:
     + EventRepo
     + HistoryRepo
     + IdempotencyRepo
+    + ImportRepo
     + KeyRepo
     + PlanRepo
     + WebhookRepo

@@ -1,5 +1,7 @@
 //! A request body held to the edge's two body timers (decisions §24): no more than `stall`
-//! without a byte, and no more than twice that for the whole body. Reading it past either yields
+//! without a byte, and no more than twice that for the whole body while it is at most
+//! [`crate::MAX_BODY_BYTES`] (an import's file, up to 256 MiB, is held to the stall timer alone
+//! once past it). Reading it past either yields
 //! [`BodyTimeout`], which the REST transport answers with 408 `request_timeout`.
 //!
 //! The timer exists only once a read has had to wait: a body that arrives with its head (nearly
@@ -29,6 +31,8 @@ pin_project_lite::pin_project! {
         first_wait: Option<Instant>,
         timer: Option<Pin<Box<Sleep>>>,
         timed_out: bool,
+        // Bytes read so far: past `MAX_BODY_BYTES` the whole-body bound no longer applies.
+        read: usize,
     }
 }
 
@@ -40,6 +44,7 @@ impl<B> DeadlineBody<B> {
             first_wait: None,
             timer: None,
             timed_out: false,
+            read: 0,
         }
     }
 }
@@ -62,9 +67,16 @@ where
         }
         match this.inner.poll_frame(cx) {
             Poll::Ready(frame) => {
+                if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+                    *this.read += data.map_or(0, |d| d.len());
+                }
                 if let Some(timer) = this.timer.as_mut() {
-                    // Progress: the stall timer starts again, within the whole body's bound.
-                    let whole = this.first_wait.map(|t| t + *this.stall * 2);
+                    // Progress: the stall timer starts again, within the whole body's bound
+                    // while the body is small enough to have one.
+                    let whole = this
+                        .first_wait
+                        .filter(|_| *this.read <= crate::MAX_BODY_BYTES)
+                        .map(|t| t + *this.stall * 2);
                     let next = Instant::now() + *this.stall;
                     timer
                         .as_mut()
@@ -176,5 +188,40 @@ mod tests {
             took >= Duration::from_secs(60) && took <= Duration::from_secs(61),
             "{took:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_past_the_json_limit_is_held_to_the_stall_timer_only() {
+        let (tx, mut body) = body(30);
+        let sender = tokio::spawn(async move {
+            // Past 1 MiB at once, then a piece every 20 s for 100 s, then silence.
+            tx.send(Bytes::from(vec![b'a'; crate::MAX_BODY_BYTES + 1]))
+                .await
+                .unwrap();
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                tx.send(Bytes::from_static(b"a")).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(tx);
+        });
+        let started = Instant::now();
+        let mut pieces = 0;
+        loop {
+            match read(&mut body).await {
+                Some(Ok(_)) => pieces += 1,
+                other => {
+                    assert_eq!(other, Some(Err(BodyTimeout.to_string())));
+                    break;
+                }
+            }
+        }
+        assert_eq!(pieces, 6);
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(130) && took <= Duration::from_secs(131),
+            "{took:?}"
+        );
+        sender.abort();
     }
 }

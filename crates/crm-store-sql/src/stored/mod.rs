@@ -8,6 +8,7 @@
 
 pub mod event;
 pub mod history;
+pub mod import;
 pub mod mail;
 pub mod rule;
 pub mod sequence;

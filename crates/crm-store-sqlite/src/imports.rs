@@ -1,0 +1,5 @@
+//! Bulk imports (`ImportRepo`): the shared statements.
+
+use crate::tx::SqliteTx;
+
+crm_store_sql::impl_import_repo!(SqliteTx);
