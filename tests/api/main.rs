@@ -20,6 +20,7 @@ mod history;
 mod idempotency;
 mod keys;
 mod limits;
+mod merges;
 mod pipelines;
 mod plans;
 mod platform;

@@ -151,6 +151,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
         if expected_version.is_some_and(|v| v != company.version) {
             return Err(AppError::VersionConflict {
                 current: company.version,
@@ -235,6 +236,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
         if company.deleted_at.is_some() == deleted {
             return Ok(company);
         }

@@ -334,6 +334,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
         if expected_version.is_some_and(|v| v != contact.version) {
             return Err(AppError::VersionConflict {
                 current: contact.version,
@@ -426,6 +427,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
         if contact.deleted_at.is_some() == deleted {
             return Ok(contact);
         }

@@ -23,6 +23,7 @@ pub mod history;
 pub mod idempotency;
 pub mod identity;
 pub mod keys;
+pub mod merges;
 pub mod metering;
 pub mod paging;
 pub mod pipelines;

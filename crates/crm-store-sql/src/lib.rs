@@ -26,6 +26,7 @@ mod errors;
 pub mod history;
 pub mod idempotency;
 pub mod keys;
+pub mod merges;
 pub mod pipelines;
 pub mod plans;
 mod port;
@@ -51,8 +52,8 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
-            KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock,
-            SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            KeyRepo, KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer,
+            RegistryRepo, RowLock, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

@@ -13,6 +13,7 @@ pub mod email;
 pub mod events;
 pub mod history;
 pub mod keys;
+pub mod merges;
 pub mod pipelines;
 pub mod registry;
 pub mod search;

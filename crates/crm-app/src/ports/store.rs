@@ -8,8 +8,9 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo,
-    Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, MergeRepo, PipelineRepo, PlanRepo,
+    RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo,
+    WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -74,6 +75,7 @@ pub trait Tx:
     + RecordRepo
     + EventRepo
     + HistoryRepo
+    + MergeRepo
     + IdempotencyRepo
     + KeyRepo
     + PlanRepo
