@@ -14,6 +14,7 @@ pub use crate::idempotency_cases::{
     a_claim_of_this_process_is_alive, idempotency_records_round_trip,
 };
 pub use crate::key_cases::*;
+pub use crate::merge_cases::*;
 pub use crate::pipeline_cases::*;
 pub use crate::plan_cases::*;
 pub use crate::record_cases::*;

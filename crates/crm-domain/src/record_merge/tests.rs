@@ -162,6 +162,9 @@ fn enrollments_move_to_the_survivor_unless_it_has_the_sequence_then_they_exit_me
     assert_eq!(plan.moved[1].exit_reason, Some(ExitReason::Unenrolled));
 }
 
+/// A text field of a contact.
+type Slot = fn(&Contact) -> &Option<String>;
+
 fn text() -> impl Strategy<Value = Option<String>> {
     prop::option::of("[a-c]{1,3}")
 }
@@ -210,7 +213,7 @@ proptest! {
         prop_assert!(fill_contact(&mut twice, &refs).is_empty());
         prop_assert_eq!(&twice, &merged);
         // Built-in fields: a survivor's value never changes; an empty one takes the first source's.
-        let slots: [(fn(&Contact) -> &Option<String>, &str); 4] = [
+        let slots: [(Slot, &str); 4] = [
             (|c| &c.first_name, "first_name"),
             (|c| &c.last_name, "last_name"),
             (|c| &c.phone, "phone"),
