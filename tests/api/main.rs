@@ -34,6 +34,7 @@ mod sequences;
 mod stage_aliases;
 mod strict_input;
 mod unavailable;
+mod unique_fields;
 mod upserts;
 mod webhook_kill;
 mod webhooks;

@@ -37,6 +37,7 @@ pub mod sequence_hooks;
 pub mod sequence_sends;
 pub mod sequences;
 pub mod store_error;
+pub mod unique_fields;
 pub mod upserts;
 pub mod views;
 pub mod webhooks;

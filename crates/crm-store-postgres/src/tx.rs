@@ -122,6 +122,10 @@ impl Unit for PostgresTx {
         qb.push(format!("({column} ->> ")).push_bind(key).push(")");
     }
 
+    fn push_json_member<'q>(qb: &mut QueryBuilder<'q, Postgres>, column: &str, key: &'q str) {
+        qb.push(format!("({column} -> ")).push_bind(key).push(")");
+    }
+
     fn push_json_set_text<'q>(
         qb: &mut QueryBuilder<'q, Postgres>,
         column: &str,

@@ -38,6 +38,7 @@ pub mod sequences;
 mod sql;
 pub mod statements;
 pub mod stored;
+pub mod unique;
 mod unit;
 pub mod webhooks;
 pub mod workspaces;
@@ -53,7 +54,7 @@ pub mod reexport {
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
             KeyRepo, KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer,
-            RegistryRepo, RowLock, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            RegistryRepo, RowLock, SequenceRepo, Slice, UniqueRepo, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

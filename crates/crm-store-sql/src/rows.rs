@@ -304,6 +304,7 @@ where
         data_type: DataType::parse(&data_type).ok_or_else(|| corrupt("data_type"))?,
         enum_group: row.col("enum_group")?,
         required: row.col("required")?,
+        unique: row.col("is_unique")?,
     })
 }
 

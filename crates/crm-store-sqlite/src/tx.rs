@@ -103,6 +103,12 @@ impl Unit for SqliteTx {
             .push(")");
     }
 
+    fn push_json_member<'q>(qb: &mut QueryBuilder<'q, Sqlite>, column: &str, key: &'q str) {
+        qb.push(format!("({column} -> ('$.' || "))
+            .push_bind(key)
+            .push("))");
+    }
+
     fn push_json_set_text<'q>(
         qb: &mut QueryBuilder<'q, Sqlite>,
         column: &str,

@@ -36,6 +36,7 @@ mod secret;
 mod sequence;
 mod slice;
 mod store;
+mod unique;
 mod usage_meter;
 mod webhook;
 mod workspace;
@@ -68,6 +69,7 @@ pub use secret::{SecretRepo, StoredSecret};
 pub use sequence::{ClaimedEnrollment, SequenceRepo};
 pub use slice::Slice;
 pub use store::{Store, Tx};
+pub use unique::UniqueRepo;
 pub use usage_meter::UsageMeter;
 pub use webhook::{
     AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,

@@ -9,8 +9,8 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
     EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, MergeRepo, PipelineRepo, PlanRepo,
-    RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo,
-    WorkspaceRepo,
+    RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, UniqueRepo,
+    WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -76,6 +76,7 @@ pub trait Tx:
     + EventRepo
     + HistoryRepo
     + MergeRepo
+    + UniqueRepo
     + IdempotencyRepo
     + KeyRepo
     + PlanRepo
