@@ -158,7 +158,130 @@ async fn an_existing_field_becomes_unique_only_when_its_values_are_distinct(s: S
     assert_eq!(res.problem(409, "conflict")["existing"]["id"], json!(a));
 }
 
+async fn upserts_match_on_a_unique_field(s: Server) {
+    for object in ["contact", "company", "deal"] {
+        field(&s, json!({"object": object, "key": "ext", "unique": true}))
+            .await
+            .ok(201);
+        field(&s, json!({"object": object, "key": "plain"}))
+            .await
+            .ok(201);
+    }
+    let by_ext = "/contacts/upsert?match=custom_fields.ext";
+    let first = s
+        .post(
+            by_ext,
+            json!({"first_name": "Ada", "custom_fields": {"ext": "E1"}}),
+        )
+        .await;
+    assert_eq!(first.header("upsert-outcome"), Some("created"));
+    let id = first.ok(201)["id"].clone();
+    let again = s
+        .post(
+            by_ext,
+            json!({"last_name": "L", "custom_fields": {"ext": "E1"}}),
+        )
+        .await;
+    assert_eq!(again.header("upsert-outcome"), Some("updated"));
+    let body = again.ok(200).clone();
+    assert_eq!(
+        (&body["id"], &body["first_name"], &body["last_name"]),
+        (&id, &json!("Ada"), &json!("L"))
+    );
+    let same = s
+        .post(
+            by_ext,
+            json!({"last_name": "L", "custom_fields": {"ext": "E1"}}),
+        )
+        .await;
+    assert_eq!(same.header("upsert-outcome"), Some("unchanged"));
+    // The key must be a unique field, and the body must hold its value.
+    let res = s
+        .post(
+            "/contacts/upsert?match=custom_fields.plain",
+            json!({"custom_fields": {"plain": "x"}}),
+        )
+        .await;
+    assert_eq!(
+        res.problem(400, "bad_request")["valid_options"],
+        json!(["custom_fields.ext"])
+    );
+    s.post(
+        "/contacts/upsert?match=ext",
+        json!({"custom_fields": {"ext": "x"}}),
+    )
+    .await
+    .problem(400, "bad_request");
+    let res = s.post(by_ext, json!({"first_name": "No value"})).await;
+    assert_eq!(
+        res.problem(422, "validation_failed")["field"],
+        "custom_fields.ext"
+    );
+
+    // Companies: a create needs its name.
+    let by_ext = "/companies/upsert?match=custom_fields.ext";
+    s.post(by_ext, json!({"custom_fields": {"ext": "C1"}}))
+        .await
+        .problem(422, "validation_failed");
+    let made = s
+        .post(
+            by_ext,
+            json!({"name": "Acme", "custom_fields": {"ext": "C1"}}),
+        )
+        .await;
+    assert_eq!(made.header("upsert-outcome"), Some("created"));
+    let company = made.ok(201)["id"].clone();
+    let res = s
+        .post(
+            by_ext,
+            json!({"domain": "acme.test", "custom_fields": {"ext": "C1"}}),
+        )
+        .await;
+    assert_eq!(res.ok(200)["id"], company);
+    assert_eq!(res.body["domain"], "acme.test");
+
+    // Deals upsert only on a unique field: `match` is required.
+    let res = s
+        .post(
+            "/deals/upsert",
+            json!({"title": "T", "custom_fields": {"ext": "D1"}}),
+        )
+        .await;
+    assert_eq!(res.problem(422, "validation_failed")["field"], "match");
+    let by_ext = "/deals/upsert?match=custom_fields.ext";
+    let send = |body: Value| {
+        s.req(reqwest::Method::POST, by_ext)
+            .header("Idempotency-Key", &format!("deal-{body}"))
+            .json(&body)
+            .send()
+    };
+    let made = send(json!({"title": "Engine", "custom_fields": {"ext": "D1"}})).await;
+    assert_eq!(made.header("upsert-outcome"), Some("created"));
+    let deal = made.ok(201).clone();
+    let replay = send(json!({"title": "Engine", "custom_fields": {"ext": "D1"}})).await;
+    assert_eq!(replay.header("upsert-outcome"), Some("created"));
+    assert_eq!(replay.ok(201)["id"], deal["id"]);
+    let moved = send(json!({"stage": "won", "custom_fields": {"ext": "D1"}})).await;
+    assert_eq!(moved.header("upsert-outcome"), Some("updated"));
+    let body = moved.ok(200).clone();
+    assert_eq!(
+        (&body["id"], &body["title"], &body["stage"]),
+        (&deal["id"], &json!("Engine"), &json!("won"))
+    );
+    let events: Vec<String> = s.get("/events?limit=100").await.ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        events.contains(&"deal.stage_changed".to_owned()),
+        "{events:?}"
+    );
+}
+
 crate::on_both_stores!(
+    upserts_match_on_a_unique_field,
     only_text_email_url_and_number_fields_can_be_unique,
     a_unique_value_is_held_once_per_object,
     an_existing_field_becomes_unique_only_when_its_values_are_distinct,

@@ -36,7 +36,7 @@ pub struct DealQuery {
 }
 
 /// The deal as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(
+pub(crate) async fn reload(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     deal: Deal,

@@ -19,6 +19,7 @@ pub mod deals;
 pub mod emails;
 pub mod error;
 pub mod events;
+pub mod field_upserts;
 pub mod history;
 pub mod idempotency;
 pub mod identity;
