@@ -122,6 +122,7 @@ pub fn catalog() -> &'static [Operation] {
         [
             ops::contacts::operations(),
             ops::companies::operations(),
+            ops::merges::operations(),
             ops::pipelines::operations(),
             ops::deals::operations(),
             ops::activities::operations(),

@@ -467,6 +467,7 @@ pub(crate) const ALSO_SUCCESS: &[(&str, &[u16])] = &[
     ("svc_enroll_contact", &[200]),
     ("svc_upsert_contact", &[201]),
     ("svc_upsert_company", &[201]),
+    ("svc_upsert_deal", &[201]),
 ];
 
 /// What a transport hands to an operation.

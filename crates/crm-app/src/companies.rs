@@ -89,6 +89,17 @@ impl App {
             &registry,
         )?;
         check_references(&mut *tx, tenant, &refs).await?;
+        let id = company.id.as_str();
+        self.check_unique_values(
+            tx,
+            tenant,
+            ObjectKind::Company,
+            &registry,
+            id,
+            None,
+            &company.custom_fields,
+        )
+        .await?;
         tx.insert_company(tenant, &company).await?;
         let body = self.views.company(&company);
         self.company_history(
@@ -151,6 +162,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
         if expected_version.is_some_and(|v| v != company.version) {
             return Err(AppError::VersionConflict {
                 current: company.version,
@@ -164,12 +176,24 @@ impl App {
         }
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Company).await?;
         let before = self.views.company(&company);
+        let old_custom = company.custom_fields.clone();
         let now = self.clock.now();
         let (changed, refs) = company.apply(patch, now, &registry)?;
         if changed.is_empty() {
             return Ok(company);
         }
         check_references(&mut *tx, tenant, &refs).await?;
+        let id = company.id.as_str();
+        self.check_unique_values(
+            tx,
+            tenant,
+            ObjectKind::Company,
+            &registry,
+            id,
+            Some(&old_custom),
+            &company.custom_fields,
+        )
+        .await?;
         match tx.update_company(tenant, &company).await {
             Err(StoreError::Stale) => {
                 return Err(AppError::VersionConflict {
@@ -235,6 +259,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
+        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
         if company.deleted_at.is_some() == deleted {
             return Ok(company);
         }

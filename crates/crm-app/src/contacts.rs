@@ -164,6 +164,8 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
         let mut fx = Effects::new(Emit::Events, author.clone());
+        self.check_new_unique_values(&mut *tx, tenant, &contact)
+            .await?;
         insert_contact_checked(&*self.views, &mut *tx, tenant, &contact, refs).await?;
         self.contact_created(&mut fx, &contact);
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
@@ -188,7 +190,9 @@ impl App {
         {
             return None;
         }
-        self.config.registry(tenant, ObjectKind::Contact)
+        self.config
+            .registry(tenant, ObjectKind::Contact)
+            .filter(|r| !crate::unique_fields::has_unique(r))
     }
 
     /// Inserts a contact nothing reacts to ([`App::plain_contact_creates`]) with its event, in
@@ -237,9 +241,25 @@ impl App {
         fx: &mut Effects,
     ) -> Result<Contact, AppError> {
         let (contact, refs) = self.build_contact(&mut *tx, tenant, draft).await?;
+        self.check_new_unique_values(&mut *tx, tenant, &contact)
+            .await?;
         insert_contact_checked(&*self.views, tx, tenant, &contact, &refs).await?;
         self.contact_created(fx, &contact);
         Ok(contact)
+    }
+
+    /// [`App::check_unique_values`] of a contact about to be inserted.
+    async fn check_new_unique_values(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        contact: &Contact,
+    ) -> Result<(), AppError> {
+        let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
+        let id = contact.id.as_str();
+        let cf = &contact.custom_fields;
+        self.check_unique_values(tx, tenant, ObjectKind::Contact, &registry, id, None, cf)
+            .await
     }
 
     /// A new contact from `draft`, validated against the tenant's registry, with the references
@@ -251,12 +271,13 @@ impl App {
         draft: ContactDraft,
     ) -> Result<(Contact, Vec<ReferenceCheck>), AppError> {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
-        Ok(Contact::create(
+        let (contact, refs) = Contact::create(
             ContactId::from_uuid(self.ids.new_uuid()),
             self.clock.now(),
             draft,
             &registry,
-        )?)
+        )?;
+        Ok((contact, refs))
     }
 
     /// Records that `contact` was created: a changed record, its history entry and its
@@ -334,6 +355,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
         if expected_version.is_some_and(|v| v != contact.version) {
             return Err(AppError::VersionConflict {
                 current: contact.version,
@@ -348,11 +370,23 @@ impl App {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Contact).await?;
         let now = self.clock.now();
         let before = self.views.contact(&contact);
+        let old_custom = contact.custom_fields.clone();
         let (changed, refs) = contact.apply(patch, now, &registry)?;
         if changed.is_empty() {
             return Ok(contact);
         }
         check_references(tx, tenant, &refs).await?;
+        let id = contact.id.as_str();
+        self.check_unique_values(
+            tx,
+            tenant,
+            ObjectKind::Contact,
+            &registry,
+            id,
+            Some(&old_custom),
+            &contact.custom_fields,
+        )
+        .await?;
         match tx.update_contact(tenant, &contact).await {
             Err(StoreError::Duplicate) => {
                 return Err(email_conflict(&*self.views, tx, tenant, &contact).await)
@@ -426,6 +460,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
+        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
         if contact.deleted_at.is_some() == deleted {
             return Ok(contact);
         }

@@ -263,7 +263,11 @@ impl App {
         let plain: Vec<&Contact> = part
             .iter()
             .filter_map(|q| match &q.stage {
-                Stage::Built { contact, refs } if only_its_company(contact, refs) => Some(contact),
+                Stage::Built { contact, refs }
+                    if only_its_company(contact, refs) && !holds_unique(&registry, contact) =>
+                {
+                    Some(contact)
+                }
                 _ => None,
             })
             .collect();
@@ -287,6 +291,37 @@ impl App {
             let error = if inserted.contains(&contact.id) {
                 None
             } else {
+                if holds_unique(&registry, &contact) {
+                    // Checked one by one, each seeing the ones inserted before it.
+                    let id = contact.id.as_str();
+                    let cf = &contact.custom_fields;
+                    match self
+                        .check_unique_values(
+                            tx,
+                            tenant,
+                            ObjectKind::Contact,
+                            &registry,
+                            id,
+                            None,
+                            cf,
+                        )
+                        .await
+                    {
+                        Ok(()) => {}
+                        Err(error @ AppError::Conflict { .. }) => {
+                            q.stage = Stage::Skipped {
+                                contact,
+                                refs,
+                                error: Some(error),
+                            };
+                            continue;
+                        }
+                        Err(e) => {
+                            q.stage = Stage::Built { contact, refs };
+                            return Err(e);
+                        }
+                    }
+                }
                 let stored = match store_references(&refs) {
                     Ok(stored) => tx.insert_contact(tenant, &contact, &stored).await,
                     Err(refused) => {
@@ -356,6 +391,17 @@ impl App {
         }
         Ok(())
     }
+}
+
+/// Whether `contact` holds a value of a unique custom field, which a group inserts alone.
+fn holds_unique(registry: &crm_domain::Registry, contact: &Contact) -> bool {
+    registry.fields.iter().any(|f| {
+        f.unique
+            && contact
+                .custom_fields
+                .get(&f.key)
+                .is_some_and(|v| !v.is_null())
+    })
 }
 
 /// Whether `refs` asks no more of the store than `contact`'s company: what

@@ -36,7 +36,7 @@ pub struct DealQuery {
 }
 
 /// The deal as automations left it, when they changed it (the reply shows the committed record).
-async fn reload(
+pub(crate) async fn reload(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     deal: Deal,
@@ -91,6 +91,17 @@ impl App {
             &registry,
         )?;
         check_references(tx, tenant, &refs).await?;
+        let id = deal.id.as_str();
+        self.check_unique_values(
+            tx,
+            tenant,
+            ObjectKind::Deal,
+            &registry,
+            id,
+            None,
+            &deal.custom_fields,
+        )
+        .await?;
         tx.insert_deal(tenant, &deal).await?;
         let snapshot = self.views.deal(&deal);
         let record = RecordRef::Deal(deal.id.clone());
@@ -203,11 +214,23 @@ impl App {
         let registry = self.registry(&mut *tx, tenant, ObjectKind::Deal).await?;
         let now = self.clock.now();
         let before = self.views.deal(&deal);
+        let old_custom = deal.custom_fields.clone();
         let change = deal.apply(patch, &target, now, &registry)?;
         if change.changed.is_empty() {
             return Ok(deal);
         }
         check_references(tx, tenant, &change.references).await?;
+        let id = deal.id.as_str();
+        self.check_unique_values(
+            tx,
+            tenant,
+            ObjectKind::Deal,
+            &registry,
+            id,
+            Some(&old_custom),
+            &deal.custom_fields,
+        )
+        .await?;
         match tx.update_deal(tenant, &deal).await {
             Err(StoreError::Stale) => {
                 return Err(AppError::VersionConflict {

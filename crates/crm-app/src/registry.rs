@@ -71,6 +71,9 @@ impl App {
         if let (true, Some(group)) = (created, &def.enum_group) {
             tx.insert_enum_group(tenant, group, now).await?;
         }
+        if def.unique && !created {
+            self.make_unique(&mut *tx, tenant, &def).await?;
+        }
         let fields = tx.load_registry(tenant, def.object).await?.fields;
         if created {
             crm_domain::text::check_field_count(fields.len())?;
@@ -81,6 +84,39 @@ impl App {
             created,
             fields,
         })
+    }
+
+    /// Registering `unique` on an existing field (decisions §24): its type must allow it (422),
+    /// and the values records hold must not collide (409); otherwise the field becomes unique.
+    async fn make_unique(
+        &self,
+        tx: &mut dyn crate::ports::Tx,
+        tenant: &crm_domain::Tenant,
+        def: &FieldDef,
+    ) -> Result<(), AppError> {
+        let registry = tx.load_registry(tenant, def.object).await?;
+        let Some(current) = registry.field(&def.key).filter(|f| !f.unique) else {
+            return Ok(());
+        };
+        if !current.data_type.can_be_unique() {
+            return Err(crm_domain::ValidationError::invalid(
+                "unique",
+                "only text, email, url and number fields can be unique",
+            )
+            .into());
+        }
+        if tx.values_collide(tenant, def.object, &def.key).await? {
+            return Err(AppError::Conflict {
+                detail: format!(
+                    "several {} records hold one value of custom_fields.{}; make them distinct first",
+                    def.object.as_str(),
+                    def.key
+                ),
+                existing: None,
+            });
+        }
+        tx.make_field_unique(tenant, def.object, &def.key).await?;
+        Ok(())
     }
 
     /// Every enum group with its values, each group's in the order they were added.

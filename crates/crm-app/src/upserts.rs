@@ -62,7 +62,7 @@ fn contact_key(email: &Email) -> String {
     format!("contact.email:{}", email.as_str())
 }
 
-async fn store_reply(
+pub(crate) async fn store_reply(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     idem: Option<&IdemClaim>,

@@ -55,6 +55,8 @@ pub struct PendingEvent {
     pub data: Value,
     pub changed_fields: Option<Vec<String>>,
     pub previous_stage: Option<Option<String>>,
+    /// A merge's survivor event: the records merged into it.
+    pub merged_ids: Option<Vec<String>>,
     /// Who made the change: the automations it triggers act for the same request.
     pub author: Author,
 }
@@ -64,6 +66,7 @@ impl PendingEvent {
     /// left it, when they changed it.
     pub(crate) fn into_event(self, tenant: &Tenant, at_commit: Option<Value>) -> Event {
         Event {
+            merged_ids: self.merged_ids,
             id: self.id,
             event_type: self.event_type,
             mode: tenant.mode,
@@ -151,6 +154,13 @@ impl Effects {
 
     pub fn events(&self) -> &[PendingEvent] {
         &self.events
+    }
+
+    /// Marks the last event as a merge survivor's, naming the records merged into it.
+    pub(crate) fn set_merged_ids(&mut self, ids: Vec<String>) {
+        if let Some(last) = self.events.last_mut() {
+            last.merged_ids = Some(ids);
+        }
     }
 
     /// The events, taken out (the write settles them itself).
@@ -333,6 +343,7 @@ impl App {
             data,
             changed_fields,
             previous_stage,
+            merged_ids: None,
             author: fx.author.clone(),
         });
     }

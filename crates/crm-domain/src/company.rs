@@ -22,6 +22,8 @@ pub struct Company {
     pub updated_at: Timestamp,
     pub version: i64,
     pub deleted_at: Option<Timestamp>,
+    /// Set when the company was merged into another (decisions §18): a tombstone.
+    pub merged_into: Option<CompanyId>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -92,6 +94,7 @@ impl Company {
             updated_at: now,
             version: 1,
             deleted_at: None,
+            merged_into: None,
         };
         company.check_lines(None)?;
         Ok((company, refs))

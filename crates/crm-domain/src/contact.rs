@@ -28,6 +28,9 @@ pub struct Contact {
     pub updated_at: Timestamp,
     pub version: i64,
     pub deleted_at: Option<Timestamp>,
+    /// Set when the contact was merged into another (decisions §18): a tombstone, never listed
+    /// and never written again.
+    pub merged_into: Option<ContactId>,
 }
 
 /// A create request as the client sent it, before validation.
@@ -128,6 +131,7 @@ impl Contact {
             updated_at: now,
             version: 1,
             deleted_at: None,
+            merged_into: None,
         };
         contact.check_lines(None)?;
         contact.check_identified()?;

@@ -58,4 +58,6 @@ pub struct Event {
     pub changed_fields: Option<Vec<String>>,
     /// For `deal.stage_changed`: the stage the deal left (null when it was just created).
     pub previous_stage: Option<Option<String>>,
+    /// For the survivor's `contact.updated` of a merge: the contacts merged into it.
+    pub merged_ids: Option<Vec<String>>,
 }

@@ -25,6 +25,7 @@ pub mod object;
 pub mod patch;
 pub mod pipeline;
 pub mod plan;
+pub mod record_merge;
 pub mod registry;
 pub mod rule;
 pub mod sequence;

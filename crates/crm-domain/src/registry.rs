@@ -66,6 +66,14 @@ impl DataType {
         })
     }
 
+    /// Whether fields of this type may be registered `unique`.
+    pub fn can_be_unique(self) -> bool {
+        matches!(
+            self,
+            DataType::Text | DataType::Email | DataType::Url | DataType::Number
+        )
+    }
+
     pub fn uses_enum(self) -> bool {
         matches!(self, DataType::Select | DataType::Multiselect)
     }
@@ -80,6 +88,9 @@ pub struct FieldDef {
     /// Set for select and multiselect fields (defaulting to `<object>.<key>`), `None` otherwise.
     pub enum_group: Option<String>,
     pub required: bool,
+    /// Values are unique per object, workspace and mode (text, email, url and number fields):
+    /// a second record with a value is refused, and upserts may match on it (decisions §24).
+    pub unique: bool,
 }
 
 impl FieldDef {
@@ -113,6 +124,7 @@ impl FieldDef {
             data_type,
             enum_group,
             required,
+            unique: false,
         })
     }
 
@@ -126,7 +138,7 @@ impl FieldDef {
             None => DataType::Text,
         };
         let label = clean_label(request.label)?;
-        let def = FieldDef::new(
+        let mut def = FieldDef::new(
             object,
             &request.key,
             label,
@@ -135,6 +147,13 @@ impl FieldDef {
             request.required,
         )?;
         check_not_reserved(object, &def.key)?;
+        if request.unique && !data_type.can_be_unique() {
+            return Err(ValidationError::invalid(
+                "unique",
+                "only text, email, url and number fields can be unique",
+            ));
+        }
+        def.unique = request.unique;
         Ok(def)
     }
 }
@@ -161,6 +180,8 @@ pub struct FieldRegistration {
     pub data_type: Option<String>,
     pub enum_group: Option<String>,
     pub required: bool,
+    /// Values unique per object, workspace and mode.
+    pub unique: bool,
 }
 
 /// What [`clean_label`] accepts, as a regular expression for JSON Schemas: no control

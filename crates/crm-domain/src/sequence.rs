@@ -597,15 +597,18 @@ pub enum ExitReason {
     SequenceDisabled,
     SequenceDeleted,
     Unenrolled,
+    /// The contact was merged into one already enrolled in the sequence (decisions §24).
+    Merged,
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 5] = [
+    pub const ALL: [ExitReason; 6] = [
         ExitReason::ExitCondition,
         ExitReason::SourceDeleted,
         ExitReason::SequenceDisabled,
         ExitReason::SequenceDeleted,
         ExitReason::Unenrolled,
+        ExitReason::Merged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -615,6 +618,7 @@ impl ExitReason {
             ExitReason::SequenceDisabled => "sequence_disabled",
             ExitReason::SequenceDeleted => "sequence_deleted",
             ExitReason::Unenrolled => "unenrolled",
+            ExitReason::Merged => "merged",
         }
     }
 

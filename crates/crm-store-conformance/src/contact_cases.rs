@@ -157,6 +157,7 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
             .collect()
     }
     let created = |c: &crm_domain::Contact| Event {
+        merged_ids: None,
         data: serde_json::json!({"id": c.id.as_str(), "object": "contact"}),
         ..sample_event(EventType::ContactCreated, Mode::Test)
     };
@@ -191,6 +192,7 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
     // The same email in another tenant is free.
     let live = tenant(&ws, Mode::Live);
     let elsewhere = Event {
+        merged_ids: None,
         mode: Mode::Live,
         ..created(&taken)
     };

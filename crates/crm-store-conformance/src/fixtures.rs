@@ -70,6 +70,7 @@ pub fn contact(email: Option<&str>) -> Contact {
         updated_at: now,
         version: 1,
         deleted_at: None,
+        merged_into: None,
     }
 }
 
@@ -84,6 +85,7 @@ pub fn company(name: &str, domain: Option<&str>) -> Company {
         updated_at: now,
         version: 1,
         deleted_at: None,
+        merged_into: None,
     }
 }
 
@@ -170,6 +172,7 @@ pub async fn setup(store: &Arc<dyn Store>) -> (crm_app::auth::Workspace, crm_dom
 /// An event of `event_type` about a fixed contact.
 pub fn sample_event(event_type: EventType, mode: Mode) -> Event {
     Event {
+        merged_ids: None,
         id: EventId::from_uuid(uuid()),
         event_type,
         mode,

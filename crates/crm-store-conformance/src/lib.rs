@@ -18,6 +18,7 @@ pub mod history_cases;
 pub mod idempotency_cases;
 pub mod import_cases;
 pub mod key_cases;
+pub mod merge_cases;
 pub mod pipeline_cases;
 pub mod plan_cases;
 pub mod record_cases;
@@ -72,6 +73,7 @@ macro_rules! conformance_suite {
             events_inserted_together_read_back_as_one_by_one,
             history_lists_a_records_entries_newest_first_in_its_tenant,
             events_and_changes_are_written_together,
+            merges_repoint_references_and_tombstones_free_their_email,
             idempotency_records_round_trip,
             a_claim_of_this_process_is_alive,
             a_dropped_write_transaction_rolls_back,

@@ -50,6 +50,7 @@ pub fn webhook(mode: Mode, events: Subscription, created_at_ms: i64) -> Webhook 
 
 pub(crate) fn event(t: EventType, mode: Mode, at_ms: i64) -> Event {
     Event {
+        merged_ids: None,
         id: EventId::from_uuid(uuid()),
         event_type: t,
         mode,

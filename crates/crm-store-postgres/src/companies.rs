@@ -53,9 +53,12 @@ crm_store_sql::impl_company_repo!(crate::PostgresTx, {
 
 /// A company list's conditions, as ` AND ...` clauses.
 fn company_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a CompanyFilter) {
-    if !filter.include_deleted {
-        qb.push(" AND deleted_at IS NULL");
-    }
+    // Merged tombstones are never listed, not even with `include_deleted` (decisions §18).
+    qb.push(if filter.include_deleted {
+        " AND merged_into IS NULL"
+    } else {
+        " AND deleted_at IS NULL"
+    });
     if let Some(domain) = &filter.domain {
         qb.push(" AND domain = ").push_bind(domain.to_lowercase());
     }

@@ -173,7 +173,7 @@ impl ContactRepo for PostgresTx {
         email: &Email,
     ) -> Result<Option<Contact>, StoreError> {
         let sql = format!(
-            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3",
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3 AND merged_into IS NULL",
             rows::CONTACT_COLUMNS
         );
         self.optional(
@@ -277,9 +277,12 @@ impl ContactRepo for PostgresTx {
 
 /// A contact list's conditions but the custom fields', as ` AND ...` clauses.
 fn contact_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a ContactFilter) {
-    if !filter.include_deleted {
-        qb.push(" AND deleted_at IS NULL");
-    }
+    // Merged tombstones are never listed, not even with `include_deleted` (decisions §18).
+    qb.push(if filter.include_deleted {
+        " AND merged_into IS NULL"
+    } else {
+        " AND deleted_at IS NULL"
+    });
     and_equals(qb, "email", filter.email.as_ref().map(Email::as_str));
     and_equals(
         qb,

@@ -118,6 +118,27 @@ impl Unit for PostgresTx {
             .push(")");
     }
 
+    fn push_json_text<'q>(qb: &mut QueryBuilder<'q, Postgres>, column: &str, key: &'q str) {
+        qb.push(format!("({column} ->> ")).push_bind(key).push(")");
+    }
+
+    fn push_json_member<'q>(qb: &mut QueryBuilder<'q, Postgres>, column: &str, key: &'q str) {
+        qb.push(format!("({column} -> ")).push_bind(key).push(")");
+    }
+
+    fn push_json_set_text<'q>(
+        qb: &mut QueryBuilder<'q, Postgres>,
+        column: &str,
+        key: &'q str,
+        value: &'q str,
+    ) {
+        qb.push(format!("jsonb_set({column}, ARRAY["))
+            .push_bind(key)
+            .push("::text], to_jsonb(")
+            .push_bind(value)
+            .push("::text))");
+    }
+
     async fn execute<'q>(&mut self, q: PgQuery<'q>) -> Result<u64, StoreError> {
         Ok(q.execute(self.conn())
             .await

@@ -530,6 +530,7 @@ async fn a_write_alone_pings_an_idle_connection_and_replaces_a_dead_one() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let c = contact(Some("a@b.co"));
     let event = Event {
+        merged_ids: None,
         id: EventId::from_uuid(uuid::Uuid::now_v7()),
         event_type: EventType::ContactCreated,
         mode: Mode::Test,

@@ -27,6 +27,7 @@ pub mod history;
 pub mod idempotency;
 pub mod imports;
 pub mod keys;
+pub mod merges;
 pub mod pipelines;
 pub mod plans;
 mod port;
@@ -38,6 +39,7 @@ pub mod sequences;
 mod sql;
 pub mod statements;
 pub mod stored;
+pub mod unique;
 mod unit;
 pub mod webhooks;
 pub mod workspaces;
@@ -52,8 +54,9 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
             DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
-            ImportChunk, ImportError, ImportRepo, KeyRepo, KeyUse, PipelineRepo, PlanRepo,
-            RecordRepo, RegistryRepo, RowLock, SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            ImportChunk, ImportError, ImportRepo, KeyRepo, KeyUse, MergeRepo, PipelineRepo,
+            PlanRepo, RecordRepo, RefField, Referrer, RegistryRepo, RowLock, SequenceRepo, Slice,
+            UniqueRepo, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

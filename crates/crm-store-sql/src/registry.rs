@@ -50,7 +50,7 @@ pub async fn load_registry<U: Unit>(
     object: ObjectKind,
 ) -> Result<Registry, StoreError> {
     let q = tenant_query::<U::Db>(
-        "SELECT key, label, data_type, enum_group, required FROM custom_fields
+        "SELECT key, label, data_type, enum_group, required, is_unique FROM custom_fields
          WHERE workspace_id = $1 AND mode = $2 AND object = $3 ORDER BY position, key",
         tenant,
     )
@@ -131,8 +131,8 @@ pub async fn insert_field<U: PositionLocks>(
     tx.lock_position_list(tenant, PositionList::Fields(field.object))
         .await?;
     let q = tenant_query::<U::Db>(
-        "INSERT INTO custom_fields (workspace_id, mode, object, key, label, data_type, enum_group, required, created_at, position)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE(MAX(position), 0) + 1 FROM custom_fields
+        "INSERT INTO custom_fields (workspace_id, mode, object, key, label, data_type, enum_group, required, created_at, is_unique, position)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(MAX(position), 0) + 1 FROM custom_fields
          WHERE workspace_id = $1 AND mode = $2 AND object = $3
          ON CONFLICT DO NOTHING",
         tenant,
@@ -143,7 +143,8 @@ pub async fn insert_field<U: PositionLocks>(
     .arg(field.data_type.as_str())
     .arg(field.enum_group.as_deref())
     .arg(field.required)
-    .arg(now.millis());
+    .arg(now.millis())
+    .arg(field.unique);
     Ok(tx.execute(q).await? == 1)
 }
 
@@ -153,7 +154,7 @@ pub async fn list_fields<U: Unit>(
     tenant: &Tenant,
 ) -> Result<Vec<FieldDef>, StoreError> {
     let q = tenant_query::<U::Db>(
-        "SELECT object, key, label, data_type, enum_group, required FROM custom_fields
+        "SELECT object, key, label, data_type, enum_group, required, is_unique FROM custom_fields
          WHERE workspace_id = $1 AND mode = $2 ORDER BY object, position, key",
         tenant,
     );

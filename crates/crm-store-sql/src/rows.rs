@@ -71,7 +71,7 @@ where
 
 pub const CONTACT_COLUMNS: &str =
     "id, first_name, last_name, email, phone, linkedin_url, company_id, type, \
-     CAST(custom_fields AS TEXT) AS custom_fields, created_at, updated_at, version, deleted_at";
+     CAST(custom_fields AS TEXT) AS custom_fields, created_at, updated_at, version, deleted_at, merged_into";
 
 pub fn contact<R: Row>(row: &R) -> Result<Contact, StoreError>
 where
@@ -93,12 +93,15 @@ where
         updated_at: ts(row, "updated_at")?,
         version: row.col("version")?,
         deleted_at: opt_ts(row, "deleted_at")?,
+        merged_into: row
+            .col::<Option<String>>("merged_into")?
+            .map(ContactId::from_trusted),
     })
 }
 
 pub const COMPANY_COLUMNS: &str =
     "id, name, domain, CAST(custom_fields AS TEXT) AS custom_fields, \
-     created_at, updated_at, version, deleted_at";
+     created_at, updated_at, version, deleted_at, merged_into";
 
 pub fn company<R: Row>(row: &R) -> Result<Company, StoreError>
 where
@@ -113,6 +116,9 @@ where
         updated_at: ts(row, "updated_at")?,
         version: row.col("version")?,
         deleted_at: opt_ts(row, "deleted_at")?,
+        merged_into: row
+            .col::<Option<String>>("merged_into")?
+            .map(CompanyId::from_trusted),
     })
 }
 
@@ -298,6 +304,7 @@ where
         data_type: DataType::parse(&data_type).ok_or_else(|| corrupt("data_type"))?,
         enum_group: row.col("enum_group")?,
         required: row.col("required")?,
+        unique: row.col("is_unique")?,
     })
 }
 

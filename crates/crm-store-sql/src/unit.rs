@@ -34,6 +34,23 @@ pub trait Unit: Send {
         values: impl IntoIterator<Item = &'q str>,
     );
 
+    /// Pushes the text the JSON object `column` holds under `key` (bound): SQLite's
+    /// `json_extract`, Postgres's `->>`.
+    fn push_json_text<'q>(qb: &mut QueryBuilder<'q, Self::Db>, column: &str, key: &'q str);
+
+    /// Pushes the JSON value the JSON object `column` holds under `key` (bound), comparable with
+    /// a bound JSON text followed by [`Unit::JSON`]: SQLite's `->` (JSON text), Postgres's `->`.
+    fn push_json_member<'q>(qb: &mut QueryBuilder<'q, Self::Db>, column: &str, key: &'q str);
+
+    /// Pushes the JSON object `column` with `key` set to the string `value` (both bound), the
+    /// other keys kept: SQLite's `json_set`, Postgres's `jsonb_set`.
+    fn push_json_set_text<'q>(
+        qb: &mut QueryBuilder<'q, Self::Db>,
+        column: &str,
+        key: &'q str,
+        value: &'q str,
+    );
+
     /// Runs a statement; returns how many rows it touched.
     fn execute<'q>(
         &mut self,

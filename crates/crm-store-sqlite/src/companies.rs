@@ -37,7 +37,7 @@ crm_store_sql::impl_company_repo!(crate::SqliteTx, {
         let mut qb =
             QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM companies", rows::COMPANY_COLUMNS));
         tenant_where(&mut qb, tenant);
-        push_not_deleted(&mut qb, filter.include_deleted);
+        push_not_deleted(&mut qb, "companies", filter.include_deleted);
         if let Some(domain) = &filter.domain {
             qb.push(" AND domain = ").push_bind(domain.to_lowercase());
         }

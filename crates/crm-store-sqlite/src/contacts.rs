@@ -143,7 +143,7 @@ impl ContactRepo for SqliteTx {
         email: &Email,
     ) -> Result<Option<Contact>, StoreError> {
         let sql = format!(
-            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3",
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = $3 AND merged_into IS NULL",
             rows::CONTACT_COLUMNS
         );
         let row = sqlx::query(&sql)
@@ -254,7 +254,7 @@ impl ContactRepo for SqliteTx {
                 (qb, "v.contact_id")
             }
         };
-        push_not_deleted(&mut qb, filter.include_deleted);
+        push_not_deleted(&mut qb, "contacts", filter.include_deleted);
         if let Some(email) = &filter.email {
             qb.push(" AND email = ").push_bind(email.as_str());
         }

@@ -38,7 +38,7 @@ crm_store_sql::impl_deal_repo!(crate::SqliteTx, {
         let mut qb =
             QueryBuilder::<Sqlite>::new(format!("SELECT {} FROM deals", rows::DEAL_COLUMNS));
         tenant_where(&mut qb, tenant);
-        push_not_deleted(&mut qb, filter.include_deleted);
+        push_not_deleted(&mut qb, "deals", filter.include_deleted);
         if let Some(p) = &filter.pipeline_id {
             qb.push(" AND pipeline_id = ").push_bind(p.as_str());
         }

@@ -56,9 +56,16 @@ pub(crate) fn trigram_needle(q: Option<&String>) -> Option<&str> {
 const SEARCH_TEXT_FOLDED: &str = "replace(replace(search_text, '\u{212A}', 'k'), '\u{17F}', 's')";
 
 /// ` AND deleted_at IS NULL` unless deleted rows are asked for.
-pub(crate) fn push_not_deleted(qb: &mut QueryBuilder<'_, Sqlite>, include_deleted: bool) {
+pub(crate) fn push_not_deleted(
+    qb: &mut QueryBuilder<'_, Sqlite>,
+    table: &str,
+    include_deleted: bool,
+) {
     if !include_deleted {
         qb.push(" AND deleted_at IS NULL");
+    } else if matches!(table, "contacts" | "companies") {
+        // Merged tombstones are never listed, not even with `include_deleted` (decisions §18).
+        qb.push(" AND merged_into IS NULL");
     }
 }
 
@@ -116,7 +123,7 @@ pub(crate) async fn search_page<'a, T>(
     // reads a few rows, a rare one at most the window.
     let mut qb = QueryBuilder::<Sqlite>::new(format!("SELECT {columns} FROM {table}"));
     newest(&mut qb);
-    push_not_deleted(&mut qb, include_deleted);
+    push_not_deleted(&mut qb, table, include_deleted);
     qb.push(" AND id >= coalesce(");
     edge(&mut qb);
     qb.push(format!(", '') AND {SEARCH_TEXT_FOLDED} LIKE "))
@@ -133,7 +140,7 @@ pub(crate) async fn search_page<'a, T>(
     let oldest = page.last().map(|row| id_of(row).to_owned());
     let older = |qb: &mut QueryBuilder<'a, Sqlite>| {
         tenant_where(qb, tenant);
-        push_not_deleted(qb, include_deleted);
+        push_not_deleted(qb, table, include_deleted);
         qb.push(" AND id < ");
         edge(qb);
         // The same edge again as a term of its own: a constant, which SQLite tests once before

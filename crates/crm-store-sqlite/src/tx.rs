@@ -97,6 +97,31 @@ impl Unit for SqliteTx {
         qb.push(")");
     }
 
+    fn push_json_text<'q>(qb: &mut QueryBuilder<'q, Sqlite>, column: &str, key: &'q str) {
+        qb.push(format!("json_extract({column}, '$.' || "))
+            .push_bind(key)
+            .push(")");
+    }
+
+    fn push_json_member<'q>(qb: &mut QueryBuilder<'q, Sqlite>, column: &str, key: &'q str) {
+        qb.push(format!("({column} -> ('$.' || "))
+            .push_bind(key)
+            .push("))");
+    }
+
+    fn push_json_set_text<'q>(
+        qb: &mut QueryBuilder<'q, Sqlite>,
+        column: &str,
+        key: &'q str,
+        value: &'q str,
+    ) {
+        qb.push(format!("json_set({column}, '$.' || "))
+            .push_bind(key)
+            .push(", ")
+            .push_bind(value)
+            .push(")");
+    }
+
     async fn execute<'q>(
         &mut self,
         q: sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>,

@@ -21,6 +21,10 @@ pub struct CompanyBody {
     pub updated_at: String,
     pub version: i64,
     pub deleted_at: Option<String>,
+    /// Only on a tombstone: the company this one was merged into (it is never listed, and writes to
+    /// it answer 409 with that company under `existing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
 }
 
 versioned!(CompanyBody);
@@ -37,6 +41,7 @@ impl From<&Company> for CompanyBody {
             updated_at: ts(c.updated_at),
             version: c.version,
             deleted_at: opt_ts(c.deleted_at),
+            merged_into: c.merged_into.as_ref().map(|id| id.as_str().to_owned()),
         }
     }
 }
@@ -74,6 +79,7 @@ pub(crate) mod tests {
             updated_at: Timestamp::from_millis(1_700_000_000_500),
             version: 2,
             deleted_at: None,
+            merged_into: None,
         }
     }
 

@@ -28,6 +28,10 @@ pub struct ContactBody {
     /// Incremented on every change; send it back in `If-Match`.
     pub version: i64,
     pub deleted_at: Option<String>,
+    /// Only on a tombstone: the contact this one was merged into (it is never listed, and writes to
+    /// it answer 409 with that contact under `existing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_into: Option<String>,
 }
 
 versioned!(ContactBody);
@@ -49,6 +53,7 @@ impl From<&Contact> for ContactBody {
             updated_at: ts(c.updated_at),
             version: c.version,
             deleted_at: opt_ts(c.deleted_at),
+            merged_into: c.merged_into.as_ref().map(|id| id.as_str().to_owned()),
         }
     }
 }

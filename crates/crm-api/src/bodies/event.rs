@@ -29,6 +29,9 @@ pub struct EventBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub previous_stage: Option<Option<String>>,
+    /// A merge survivor's `contact.updated` only: the contacts merged into it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_ids: Option<Vec<String>>,
 }
 
 impl From<&Event> for EventBody {
@@ -42,6 +45,7 @@ impl From<&Event> for EventBody {
             data: e.data.clone(),
             changed_fields: e.changed_fields.clone(),
             previous_stage: e.previous_stage.clone(),
+            merged_ids: e.merged_ids.clone(),
         }
     }
 }
@@ -55,6 +59,7 @@ mod tests {
     #[test]
     fn serializes_as_webhooks_deliver_an_event() {
         let mut e = Event {
+            merged_ids: None,
             id: EventId::from_uuid(uuid::Uuid::from_u128(3)),
             event_type: EventType::DealStageChanged,
             mode: Mode::Live,

@@ -57,9 +57,9 @@ pub struct CompanyUpsert {
     #[schemars(length(max = 1024), pattern(crate::schema::NON_BLANK))]
     pub name: Option<String>,
     /// Normalised (lower-cased; scheme, path, port and a leading `www.` dropped) and matched
-    /// against the active companies.
+    /// against the active companies; required without `match`.
     #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN))]
-    pub domain: String,
+    pub domain: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -101,9 +101,12 @@ handler!(upsert(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let c: CompanyUpsert = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
     let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let draft = CompanyDraft { name: c.name, domain: Some(c.domain), custom_fields: c.custom_fields.unwrap_or_default() };
+    let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
     let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
-    let (company, outcome) = api.app.upsert_company(caller, draft, patch, expected, input.idem.as_ref()).await?;
+    let (company, outcome) = match super::match_key(&input)? {
+        None => api.app.upsert_company(caller, draft, patch, expected, input.idem.as_ref()).await?,
+        Some(key) => api.app.upsert_company_by_field(caller, &key, draft, patch, expected, input.idem.as_ref()).await?,
+    };
     Ok(Reply::versioned(&CompanyBody::from(&company))
         .with_status(outcome.status())
         .with_upsert_outcome(outcome.as_str()))
@@ -178,14 +181,14 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies/upsert",
             summary: "Create or update a company by domain",
-            description: "Matches the normalised `domain` among active companies: none → creates it (201, `name` required; a \
+            description: "Matches the normalised `domain` (or the `match` field) among active companies: none → creates it (201, `name` required; a \
                 deleted holder is restored instead); one → applies the fields sent as a PATCH would (200); several → 409 \
                 conflict with `candidates`. Header Upsert-Outcome: created, updated or unchanged. If-Match is checked against the match.",
             scope: write,
             idempotency_key: true,
             if_match: true,
             success_status: 200,
-            query: &[],
+            query: &[super::MATCH],
             body: Some(schema_of::<CompanyUpsert>),
             output: Output::of::<CompanyBody>(),
             hints: Hints::UPDATE,

@@ -5,7 +5,7 @@ use crm_domain::{ContactDraft, ContactPatch, Email, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{filter_value, handler, if_match};
+use super::{filter_value, handler, if_match, match_key, MATCH};
 use crate::view::{self, Shape};
 use crate::{
     bodies::{ContactBody, DeletedBody, ListBody},
@@ -55,9 +55,9 @@ pub struct ContactUpsert {
     pub first_name: Option<String>,
     #[schemars(length(max = 1024))]
     pub last_name: Option<String>,
-    /// Matched case-insensitively (normalised) against every contact of the workspace and mode.
+    /// Matched normalised; required without `match`.
     #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL))]
-    pub email: String,
+    pub email: Option<String>,
     #[schemars(length(max = 1024))]
     pub phone: Option<String>,
     /// An http(s) URL.
@@ -85,7 +85,7 @@ pub(crate) fn upsert_body(
     let draft = ContactDraft {
         first_name: c.first_name,
         last_name: c.last_name,
-        email: Some(c.email),
+        email: c.email,
         phone: c.phone,
         linkedin_url: c.linkedin_url,
         company_id: c.company_id,
@@ -231,7 +231,10 @@ handler!(create(api, caller, input) {
 handler!(upsert(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let (draft, patch) = upsert_body(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let (contact, outcome) = api.app.upsert_contact(caller, draft, patch, expected, input.idem.as_ref()).await?;
+    let (contact, outcome) = match match_key(&input)? {
+        None => api.app.upsert_contact(caller, draft, patch, expected, input.idem.as_ref()).await?,
+        Some(key) => api.app.upsert_contact_by_field(caller, &key, draft, patch, expected, input.idem.as_ref()).await?,
+    };
     Ok(Reply::versioned(&ContactBody::from(&contact))
         .with_status(outcome.status())
         .with_upsert_outcome(outcome.as_str()))
@@ -305,14 +308,14 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/contacts/upsert",
             summary: "Create or update a contact by email",
-            description: "Matches `email` (normalised) among the contacts: none → creates it (201); one → applies the fields sent as \
+            description: "Matches `email` (normalised) or the `match` field among the contacts: none → creates it (201); one → applies the fields sent as \
                 a PATCH would (200; a deleted match is restored). Header Upsert-Outcome: created, updated or unchanged (nothing \
                 written or emitted). If-Match is checked against the match. Safe to run concurrently. Errors as create and update.",
             scope: write,
             idempotency_key: true,
             if_match: true,
             success_status: 200,
-            query: &[],
+            query: &[MATCH],
             body: Some(schema_of::<ContactUpsert>),
             output: Output::of::<ContactBody>(),
             hints: Hints::UPDATE,

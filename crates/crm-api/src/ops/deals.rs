@@ -193,6 +193,26 @@ handler!(create(api, caller, input) {
     Ok(Reply::versioned(&DealBody::from(&deal)))
 });
 
+/// The query of `svc_upsert_deal`: `match` is required.
+const UPSERT_QUERY: &[QueryParam] = &[QueryParam {
+    required: true,
+    ..super::MATCH
+}];
+
+handler!(upsert(api, caller, input) {
+    let expected = if_match(input.if_match.as_deref())?;
+    let Some(key) = super::match_key(&input)? else {
+        return Err(Problem::bad_request("deals upsert only on a unique custom field: send match=custom_fields.<key>")
+            .with("field", "match"));
+    };
+    let (draft, pipeline) = draft(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
+    let (patch, _) = patch(body::parse(input.body.as_ref(), Some(REGISTER_HINT))?)?;
+    let (deal, outcome) = api.app.upsert_deal(caller, &key, draft, patch, pipeline.as_deref(), expected, input.idem.as_ref()).await?;
+    Ok(Reply::versioned(&DealBody::from(&deal))
+        .with_status(outcome.status())
+        .with_upsert_outcome(outcome.as_str()))
+});
+
 handler!(get(api, caller, input) {
     let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
     let deal = api.app.get_deal(caller, input.path_param("id")).await?;
@@ -255,6 +275,23 @@ pub fn operations() -> Vec<Operation> {
             output: Output::of::<DealBody>(),
             hints: Hints::CREATE,
             handler: create,
+        },
+        Operation {
+            name: "svc_upsert_deal",
+            method: Method::Post,
+            path: "/deals/upsert",
+            summary: "Create or update a deal by a unique field",
+            description: "Matches the `match` field among the deals: none → creates it (201); one → applies the fields sent as a PATCH \
+                would (200). Header Upsert-Outcome: created, updated or unchanged.",
+            scope: write,
+            idempotency_key: true,
+            if_match: true,
+            success_status: 200,
+            query: UPSERT_QUERY,
+            body: Some(schema_of::<DealCreate>),
+            output: Output::of::<DealBody>(),
+            hints: Hints::UPDATE,
+            handler: upsert,
         },
         Operation {
             name: "svc_get_deal",

@@ -14,6 +14,7 @@ pub mod events;
 pub mod history;
 pub mod imports;
 pub mod keys;
+pub mod merges;
 pub mod pipelines;
 pub mod registry;
 pub mod search;
@@ -72,6 +73,26 @@ pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem>
     }
     let version = version.parse::<i64>().map_err(|_| bad())?;
     Ok(Some(if weak { NO_VERSION } else { version }))
+}
+
+/// `match` of an upsert: the unique custom field to match on (decisions §24).
+pub(crate) const MATCH: crate::operation::QueryParam = crate::operation::QueryParam::string(
+    "match",
+    "`custom_fields.<key>` of a unique field to match on.",
+);
+
+/// The key `match=custom_fields.<key>` names, if given; anything else is 400 `bad_request`.
+pub(crate) fn match_key(input: &crate::Input) -> Result<Option<String>, crate::Problem> {
+    let Some(raw) = input.query_str("match").map(str::trim) else {
+        return Ok(None);
+    };
+    match raw.strip_prefix("custom_fields.").filter(|k| !k.is_empty()) {
+        Some(key) => Ok(Some(key.to_owned())),
+        None => Err(crate::Problem::bad_request(
+            "match must be custom_fields.<key> of a unique custom field",
+        )
+        .with("field", "match")),
+    }
 }
 
 /// A string filter that may be given empty: empty means "not filtered".

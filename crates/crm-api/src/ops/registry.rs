@@ -75,6 +75,9 @@ pub struct FieldCreate {
     pub enum_group: Option<String>,
     /// A record created without a value for it is refused. Default false.
     pub required: Option<bool>,
+    /// Text, email, url and number only: values unique per object (409 on a duplicate); upserts
+    /// may match on it. Sent for an existing field, makes it unique. Default false.
+    pub unique: Option<bool>,
 }
 
 /// A value to add to an enum group.
@@ -111,6 +114,9 @@ pub struct FieldOut {
     /// Set for select and multiselect fields.
     pub enum_group: Option<String>,
     pub required: bool,
+    /// Shown when true: values unique per object, workspace and mode.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unique: bool,
 }
 
 impl From<&FieldDef> for FieldOut {
@@ -122,6 +128,7 @@ impl From<&FieldDef> for FieldOut {
             data_type: f.data_type.as_str(),
             enum_group: f.enum_group.clone(),
             required: f.required,
+            unique: f.unique,
         }
     }
 }
@@ -237,6 +244,7 @@ handler!(create_field(api, caller, input) {
         data_type: f.data_type,
         enum_group: f.enum_group,
         required: f.required.unwrap_or(false),
+        unique: f.unique.unwrap_or(false),
     };
     let FieldSet { object, created, fields } = api.app.create_field(caller, request).await?;
     let out = FieldSetOut { object: object.as_str(), created, fields: fields.iter().map(FieldOut::from).collect() };
@@ -272,7 +280,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/fields",
             summary: "Register a custom field",
-            description: "Registers a custom field key so records can carry it under `custom_fields`. Select fields take values from `enum_group` (add them with svc_create_enum_value). Registering a key again changes nothing.",
+            description: "Registers a custom field key so records can carry it under `custom_fields`. Select fields take values from `enum_group` (add them with svc_create_enum_value). Registering a key again changes nothing but `unique: true`, which makes it unique.",
             scope: write,
             idempotency_key: false,
             if_match: false,

@@ -31,6 +31,7 @@ pub trait CompanyRepo {
         tenant: &Tenant,
         company: &Company,
     ) -> Result<(), StoreError>;
+    /// Newest first. Merged tombstones are never listed, not even with `include_deleted`.
     async fn list_companies(
         &mut self,
         tenant: &Tenant,

@@ -30,7 +30,7 @@ pub struct FieldFilter {
 pub trait ContactRepo {
     /// Inserts `contact` if every record in `refs` exists. MUST return `MissingReference` (of the
     /// first missing one) when one does not, before considering the email, and `Duplicate` when
-    /// the email is taken in the tenant (soft-deleted contacts included); either leaves the
+    /// the email is taken in the tenant (soft-deleted contacts included, merged tombstones not); either leaves the
     /// transaction usable and nothing written.
     async fn insert_contact(
         &mut self,
@@ -69,6 +69,8 @@ pub trait ContactRepo {
         tenant: &Tenant,
         id: &ContactId,
     ) -> Result<Option<Contact>, StoreError>;
+    /// The contact holding `email` (soft-deleted ones included); a merged tombstone, whose email
+    /// no longer counts, MUST NOT be returned.
     async fn get_contact_by_email(
         &mut self,
         tenant: &Tenant,
@@ -81,6 +83,7 @@ pub trait ContactRepo {
         tenant: &Tenant,
         contact: &Contact,
     ) -> Result<(), StoreError>;
+    /// Newest first. Merged tombstones are never listed, not even with `include_deleted`.
     async fn list_contacts(
         &mut self,
         tenant: &Tenant,

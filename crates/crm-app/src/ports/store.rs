@@ -8,9 +8,9 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, PipelineRepo, PlanRepo,
-    RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo,
-    WorkspaceRepo,
+    EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, MergeRepo, PipelineRepo,
+    PlanRepo, RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError,
+    UniqueRepo, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -75,6 +75,8 @@ pub trait Tx:
     + RecordRepo
     + EventRepo
     + HistoryRepo
+    + MergeRepo
+    + UniqueRepo
     + IdempotencyRepo
     + ImportRepo
     + KeyRepo

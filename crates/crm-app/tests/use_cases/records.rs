@@ -371,3 +371,72 @@ async fn an_activity_of_an_unregistered_type_is_refused() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_merge_fills_the_survivor_moves_deals_and_retires_the_merged_contact() {
+    let env = env().await;
+    let app = &env.app;
+    let ada = app
+        .create_contact(&env.caller, person("Ada", "ada@example.com"), None)
+        .await
+        .unwrap();
+    let dup = app
+        .create_contact(
+            &env.caller,
+            crm_domain::ContactDraft {
+                first_name: Some("Augusta".into()),
+                email: Some("augusta@example.com".into()),
+                phone: Some("+44 1".into()),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let deal = app
+        .create_deal(
+            &env.caller,
+            DealDraft {
+                title: Some("Engine".into()),
+                primary_contact_id: Some(dup.id.to_string()),
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let merged = app
+        .merge_contacts(
+            &env.caller,
+            ada.id.as_str(),
+            vec![dup.id.to_string()],
+            Some(1),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            merged.first_name.as_deref(),
+            merged.phone.as_deref(),
+            merged.version
+        ),
+        (Some("Ada"), Some("+44 1"), 2)
+    );
+    let deal = app.get_deal(&env.caller, deal.id.as_str()).await.unwrap();
+    assert_eq!(deal.primary_contact_id.as_ref(), Some(&ada.id));
+    let tomb = app.get_contact(&env.caller, dup.id.as_str()).await.unwrap();
+    assert_eq!(tomb.merged_into.as_ref(), Some(&ada.id));
+    let write = app
+        .update_contact(&env.caller, dup.id.as_str(), ContactPatch::default(), None)
+        .await;
+    assert!(
+        matches!(&write, Err(AppError::Conflict { existing: Some(e), .. }) if e["id"] == ada.id.as_str()),
+        "{write:?}"
+    );
+    // The merged contact's email is free again.
+    app.create_contact(&env.caller, person("New", "augusta@example.com"), None)
+        .await
+        .unwrap();
+}

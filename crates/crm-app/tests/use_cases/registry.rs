@@ -14,6 +14,7 @@ fn field(key: &str, data_type: &str) -> FieldRegistration {
         data_type: Some(data_type.into()),
         enum_group: None,
         required: false,
+        unique: false,
     }
 }
 

@@ -21,6 +21,9 @@ pub fn event_json(e: &Event) -> String {
     if let Some(prev) = &e.previous_stage {
         v["previous_stage"] = json!(prev);
     }
+    if let Some(ids) = &e.merged_ids {
+        v["merged_ids"] = json!(ids);
+    }
     v.to_string()
 }
 
@@ -28,6 +31,11 @@ pub fn event_json(e: &Event) -> String {
 pub fn event_from_json(v: &Value) -> Option<Event> {
     let s = |k: &str| v.get(k).and_then(Value::as_str);
     Some(Event {
+        merged_ids: v.get("merged_ids").and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        }),
         id: EventId::from_trusted(s("id")?.to_owned()),
         event_type: EventType::parse(s("type")?)?,
         mode: Mode::parse(s("mode")?)?,

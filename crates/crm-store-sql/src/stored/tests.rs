@@ -163,6 +163,7 @@ fn stages_email_sources_and_events_read_back() {
         (None, None),
     ] {
         let e = Event {
+            merged_ids: None,
             id: EventId::from_trusted("evt_01arz3ndektsv4rrffq69g5fav".into()),
             event_type: EventType::DealStageChanged,
             mode: Mode::Live,

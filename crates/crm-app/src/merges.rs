@@ -1,0 +1,487 @@
+//! Merges of contacts and of companies (decisions §18, §23, §24), each one transaction:
+//!
+//! 1. checks, in the order of §24: `merge_ids` (422), every id exists (404), none is a tombstone
+//!    (409 with its survivor), none is soft-deleted (422), then `If-Match` on the survivor;
+//! 2. the merged records become tombstones (so a merged contact's email is free for the survivor);
+//! 3. everything that points at them points at the survivor: built-in references, `reference`
+//!    custom fields, and (contacts) sequence enrollments, a duplicate ending with `merged`; each
+//!    moved contact, company or deal gets one history entry (`via: "merge"`) and no event;
+//! 4. the survivor takes the merged records' values where its own are empty
+//!    ([`crm_domain::record_merge`]), gets the `merged` history entry, and a contact emits
+//!    `contact.updated` with `changed_fields` and `merged_ids`.
+
+use std::collections::HashMap;
+
+use crm_domain::{
+    history::{field_changes, ChangeAction, FieldChange, Via},
+    record_merge::{check_merge_ids, fill_company, fill_contact, plan_enrollments},
+    Company, CompanyId, Contact, ContactId, DataType, EventType, ObjectKind, Tenant, Timestamp,
+    ValidationError,
+};
+use serde_json::{json, Value};
+
+use crate::{
+    auth::Caller,
+    error::AppError,
+    idempotency::IdemClaim,
+    ports::{RefField, StoreError, Tx},
+    write::{finish_in_tx, Effects, Emit, RecordRef},
+    App,
+};
+
+/// The 409 a write to a merged contact answers: the survivor under `existing`.
+pub(crate) async fn merged_contact(
+    app: &App,
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    contact: &Contact,
+) -> Result<(), AppError> {
+    let Some(survivor) = &contact.merged_into else {
+        return Ok(());
+    };
+    let existing = tx.get_contact(tenant, survivor).await?;
+    Err(AppError::Conflict {
+        detail: format!(
+            "contact {} was merged into {}; write to that contact instead",
+            contact.id, survivor
+        ),
+        existing: existing.map(|c| app.views.contact(&c)),
+    })
+}
+
+/// The 409 a write to a merged company answers: the survivor under `existing`.
+pub(crate) async fn merged_company(
+    app: &App,
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    company: &Company,
+) -> Result<(), AppError> {
+    let Some(survivor) = &company.merged_into else {
+        return Ok(());
+    };
+    let existing = tx.get_company(tenant, survivor).await?;
+    Err(AppError::Conflict {
+        detail: format!(
+            "company {} was merged into {}; write to that company instead",
+            company.id, survivor
+        ),
+        existing: existing.map(|c| app.views.company(&c)),
+    })
+}
+
+fn soft_deleted(field: &str, object: &str, id: &str) -> AppError {
+    ValidationError::invalid(
+        field,
+        format!("{object} {id} is deleted; restore it before merging"),
+    )
+    .into()
+}
+
+fn version_conflict(current: i64, expected: Option<i64>) -> Result<(), AppError> {
+    match expected {
+        Some(v) if v != current => Err(AppError::VersionConflict { current }),
+        _ => Ok(()),
+    }
+}
+
+impl App {
+    /// `POST /contacts/{id}/merge`: merges `merge_ids` into the contact `id`.
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn merge_contacts(
+        &self,
+        caller: &Caller,
+        id: &str,
+        merge_ids: Vec<String>,
+        expected_version: Option<i64>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Contact, AppError> {
+        let tenant = &caller.tenant;
+        check_merge_ids(id, &merge_ids)?;
+        let parse = |raw: &str| {
+            ContactId::parse(raw).map_err(|_| AppError::not_found("contact", raw.to_owned()))
+        };
+        let survivor_id = parse(id)?;
+        let merged_ids = merge_ids
+            .iter()
+            .map(|m| parse(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.store.begin_write().await?;
+        let all: Vec<ContactId> = std::iter::once(survivor_id.clone())
+            .chain(merged_ids.iter().cloned())
+            .collect();
+        // Read (and on Postgres locked) in id order, so that two merges of overlapping records
+        // lock them in one order; then checked in the order given.
+        let mut sorted = all.clone();
+        sorted.sort();
+        let mut found = HashMap::with_capacity(sorted.len());
+        for id in sorted {
+            let record = tx.get_contact(tenant, &id).await?;
+            found.insert(id, record);
+        }
+        let mut records = Vec::with_capacity(all.len());
+        for id in &all {
+            match found.remove(id).flatten() {
+                Some(c) => records.push(c),
+                None => return Err(AppError::not_found("contact", id.as_str())),
+            }
+        }
+        for c in &records {
+            merged_contact(self, &mut *tx, tenant, c).await?;
+        }
+        for (i, c) in records.iter().enumerate() {
+            if c.deleted_at.is_some() {
+                let field = if i == 0 { "id" } else { "merge_ids" };
+                return Err(soft_deleted(field, "contact", c.id.as_str()));
+            }
+        }
+        let mut survivor = records.remove(0);
+        version_conflict(survivor.version, expected_version)?;
+        let merged = records;
+
+        let now = self.clock.now();
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Merge));
+        let targets: Vec<&str> = merge_ids.iter().map(String::as_str).collect();
+        tx.tombstone(
+            tenant,
+            ObjectKind::Contact,
+            &targets,
+            survivor.id.as_str(),
+            now,
+        )
+        .await?;
+        for m in &merged {
+            fx.changed(RecordRef::Contact(m.id.clone()), true);
+            self.record_tombstone(
+                &mut fx,
+                ObjectKind::Contact,
+                m.id.as_str(),
+                survivor.id.as_str(),
+                now,
+            );
+        }
+        let moved = self
+            .move_references(
+                &mut *tx,
+                tenant,
+                &mut fx,
+                ObjectKind::Contact,
+                &targets,
+                survivor.id.as_str(),
+                now,
+            )
+            .await?;
+        if moved.contains(survivor.id.as_str()) {
+            survivor = tx
+                .get_contact(tenant, &survivor.id)
+                .await?
+                .ok_or_else(|| AppError::Internal("the merge survivor vanished".into()))?;
+        }
+        self.move_enrollments(&mut *tx, tenant, &survivor.id, &merged_ids, now)
+            .await?;
+
+        let before = self.views.contact(&survivor);
+        let refs: Vec<&Contact> = merged.iter().collect();
+        let changed = fill_contact(&mut survivor, &refs);
+        survivor.updated_at = now;
+        survivor.version += 1;
+        match tx.update_contact(tenant, &survivor).await {
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: survivor.version - 1,
+                })
+            }
+            Err(StoreError::Duplicate) => {
+                return Err(crate::contacts::email_conflict(
+                    &*self.views,
+                    &mut *tx,
+                    tenant,
+                    &survivor,
+                )
+                .await)
+            }
+            other => other?,
+        }
+        let after = self.views.contact(&survivor);
+        self.record_entry(
+            &mut fx,
+            ObjectKind::Contact,
+            survivor.id.as_str(),
+            ChangeAction::Merged,
+            now,
+            field_changes(Some(&before), &after),
+            Some(merge_ids.clone()),
+        );
+        let record = RecordRef::Contact(survivor.id.clone());
+        fx.changed(record.clone(), false);
+        let changed = changed.into_iter().map(String::from).collect();
+        self.emit(
+            &mut fx,
+            EventType::ContactUpdated,
+            record,
+            now,
+            after,
+            Some(changed),
+            None,
+        );
+        fx.set_merged_ids(merge_ids);
+        let touched = self.finish_write(&mut *tx, tenant, fx).await?;
+        let survivor = crate::contacts::reload(&mut *tx, tenant, survivor, &touched).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.contact(&survivor)).await?;
+        tx.commit().await?;
+        Ok(survivor)
+    }
+
+    /// `POST /companies/{id}/merge`: merges `merge_ids` into the company `id` (companies emit no
+    /// events).
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn merge_companies(
+        &self,
+        caller: &Caller,
+        id: &str,
+        merge_ids: Vec<String>,
+        expected_version: Option<i64>,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Company, AppError> {
+        let tenant = &caller.tenant;
+        check_merge_ids(id, &merge_ids)?;
+        let parse = |raw: &str| {
+            CompanyId::parse(raw).map_err(|_| AppError::not_found("company", raw.to_owned()))
+        };
+        let survivor_id = parse(id)?;
+        let merged_ids = merge_ids
+            .iter()
+            .map(|m| parse(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self.store.begin_write().await?;
+        let all: Vec<CompanyId> = std::iter::once(survivor_id.clone())
+            .chain(merged_ids.iter().cloned())
+            .collect();
+        // Read (and on Postgres locked) in id order, so that two merges of overlapping records
+        // lock them in one order; then checked in the order given.
+        let mut sorted = all.clone();
+        sorted.sort();
+        let mut found = HashMap::with_capacity(sorted.len());
+        for id in sorted {
+            let record = tx.get_company(tenant, &id).await?;
+            found.insert(id, record);
+        }
+        let mut records = Vec::with_capacity(all.len());
+        for id in &all {
+            match found.remove(id).flatten() {
+                Some(c) => records.push(c),
+                None => return Err(AppError::not_found("company", id.as_str())),
+            }
+        }
+        for c in &records {
+            merged_company(self, &mut *tx, tenant, c).await?;
+        }
+        for (i, c) in records.iter().enumerate() {
+            if c.deleted_at.is_some() {
+                let field = if i == 0 { "id" } else { "merge_ids" };
+                return Err(soft_deleted(field, "company", c.id.as_str()));
+            }
+        }
+        let mut survivor = records.remove(0);
+        version_conflict(survivor.version, expected_version)?;
+        let merged = records;
+
+        let now = self.clock.now();
+        let mut fx = Effects::new(Emit::Events, caller.author(Via::Merge));
+        let targets: Vec<&str> = merge_ids.iter().map(String::as_str).collect();
+        tx.tombstone(
+            tenant,
+            ObjectKind::Company,
+            &targets,
+            survivor.id.as_str(),
+            now,
+        )
+        .await?;
+        for m in &merged {
+            self.record_tombstone(
+                &mut fx,
+                ObjectKind::Company,
+                m.id.as_str(),
+                survivor.id.as_str(),
+                now,
+            );
+        }
+        let moved = self
+            .move_references(
+                &mut *tx,
+                tenant,
+                &mut fx,
+                ObjectKind::Company,
+                &targets,
+                survivor.id.as_str(),
+                now,
+            )
+            .await?;
+        if moved.contains(survivor.id.as_str()) {
+            survivor = tx
+                .get_company(tenant, &survivor.id)
+                .await?
+                .ok_or_else(|| AppError::Internal("the merge survivor vanished".into()))?;
+        }
+        let before = self.views.company(&survivor);
+        let refs: Vec<&Company> = merged.iter().collect();
+        fill_company(&mut survivor, &refs);
+        survivor.updated_at = now;
+        survivor.version += 1;
+        match tx.update_company(tenant, &survivor).await {
+            Err(StoreError::Stale) => {
+                return Err(AppError::VersionConflict {
+                    current: survivor.version - 1,
+                })
+            }
+            other => other?,
+        }
+        let after = self.views.company(&survivor);
+        self.record_entry(
+            &mut fx,
+            ObjectKind::Company,
+            survivor.id.as_str(),
+            ChangeAction::Merged,
+            now,
+            field_changes(Some(&before), &after),
+            Some(merge_ids),
+        );
+        self.finish_write(&mut *tx, tenant, fx).await?;
+        finish_in_tx(&mut *tx, tenant, idem, &self.views.company(&survivor)).await?;
+        tx.commit().await?;
+        Ok(survivor)
+    }
+
+    /// A tombstone's history entry: `merged`, `merged_into` from null to the survivor.
+    fn record_tombstone(
+        &self,
+        fx: &mut Effects,
+        object: ObjectKind,
+        id: &str,
+        survivor: &str,
+        now: Timestamp,
+    ) {
+        let change = FieldChange {
+            field: "merged_into".into(),
+            from: Value::Null,
+            to: json!(survivor),
+        };
+        self.record_entry(
+            fx,
+            object,
+            id,
+            ChangeAction::Merged,
+            now,
+            vec![change],
+            None,
+        );
+    }
+
+    /// Points every reference to `targets` (records of `object`) at `survivor`: the built-in
+    /// reference fields and every `reference` custom field of the four objects. Each moved
+    /// contact, company or deal gets one history entry; contacts and deals are re-checked by
+    /// their sequences' exit conditions. Returns the ids of the moved records.
+    #[allow(clippy::too_many_arguments)]
+    async fn move_references(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        fx: &mut Effects,
+        object: ObjectKind,
+        targets: &[&str],
+        survivor: &str,
+        now: Timestamp,
+    ) -> Result<std::collections::HashSet<String>, AppError> {
+        let mut keys: Vec<(ObjectKind, String)> = Vec::new();
+        for holder in [
+            ObjectKind::Contact,
+            ObjectKind::Company,
+            ObjectKind::Deal,
+            ObjectKind::Activity,
+        ] {
+            let registry = self.registry(&mut *tx, tenant, holder).await?;
+            keys.extend(
+                registry
+                    .fields
+                    .iter()
+                    .filter(|f| f.data_type == DataType::Reference)
+                    .map(|f| (holder, f.key.clone())),
+            );
+        }
+        let mut fields: Vec<RefField<'_>> = match object {
+            ObjectKind::Contact => vec![RefField::DealPrimaryContact, RefField::ActivityContact],
+            _ => vec![RefField::ContactCompany, RefField::DealCompany],
+        };
+        fields.extend(keys.iter().map(|(o, k)| RefField::Custom(*o, k.as_str())));
+        // One entry per moved record and write, listing every field that moved.
+        let mut entries: Vec<(ObjectKind, String, Vec<FieldChange>)> = Vec::new();
+        for field in fields {
+            let referrers = tx.referrers(tenant, field, targets).await?;
+            if referrers.is_empty() {
+                continue;
+            }
+            let ids: Vec<&str> = referrers.iter().map(|r| r.id.as_str()).collect();
+            tx.repoint(tenant, field, &ids, survivor, now).await?;
+            let holder = field.object();
+            for r in &referrers {
+                let change = FieldChange {
+                    field: field.name(),
+                    from: json!(r.target),
+                    to: json!(survivor),
+                };
+                match entries
+                    .iter_mut()
+                    .find(|(o, id, _)| *o == holder && *id == r.id)
+                {
+                    Some((_, _, changes)) => changes.push(change),
+                    None => entries.push((holder, r.id.clone(), vec![change])),
+                }
+            }
+        }
+        let mut moved = std::collections::HashSet::new();
+        for (holder, id, changes) in entries {
+            match holder {
+                ObjectKind::Contact => fx.changed(
+                    RecordRef::Contact(ContactId::from_trusted(id.clone())),
+                    false,
+                ),
+                ObjectKind::Deal => fx.changed(
+                    RecordRef::Deal(crm_domain::DealId::from_trusted(id.clone())),
+                    false,
+                ),
+                _ => {}
+            }
+            if holder != ObjectKind::Activity {
+                self.record_entry(fx, holder, &id, ChangeAction::Updated, now, changes, None);
+            }
+            moved.insert(id);
+        }
+        Ok(moved)
+    }
+
+    /// Moves the enrollments of the merged contacts to the survivor ([`plan_enrollments`]).
+    async fn move_enrollments(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        survivor: &ContactId,
+        merged: &[ContactId],
+        now: Timestamp,
+    ) -> Result<(), AppError> {
+        let mut theirs = tx.enrollments_of_contacts(tenant, merged).await?;
+        if theirs.is_empty() {
+            return Ok(());
+        }
+        // In the order of `merge_ids`: the first merged contact's enrollment wins a sequence.
+        theirs.sort_by_key(|e| merged.iter().position(|m| *m == e.contact_id));
+        let own: Vec<_> = tx
+            .enrollments_of_contacts(tenant, std::slice::from_ref(survivor))
+            .await?
+            .into_iter()
+            .map(|e| e.sequence_id)
+            .collect();
+        let plan = plan_enrollments(survivor, &own, theirs, now);
+        tx.update_enrollments(tenant, &plan.exited).await?;
+        tx.move_enrollments(tenant, &plan.moved).await?;
+        Ok(())
+    }
+}
