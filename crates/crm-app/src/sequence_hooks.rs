@@ -75,7 +75,17 @@ impl App {
                 )
             })
             .collect();
-        tx.insert_enrollments(tenant, &enrollments).await?;
+        let inserted = tx.insert_enrollments(tenant, &enrollments).await?;
+        if let Some(dry) = self.dry() {
+            dry.record(|fx| {
+                fx.enrollments.extend(
+                    enrollments
+                        .iter()
+                        .filter(|e| inserted.contains(&e.id))
+                        .map(|e| (e.sequence_id.clone(), e.contact_id.clone())),
+                )
+            });
+        }
         Ok(())
     }
 

@@ -654,6 +654,14 @@ impl App {
             }
         }
         tx.update_enrollments(tenant, &ended).await?;
+        if let Some(dry) = self.dry() {
+            dry.record(|fx| {
+                fx.exits.extend(ended.iter().filter_map(|e| {
+                    e.exit_reason
+                        .map(|r| (e.sequence_id.clone(), e.contact_id.clone(), r))
+                }))
+            });
+        }
         Ok(going)
     }
 }

@@ -64,7 +64,7 @@ pub fn tool(op: &Operation) -> Tool {
 
 /// The schema of `op`'s result. Where the operation takes `fields`, a record may carry only some
 /// of its members, so its schema requires only `id` and `object` (decisions §24), and a projected
-/// result still conforms.
+/// result still conforms. Where it takes `dry_run`, the dry-run envelope is a branch of `anyOf`.
 fn output_schema(op: &Operation) -> Value {
     let mut schema = (op.output)();
     if op
@@ -79,6 +79,11 @@ fn output_schema(op: &Operation) -> Value {
         if let Some(required) = record.get_mut("required") {
             *required = serde_json::json!(["id", "object"]);
         }
+    }
+    if op.hints.dry_run {
+        // `dry_run: true` answers the envelope instead (decisions §24, "MCP tool definitions").
+        let envelope = crm_api::operation::Output::of::<crm_api::bodies::DryRunBody>().inline();
+        schema = serde_json::json!({"type": "object", "anyOf": [schema, envelope]});
     }
     schema
 }
@@ -158,8 +163,9 @@ mod tests {
     }
 
     /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. With
-    /// history and upsert (85 tools) the catalog is near 45,000, which leaves about 4,000 bytes
-    /// for merge, imports and users (tests/api/reading.rs holds the 50,000 line over HTTP).
+    /// history, upsert and `dry_run` on every write (85 tools) the catalog is near 46,500, which
+    /// leaves about 3,500 bytes for merge, imports and users (tests/api/reading.rs holds the
+    /// 50,000 line over HTTP).
     #[test]
     fn what_a_model_is_shown_fits_the_budget() {
         let all = tools();
@@ -174,7 +180,7 @@ mod tests {
             all.len(),
             &by_tool[by_tool.len() - 10..]
         );
-        assert!(bytes <= 46_000, "{bytes} bytes");
+        assert!(bytes <= 47_000, "{bytes} bytes");
     }
 
     #[test]
@@ -190,12 +196,12 @@ mod tests {
             );
         }
         let create = tool(crm_api::catalog::find("svc_create_deal").unwrap());
-        assert!(
-            create.output_schema.unwrap()["required"]
-                .as_array()
-                .unwrap()
-                .len()
-                > 2
+        let schema = create.output_schema.unwrap();
+        assert!(schema["anyOf"][0]["required"].as_array().unwrap().len() > 2);
+        assert_eq!(
+            schema["anyOf"][1]["required"],
+            serde_json::json!(["object", "status", "result", "effects"]),
+            "a dry run's envelope is the other branch"
         );
     }
 
