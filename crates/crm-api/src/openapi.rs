@@ -488,7 +488,7 @@ mod tests {
             (&batch["op"]["enum"], &batch["object"]["enum"]),
             (
                 &json!(["create", "update", "delete", "upsert"]),
-                &json!(["contact", "deal"])
+                &json!(["contact", "company", "deal"])
             )
         );
     }
