@@ -167,6 +167,21 @@ async fn a_dry_run_deal_create_reports_every_effect_and_persists_nothing(s: Serv
     assert_eq!(after[4], before[4] + 1, "the email");
     assert_eq!(after[6], before[6] + 1, "the enrollment");
 
+    // Deleting the deal would end its enrollment.
+    let real_path = format!("/deals/{}", real["id"].as_str().unwrap());
+    let res = dry(&s, Method::DELETE, &real_path, None).await;
+    assert_eq!(
+        envelope(&res, 200)["effects"]["exits"],
+        json!([{"sequence_id": seq, "contact_id": ada, "reason": "source_deleted"}])
+    );
+    let enrolled = s
+        .get(&format!("/sequences/{seq}/enrollments"))
+        .await
+        .ok(200)["data"][0]
+        .clone();
+    assert_eq!(enrolled["state"], "active", "{enrolled:#}");
+    assert_eq!(s.get(&real_path).await.ok(200)["deleted_at"], Value::Null);
+
     // A key that may write deals but read none of the rest sees only counts.
     let narrow = s
         .post(

@@ -523,18 +523,25 @@ mod tests {
         // Exactly one wait per step.
         let step = &body("/sequences")["properties"]["steps"]["items"];
         assert_eq!(step["oneOf"].as_array().map(Vec::len), Some(3), "{step:#}");
-        // enum_group only with an enum data type; a batch update or delete names its record.
+        // enum_group only with an enum data type; a batch update or delete names its record, an
+        // upsert carries its data.
         assert_eq!(
             body("/fields")["anyOf"][0]["properties"]["data_type"]["enum"],
             json!(["select", "multiselect"])
         );
         let batch = &body("/batch")["properties"]["operations"]["items"]["oneOf"];
-        assert!(batch
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|b| b["properties"]["op"]["const"] != "create")
-            .all(|b| b["required"] == json!(["id"])));
+        let required = |op: &str| -> Vec<Value> {
+            batch
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["properties"]["op"]["const"] == op)
+                .map(|b| b["required"].clone())
+                .collect()
+        };
+        assert_eq!(required("update"), [json!(["id"]), json!(["id"])]);
+        assert_eq!(required("delete"), [json!(["id"])]);
+        assert_eq!(required("upsert"), [json!(["data"]), json!(["data"])]);
         // Shapes of text the parsers check.
         let contact = body("/contacts");
         assert_eq!(

@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use crm_domain::{
-    rule::ActionOutcome, sequence::ExitReason, AutomationId, ContactId, EventType, SequenceId,
-    WebhookId,
+    rule::ActionOutcome,
+    sequence::{Enrollment, ExitReason},
+    AutomationId, ContactId, EnrollmentId, EventType, SequenceId, WebhookId,
 };
 
 use crate::{
@@ -129,5 +130,35 @@ impl App {
     /// The recorder, when this application runs a dry run.
     pub(crate) fn dry(&self) -> Option<&DryRun> {
         self.dry_run.as_deref()
+    }
+
+    /// A dry run's enrollments: those of `enrollments` the store `inserted`.
+    pub(crate) fn record_dry_enrollments(
+        &self,
+        enrollments: &[Enrollment],
+        inserted: &[EnrollmentId],
+    ) {
+        if let Some(dry) = self.dry() {
+            dry.record(|fx| {
+                fx.enrollments.extend(
+                    enrollments
+                        .iter()
+                        .filter(|e| inserted.contains(&e.id))
+                        .map(|e| (e.sequence_id.clone(), e.contact_id.clone())),
+                )
+            });
+        }
+    }
+
+    /// A dry run's exits: the enrollments that ended.
+    pub(crate) fn record_dry_exits(&self, ended: &[Enrollment]) {
+        if let Some(dry) = self.dry() {
+            dry.record(|fx| {
+                fx.exits.extend(ended.iter().filter_map(|e| {
+                    e.exit_reason
+                        .map(|r| (e.sequence_id.clone(), e.contact_id.clone(), r))
+                }))
+            });
+        }
     }
 }

@@ -76,16 +76,7 @@ impl App {
             })
             .collect();
         let inserted = tx.insert_enrollments(tenant, &enrollments).await?;
-        if let Some(dry) = self.dry() {
-            dry.record(|fx| {
-                fx.enrollments.extend(
-                    enrollments
-                        .iter()
-                        .filter(|e| inserted.contains(&e.id))
-                        .map(|e| (e.sequence_id.clone(), e.contact_id.clone())),
-                )
-            });
-        }
+        self.record_dry_enrollments(&enrollments, &inserted);
         Ok(())
     }
 
