@@ -12,6 +12,7 @@ mod companies;
 mod contacts;
 mod create_groups;
 mod deals;
+mod dry_run;
 mod edge;
 mod email;
 mod email_delivery;

@@ -254,7 +254,99 @@ async fn a_company_upsert_matches_the_normalised_domain(s: Server) {
     assert_eq!(back.body["deleted_at"], Value::Null);
 }
 
+async fn a_batch_upserts_companies_and_refuses_what_it_cannot_do(s: Server) {
+    let acme = s
+        .post("/companies", json!({"name": "Acme", "domain": "acme.io"}))
+        .await
+        .ok(201)
+        .clone();
+    let body = json!({"operations": [
+        {"op": "upsert", "object": "company", "data": {"domain": "https://www.Globex.com/x", "name": "Globex"}},
+        {"op": "upsert", "object": "company", "data": {"domain": "WWW.acme.io", "name": "Acme Inc"}},
+        {"op": "upsert", "object": "company", "data": {"domain": "acme.io", "name": "Acme Inc"}},
+        {"op": "upsert", "object": "company", "data": {"domain": "nameless.io"}},
+        {"op": "upsert", "object": "company", "data": {"name": "No domain"}},
+        {"op": "create", "object": "company", "data": {"name": "Not in a batch"}},
+        {"op": "upsert", "object": "deal", "data": {"title": "No"}},
+    ]});
+    let res = s.post("/batch", body).await.ok(200).clone();
+    let results = res["results"].as_array().unwrap();
+    let rows: Vec<(Value, Value)> = results
+        .iter()
+        .map(|r| (r["status"].clone(), r["outcome"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(201), json!("created")),
+            (json!(200), json!("updated")),
+            (json!(200), json!("unchanged")),
+            (json!(422), Value::Null),
+            (json!(422), Value::Null),
+            (json!(422), Value::Null),
+            (json!(422), Value::Null),
+        ],
+        "{res:#}"
+    );
+    assert_eq!(
+        (&results[0]["data"]["object"], &results[0]["data"]["domain"]),
+        (&json!("company"), &json!("globex.com"))
+    );
+    assert_eq!(results[1]["data"]["id"], acme["id"]);
+    assert_eq!(results[1]["data"]["name"], "Acme Inc");
+    assert_eq!(
+        results[3]["error"]["field"], "name",
+        "a create needs a name"
+    );
+    assert_eq!(results[4]["error"]["field"], "domain");
+    let create = &results[5]["error"];
+    assert_eq!(
+        (&create["code"], &create["field"], &create["valid_options"]),
+        (&json!("unknown_value"), &json!("op"), &json!(["upsert"]))
+    );
+    let deal = &results[6]["error"];
+    assert_eq!(
+        (&deal["code"], &deal["field"], &deal["valid_options"]),
+        (
+            &json!("unknown_value"),
+            &json!("op"),
+            &json!(["create", "update", "delete"])
+        )
+    );
+    assert!(
+        deal["detail"]
+            .as_str()
+            .unwrap()
+            .contains("match=custom_fields.<key>"),
+        "{deal:#}"
+    );
+    let companies = s.get("/companies?limit=100").await.ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(companies, 2, "Acme and Globex");
+
+    // Companies need their own write scope.
+    let key = s
+        .post(
+            "/keys",
+            json!({"name": "contacts", "scopes": ["contacts:write"]}),
+        )
+        .await
+        .ok(201)["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.req(Method::POST, "/batch")
+        .key(&key)
+        .json(&json!({"operations": [{"op": "upsert", "object": "company", "data": {"domain": "x.io", "name": "X"}}]}))
+        .send()
+        .await
+        .problem(403, "forbidden");
+}
+
 crate::on_both_stores!(
+    a_batch_upserts_companies_and_refuses_what_it_cannot_do,
     a_company_upsert_matches_the_normalised_domain,
     an_upsert_creates_updates_or_changes_nothing,
     a_replayed_upsert_says_its_outcome_again,

@@ -20,7 +20,8 @@ automations, sequences, webhooks, search and usage. Each skill is one operation 
 is its OpenAPI operationId and its MCP tool name). Call one with a message holding a data part \
 {\"tool\": \"<skill id>\", \"arguments\": {...}}; the arguments are the operation's path parameters, query \
 parameters and body fields in one object (schemas in the tool-call extension), plus idempotency_key and \
-if_match where a skill takes them. Lists take limit and cursor (the previous page's next_cursor) and \
+if_match where a skill takes them, and dry_run (true: the write runs, is rolled back, and answers its \
+would-be result and effects). Lists take limit and cursor (the previous page's next_cursor) and \
 include_deleted; gets and lists of contacts, companies, deals and activities take fields (comma-separated members; \
 id and object always come) and expand (related records added whole, e.g. a deal's company,primary_contact). The answer is a finished task: TASK_STATE_COMPLETED with the REST \
 response body as an artifact data part, TASK_STATE_FAILED with an RFC 9457 problem document as a data part \

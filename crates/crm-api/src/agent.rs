@@ -53,6 +53,21 @@ pub fn split(op: &Operation, mut arguments: Map<String, Value>) -> Result<ToolCa
         }
         Some(_) => None,
     };
+    if !op.hints.read_only {
+        // Carried as REST carries it, in the query; an operation without a dry run refuses it.
+        match arguments.remove(crate::dry_run::DRY_RUN) {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => input
+                .query
+                .push((crate::dry_run::DRY_RUN.to_owned(), b.to_string())),
+            Some(_) => {
+                return Err(Problem::validation(
+                    crate::dry_run::DRY_RUN,
+                    "dry_run must be true or false",
+                ))
+            }
+        }
+    }
     for name in op.path_params() {
         match arguments.remove(name) {
             Some(Value::String(v)) if !v.is_empty() => {
@@ -429,6 +444,9 @@ mod tests {
             }
             if op.if_match {
                 names.push(IF_MATCH.to_owned());
+            }
+            if op.hints.dry_run {
+                names.push(crate::dry_run::DRY_RUN.to_owned());
             }
             let mut unique = names.clone();
             unique.sort();

@@ -8,7 +8,9 @@ use std::future::Future;
 use crm_app::{Admission, Caller, Origin, RateStatus};
 
 use crate::{
-    alias, idempotency,
+    alias, dry_run,
+    dry_run::take_dry_run,
+    idempotency,
     operation::{Alias, Input, Operation, Reply},
     problem::Problem,
     query::check_query,
@@ -99,13 +101,14 @@ impl Api {
             idempotency_key,
             alias,
         } = request.read(op).await?;
+        let dry_run = take_dry_run(op, &mut input)?;
         if let Some(alias) = alias {
             // The scope first, as on the operation's own route, where it precedes every check of
             // the input.
             caller.require(op.scope)?;
             alias::fold(op, alias, &mut input)?;
         }
-        self.dispatch(op, caller, input, idempotency_key.as_deref())
+        self.dispatch(op, caller, input, idempotency_key.as_deref(), dry_run)
             .await
     }
 
@@ -130,6 +133,7 @@ impl Api {
         caller: &Caller,
         input: Input,
         idempotency_key: Option<&str>,
+        dry_run: bool,
     ) -> Result<Reply, Problem> {
         caller.require(op.scope)?;
         check_query(op, &input)?;
@@ -137,6 +141,10 @@ impl Api {
             return Err(Problem::bad_request(
                 "the request body must be a JSON object",
             ));
+        }
+        if dry_run {
+            // Neither reads nor claims the idempotency key (decisions §24).
+            return Box::pin(dry_run::run(self, op, caller, input)).await;
         }
         match idempotency_key {
             Some(key) if op.idempotency_key && op.claims_own_idempotency() => {

@@ -14,6 +14,7 @@ pub mod bodies;
 pub mod body;
 mod call;
 pub mod catalog;
+mod dry_run;
 mod idempotency;
 pub mod openapi;
 pub mod operation;

@@ -176,6 +176,37 @@ fn query_parameter(q: &QueryParam) -> Value {
     param
 }
 
+/// A dry run's 200 (decisions §18): the envelope, beside the operation's own 200 where it has
+/// one.
+fn dry_run_response(operation: &mut Value, generator: &mut SchemaGenerator) {
+    let envelope = generator
+        .subschema_for::<crate::bodies::DryRunBody>()
+        .to_value();
+    let responses = &mut operation["responses"];
+    match responses.get_mut("200") {
+        Some(ok) => {
+            let schema = &mut ok["content"]["application/json"]["schema"];
+            *schema = json!({"anyOf": [schema.take(), envelope]});
+        }
+        None => {
+            let ok = json!({"description": "The dry run's answer (`dry_run=true`)",
+                "headers": header_refs(&["Request-Id"]),
+                "content": {"application/json": {"schema": envelope}}});
+            // After the operation's own successes, before the problems.
+            let mut ordered = Map::new();
+            if let Value::Object(listed) = responses.take() {
+                for (status, response) in listed {
+                    if !status.starts_with('2') && !ordered.contains_key("200") {
+                        ordered.insert("200".into(), ok.clone());
+                    }
+                    ordered.insert(status, response);
+                }
+            }
+            *responses = Value::Object(ordered);
+        }
+    }
+}
+
 /// The document for a server reachable at `public_url`.
 pub fn document(public_url: &str) -> Value {
     let mut generator = schema_generator();
@@ -196,6 +227,10 @@ pub fn document(public_url: &str) -> Value {
             parameters.push(json!({"name": "If-Match", "in": "header", "required": false, "schema": {"type": "string", "pattern": crate::ops::IF_MATCH_PATTERN},
                 "description": "The version (ETag) you read; 412 version_conflict if the record changed since."}));
         }
+        if op.hints.dry_run {
+            parameters.push(json!({"name": crate::dry_run::DRY_RUN, "in": "query", "required": false, "schema": {"type": "boolean"},
+                "description": "Run the write in full, roll it back, and answer 200 with the result it would give and its effects (header Dry-Run: true)."}));
+        }
         let mut operation = json!({
             "operationId": op.name,
             "summary": op.summary,
@@ -213,6 +248,12 @@ pub fn document(public_url: &str) -> Value {
             }}}});
         } else if let Some(body) = op.body {
             operation["requestBody"] = request_body(body());
+        }
+        if !op.hints.read_only {
+            operation["x-dry-run"] = Value::Bool(op.hints.dry_run);
+        }
+        if op.hints.dry_run {
+            dry_run_response(&mut operation, &mut generator);
         }
         let method = match op.method {
             Method::Get => "get",
@@ -340,6 +381,11 @@ mod tests {
         );
         assert_eq!(
             status_codes(&doc["paths"]["/contacts"]["post"]),
+            ["201", "200", "401", "429", "default"],
+            "200: the dry run's envelope"
+        );
+        assert_eq!(
+            status_codes(&doc["paths"]["/keys"]["post"]),
             ["201", "401", "429", "default"]
         );
     }
@@ -488,7 +534,7 @@ mod tests {
             (&batch["op"]["enum"], &batch["object"]["enum"]),
             (
                 &json!(["create", "update", "delete", "upsert"]),
-                &json!(["contact", "deal"])
+                &json!(["contact", "company", "deal"])
             )
         );
     }
@@ -523,18 +569,25 @@ mod tests {
         // Exactly one wait per step.
         let step = &body("/sequences")["properties"]["steps"]["items"];
         assert_eq!(step["oneOf"].as_array().map(Vec::len), Some(3), "{step:#}");
-        // enum_group only with an enum data type; a batch update or delete names its record.
+        // enum_group only with an enum data type; a batch update or delete names its record, an
+        // upsert carries its data.
         assert_eq!(
             body("/fields")["anyOf"][0]["properties"]["data_type"]["enum"],
             json!(["select", "multiselect"])
         );
         let batch = &body("/batch")["properties"]["operations"]["items"]["oneOf"];
-        assert!(batch
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|b| b["properties"]["op"]["const"] != "create")
-            .all(|b| b["required"] == json!(["id"])));
+        let required = |op: &str| -> Vec<Value> {
+            batch
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["properties"]["op"]["const"] == op)
+                .map(|b| b["required"].clone())
+                .collect()
+        };
+        assert_eq!(required("update"), [json!(["id"]), json!(["id"])]);
+        assert_eq!(required("delete"), [json!(["id"])]);
+        assert_eq!(required("upsert"), [json!(["data"]), json!(["data"])]);
         // Shapes of text the parsers check.
         let contact = body("/contacts");
         assert_eq!(
@@ -578,12 +631,18 @@ mod tests {
         };
         let contact = json!({"$ref": "#/components/schemas/Contact"});
         assert_eq!(schema("/contacts", "post", "201"), contact);
-        assert_eq!(schema("/contacts/{id}", "patch", "200"), contact);
         // Reads that `fields=` may shape answer records that need only `id` and `object`.
         assert_eq!(
             schema("/contacts/{id}", "get", "200"),
             json!({"$ref": "#/components/schemas/ContactShaped"})
         );
+        let dry_run = json!({"$ref": "#/components/schemas/DryRun"});
+        assert_eq!(
+            schema("/contacts/{id}", "patch", "200"),
+            json!({"anyOf": [contact, dry_run]}),
+            "an update answers the record, or with dry_run=true the envelope"
+        );
+        assert_eq!(schema("/contacts", "post", "200"), dry_run);
         assert_eq!(
             schema("/contacts", "get", "200"),
             json!({"$ref": "#/components/schemas/ContactListShaped"})

@@ -37,6 +37,9 @@ pub struct Hints {
     pub read_only: bool,
     pub destructive: bool,
     pub idempotent: bool,
+    /// Whether a write takes `dry_run=true` (decisions §18, §24): every write of records or
+    /// configuration does; one whose effect is a secret or a send answers 400 to it.
+    pub dry_run: bool,
 }
 
 impl Hints {
@@ -44,22 +47,39 @@ impl Hints {
         read_only: true,
         destructive: false,
         idempotent: true,
+        dry_run: false,
     };
     pub const CREATE: Hints = Hints {
         read_only: false,
         destructive: false,
         idempotent: false,
+        dry_run: true,
     };
     pub const UPDATE: Hints = Hints {
         read_only: false,
         destructive: false,
         idempotent: true,
+        dry_run: true,
     };
     pub const DELETE: Hints = Hints {
         read_only: false,
         destructive: true,
         idempotent: true,
+        dry_run: true,
     };
+
+    /// The same write, refusing `dry_run`: its effect is a secret or a send.
+    pub const fn no_dry_run(self) -> Hints {
+        Hints {
+            dry_run: false,
+            ..self
+        }
+    }
+
+    /// Whether the operation refuses `dry_run=true` with 400: a write without a dry run.
+    pub const fn refuses_dry_run(&self) -> bool {
+        !self.read_only && !self.dry_run
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -314,11 +334,12 @@ impl Operation {
     }
 
     /// The schema of the flat arguments object of agent tools: path parameters, query parameters
-    /// and body fields, plus `idempotency_key` / `if_match` where the operation honours them.
+    /// and body fields, plus `idempotency_key` / `if_match` / `dry_run` where the operation
+    /// honours them.
     ///
     /// Every tool's schema is shown to a model before its first call, so it says only what is
     /// particular to the tool: the arguments every list or write shares (`limit`, `cursor`,
-    /// `include_deleted`, `fields`, `idempotency_key`, `if_match`) are explained once, in the
+    /// `include_deleted`, `fields`, `idempotency_key`, `if_match`, `dry_run`) are explained once, in the
     /// transports' instructions, and carry no description here.
     pub fn arguments_schema(&self) -> Value {
         let mut properties = serde_json::Map::new();
@@ -363,6 +384,12 @@ impl Operation {
             properties.insert(
                 "if_match".into(),
                 serde_json::json!({"type": ["string", "integer"]}),
+            );
+        }
+        if self.hints.dry_run {
+            properties.insert(
+                crate::dry_run::DRY_RUN.into(),
+                serde_json::json!({"type": "boolean"}),
             );
         }
         let mut schema = serde_json::json!({"type": "object", "properties": properties, "additionalProperties": false});
@@ -601,6 +628,8 @@ pub struct Reply {
     pub replayed: bool,
     /// What an upsert did, sent as `Upsert-Outcome`.
     pub upsert_outcome: Option<&'static str>,
+    /// The answer of a dry run (its envelope), sent with `Dry-Run: true`.
+    pub dry_run: bool,
 }
 
 impl Reply {
@@ -615,6 +644,7 @@ impl Reply {
             etag: None,
             replayed: false,
             upsert_outcome: None,
+            dry_run: false,
         }
     }
 
@@ -626,6 +656,7 @@ impl Reply {
             etag: None,
             replayed: false,
             upsert_outcome: None,
+            dry_run: false,
         }
     }
 
@@ -640,6 +671,7 @@ impl Reply {
             etag: None,
             replayed: false,
             upsert_outcome: None,
+            dry_run: false,
         }
     }
 
@@ -660,6 +692,7 @@ impl Reply {
             etag,
             replayed: true,
             upsert_outcome: None,
+            dry_run: false,
         }
     }
 

@@ -248,6 +248,16 @@ impl App {
                     });
                 }
             }
+            if let Some(dry) = self.dry() {
+                dry.record(|fx| {
+                    fx.automations.push(crate::dry_run::WouldRun {
+                        id: rule.id.clone(),
+                        name: rule.def.name.clone(),
+                        matched,
+                        actions: outcomes.clone(),
+                    })
+                });
+            }
             runs.push(AutomationRun {
                 id: AutomationRunId::from_uuid(self.ids.new_uuid()),
                 automation_id: rule.id.clone(),
@@ -278,6 +288,7 @@ impl App {
     ) -> Result<Result<Value, (String, String)>, AppError> {
         tx.savepoint(SAVEPOINT).await?;
         let mark = outcome.effects.mark();
+        let emails_mark = self.dry().map(|d| d.emails_mark());
         let done = self
             .act(tx, tenant, event, rule, action, outcome, cache)
             .await;
@@ -288,6 +299,9 @@ impl App {
             }
             Err(e) => {
                 outcome.effects.rollback_to(mark);
+                if let (Some(dry), Some(at)) = (self.dry(), emails_mark) {
+                    dry.emails_rollback(at);
+                }
                 tx.rollback_to_savepoint(SAVEPOINT).await?;
                 tx.release_savepoint(SAVEPOINT).await?;
                 Ok(Err(match e {

@@ -1,8 +1,10 @@
-//! `POST /batch`: up to 100 contact and deal writes in one transaction, each in its own
-//! savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
+//! `POST /batch`: up to 100 contact and deal writes (and company upserts) in one transaction,
+//! each in its own savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
 //! Batch writes are validated like single writes but are event-silent.
 
-use crm_domain::{history::Via, ContactDraft, ContactPatch, DealDraft, DealPatch};
+use crm_domain::{
+    history::Via, CompanyDraft, CompanyPatch, ContactDraft, ContactPatch, DealDraft, DealPatch,
+};
 use serde_json::Value;
 
 use crate::{
@@ -10,7 +12,7 @@ use crate::{
     error::AppError,
     idempotency::IdemClaim,
     ports::Tx,
-    upserts::stored_upsert_reply,
+    upserts::{company_upsert_domain, stored_upsert_reply},
     write::{finish_in_tx, Effects, Emit},
     App,
 };
@@ -31,6 +33,11 @@ pub enum BatchOp {
     UpsertContact {
         draft: ContactDraft,
         patch: ContactPatch,
+    },
+    /// The body read as a create and as a PATCH, as `POST /companies/upsert`.
+    UpsertCompany {
+        draft: CompanyDraft,
+        patch: CompanyPatch,
     },
     CreateDeal {
         draft: DealDraft,
@@ -82,6 +89,13 @@ impl App {
                     .upsert_contact_in(tx, tenant, draft, patch, None, fx)
                     .await?;
                 stored_upsert_reply(outcome, self.views.contact(&contact))
+            }
+            BatchOp::UpsertCompany { draft, patch } => {
+                let domain = company_upsert_domain(&draft)?;
+                let (company, outcome) = self
+                    .upsert_company_in(tx, tenant, fx.author().clone(), &domain, draft, patch, None)
+                    .await?;
+                stored_upsert_reply(outcome, self.views.company(&company))
             }
             BatchOp::CreateDeal { draft, pipeline } => self.views.deal(
                 &self

@@ -182,6 +182,10 @@ impl App {
     /// [`App::insert_built_contact`] then loads them). The cache is as fresh here as where
     /// [`App::finish_write`] reads it.
     fn plain_contact_creates(&self, tenant: &Tenant) -> Option<Arc<Registry>> {
+        if self.dry().is_some() {
+            // A dry run records its effects on the path of every other write.
+            return None;
+        }
         let automations = self.config.automations(tenant)?;
         if automations
             .iter()

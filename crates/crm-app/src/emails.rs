@@ -94,6 +94,9 @@ impl App {
         if let Some(activity) = email_activity(&email) {
             self.create_activity_in(tx, tenant, activity).await?;
         }
+        if let Some(dry) = self.dry() {
+            dry.record(|fx| fx.emails.push((email.to.clone(), email.subject.clone())));
+        }
         Ok(email)
     }
 

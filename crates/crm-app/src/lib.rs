@@ -16,6 +16,7 @@ pub mod companies;
 pub mod contacts;
 pub mod create_groups;
 pub mod deals;
+pub mod dry_run;
 pub mod emails;
 pub mod error;
 pub mod events;
@@ -96,6 +97,8 @@ pub struct App {
     events_written: Arc<dyn ports::OutboxSignal>,
     /// Runs the retries that outlive a request.
     background: Arc<dyn ports::Background>,
+    /// The recorder of a dry run ([`App::dry_run`]); `None` for real writes.
+    dry_run: Option<Arc<dry_run::DryRun>>,
 }
 
 impl App {
@@ -126,6 +129,7 @@ impl App {
             views,
             events_written: outbox,
             background,
+            dry_run: None,
         }
     }
 

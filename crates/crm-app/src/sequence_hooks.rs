@@ -75,7 +75,8 @@ impl App {
                 )
             })
             .collect();
-        tx.insert_enrollments(tenant, &enrollments).await?;
+        let inserted = tx.insert_enrollments(tenant, &enrollments).await?;
+        self.record_dry_enrollments(&enrollments, &inserted);
         Ok(())
     }
 

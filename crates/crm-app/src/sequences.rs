@@ -160,7 +160,8 @@ impl App {
                     )
                 })
                 .collect();
-            tx.insert_enrollments(tenant, &enrollments).await?;
+            let inserted = tx.insert_enrollments(tenant, &enrollments).await?;
+            self.record_dry_enrollments(&enrollments, &inserted);
         }
         tx.commit().await?;
         Ok(seq)
@@ -471,6 +472,7 @@ impl App {
         let inserted = tx
             .insert_enrollments(tenant, std::slice::from_ref(&e))
             .await?;
+        self.record_dry_enrollments(std::slice::from_ref(&e), &inserted);
         if inserted.is_empty() {
             let existing = self
                 .enrollment_of(&mut *tx, tenant, &seq.id, &contact_id)
@@ -560,6 +562,7 @@ impl App {
         if e.exit(ExitReason::Unenrolled, self.clock.now()) {
             tx.update_enrollments(tenant, std::slice::from_ref(&e))
                 .await?;
+            self.record_dry_exits(std::slice::from_ref(&e));
             tx.commit().await?;
         }
         Ok(e)
@@ -654,6 +657,7 @@ impl App {
             }
         }
         tx.update_enrollments(tenant, &ended).await?;
+        self.record_dry_exits(&ended);
         Ok(going)
     }
 }

@@ -4,8 +4,10 @@
 //! and no uniqueness conflict leaks out of an upsert.
 
 use crm_domain::{
-    company::normalise_domain, history::Via, Company, CompanyDraft, CompanyPatch, Contact,
-    ContactDraft, ContactPatch, Email, Tenant, ValidationError,
+    company::normalise_domain,
+    history::{Author, Via},
+    Company, CompanyDraft, CompanyPatch, Contact, ContactDraft, ContactPatch, Email, Tenant,
+    ValidationError,
 };
 use serde_json::{json, Value};
 
@@ -173,18 +175,49 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<(Company, UpsertOutcome), AppError> {
         let tenant = &caller.tenant;
-        let raw = draft
-            .domain
-            .clone()
-            .filter(|d| !d.trim().is_empty())
-            .ok_or_else(|| ValidationError::invalid("domain", "is required to upsert a company"))?;
-        let domain = normalise_domain(raw)?;
+        let domain = company_upsert_domain(&draft)?;
         let mut tx = self.store.begin_write().await?;
+        let (company, outcome) = self
+            .upsert_company_in(
+                &mut *tx,
+                tenant,
+                caller.author(Via::Direct),
+                &domain,
+                draft,
+                patch,
+                expected_version,
+            )
+            .await?;
+        store_reply(
+            &mut *tx,
+            tenant,
+            idem,
+            outcome,
+            self.views.company(&company),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok((company, outcome))
+    }
+
+    /// [`App::upsert_company`] inside a caller's transaction (batch), by `author`, for the
+    /// normalised `domain` ([`company_upsert_domain`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert_company_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        domain: &str,
+        draft: CompanyDraft,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+    ) -> Result<(Company, UpsertOutcome), AppError> {
         tx.lock_key(tenant, &format!("company.domain:{domain}"))
             .await?;
         let filter = |include_deleted| CompanyFilter {
             q: None,
-            domain: Some(domain.clone()),
+            domain: Some(domain.to_owned()),
             include_deleted,
         };
         let page = Slice {
@@ -209,7 +242,6 @@ impl App {
                 })
             }
         };
-        let author = caller.author(Via::Direct);
         let (company, outcome) = match matched {
             None => {
                 let company = self
@@ -245,15 +277,16 @@ impl App {
                 (company, outcome)
             }
         };
-        store_reply(
-            &mut *tx,
-            tenant,
-            idem,
-            outcome,
-            self.views.company(&company),
-        )
-        .await?;
-        tx.commit().await?;
         Ok((company, outcome))
     }
+}
+
+/// The normalised domain a company upsert matches on (decisions §24): `domain` is required.
+pub(crate) fn company_upsert_domain(draft: &CompanyDraft) -> Result<String, AppError> {
+    let raw = draft
+        .domain
+        .clone()
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| ValidationError::invalid("domain", "is required to upsert a company"))?;
+    Ok(normalise_domain(raw)?)
 }

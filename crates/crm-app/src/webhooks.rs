@@ -22,6 +22,7 @@ use crate::{
     paging::{page_from, slice_for, Page, PageParams},
     ports::{
         AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, NewDelivery, StoreError,
+        Tx,
     },
     App,
 };
@@ -182,6 +183,28 @@ impl App {
         Ok(page_from(rows, &page, &caller.tenant, LIST, "", |w| {
             w.id.to_string()
         }))
+    }
+
+    /// Every webhook of the tenant, read in `tx` (a dry run's: one it creates counts too).
+    pub(crate) async fn all_webhooks(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<Vec<Webhook>, AppError> {
+        const PAGE: u32 = 100;
+        let mut all: Vec<Webhook> = Vec::new();
+        loop {
+            let slice = crate::ports::Slice {
+                before: all.last().map(|w| w.id.to_string()),
+                limit: PAGE,
+            };
+            let rows = tx.list_webhooks(tenant, &slice).await?;
+            let done = rows.len() < PAGE as usize;
+            all.extend(rows);
+            if done {
+                return Ok(all);
+            }
+        }
     }
 
     pub async fn get_webhook(&self, caller: &Caller, id: &str) -> Result<Webhook, AppError> {
@@ -372,7 +395,7 @@ impl App {
                 events.push((row.tenant.clone(), row.event_id.clone()));
             }
             if let Some((webhook_id, subscription)) = row.webhook {
-                if subscription.matches(row.event_type) {
+                if webhook::reaches(&subscription, row.event_type) {
                     deliveries.push(NewDelivery {
                         tenant: row.tenant,
                         id: DeliveryId::from_uuid(self.ids.new_uuid()),

@@ -386,6 +386,9 @@ impl App {
         let history = fx.take_history();
         tx.insert_events_and_changes(tenant, &written, &history)
             .await?;
+        if let Some(dry) = self.dry() {
+            self.record_dry_events(tx, tenant, dry, &written).await?;
+        }
         if !written.is_empty() {
             self.events_written.notify_waiters();
             self.sequences_on_events(tx, tenant, &written).await?;
@@ -395,6 +398,37 @@ impl App {
             self.sequences_on_changes(tx, tenant, &changed).await?;
         }
         Ok(Touched(finals.into_keys().collect()))
+    }
+
+    /// A dry run's events, and the webhooks each would reach ([`crm_domain::webhook::reaches`],
+    /// the fan-out's own rule).
+    async fn record_dry_events(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        dry: &crate::dry_run::DryRun,
+        written: &[Event],
+    ) -> Result<(), AppError> {
+        let hooks = if written.is_empty() {
+            Vec::new()
+        } else {
+            self.all_webhooks(tx, tenant).await?
+        };
+        dry.record(|fx| {
+            for event in written {
+                fx.events.push(crate::dry_run::WouldEmit {
+                    event_type: event.event_type,
+                    changed_fields: event.changed_fields.clone(),
+                });
+                for hook in hooks
+                    .iter()
+                    .filter(|h| h.receives(event.event_type, event.created_at))
+                {
+                    fx.webhooks.push((hook.id.clone(), event.event_type));
+                }
+            }
+        });
+        Ok(())
     }
 }
 

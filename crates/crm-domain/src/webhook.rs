@@ -92,6 +92,13 @@ impl Subscription {
     }
 }
 
+/// Whether an event of `event_type` reaches a webhook subscribed to `events` (decisions §11,
+/// §24): the one rule both the fan-out worker and a dry run apply, among the enabled webhooks of
+/// the event's workspace and mode created no later than the event (see [`Webhook::receives`]).
+pub fn reaches(events: &Subscription, event_type: EventType) -> bool {
+    events.matches(event_type)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Webhook {
     pub id: WebhookId,
@@ -109,6 +116,14 @@ pub struct Webhook {
 }
 
 /// A description: trimmed, empty means none, at most 500 characters.
+impl Webhook {
+    /// Whether an event of `event_type` written at `at` in this webhook's workspace and mode
+    /// reaches it: it is enabled, existed by then, and [`reaches`] says so.
+    pub fn receives(&self, event_type: EventType, at: Timestamp) -> bool {
+        self.enabled && self.created_at <= at && reaches(&self.events, event_type)
+    }
+}
+
 pub fn check_description(d: Option<String>) -> Result<Option<String>, ValidationError> {
     let d = d.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
     if d.as_ref()

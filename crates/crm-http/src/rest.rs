@@ -40,6 +40,7 @@ static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// On a stored answer (success or 4xx) replayed for a repeated `Idempotency-Key` (decisions §9).
 static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 static UPSERT_OUTCOME: HeaderName = HeaderName::from_static("upsert-outcome");
+static DRY_RUN: HeaderName = HeaderName::from_static("dry-run");
 
 pub(crate) fn routes() -> Router<Arc<Api>> {
     Router::new().route("/v1/openapi.json", axum::routing::get(openapi))
@@ -126,6 +127,10 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
     if let Some(outcome) = reply.upsert_outcome {
         res.headers_mut()
             .insert(UPSERT_OUTCOME.clone(), HeaderValue::from_static(outcome));
+    }
+    if reply.dry_run {
+        res.headers_mut()
+            .insert(DRY_RUN.clone(), HeaderValue::from_static("true"));
     }
     if reply.replayed {
         res.headers_mut().insert(

@@ -31,6 +31,7 @@ OpenAPI operationId) with the API key of this connection, so its scopes, plan li
 arguments are one flat object: the path parameters (`id`), the query parameters and the body fields of the \
 operation, plus `idempotency_key` on creates (a retry with the same key and arguments returns the first result) \
 and `if_match` on updates (the `version` you read; the update fails with version_conflict if it changed). \
+Writes take `dry_run: true`: the whole write runs and is rolled back, and the result is {object: \"dry_run\", status, result, effects} (events, automations, enrollments, exits, webhooks, emails). \
 Lists take `limit` (1 to 100, default 25) and `cursor` (the `next_cursor` of the previous page, while `has_more`; \
 it works only with the filters it came from); `include_deleted: true` lists soft-deleted records too. Gets and lists \
 of contacts, companies, deals and activities take `fields` (comma-separated members to return; `id` and `object` \

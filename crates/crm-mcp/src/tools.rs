@@ -64,7 +64,7 @@ pub fn tool(op: &Operation) -> Tool {
 
 /// The schema of `op`'s result. Where the operation takes `fields`, a record may carry only some
 /// of its members, so its schema requires only `id` and `object` (decisions §24), and a projected
-/// result still conforms.
+/// result still conforms. Where it takes `dry_run`, the dry-run envelope is a branch of `anyOf`.
 fn output_schema(op: &Operation) -> Value {
     let mut schema = (op.output)();
     if op
@@ -79,6 +79,11 @@ fn output_schema(op: &Operation) -> Value {
         if let Some(required) = record.get_mut("required") {
             *required = serde_json::json!(["id", "object"]);
         }
+    }
+    if op.hints.dry_run {
+        // `dry_run: true` answers the envelope instead (decisions §24, "MCP tool definitions").
+        let envelope = crm_api::operation::Output::of::<crm_api::bodies::DryRunBody>().inline();
+        schema = serde_json::json!({"type": "object", "anyOf": [schema, envelope]});
     }
     schema
 }
@@ -159,7 +164,7 @@ mod tests {
 
     /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. With
     /// every operation of §18-20 and §25 merged (merge, unique-field upserts, dry run, imports,
-    /// audit and erase) the catalog is near the line; see the count below.
+    /// audit and erase) the catalog is near the line; see the count below (tests/api/reading.rs
     /// holds the 50,000 line over HTTP).
     #[test]
     fn what_a_model_is_shown_fits_the_budget() {
@@ -191,12 +196,12 @@ mod tests {
             );
         }
         let create = tool(crm_api::catalog::find("svc_create_deal").unwrap());
-        assert!(
-            create.output_schema.unwrap()["required"]
-                .as_array()
-                .unwrap()
-                .len()
-                > 2
+        let schema = create.output_schema.unwrap();
+        assert!(schema["anyOf"][0]["required"].as_array().unwrap().len() > 2);
+        assert_eq!(
+            schema["anyOf"][1]["required"],
+            serde_json::json!(["object", "status", "result", "effects"]),
+            "a dry run's envelope is the other branch"
         );
     }
 

@@ -310,6 +310,9 @@ impl Tx for PostgresTx {
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
+            PostgresTx::Write(mut lease, marks, ..) if marks.rolls_back() => {
+                lease.rollback().await.map_err(backend)
+            }
             PostgresTx::Write(mut lease, marks, ..) => {
                 // Queued by the transaction, delivered to every listener only if it commits.
                 for ws in marks.workspaces() {
@@ -325,6 +328,13 @@ impl Tx for PostgresTx {
                 Ok(())
             }
             PostgresTx::Read(..) => Ok(()),
+        }
+    }
+
+    fn roll_back_at_commit(&mut self) {
+        match self {
+            PostgresTx::Write(_, marks, ..) => marks.roll_back_at_commit(),
+            PostgresTx::Read(..) => debug_assert!(false, "a dry run through a read unit of work"),
         }
     }
 

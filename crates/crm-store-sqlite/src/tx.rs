@@ -236,6 +236,9 @@ pub(crate) fn slice_clause_on<'a>(qb: &mut QueryBuilder<'a, Sqlite>, id: &str, s
 impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
+            SqliteTx::Write(tx, marks, ..) if marks.rolls_back() => {
+                tx.rollback().await.map_err(backend)
+            }
             SqliteTx::Write(mut tx, marks, ..) => {
                 // Other processes on this file (the CLI) poll the counter; see `follow_config_changes`.
                 if !marks.workspaces().is_empty() {
@@ -249,6 +252,13 @@ impl Tx for SqliteTx {
                 Ok(())
             }
             SqliteTx::Read(..) => Ok(()),
+        }
+    }
+
+    fn roll_back_at_commit(&mut self) {
+        match self {
+            SqliteTx::Write(_, marks, ..) => marks.roll_back_at_commit(),
+            SqliteTx::Read(..) => debug_assert!(false, "a dry run through a read unit of work"),
         }
     }
 

@@ -1,4 +1,4 @@
-//! `POST /batch`: up to 100 contact or deal writes (decisions §10).
+//! `POST /batch`: up to 100 contact or deal writes and company upserts (decisions §10, §18).
 
 use crm_app::{
     batch::{BatchOp, OpResult, MAX_OPERATIONS},
@@ -22,7 +22,11 @@ use crate::{
 
 /// What a batch operation may do, and to which records.
 const BATCH_OPS: [&str; 4] = ["create", "update", "delete", "upsert"];
-const BATCH_OBJECTS: [&str; 2] = ["contact", "deal"];
+const BATCH_OBJECTS: [&str; 3] = ["contact", "company", "deal"];
+/// What a batch does to companies: only upsert them, by `domain`.
+const COMPANY_OPS: [&str; 1] = ["upsert"];
+/// What a batch does to deals (a deal is upserted alone, by a unique custom field).
+const DEAL_OPS: [&str; 3] = ["create", "update", "delete"];
 
 fn batch_ops(schema: &mut schemars::Schema) {
     string_enum(schema, &BATCH_OPS);
@@ -56,7 +60,11 @@ fn shape_by_op(schema: &mut schemars::Schema) {
                 "id": id, "data": nullable(closed(schema_of::<ContactUpdate>()))}},
             {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
                 "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
-            {"required": ["id"], "properties": {"op": {"const": "delete"}, "id": id}},
+            {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
+                "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
+            {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
+                "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
+            {"required": ["id"], "properties": {"op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
         ]),
     );
 }
@@ -65,10 +73,11 @@ fn shape_by_op(schema: &mut schemars::Schema) {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = shape_by_op)]
 pub struct BatchOperation {
-    /// `create`, `update`, `delete` or `upsert` (contacts, by `email`).
+    /// `create`, `update`, `delete` or `upsert` (contacts by `email`, companies by `domain`;
+    /// companies only upsert).
     #[schemars(transform = batch_ops)]
     pub op: String,
-    /// `contact` or `deal`.
+    /// `contact`, `company` or `deal`.
     #[schemars(transform = batch_objects)]
     pub object: String,
     /// The record's id, for update and delete.
@@ -109,6 +118,26 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
             let (draft, patch) = super::contacts::upsert_body(data.as_ref(), hint)?;
             BatchOp::UpsertContact { draft, patch }
         }
+        ("upsert", "company") => {
+            let (draft, patch) = super::companies::upsert_body(data.as_ref(), hint)?;
+            BatchOp::UpsertCompany { draft, patch }
+        }
+        (_, "company") => {
+            return Err(Problem::new(
+                ErrorCode::UnknownValue,
+                format!("`{}` is not a batch op for companies: a batch only upserts them (by `domain`); create, update and delete a company with its own operations", o.op),
+            )
+            .with("field", "op")
+            .with("valid_options", COMPANY_OPS.to_vec()))
+        }
+        ("upsert", "deal") => {
+            return Err(Problem::new(
+                ErrorCode::UnknownValue,
+                "a batch does not upsert deals: upsert a deal alone with POST /deals/upsert?match=custom_fields.<key> (a custom field registered unique); a batch upserts contacts (by `email`) and companies (by `domain`)",
+            )
+            .with("field", "op")
+            .with("valid_options", DEAL_OPS.to_vec()))
+        }
         ("create", "deal") => {
             let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
             BatchOp::CreateDeal { draft, pipeline }
@@ -146,6 +175,7 @@ fn require_scopes(caller: &Caller, ops: &[BatchOperation]) -> Result<(), Problem
     for o in ops {
         let scope = match o.object.as_str() {
             "contact" => Scope::write("contacts"),
+            "company" => Scope::write("companies"),
             "deal" => Scope::write("deals"),
             _ => continue,
         };
@@ -273,7 +303,7 @@ pub fn operations() -> Vec<Operation> {
         method: Method::Post,
         path: "/batch",
         summary: "Write up to 100 contacts and deals",
-        description: "Up to 100 contact and deal creates, updates and deletes, each answered in `results`; `atomic: true` writes all or nothing. Emits no webhooks and fires no automations.",
+        description: "Up to 100 contact and deal creates, updates and deletes, and contact and company upserts, each answered in `results`; `atomic: true` writes all or nothing. Emits no webhooks and fires no automations.",
         scope: Scope::PER_RECORD,
         idempotency_key: true,
         if_match: false,

@@ -14,6 +14,7 @@ use crate::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
     schema::{schema_of, PatchField},
+    Problem,
 };
 
 const REGISTER_HINT: &str =
@@ -97,12 +98,30 @@ handler!(create(api, caller, input) {
     Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
 
+/// An upsert's body read twice: as the create it may be (with `domain` required), and as the
+/// PATCH it may be.
+pub(crate) fn upsert_body(
+    body: Option<&impl body::Document>,
+    hint: Option<&str>,
+) -> Result<(CompanyDraft, CompanyPatch), Problem> {
+    let c: CompanyUpsert = body::parse(body, hint)?;
+    let u: CompanyUpdate = body::parse(body, hint)?;
+    let draft = CompanyDraft {
+        name: c.name,
+        domain: c.domain,
+        custom_fields: c.custom_fields.unwrap_or_default(),
+    };
+    let patch = CompanyPatch {
+        name: u.name.into_patch(),
+        domain: u.domain.into_patch(),
+        custom_fields: u.custom_fields,
+    };
+    Ok((draft, patch))
+}
+
 handler!(upsert(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
-    let c: CompanyUpsert = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
-    let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
+    let (draft, patch) = upsert_body(input.body.as_ref(), Some(REGISTER_HINT))?;
     let (company, outcome) = match super::match_key(&input)? {
         None => api.app.upsert_company(caller, draft, patch, expected, input.idem.as_ref()).await?,
         Some(key) => api.app.upsert_company_by_field(caller, &key, draft, patch, expected, input.idem.as_ref()).await?,

@@ -44,8 +44,35 @@ pub struct SchemaDoc {
     pub automation_capabilities: Capabilities,
     /// The MCP toolsets (`/mcp?toolsets=a,b`) with the tools of each.
     pub toolsets: BTreeMap<&'static str, Vec<&'static str>>,
+    /// Which writes take `dry_run=true` and which refuse it (decisions §18, §24).
+    pub dry_run: DryRunDoc,
     /// How to use the API well.
     pub notes: Vec<&'static str>,
+}
+
+/// The writes by whether they take `dry_run=true`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DryRunDoc {
+    /// Operations that run in full, roll back and answer the `dry_run` envelope.
+    pub offered: Vec<&'static str>,
+    /// Writes whose effect is a secret or a send: 400 `bad_request` to `dry_run`.
+    pub refused: Vec<&'static str>,
+}
+
+impl DryRunDoc {
+    fn of_catalog() -> DryRunDoc {
+        let writes = || catalog::catalog().iter().filter(|op| !op.hints.read_only);
+        DryRunDoc {
+            offered: writes()
+                .filter(|op| op.hints.dry_run)
+                .map(|op| op.name)
+                .collect(),
+            refused: writes()
+                .filter(|op| !op.hints.dry_run)
+                .map(|op| op.name)
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -402,6 +429,7 @@ pub fn document(registry: &RegistryView) -> SchemaDoc {
         },
         automation_capabilities: capabilities(),
         toolsets: catalog::toolsets().into_iter().collect(),
+        dry_run: DryRunDoc::of_catalog(),
         notes: NOTES.to_vec(),
     }
 }

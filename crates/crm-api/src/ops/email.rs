@@ -208,6 +208,12 @@ fn op(
         Method::Patch => (200, Hints::UPDATE),
         Method::Delete => (200, Hints::DELETE),
     };
+    // A connection holds a provider's key: a secret, so no dry run (decisions §24).
+    let hints = if path.starts_with("/connections") {
+        hints.no_dry_run()
+    } else {
+        hints
+    };
     Operation {
         name,
         method,

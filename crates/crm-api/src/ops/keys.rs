@@ -130,7 +130,7 @@ pub fn operations() -> Vec<Operation> {
             query: &[],
             body: Some(schema_of::<KeyCreate>),
             output: Output::of::<KeyWithSecretBody>(),
-            hints: Hints::CREATE,
+            hints: Hints::CREATE.no_dry_run(),
             handler: create,
         },
         Operation {
@@ -162,7 +162,7 @@ pub fn operations() -> Vec<Operation> {
             query: &[],
             body: None,
             output: Output::written(revoked_schema),
-            hints: Hints::DELETE,
+            hints: Hints::DELETE.no_dry_run(),
             handler: revoke,
         },
         Operation {
@@ -178,7 +178,7 @@ pub fn operations() -> Vec<Operation> {
             query: &[],
             body: Some(schema_of::<KeyRoll>),
             output: Output::of::<KeyWithSecretBody>(),
-            hints: Hints::CREATE,
+            hints: Hints::CREATE.no_dry_run(),
             handler: roll,
         },
     ]

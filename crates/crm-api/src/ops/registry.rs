@@ -24,6 +24,7 @@ const REGISTER: Hints = Hints {
     read_only: false,
     destructive: false,
     idempotent: true,
+    dry_run: true,
 };
 
 fn object_names(schema: &mut Schema) {

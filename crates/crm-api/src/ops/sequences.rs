@@ -242,6 +242,7 @@ pub fn operations() -> Vec<Operation> {
                 read_only: false,
                 destructive: false,
                 idempotent: true,
+                dry_run: true,
             },
             handler: enroll,
         },

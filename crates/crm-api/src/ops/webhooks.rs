@@ -205,7 +205,7 @@ pub fn operations() -> Vec<Operation> {
             query: &[],
             body: None,
             output: Output::of::<WebhookWithSecretBody>(),
-            hints: Hints::CREATE,
+            hints: Hints::CREATE.no_dry_run(),
             handler: roll_secret,
         },
         Operation {
@@ -237,7 +237,7 @@ pub fn operations() -> Vec<Operation> {
             query: &[],
             body: None,
             output: Output::of::<DeliveryBody>(),
-            hints: Hints::CREATE,
+            hints: Hints::CREATE.no_dry_run(),
             handler: retry_delivery,
         },
     ]

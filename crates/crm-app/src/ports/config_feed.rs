@@ -24,6 +24,8 @@ pub trait ConfigEvents: Send + Sync {
 pub struct ConfigMarks {
     workspaces: Vec<WorkspaceId>,
     local: Option<Arc<dyn ConfigEvents>>,
+    /// A dry run's transaction ([`super::Tx::roll_back_at_commit`]): `commit` rolls it back.
+    roll_back: bool,
 }
 
 impl ConfigMarks {
@@ -32,7 +34,18 @@ impl ConfigMarks {
         ConfigMarks {
             workspaces: Vec::new(),
             local,
+            roll_back: false,
         }
+    }
+
+    /// Makes the transaction's `commit` a rollback that announces nothing (a dry run).
+    pub fn roll_back_at_commit(&mut self) {
+        self.roll_back = true;
+    }
+
+    /// Whether `commit` must roll back instead (see [`ConfigMarks::roll_back_at_commit`]).
+    pub fn rolls_back(&self) -> bool {
+        self.roll_back
     }
 
     pub fn mark(&mut self, workspace: &WorkspaceId) {

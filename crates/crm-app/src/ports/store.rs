@@ -88,7 +88,13 @@ pub trait Tx:
     + SecretRepo
     + Send
 {
+    /// Ends the transaction: commits it, or, once [`Tx::roll_back_at_commit`] was called, rolls
+    /// it back and announces no configuration change.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Makes this write transaction a dry run's (decisions §18, §24): everything runs as usual,
+    /// but [`Tx::commit`] rolls it all back. MUST be honoured by every store: a dry run that
+    /// committed would persist what it promised not to.
+    fn roll_back_at_commit(&mut self);
     /// Holds a lock on `key` in the tenant until the transaction ends, so that writes keyed by
     /// it (upserts of one normalised email or domain) run one after the other. The default does
     /// nothing: a store whose write transactions hold its one writer lock (SQLite) is already

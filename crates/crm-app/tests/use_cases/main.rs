@@ -7,6 +7,7 @@ mod support;
 mod admission;
 mod batch;
 mod create_groups;
+mod dry_run;
 mod idempotency;
 mod keys;
 mod mail;
