@@ -4,6 +4,7 @@ mod support;
 
 mod activities;
 mod agents;
+mod audit;
 mod auth;
 mod automations;
 mod batch;

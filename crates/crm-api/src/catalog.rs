@@ -47,7 +47,7 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
         &["sequences", "templates", "emails", "connections"],
     ),
     ("webhooks", &["webhooks", "events"]),
-    ("admin", &["keys", "users", "settings", "usage"]),
+    ("admin", &["keys", "users", "settings", "usage", "audit"]),
 ];
 
 /// The toolset `op` belongs to.
@@ -132,6 +132,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::registry::operations(),
             ops::discovery::operations(),
             ops::keys::operations(),
+            ops::audit::operations(),
             ops::usage::operations(),
             ops::webhooks::operations(),
             ops::automations::operations(),

@@ -8,6 +8,7 @@
 //! it reaches them through ports ([`Infrastructure`]), which `crm-runtime` implements.
 
 pub mod activities;
+pub mod audit;
 pub mod auth;
 pub mod automations;
 pub mod batch;

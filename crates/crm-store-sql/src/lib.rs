@@ -16,6 +16,7 @@
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
 pub mod activities;
+pub mod audit;
 pub mod automations;
 pub mod binds;
 pub mod clauses;
@@ -49,20 +50,21 @@ pub mod reexport {
         auth::{ApiKeyRecord, Workspace},
         idempotency::StoredReply,
         ports::{
-            ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
-            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
-            KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo, RegistryRepo, RowLock,
-            SequenceRepo, Slice, WebhookRepo, WorkspaceRepo,
+            ActivityFilter, ActivityRepo, AuditFilter, AuditRepo, AutomationRepo, CompanyRepo,
+            DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
+            HistoryRepo, IdempotencyRepo, KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo,
+            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice,
+            WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        history::Change, ids::DeliveryId, mail, registry::FieldDef, rule, sequence, Activity,
-        ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId, Contact, ContactId,
-        Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind, ObjectType, Pipeline,
-        PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant, Timestamp, Webhook,
-        WebhookId, WorkspaceId,
+        audit::AuditEntry, history::Change, ids::DeliveryId, mail, registry::FieldDef, rule,
+        sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId,
+        Contact, ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ObjectKind,
+        ObjectType, Pipeline, PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant,
+        Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 

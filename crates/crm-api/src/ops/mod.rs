@@ -3,6 +3,7 @@
 //! [`crate::bodies`], and lists its [`Operation`]s.
 
 pub mod activities;
+pub mod audit;
 pub mod automations;
 pub mod batch;
 pub mod companies;

@@ -11,6 +11,7 @@
 //! and no port imports back.
 
 mod activity;
+mod audit;
 mod automation;
 mod background;
 mod clock;
@@ -31,6 +32,7 @@ mod plan;
 mod rate_limiter;
 mod record;
 mod registry;
+mod retention;
 mod secret;
 mod sequence;
 mod slice;
@@ -42,6 +44,7 @@ mod write_grouping;
 
 pub use crate::store_error::StoreError;
 pub use activity::{ActivityFilter, ActivityRepo};
+pub use audit::{AuditFilter, AuditRepo};
 pub use automation::AutomationRepo;
 pub use background::{Background, NoBackground, Task};
 pub use clock::{Clock, IdSource, COARSE_SLACK_MS};
@@ -62,6 +65,7 @@ pub use plan::{PlanCounts, PlanRepo, UsageLock};
 pub use rate_limiter::{RateLimiter, RateStatus};
 pub use record::{RecordRepo, Reference};
 pub use registry::RegistryRepo;
+pub use retention::{RetentionRepo, RetentionSettings};
 pub use secret::{SecretRepo, StoredSecret};
 pub use sequence::{ClaimedEnrollment, SequenceRepo};
 pub use slice::Slice;

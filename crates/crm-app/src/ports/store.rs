@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
-    ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo, RecordRepo,
-    Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError, WebhookRepo, WorkspaceRepo,
+    ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
+    EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo,
+    RecordRepo, Reference, RegistryRepo, RetentionRepo, SecretRepo, SequenceRepo, StoreError,
+    WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -74,6 +75,8 @@ pub trait Tx:
     + RecordRepo
     + EventRepo
     + HistoryRepo
+    + AuditRepo
+    + RetentionRepo
     + IdempotencyRepo
     + KeyRepo
     + PlanRepo
