@@ -16,6 +16,7 @@ mod deals;
 mod edge;
 mod email;
 mod email_delivery;
+mod erase;
 mod errors;
 mod history;
 mod idempotency;

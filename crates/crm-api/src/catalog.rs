@@ -129,6 +129,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::batch::operations(),
             ops::events::operations(),
             ops::history::operations(),
+            ops::erase::operations(),
             ops::registry::operations(),
             ops::discovery::operations(),
             ops::keys::operations(),

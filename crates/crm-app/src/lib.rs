@@ -18,6 +18,7 @@ pub mod contacts;
 pub mod create_groups;
 pub mod deals;
 pub mod emails;
+pub mod erase;
 pub mod error;
 pub mod events;
 pub mod history;

@@ -597,15 +597,18 @@ pub enum ExitReason {
     SequenceDisabled,
     SequenceDeleted,
     Unenrolled,
+    /// The contact or the source record was erased (decisions §25).
+    Erased,
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 5] = [
+    pub const ALL: [ExitReason; 6] = [
         ExitReason::ExitCondition,
         ExitReason::SourceDeleted,
         ExitReason::SequenceDisabled,
         ExitReason::SequenceDeleted,
         ExitReason::Unenrolled,
+        ExitReason::Erased,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -615,6 +618,7 @@ impl ExitReason {
             ExitReason::SequenceDisabled => "sequence_disabled",
             ExitReason::SequenceDeleted => "sequence_deleted",
             ExitReason::Unenrolled => "unenrolled",
+            ExitReason::Erased => "erased",
         }
     }
 

@@ -197,6 +197,7 @@ pub fn sample_change(object: ObjectKind, record_id: &str) -> Change {
             to: json!({"nested": [1, "ü"]}),
         }],
         merged_ids: None,
+        erased: false,
     }
 }
 

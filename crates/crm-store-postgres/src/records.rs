@@ -21,3 +21,4 @@ pub(crate) fn push_reference_guard(sql: &mut String, refs: &[Reference<'_>], fir
 crm_store_sql::impl_record_repo!(PostgresTx);
 crm_store_sql::impl_history_repo!(PostgresTx);
 crm_store_sql::impl_audit_repo!(PostgresTx);
+crm_store_sql::impl_erase_repo!(PostgresTx);

@@ -23,6 +23,7 @@ pub mod clauses;
 pub mod deals;
 pub mod email;
 mod encoding;
+pub mod erase;
 mod errors;
 pub mod history;
 pub mod idempotency;
@@ -51,10 +52,10 @@ pub mod reexport {
         idempotency::StoredReply,
         ports::{
             ActivityFilter, ActivityRepo, AuditFilter, AuditRepo, AutomationRepo, CompanyRepo,
-            DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EventRepo,
-            HistoryRepo, IdempotencyRepo, KeyRepo, KeyUse, PipelineRepo, PlanRepo, RecordRepo,
-            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice,
-            WebhookRepo, WorkspaceRepo,
+            DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EraseRepo, Erasure,
+            EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, KeyUse, PipelineRepo, PlanRepo,
+            RecordRepo, RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo,
+            Slice, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,

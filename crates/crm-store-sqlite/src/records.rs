@@ -7,3 +7,4 @@ pub(crate) use crm_store_sql::record_table;
 crm_store_sql::impl_record_repo!(SqliteTx);
 crm_store_sql::impl_history_repo!(SqliteTx);
 crm_store_sql::impl_audit_repo!(SqliteTx);
+crm_store_sql::impl_erase_repo!(SqliteTx);

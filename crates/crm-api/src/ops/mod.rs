@@ -11,6 +11,7 @@ pub mod contacts;
 pub mod deals;
 pub mod discovery;
 pub mod email;
+pub mod erase;
 pub mod events;
 pub mod history;
 pub mod keys;

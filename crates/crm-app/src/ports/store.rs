@@ -8,7 +8,7 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
-    EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo,
+    EmailRepo, EraseRepo, EventRepo, HistoryRepo, IdempotencyRepo, KeyRepo, PipelineRepo, PlanRepo,
     RecordRepo, Reference, RegistryRepo, RetentionRepo, SecretRepo, SequenceRepo, StoreError,
     WebhookRepo, WorkspaceRepo,
 };
@@ -76,6 +76,7 @@ pub trait Tx:
     + EventRepo
     + HistoryRepo
     + AuditRepo
+    + EraseRepo
     + RetentionRepo
     + IdempotencyRepo
     + KeyRepo
