@@ -456,8 +456,113 @@ async fn retention_settings_are_checked(s: Server) {
     );
 }
 
+/// The instant `days` days from now, as `retention run --at` takes it.
+fn days_from_now(days: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    crm_domain::Timestamp::from_millis(now + days * 86_400_000).to_string()
+}
+
+fn retention_run(s: &Server, days: i64) -> Value {
+    let out = cli(
+        &s.database_url,
+        &["retention", "run", "--at", &days_from_now(days)],
+    );
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+async fn the_retention_job_deletes_what_is_due(s: Server) {
+    let other = crate::support::create_workspace(&s.database_url, &[]);
+    s.post(
+        "/automations",
+        json!({"name": "w", "trigger_event": "contact.created",
+        "actions": [{"type": "send_email", "subject": "s", "body": "b"}]}),
+    )
+    .await
+    .ok(201);
+    let c = s
+        .post("/contacts", json!({"email": "old@example.com"}))
+        .await
+        .ok(201)
+        .clone();
+    let history = format!("/contacts/{}/history", id(&c));
+    let kept = s
+        .req(Method::POST, "/contacts")
+        .key(&other.test)
+        .json(&json!({"email": "kept@example.com"}))
+        .send()
+        .await
+        .ok(201)
+        .clone();
+    let kept_history = format!("/contacts/{}/history", id(&kept));
+    assert_eq!(
+        s.get("/emails").await.ok(200)["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Nothing is due yet: no settings, and the audit log is young.
+    assert_eq!(
+        retention_run(&s, 31),
+        json!({"audit_entries": 0, "history_entries": 0, "emails": 0})
+    );
+    s.patch(
+        "/settings",
+        json!({"history_retention_days": 30, "email_retention_days": 60}),
+    )
+    .await
+    .ok(200);
+    assert_eq!(
+        retention_run(&s, 29),
+        json!({"audit_entries": 0, "history_entries": 0, "emails": 0}),
+        "not 30 days old yet"
+    );
+    assert_eq!(
+        retention_run(&s, 31),
+        json!({"audit_entries": 0, "history_entries": 1, "emails": 0})
+    );
+    assert!(s.get(&history).await.ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        s.get("/emails").await.ok(200)["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        retention_run(&s, 61),
+        json!({"audit_entries": 0, "history_entries": 0, "emails": 1})
+    );
+    assert!(s.get("/emails").await.ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Another workspace without settings keeps its history.
+    let res = s
+        .req(Method::GET, &kept_history)
+        .key(&other.test)
+        .send()
+        .await;
+    assert_eq!(res.ok(200)["data"].as_array().unwrap().len(), 1);
+    // Audit entries go after 400 days (the automation, and the settings in both modes).
+    assert_eq!(audit(&s, "").await.len(), 2);
+    assert_eq!(
+        retention_run(&s, 401),
+        json!({"audit_entries": 3, "history_entries": 0, "emails": 0})
+    );
+    assert!(audit(&s, "").await.is_empty());
+}
+
 crate::on_both_stores!(
     every_audited_action_appears_once_without_secrets,
     the_log_needs_audit_read_and_keys_rename_checks_input,
     retention_settings_are_checked,
+    the_retention_job_deletes_what_is_due,
 );

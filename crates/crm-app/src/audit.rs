@@ -148,3 +148,42 @@ impl App {
         ))
     }
 }
+
+/// What one run of the retention job deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub audit_entries: u64,
+    pub history_entries: u64,
+    pub emails: u64,
+}
+
+impl App {
+    /// The daily retention job (decisions §25), as of `now`: audit entries older than
+    /// [`crm_domain::audit::RETENTION_DAYS`], and in each workspace with a setting, history
+    /// entries and emails (not still queued) older than its `history_retention_days` and
+    /// `email_retention_days`. One transaction; running it again deletes nothing more, so
+    /// several processes may run it.
+    pub async fn enforce_retention(
+        &self,
+        now: crm_domain::Timestamp,
+    ) -> Result<RetentionReport, AppError> {
+        use crm_domain::audit::{cutoff, RETENTION_DAYS};
+        let mut report = RetentionReport::default();
+        let mut tx = self.store.begin_write().await?;
+        report.audit_entries = tx.delete_audit_before(cutoff(now, RETENTION_DAYS)).await?;
+        for ws in tx.retention_settings().await? {
+            if let Some(days) = ws.history_days {
+                report.history_entries += tx
+                    .delete_changes_before(&ws.workspace_id, cutoff(now, i64::from(days)))
+                    .await?;
+            }
+            if let Some(days) = ws.email_days {
+                report.emails += tx
+                    .delete_emails_before(&ws.workspace_id, cutoff(now, i64::from(days)))
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(report)
+    }
+}

@@ -6,6 +6,7 @@ mod config;
 mod database;
 mod email_worker;
 mod log_format;
+mod retention_worker;
 mod secrets;
 mod sequence_worker;
 mod webhooks;
@@ -63,6 +64,9 @@ enum Command {
     /// Stored webhook secrets and email provider keys (an operator's job).
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Retention (decisions §25): the daily job, run now.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
     /// Print the OpenAPI document generated from the operation catalog.
     Openapi {
         #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
@@ -104,6 +108,24 @@ enum WorkspaceCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
+}
+
+#[derive(Subcommand)]
+enum RetentionCommand {
+    /// Delete what retention says is due (audit entries past 400 days, history and emails past
+    /// each workspace's settings) and print the counts as one JSON line.
+    Run {
+        /// Run as of this instant (RFC 3339) instead of now.
+        #[arg(long, value_parser = parse_instant)]
+        at: Option<crm_domain::Timestamp>,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+fn parse_instant(s: &str) -> Result<crm_domain::Timestamp, String> {
+    crm_domain::Timestamp::parse_rfc3339(s)
+        .ok_or_else(|| format!("`{s}` is not an RFC 3339 instant such as 2027-01-01T00:00:00Z"))
 }
 
 #[derive(Subcommand)]
@@ -154,6 +176,19 @@ async fn main() -> Result<()> {
                 crm_app::secrets::SecretBox::key_ids(&*ring)
                     .first()
                     .map_or("", String::as_str)
+            );
+            Ok(())
+        }
+        Command::Retention(RetentionCommand::Run { at, db }) => {
+            let app = app(open_store(&db, None).await?);
+            let now = at.unwrap_or_else(|| app.clock.now());
+            let r = app
+                .enforce_retention(now)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "{}",
+                serde_json::json!({"audit_entries": r.audit_entries, "history_entries": r.history_entries, "emails": r.emails})
             );
             Ok(())
         }
@@ -322,6 +357,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         poll,
     ));
     let sequences = sequence_worker::spawn_all(&app);
+    let retention = tokio::spawn(retention_worker::enforce_forever(
+        app.clone(),
+        std::time::Duration::from_secs(args.retention_interval_secs.max(1)),
+    ));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = serve_http(listener, router, &api, edge, stop_rx).await;
@@ -330,6 +369,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     flusher.abort();
     emailer.abort();
+    retention.abort();
     config_feed.abort();
     for worker in &sequences {
         worker.abort();
