@@ -7,8 +7,8 @@
 //! so webhooks receive nothing. The erasure itself is audited. A dry run performs the same in
 //! its transaction and rolls it back, so its counts are exactly what the erasure would do.
 //!
-//! Not yet scrubbed: import error rows (the imports issue adds them; its table must be scrubbed
-//! here too, `ERASE_HOOK_IMPORT_ERRORS` in docs/decisions.md).
+//! Not yet scrubbed: import error rows (the imports issue adds their table; see
+//! `ERASE_HOOK_IMPORT_ERRORS` in crm-store-sql's `erase.rs`).
 
 use crm_domain::{
     history::{Author, Change, ChangeAction, FieldChange, Via},

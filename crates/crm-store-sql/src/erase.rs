@@ -73,6 +73,9 @@ pub async fn erase_record<U: Unit>(
     }
     out.events_scrubbed = scrub_events(tx, tenant, object, id).await?;
     out.idempotency_replays = drop_replays(tx, tenant, id).await?;
+    // ERASE_HOOK_IMPORT_ERRORS: once the imports issue's per-row error table exists, delete here
+    // its rows that quote this record (its id, or a contact's email read before the delete
+    // below), and count them in `Erasure` (docs/decisions.md, "Data rights and the audit log").
     let sql = "UPDATE sequence_enrollments SET state = 'exited', exit_reason = 'erased', next_send_at = NULL,
          lease_holder = NULL, lease_until = NULL, updated_at = $4, ended_at = $4
          WHERE workspace_id = $1 AND mode = $2 AND state = 'active' AND (contact_id = $3 OR source_id = $3)";
