@@ -184,3 +184,91 @@ pub async fn retention_settings_round_trip_and_old_history_goes(store: Arc<dyn S
     );
     let _ = other;
 }
+
+pub async fn erasing_a_contact_removes_it_and_scrubs_what_holds_it(store: Arc<dyn Store>) {
+    use crm_domain::{EventType, Timestamp};
+    let (ws, t) = setup(&store).await;
+    let live = tenant(&ws, Mode::Live);
+    let c = contact(Some("erase.me@example.com"));
+    let id = c.id.as_str().to_owned();
+    let sales = pipeline("sales", &["new"]);
+    let mut d = deal("Renewal", &sales, "new");
+    d.primary_contact_id = Some(c.id.clone());
+    let mut event = sample_event(EventType::ContactCreated, Mode::Test);
+    event.data = json!({"id": id, "object": "contact", "email": "erase.me@example.com"});
+    let mut change = sample_change(ObjectKind::Contact, &id);
+    change.changes[0].to = json!("erase.me@example.com");
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_contact(&t, &c, &[]).await.unwrap();
+    tx.insert_pipeline(&t, &sales).await.unwrap();
+    tx.insert_deal(&t, &d).await.unwrap();
+    tx.insert_events_and_changes(
+        &t,
+        std::slice::from_ref(&event),
+        std::slice::from_ref(&change),
+    )
+    .await
+    .unwrap();
+    // The same id in the other mode is another record's business: untouched.
+    tx.insert_changes(&live, &[sample_change(ObjectKind::Contact, &id)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let now = Timestamp::from_millis(1_900_000_000_000);
+    let mut tx = store.begin_write().await.unwrap();
+    assert_eq!(
+        tx.erase_record(&t, ObjectKind::Contact, "con_nobody", now)
+            .await
+            .unwrap(),
+        None
+    );
+    // Rolled back, an erasure leaves everything as it was.
+    let dry = tx
+        .erase_record(&t, ObjectKind::Contact, &id, now)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(tx);
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.get_contact(&t, &c.id).await.unwrap().is_some());
+    assert_eq!(
+        tx.list_changes(&t, &id, &all()).await.unwrap(),
+        vec![change.clone()]
+    );
+    drop(tx);
+
+    let mut tx = store.begin_write().await.unwrap();
+    let erased = tx
+        .erase_record(&t, ObjectKind::Contact, &id, now)
+        .await
+        .unwrap()
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(erased, dry);
+    assert_eq!((erased.history_entries, erased.events_scrubbed), (1, 1));
+    assert_eq!(erased.references.len(), 1);
+    assert_eq!(erased.references[0].id, d.id.as_str());
+    assert_eq!(erased.references[0].field, "primary_contact_id");
+    assert_eq!(erased.references[0].version, d.version + 1);
+
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(tx.get_contact(&t, &c.id).await.unwrap(), None);
+    let history = tx.list_changes(&t, &id, &all()).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert!(history[0].erased);
+    assert!(history[0]
+        .changes
+        .iter()
+        .all(|f| f.from.is_null() && f.to.is_null()));
+    assert_eq!(history[0].changes[0].field, change.changes[0].field);
+    let events = tx.list_events(&t, None, &all()).await.unwrap();
+    assert_eq!(
+        events[0].data,
+        json!({"id": id, "object": "contact", "erased": true})
+    );
+    let deal_now = tx.get_deal(&t, &d.id).await.unwrap().unwrap();
+    assert_eq!(deal_now.primary_contact_id, None);
+    assert_eq!(deal_now.version, d.version + 1);
+    assert!(!tx.list_changes(&live, &id, &all()).await.unwrap()[0].erased);
+}

@@ -73,6 +73,7 @@ macro_rules! conformance_suite {
             history_lists_a_records_entries_newest_first_in_its_tenant,
             audit_entries_round_trip_filter_page_and_stay_in_their_tenant,
             retention_settings_round_trip_and_old_history_goes,
+            erasing_a_contact_removes_it_and_scrubs_what_holds_it,
             events_and_changes_are_written_together,
             idempotency_records_round_trip,
             a_claim_of_this_process_is_alive,
