@@ -4,6 +4,7 @@ mod support;
 
 mod activities;
 mod agents;
+mod audit;
 mod auth;
 mod automations;
 mod batch;
@@ -16,6 +17,7 @@ mod dry_run;
 mod edge;
 mod email;
 mod email_delivery;
+mod erase;
 mod errors;
 mod history;
 mod idempotency;

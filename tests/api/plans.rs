@@ -116,7 +116,7 @@ async fn a_paid_plan_with_a_zero_cap_stops_at_its_quota_and_bills_overage_once_l
         .await;
     assert_eq!(
         zero.ok(200),
-        &json!({"object": "settings", "overage_cap_usd": 0.0})
+        &json!({"object": "settings", "overage_cap_usd": 0.0, "history_retention_days": null, "email_retention_days": null})
     );
     assert!(burst(&s, 5).await.iter().all(|r| r.status == 200));
     live(&s, Method::GET, "/contacts")
@@ -172,7 +172,7 @@ async fn settings_take_a_number_at_least_zero_or_null_and_belong_to_the_workspac
     let s = spawn_with(backend, &[]).await;
     assert_eq!(
         s.get("/settings").await.ok(200),
-        &json!({"object": "settings", "overage_cap_usd": null})
+        &json!({"object": "settings", "overage_cap_usd": null, "history_retention_days": null, "email_retention_days": null})
     );
     for bad in [
         json!({"overage_cap_usd": -1}),

@@ -47,7 +47,7 @@ pub const TOOLSETS: &[(&str, &[&str])] = &[
         &["sequences", "templates", "emails", "connections"],
     ),
     ("webhooks", &["webhooks", "events"]),
-    ("admin", &["keys", "users", "settings", "usage"]),
+    ("admin", &["keys", "users", "settings", "usage", "audit"]),
 ];
 
 /// The toolset `op` belongs to.
@@ -131,9 +131,11 @@ pub fn catalog() -> &'static [Operation] {
             ops::imports::operations(),
             ops::events::operations(),
             ops::history::operations(),
+            ops::erase::operations(),
             ops::registry::operations(),
             ops::discovery::operations(),
             ops::keys::operations(),
+            ops::audit::operations(),
             ops::usage::operations(),
             ops::webhooks::operations(),
             ops::automations::operations(),

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use crm_domain::{
+    audit::changes,
     condition::Subject,
     history::{Actor, ActorType, Author, Via},
     merge::MergeData,
@@ -17,6 +18,7 @@ use crm_domain::{
 use serde_json::{json, Value};
 
 use crate::{
+    audit::Audited,
     auth::Caller,
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
@@ -182,6 +184,13 @@ fn object_of(event: EventType) -> ObjectKind {
 }
 
 impl App {
+    /// What the audit log shows of a rule: its definition as a client writes it, and `enabled`.
+    fn automation_shape(&self, a: &Automation) -> Value {
+        let d = self.views.automation_draft(&a.def);
+        json!({"name": d.name, "trigger_event": d.trigger_event, "conditions": d.conditions,
+            "actions": d.actions, "enabled": a.enabled})
+    }
+
     /// Runs the automations the events of one write trigger, inside its transaction:
     ///
     /// - one query loads the tenant's enabled rules for these event types (none: done);
@@ -477,6 +486,14 @@ impl App {
         };
         tx.mark_config_changed(&caller.tenant.workspace_id);
         tx.insert_automation(&caller.tenant, &automation).await?;
+        let diff = changes(None, Some(&self.automation_shape(&automation)));
+        let what = Audited::new(
+            "automation.created",
+            "automation",
+            automation.id.as_str(),
+            diff,
+        );
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(automation)
     }
@@ -518,6 +535,7 @@ impl App {
             .get_automation(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("automation", id.as_str()))?;
+        let before = self.automation_shape(&automation);
         let redefines = patch.name.is_some()
             || patch.trigger_event.is_some()
             || patch.conditions.is_some()
@@ -554,6 +572,9 @@ impl App {
             }
             other => other?,
         }
+        let diff = changes(Some(&before), Some(&self.automation_shape(&automation)));
+        let what = Audited::new("automation.updated", "automation", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(automation)
     }
@@ -567,9 +588,14 @@ impl App {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
         tx.mark_config_changed(&caller.tenant.workspace_id);
+        let before = tx.get_automation(&caller.tenant, &id).await?;
         if !tx.delete_automation(&caller.tenant, &id).await? {
             return Err(AppError::not_found("automation", id.as_str()));
         }
+        let shape = before.as_ref().map(|a| self.automation_shape(a));
+        let diff = changes(shape.as_ref(), None);
+        let what = Audited::new("automation.deleted", "automation", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(id)
     }

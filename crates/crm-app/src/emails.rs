@@ -14,7 +14,10 @@ use crm_domain::{
 };
 use serde_json::{json, Value};
 
+use crm_domain::audit::changes;
+
 use crate::{
+    audit::Audited,
     auth::Caller,
     automations::{fail, ActionError},
     error::AppError,
@@ -26,6 +29,16 @@ use crate::{
 
 /// The sender shown on test-mode emails when the mode has no connection.
 pub const TEST_MODE_FROM: &str = "Test mode <test-mode@example.com>";
+
+/// What the audit log shows of a connection; its key only as redacted.
+fn connection_shape(c: &Connection) -> Value {
+    json!({"channel": "email", "provider": c.provider.as_str(), "from": c.from, "base_url": c.base_url, "api_key": c.api_key})
+}
+
+/// What the audit log shows of a template.
+fn template_shape(t: &Template) -> Value {
+    json!({"name": t.name, "subject": t.subject, "body": t.body, "text": t.text})
+}
 
 const NO_CONNECTION: &str = "live-mode email needs an email connection: POST /connections first";
 
@@ -323,6 +336,14 @@ impl App {
         )?;
         let mut tx = self.store.begin_write().await?;
         tx.insert_connection(&caller.tenant, &connection).await?;
+        let diff = changes(None, Some(&connection_shape(&connection)));
+        let what = Audited::new(
+            "connection.created",
+            "connection",
+            connection.id.as_str(),
+            diff,
+        );
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(connection)
     }
@@ -360,9 +381,13 @@ impl App {
     ) -> Result<ConnectionId, AppError> {
         let id = connection_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let before = tx.get_connection(&caller.tenant, &id).await?;
         if !tx.delete_connection(&caller.tenant, &id).await? {
             return Err(AppError::not_found("connection", id.as_str()));
         }
+        let diff = changes(before.as_ref().map(connection_shape).as_ref(), None);
+        let what = Audited::new("connection.deleted", "connection", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -382,6 +407,9 @@ impl App {
         )?;
         let mut tx = self.store.begin_write().await?;
         tx.insert_template(&caller.tenant, &template).await?;
+        let diff = changes(None, Some(&template_shape(&template)));
+        let what = Audited::new("template.created", "template", template.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(template)
     }
@@ -424,6 +452,7 @@ impl App {
             .get_template(&caller.tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("template", id.as_str()))?;
+        let before = template_shape(&template);
         if !template.apply(patch.draft, patch.clear_text, self.clock.now())? {
             return Ok(template);
         }
@@ -435,6 +464,9 @@ impl App {
             }
             other => other?,
         }
+        let diff = changes(Some(&before), Some(&template_shape(&template)));
+        let what = Audited::new("template.updated", "template", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(template)
     }
@@ -444,9 +476,13 @@ impl App {
     pub async fn delete_template(&self, caller: &Caller, id: &str) -> Result<TemplateId, AppError> {
         let id = template_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let before = tx.get_template(&caller.tenant, &id).await?;
         if !tx.delete_template(&caller.tenant, &id).await? {
             return Err(AppError::not_found("template", id.as_str()));
         }
+        let diff = changes(before.as_ref().map(template_shape).as_ref(), None);
+        let what = Audited::new("template.deleted", "template", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(id)
     }

@@ -27,6 +27,10 @@ pub struct Workspace {
     pub overage_cap_usd: Option<f64>,
     pub rate_limit_override: Option<u32>,
     pub included_requests_override: Option<u64>,
+    /// Days history entries are kept; `None`: forever (decisions §25).
+    pub history_retention_days: Option<u32>,
+    /// Days emails are kept; `None`: forever (decisions §25).
+    pub email_retention_days: Option<u32>,
 }
 
 impl Workspace {
@@ -117,7 +121,7 @@ impl std::fmt::Display for Scope {
 }
 
 /// Resources that scopes name (decisions §7).
-pub const SCOPE_RESOURCES: [&str; 17] = [
+pub const SCOPE_RESOURCES: [&str; 19] = [
     "contacts",
     "companies",
     "deals",
@@ -135,6 +139,11 @@ pub const SCOPE_RESOURCES: [&str; 17] = [
     "emails",
     "keys",
     "imports",
+    // The audit log (decisions §25): `audit:read`.
+    "audit",
+    // Erasure of contacts, companies and deals (decisions §25): `erase:write`, beside the
+    // object's own `:write`.
+    "erase",
 ];
 
 /// The scopes granted to a key.
@@ -384,6 +393,8 @@ mod tests {
                 overage_cap_usd: None,
                 rate_limit_override: None,
                 included_requests_override: None,
+                history_retention_days: None,
+                email_retention_days: None,
             },
         );
         let at = |ms| Timestamp::from_millis(1_800_000_000_000 + ms);

@@ -1,9 +1,15 @@
 //! API key management (decisions §7): list, create, revoke and roll the keys of the caller's
 //! mode. Secrets are shown once, when a key is created or rolled; only their hash is stored.
 
-use crm_domain::{ApiKeyId, Timestamp, ValidationError};
+use crm_domain::{
+    audit::{changes, secret_changed},
+    history::FieldChange,
+    ApiKeyId, Timestamp, ValidationError,
+};
+use serde_json::{json, Value};
 
 use crate::{
+    audit::Audited,
     auth::{generate_key, hash_key, ApiKeyRecord, Caller, Scope, Scopes, SCOPE_RESOURCES},
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
@@ -97,6 +103,28 @@ fn check_scopes(scopes: Option<Vec<String>>) -> Result<Vec<String>, AppError> {
     })
 }
 
+/// What the audit log shows of a key: never its hash.
+fn audit_shape(key: &ApiKeyRecord) -> Value {
+    json!({
+        "name": key.name,
+        "scopes": key.scopes,
+        "mode": key.mode.as_str(),
+        "revoked_at": key.revoked_at.map(|t| t.millis()),
+        "expires_at": key.expires_at.map(|t| t.millis()),
+    })
+}
+
+/// A new key's audited changes: its members and, redacted, its secret.
+fn created_changes(key: &ApiKeyRecord) -> Vec<FieldChange> {
+    let mut out = changes(None, Some(&audit_shape(key)));
+    out.push(FieldChange {
+        field: "secret".into(),
+        from: Value::Null,
+        to: json!(crm_domain::audit::REDACTED),
+    });
+    out
+}
+
 impl App {
     fn key_id(id: &str) -> Result<ApiKeyId, AppError> {
         ApiKeyId::parse(id).map_err(|_| AppError::not_found("key", id))
@@ -172,6 +200,8 @@ impl App {
         let key = self.new_key_record(caller, name, scopes, &secret, self.clock.now());
         let mut tx = self.store.begin_write().await?;
         tx.insert_api_key(&key).await?;
+        let what = Audited::new("key.created", "key", key.id.as_str(), created_changes(&key));
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(NewKey { key, secret })
     }
@@ -187,9 +217,51 @@ impl App {
             .await?
             .ok_or_else(|| AppError::not_found("key", id.as_str()))?;
         if key.revoked_at.is_none() {
+            let before = audit_shape(&key);
             key.revoked_at = Some(self.clock.now());
             tx.mark_config_changed(&key.workspace_id);
             tx.update_api_key_state(&key).await?;
+            let diff = changes(Some(&before), Some(&audit_shape(&key)));
+            self.audit(
+                &mut tx,
+                caller,
+                Audited::new("key.revoked", "key", id.as_str(), diff),
+            )
+            .await?;
+            tx.commit().await?;
+        }
+        Ok(self.with_pending_use(key))
+    }
+
+    /// Renames a key (decisions §3: `PATCH /keys/{id}` `{name}`); a revoked or expired key may
+    /// be renamed too. Renaming to the same name changes nothing and writes no audit entry.
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn rename_key(
+        &self,
+        caller: &Caller,
+        id: &str,
+        name: Option<String>,
+    ) -> Result<ApiKeyRecord, AppError> {
+        let id = Self::key_id(id)?;
+        let name = check_name(name)?;
+        let mut tx = self.store.begin_write().await?;
+        let mut key = tx
+            .get_api_key(&caller.tenant, &id)
+            .await?
+            .ok_or_else(|| AppError::not_found("key", id.as_str()))?;
+        if key.name != name {
+            let before = audit_shape(&key);
+            key.name = name;
+            // Cached callers copy the key's name into history entries: forget them.
+            tx.mark_config_changed(&key.workspace_id);
+            tx.rename_api_key(&key).await?;
+            let diff = changes(Some(&before), Some(&audit_shape(&key)));
+            self.audit(
+                &mut tx,
+                caller,
+                Audited::new("key.renamed", "key", id.as_str(), diff),
+            )
+            .await?;
             tx.commit().await?;
         }
         Ok(self.with_pending_use(key))
@@ -238,10 +310,24 @@ impl App {
         let secret = generate_key(caller.tenant.mode);
         let key = self.new_key_record(caller, old.name.clone(), old.scopes.clone(), &secret, now);
         let expiry = now.plus_millis(grace as i64 * 1000);
+        let before = audit_shape(&old);
         old.expires_at = Some(old.expires_at.map_or(expiry, |at| at.min(expiry)));
         tx.mark_config_changed(&old.workspace_id);
         tx.update_api_key_state(&old).await?;
         tx.insert_api_key(&key).await?;
+        let mut diff = changes(Some(&before), Some(&audit_shape(&old)));
+        diff.push(FieldChange {
+            field: "successor_id".into(),
+            from: Value::Null,
+            to: json!(key.id.as_str()),
+        });
+        diff.push(secret_changed("secret"));
+        self.audit(
+            &mut tx,
+            caller,
+            Audited::new("key.rolled", "key", id.as_str(), diff),
+        )
+        .await?;
         tx.commit().await?;
         Ok(NewKey { key, secret })
     }
@@ -269,6 +355,8 @@ mod tests {
                 overage_cap_usd: None,
                 rate_limit_override: None,
                 included_requests_override: None,
+                history_retention_days: None,
+                email_retention_days: None,
             },
         )
     }

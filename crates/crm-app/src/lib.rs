@@ -8,6 +8,7 @@
 //! it reaches them through ports ([`Infrastructure`]), which `crm-runtime` implements.
 
 pub mod activities;
+pub mod audit;
 pub mod auth;
 pub mod automations;
 pub mod batch;
@@ -18,6 +19,7 @@ pub mod create_groups;
 pub mod deals;
 pub mod dry_run;
 pub mod emails;
+pub mod erase;
 pub mod error;
 pub mod events;
 pub mod field_upserts;

@@ -1,11 +1,12 @@
 //! Pipeline and stage use cases. Pipelines are addressed by `pl_` id or by key.
 
 use crm_domain::{
-    history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId, StageDraft,
-    StageId, Tenant, ValidationError,
+    audit::changes, history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId,
+    StageDraft, StageId, Tenant, ValidationError,
 };
 
 use crate::{
+    audit::Audited,
     auth::Caller,
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
@@ -177,7 +178,46 @@ async fn save(tx: &mut dyn Tx, tenant: &Tenant, pipeline: &Pipeline) -> Result<(
     }
 }
 
+/// The audited change of the stage `key` between two shapes of its pipeline: added, changed or
+/// removed, or nothing when it is the same.
+fn stage_audit(
+    views: &dyn RecordViews,
+    before: &Pipeline,
+    after: &Pipeline,
+    key: &str,
+) -> Option<Audited> {
+    let find = |p: &Pipeline| p.stages.iter().find(|s| s.key == key).cloned();
+    let (old, new) = (find(before), find(after));
+    let (action, id) = match (&old, &new) {
+        (None, Some(s)) => ("stage.created", s.id.as_str().to_owned()),
+        (Some(s), None) => ("stage.deleted", s.id.as_str().to_owned()),
+        (Some(s), Some(_)) => ("stage.updated", s.id.as_str().to_owned()),
+        (None, None) => return None,
+    };
+    let shape = |s: &Option<crm_domain::Stage>| {
+        s.as_ref().map(|s| {
+            let mut v = views.stage(s);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("pipeline_id".into(), after.id.as_str().into());
+            }
+            v
+        })
+    };
+    let diff = changes(shape(&old).as_ref(), shape(&new).as_ref());
+    Some(Audited::new(action, "stage", id, diff))
+}
+
 impl App {
+    /// What the audit log shows of a pipeline: its body without its stages (audited one by
+    /// one).
+    fn pipeline_shape(&self, p: &Pipeline) -> serde_json::Value {
+        let mut v = self.views.pipeline(p);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("stages");
+        }
+        v
+    }
+
     fn stage_ids(&self) -> impl FnMut() -> StageId + '_ {
         || StageId::from_uuid(self.ids.new_uuid())
     }
@@ -214,6 +254,14 @@ impl App {
         if pipeline.is_default {
             tx.clear_default_pipeline(tenant, &pipeline.id, now).await?;
         }
+        let mut shape = self.pipeline_shape(&pipeline);
+        if let Some(o) = shape.as_object_mut() {
+            let keys: Vec<&str> = pipeline.stages.iter().map(|s| s.key.as_str()).collect();
+            o.insert("stages".into(), serde_json::json!(keys));
+        }
+        let diff = changes(None, Some(&shape));
+        let what = Audited::new("pipeline.created", "pipeline", pipeline.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(pipeline)
     }
@@ -277,6 +325,7 @@ impl App {
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
+        let before = self.pipeline_shape(&pipeline);
         let mut changed = false;
         if let Some(name) = update.name {
             changed |= pipeline.rename(name)?;
@@ -296,6 +345,9 @@ impl App {
         if pipeline.is_default {
             tx.clear_default_pipeline(tenant, &pipeline.id, now).await?;
         }
+        let diff = changes(Some(&before), Some(&self.pipeline_shape(&pipeline)));
+        let what = Audited::new("pipeline.updated", "pipeline", pipeline.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(pipeline)
     }
@@ -320,6 +372,9 @@ impl App {
             });
         }
         tx.delete_pipeline(tenant, &pipeline.id).await?;
+        let diff = changes(Some(&self.pipeline_shape(&pipeline)), None);
+        let what = Audited::new("pipeline.deleted", "pipeline", pipeline.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(pipeline)
     }
@@ -342,6 +397,11 @@ impl App {
             }
         }
         let mut pipeline = find(&mut *tx, tenant, id_or_key).await?;
+        let before = pipeline.clone();
+        let key = match &action {
+            StageAction::Add { .. } => None,
+            StageAction::Update { key, .. } | StageAction::Remove { key, .. } => Some(key.clone()),
+        };
         match action {
             StageAction::Add { draft, position } => {
                 pipeline
@@ -395,6 +455,18 @@ impl App {
                 pipeline.touch(now);
                 save(&mut *tx, tenant, &pipeline).await?;
             }
+        }
+        // An added stage is the one the pipeline did not have (its key as the domain kept it).
+        let key = key.or_else(|| {
+            let new = pipeline
+                .stages
+                .iter()
+                .find(|s| before.stages.iter().all(|b| b.id != s.id));
+            new.map(|s| s.key.clone())
+        });
+        let audited = key.and_then(|k| stage_audit(&*self.views, &before, &pipeline, &k));
+        if let Some(what) = audited {
+            self.audit(&mut tx, caller, what).await?;
         }
         tx.commit().await?;
         Ok(pipeline)

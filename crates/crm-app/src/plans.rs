@@ -1,11 +1,21 @@
 //! Plans, settings and usage: what an operator's `set-plan` changes, what `PATCH /settings`
 //! changes, what `GET /usage` reports, and the plan caps that creates and enables check.
 
-use crm_domain::{Mode, Period, Plan, PlanCap, PlanLimits, Tenant, ValidationError, WorkspaceId};
+use crm_domain::{
+    audit::changes, history::Channel, Mode, Patch, Period, Plan, PlanCap, PlanLimits, Tenant,
+    ValidationError, WorkspaceId,
+};
+use serde_json::{json, Value};
 
 use crate::{
-    auth::Caller, auth::Workspace, error::AppError, ports::PlanCounts, ports::Tx,
-    workspaces::Overrides, App,
+    audit::{operator, Audited},
+    auth::Caller,
+    auth::Workspace,
+    error::AppError,
+    ports::PlanCounts,
+    ports::Tx,
+    workspaces::Overrides,
+    App,
 };
 
 /// The usage of the caller's tenant in the current billing period.
@@ -50,6 +60,68 @@ pub struct PlanChange {
     pub plan: Plan,
     pub overrides: Overrides,
     pub clear_overrides: bool,
+}
+
+/// The fewest days history or emails may be kept for (decisions §25).
+pub const MIN_RETENTION_DAYS: u32 = 30;
+/// The most days a retention setting takes (a century).
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+
+/// The workspace's settings (decisions §8, §25), shared by both modes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub overage_cap_usd: Option<f64>,
+    pub history_retention_days: Option<u32>,
+    pub email_retention_days: Option<u32>,
+}
+
+impl Settings {
+    fn of(ws: &Workspace) -> Settings {
+        Settings {
+            overage_cap_usd: ws.overage_cap_usd,
+            history_retention_days: ws.history_retention_days,
+            email_retention_days: ws.email_retention_days,
+        }
+    }
+
+    fn shape(&self) -> Value {
+        json!({
+            "overage_cap_usd": self.overage_cap_usd,
+            "history_retention_days": self.history_retention_days,
+            "email_retention_days": self.email_retention_days,
+        })
+    }
+}
+
+/// A change to the settings: each member left alone, cleared (`null`) or set.
+#[derive(Debug, Clone, Default)]
+pub struct SettingsPatch {
+    pub overage_cap_usd: Patch<f64>,
+    /// Whole days (any integral number); checked to be at least [`MIN_RETENTION_DAYS`].
+    pub history_retention_days: Patch<f64>,
+    pub email_retention_days: Patch<f64>,
+}
+
+fn plan_shape(ws: &Workspace) -> Value {
+    json!({
+        "plan": ws.plan.as_str(),
+        "rate_limit_per_minute": ws.rate_limit_override,
+        "included_requests": ws.included_requests_override,
+    })
+}
+
+fn check_retention_days(field: &str, days: f64) -> Result<u32, AppError> {
+    if days.fract() != 0.0
+        || days < f64::from(MIN_RETENTION_DAYS)
+        || days > f64::from(MAX_RETENTION_DAYS)
+    {
+        return Err(ValidationError::invalid(
+            field,
+            format!("{field} must be a whole number of days from {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS}, or null (kept forever)"),
+        )
+        .into());
+    }
+    Ok(days as u32)
 }
 
 fn check_cap_value(cap: Option<f64>) -> Result<Option<f64>, AppError> {
@@ -118,25 +190,75 @@ impl App {
         caller.workspace.overage_cap_usd
     }
 
+    /// Every setting of the caller's workspace, as its key last read it.
+    pub fn all_settings(&self, caller: &Caller) -> Settings {
+        Settings::of(&caller.workspace)
+    }
+
     /// Sets `overage_cap_usd` (≥ 0, or `None` for unlimited). It applies from the next request
     /// on, on every server process (workspaces are read with each request's key).
-    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn update_settings(
         &self,
         caller: &Caller,
         overage_cap_usd: Option<f64>,
     ) -> Result<Option<f64>, AppError> {
-        let cap = check_cap_value(overage_cap_usd)?;
+        let patch = SettingsPatch {
+            overage_cap_usd: overage_cap_usd.map_or(Patch::Null, Patch::Value),
+            ..SettingsPatch::default()
+        };
+        Ok(self.patch_settings(caller, patch).await?.overage_cap_usd)
+    }
+
+    /// Applies `patch` to the workspace's settings (decisions §8, §25) and records the change in
+    /// the audit log of both modes. A patch that changes nothing writes nothing.
+    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+    pub async fn patch_settings(
+        &self,
+        caller: &Caller,
+        patch: SettingsPatch,
+    ) -> Result<Settings, AppError> {
+        let cap = patch
+            .overage_cap_usd
+            .try_map(|c| check_cap_value(Some(c)).map(|c| c.unwrap_or_default()))?;
+        let history = patch
+            .history_retention_days
+            .try_map(|d| check_retention_days("history_retention_days", d))?;
+        let email = patch
+            .email_retention_days
+            .try_map(|d| check_retention_days("email_retention_days", d))?;
         let mut tx = self.store.begin_write().await?;
         let mut ws = tx
             .get_workspace(&caller.tenant.workspace_id)
             .await?
             .ok_or_else(|| AppError::Internal("the caller's workspace is gone".into()))?;
-        ws.overage_cap_usd = cap;
+        let before = Settings::of(&ws);
+        let mut changed = cap.apply_to(&mut ws.overage_cap_usd);
+        changed |= history.apply_to(&mut ws.history_retention_days);
+        changed |= email.apply_to(&mut ws.email_retention_days);
+        let after = Settings::of(&ws);
+        if !changed {
+            return Ok(after);
+        }
         tx.mark_config_changed(&ws.id);
         tx.update_workspace(&ws).await?;
+        let author = caller.author(crm_domain::history::Via::Direct);
+        let what = Audited::new(
+            "settings.updated",
+            "settings",
+            ws.id.as_str(),
+            changes(Some(&before.shape()), Some(&after.shape())),
+        );
+        self.audit_workspace(
+            &mut tx,
+            &ws.id,
+            author.actor,
+            author.channel,
+            author.request_id,
+            what,
+        )
+        .await?;
         tx.commit().await?;
-        Ok(cap)
+        Ok(after)
     }
 
     /// The operator's `workspace set-plan`. Running servers apply it from their next request.
@@ -152,6 +274,7 @@ impl App {
             .get_workspace(&id)
             .await?
             .ok_or_else(|| AppError::not_found("workspace", workspace_id))?;
+        let before = ws.clone();
         ws.plan = change.plan;
         if change.clear_overrides {
             ws.rate_limit_override = None;
@@ -165,6 +288,14 @@ impl App {
         }
         tx.mark_config_changed(&ws.id);
         tx.update_workspace(&ws).await?;
+        let what = Audited::new(
+            "plan.changed",
+            "workspace",
+            ws.id.as_str(),
+            changes(Some(&plan_shape(&before)), Some(&plan_shape(&ws))),
+        );
+        self.audit_workspace(&mut tx, &ws.id, operator(), Channel::Cli, None, what)
+            .await?;
         tx.commit().await?;
         Ok(ws)
     }

@@ -10,7 +10,10 @@ use crm_domain::{
     Tenant,
 };
 
-use crate::{auth::Caller, error::AppError, ports::Tx, App};
+use crm_domain::audit::changes;
+use serde_json::json;
+
+use crate::{audit::Audited, auth::Caller, error::AppError, ports::Tx, App};
 
 /// The fields of one object after a registration.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +80,11 @@ impl App {
         let fields = tx.load_registry(tenant, def.object).await?.fields;
         if created {
             crm_domain::text::check_field_count(fields.len())?;
+            let shape = json!({"object": def.object.as_str(), "key": def.key, "label": def.label,
+                "data_type": def.data_type.as_str(), "enum_group": def.enum_group, "required": def.required});
+            let id = format!("{}.{}", def.object.as_str(), def.key);
+            let what = Audited::new("field.created", "field", id, changes(None, Some(&shape)));
+            self.audit(&mut tx, caller, what).await?;
         }
         tx.commit().await?;
         Ok(FieldSet {
@@ -158,6 +166,15 @@ impl App {
             .unwrap_or_default();
         if created {
             crm_domain::text::check_enum_value_count(values.len())?;
+            let shape = json!({"group": group, "value": value.value, "label": value.label});
+            let id = format!("{group}.{}", value.value);
+            let what = Audited::new(
+                "enum_value.created",
+                "enum_value",
+                id,
+                changes(None, Some(&shape)),
+            );
+            self.audit(&mut tx, caller, what).await?;
         }
         tx.commit().await?;
         Ok(EnumGroupSet {
@@ -183,6 +200,16 @@ impl App {
             .insert_object_type(tenant, &object_type, self.clock.now())
             .await?;
         let types = tx.list_object_types(tenant).await?;
+        if created {
+            let shape = json!({"key": object_type.key, "label": object_type.label});
+            let what = Audited::new(
+                "type.created",
+                "type",
+                object_type.key.clone(),
+                changes(None, Some(&shape)),
+            );
+            self.audit(&mut tx, caller, what).await?;
+        }
         tx.commit().await?;
         Ok(TypeSet { created, types })
     }

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crm_domain::{
+    audit::changes,
     rule::RuleContext,
     sequence::{
         self, Enrollment, ExitReason, Sequence, SequenceDef, SequenceDraft, SourceObject,
@@ -13,9 +14,10 @@ use crm_domain::{
     Contact, ContactId, EnrollmentId, ObjectKind, PlanCap, Registry, SequenceId, Tenant, Timestamp,
     ValidationError,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::{
+    audit::Audited,
     auth::Caller,
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
@@ -80,6 +82,14 @@ pub(crate) fn exit_reason(
 }
 
 impl App {
+    /// What the audit log shows of a sequence: its definition as a client writes it, and its
+    /// switches.
+    fn sequence_shape(&self, seq: &Sequence) -> Value {
+        let d = self.views.sequence_draft(&seq.def);
+        json!({"name": d.name, "channel": d.channel, "trigger": d.trigger, "exit_when": d.exit_when,
+            "steps": d.steps, "enabled": seq.enabled, "enroll_existing": seq.enroll_existing})
+    }
+
     /// The registries and stage keys a definition is validated against.
     async fn sequence_context(
         &self,
@@ -163,6 +173,9 @@ impl App {
             let inserted = tx.insert_enrollments(tenant, &enrollments).await?;
             self.record_dry_enrollments(&enrollments, &inserted);
         }
+        let diff = changes(None, Some(&self.sequence_shape(&seq)));
+        let what = Audited::new("sequence.created", "sequence", seq.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(seq)
     }
@@ -204,6 +217,7 @@ impl App {
             .get_sequence(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("sequence", id.as_str()))?;
+        let before = self.sequence_shape(&seq);
         let redefines = patch.name.is_some()
             || patch.channel.is_some()
             || patch.trigger.is_some()
@@ -244,6 +258,9 @@ impl App {
             }
             other => other?,
         }
+        let diff = changes(Some(&before), Some(&self.sequence_shape(&seq)));
+        let what = Audited::new("sequence.updated", "sequence", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(seq)
     }
@@ -253,6 +270,7 @@ impl App {
     pub async fn delete_sequence(&self, caller: &Caller, id: &str) -> Result<SequenceId, AppError> {
         let id = parse_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let before = tx.get_sequence(&caller.tenant, &id).await?;
         tx.end_sequence_enrollments(
             &caller.tenant,
             &id,
@@ -264,6 +282,10 @@ impl App {
         if !tx.delete_sequence(&caller.tenant, &id).await? {
             return Err(AppError::not_found("sequence", id.as_str()));
         }
+        let shape = before.as_ref().map(|s| self.sequence_shape(s));
+        let diff = changes(shape.as_ref(), None);
+        let what = Audited::new("sequence.deleted", "sequence", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(id)
     }

@@ -16,7 +16,11 @@ use crm_domain::{
 };
 use rand::{Rng, RngCore};
 
+use crm_domain::audit::{changes, secret_changed};
+use serde_json::{json, Value};
+
 use crate::{
+    audit::Audited,
     auth::Caller,
     error::AppError,
     paging::{page_from, slice_for, Page, PageParams},
@@ -28,6 +32,17 @@ use crate::{
 };
 
 const LIST: &str = "webhooks";
+
+/// What the audit log shows of a webhook; its secret only as redacted.
+fn audit_shape(w: &Webhook) -> Value {
+    json!({
+        "url": w.url,
+        "events": w.events.names(),
+        "description": w.description,
+        "enabled": w.enabled,
+        "secret": w.secret,
+    })
+}
 const ATTEMPTS_LIST: &str = "webhook_deliveries";
 
 /// One HTTP request of a delivery attempt.
@@ -168,6 +183,9 @@ impl App {
         };
         let mut tx = self.store.begin_write().await?;
         tx.insert_webhook(tenant, &hook).await?;
+        let diff = changes(None, Some(&audit_shape(&hook)));
+        let what = Audited::new("webhook.created", "webhook", hook.id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(hook)
     }
@@ -272,6 +290,9 @@ impl App {
             }
             other => other?,
         }
+        let diff = changes(Some(&audit_shape(&before)), Some(&audit_shape(&hook)));
+        let what = Audited::new("webhook.updated", "webhook", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(hook)
     }
@@ -280,9 +301,13 @@ impl App {
     pub async fn delete_webhook(&self, caller: &Caller, id: &str) -> Result<WebhookId, AppError> {
         let id = webhook_id(id)?;
         let mut tx = self.store.begin_write().await?;
+        let before = tx.get_webhook(&caller.tenant, &id).await?;
         if !tx.delete_webhook(&caller.tenant, &id).await? {
             return Err(AppError::not_found("webhook", id.as_str()));
         }
+        let diff = changes(before.as_ref().map(audit_shape).as_ref(), None);
+        let what = Audited::new("webhook.deleted", "webhook", id.as_str(), diff);
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -304,6 +329,13 @@ impl App {
         hook.version += 1;
         hook.updated_at = self.clock.now();
         tx.update_webhook(tenant, &hook).await?;
+        let what = Audited::new(
+            "webhook.secret_rolled",
+            "webhook",
+            id.as_str(),
+            vec![secret_changed("secret")],
+        );
+        self.audit(&mut tx, caller, what).await?;
         tx.commit().await?;
         Ok(hook)
     }

@@ -73,6 +73,8 @@ impl App {
             overage_cap_usd: None,
             rate_limit_override: overrides.rate_limit_per_minute,
             included_requests_override: overrides.included_requests,
+            history_retention_days: None,
+            email_retention_days: None,
         };
         tx.insert_workspace(&workspace).await?;
         let mut keys = Vec::new();

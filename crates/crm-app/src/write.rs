@@ -313,6 +313,7 @@ impl App {
             at,
             action,
             author: fx.author.clone(),
+            erased: false,
             changes,
             merged_ids,
         };

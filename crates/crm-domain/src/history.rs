@@ -220,6 +220,8 @@ pub struct Change {
     pub changes: Vec<FieldChange>,
     /// A merge's survivor entry: the records merged into it.
     pub merged_ids: Option<Vec<String>>,
+    /// The record was erased (decisions §25): every `from` and `to` is null.
+    pub erased: bool,
 }
 
 /// The writable fields that differ between two bodies of one record (`before` `None`: a create,

@@ -96,6 +96,13 @@ macro_rules! typed_id {
                 &self.0
             }
 
+            /// The lowest id a UUIDv7 of the millisecond `at` can make: every id made before
+            /// `at` sorts below it, every one made at or after it not.
+            pub fn first_at(at: crate::Timestamp) -> Self {
+                let ms = u128::from(at.millis().max(0) as u64 & ((1 << 48) - 1));
+                Self::from_uuid(Uuid::from_u128(ms << 80))
+            }
+
             pub fn into_string(self) -> String {
                 self.0
             }
@@ -135,6 +142,7 @@ typed_id!(ConnectionId, "conn_", "connection");
 typed_id!(EnrollmentId, "enr_", "sequence enrollment");
 typed_id!(ChangeId, "chg_", "history entry");
 typed_id!(ImportId, "imp_", "import");
+typed_id!(AuditId, "aud_", "audit entry");
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@
 //! Other Rust services may depend on this crate alone.
 
 pub mod activity;
+pub mod audit;
 pub mod automation;
 pub mod billing;
 pub mod company;

@@ -599,6 +599,8 @@ pub enum ExitReason {
     Unenrolled,
     /// The contact was merged into one already enrolled in the sequence (decisions §24).
     Merged,
+    /// The contact or the source record was erased (decisions §25).
+    Erased,
 }
 
 impl ExitReason {
@@ -609,6 +611,7 @@ impl ExitReason {
         ExitReason::SequenceDeleted,
         ExitReason::Unenrolled,
         ExitReason::Merged,
+        ExitReason::Erased,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -619,6 +622,7 @@ impl ExitReason {
             ExitReason::SequenceDeleted => "sequence_deleted",
             ExitReason::Unenrolled => "unenrolled",
             ExitReason::Merged => "merged",
+            ExitReason::Erased => "erased",
         }
     }
 

@@ -347,6 +347,8 @@ mod tests {
             overage_cap_usd: None,
             rate_limit_override: None,
             included_requests_override: None,
+            history_retention_days: None,
+            email_retention_days: None,
         }
     }
 

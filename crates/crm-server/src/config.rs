@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// How often the email worker looks for due emails, in milliseconds.
     #[arg(long, env = "CRM_EMAIL_POLL_MS", default_value_t = 1000)]
     pub email_poll_ms: u64,
+    /// How often the retention job runs, in seconds (decisions §25: daily); its first run is a
+    /// minute after start.
+    #[arg(long, env = "CRM_RETENTION_INTERVAL_SECS", default_value_t = 86_400)]
+    pub retention_interval_secs: u64,
     /// Contact create transactions in flight before further creates queue to be committed
     /// together (0 turns grouping off; docs/operations.md).
     #[arg(long, env = "CRM_CREATE_SLOTS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(0..=256))]

@@ -8,6 +8,7 @@ mod database;
 mod email_worker;
 mod import_worker;
 mod log_format;
+mod retention_worker;
 mod secrets;
 mod sequence_worker;
 mod webhooks;
@@ -68,6 +69,9 @@ enum Command {
     /// Import a CSV file into a workspace (decisions §20): streamed into an import, written here
     /// with the server's worker code, a progress bar on a terminal, a summary at the end.
     Import(Box<import_worker::ImportArgs>),
+    /// Retention (decisions §25): the daily job, run now.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
     /// Print the OpenAPI document generated from the operation catalog.
     Openapi {
         #[arg(long, env = "CRM_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
@@ -109,6 +113,24 @@ enum WorkspaceCommand {
         #[command(flatten)]
         db: DatabaseArgs,
     },
+}
+
+#[derive(Subcommand)]
+enum RetentionCommand {
+    /// Delete what retention says is due (audit entries past 400 days, history and emails past
+    /// each workspace's settings) and print the counts as one JSON line.
+    Run {
+        /// Run as of this instant (RFC 3339) instead of now.
+        #[arg(long, value_parser = parse_instant)]
+        at: Option<crm_domain::Timestamp>,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+fn parse_instant(s: &str) -> Result<crm_domain::Timestamp, String> {
+    crm_domain::Timestamp::parse_rfc3339(s)
+        .ok_or_else(|| format!("`{s}` is not an RFC 3339 instant such as 2027-01-01T00:00:00Z"))
 }
 
 #[derive(Subcommand)]
@@ -163,6 +185,19 @@ async fn main() -> Result<()> {
                 crm_app::secrets::SecretBox::key_ids(&*ring)
                     .first()
                     .map_or("", String::as_str)
+            );
+            Ok(())
+        }
+        Command::Retention(RetentionCommand::Run { at, db }) => {
+            let app = app(open_store(&db, None).await?);
+            let now = at.unwrap_or_else(|| app.clock.now());
+            let r = app
+                .enforce_retention(now)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "{}",
+                serde_json::json!({"audit_entries": r.audit_entries, "history_entries": r.history_entries, "emails": r.emails})
             );
             Ok(())
         }
@@ -332,6 +367,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     ));
     let sequences = sequence_worker::spawn_all(&app);
     let imports = tokio::spawn(import_worker::ImportWorker::from_env().run_forever(app.clone()));
+    let retention = tokio::spawn(retention_worker::enforce_forever(
+        app.clone(),
+        std::time::Duration::from_secs(args.retention_interval_secs.max(1)),
+    ));
     println!("listening on http://{addr}");
     tracing::info!(%addr, %public_url, "listening");
     let served = serve_http(listener, router, &api, edge, stop_rx).await;
@@ -341,6 +380,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     flusher.abort();
     emailer.abort();
     imports.abort();
+    retention.abort();
     config_feed.abort();
     for worker in &sequences {
         worker.abort();

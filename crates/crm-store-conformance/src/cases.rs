@@ -2,6 +2,7 @@
 //! holds its cases, and this one gathers them.
 
 pub use crate::activity_cases::*;
+pub use crate::audit_cases::*;
 pub use crate::automation_cases::*;
 pub use crate::company_cases::*;
 pub use crate::config_cases::config_changes_reach_this_process_at_commit;

@@ -29,6 +29,8 @@ pub fn workspace() -> Workspace {
         overage_cap_usd: Some(12.5),
         rate_limit_override: Some(77),
         included_requests_override: None,
+        history_retention_days: None,
+        email_retention_days: None,
     }
 }
 
@@ -198,6 +200,7 @@ pub fn sample_change(object: ObjectKind, record_id: &str) -> Change {
             to: json!({"nested": [1, "ü"]}),
         }],
         merged_ids: None,
+        erased: false,
     }
 }
 

@@ -5,6 +5,7 @@
 //! Also here: how tests find a Postgres server ([`postgres_admin_url`]).
 
 pub mod activity_cases;
+pub mod audit_cases;
 pub mod automation_cases;
 pub mod cases;
 pub mod company_cases;
@@ -72,6 +73,9 @@ macro_rules! conformance_suite {
             events_are_listed_newest_first_by_type,
             events_inserted_together_read_back_as_one_by_one,
             history_lists_a_records_entries_newest_first_in_its_tenant,
+            audit_entries_round_trip_filter_page_and_stay_in_their_tenant,
+            retention_settings_round_trip_and_old_history_goes,
+            erasing_a_contact_removes_it_and_scrubs_what_holds_it,
             events_and_changes_are_written_together,
             merges_repoint_references_and_tombstones_free_their_email,
             idempotency_records_round_trip,

@@ -22,3 +22,5 @@ crm_store_sql::impl_record_repo!(PostgresTx);
 crm_store_sql::impl_history_repo!(PostgresTx);
 crm_store_sql::impl_merge_repo!(PostgresTx);
 crm_store_sql::impl_unique_repo!(PostgresTx);
+crm_store_sql::impl_audit_repo!(PostgresTx);
+crm_store_sql::impl_erase_repo!(PostgresTx);

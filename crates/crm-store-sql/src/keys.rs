@@ -41,6 +41,17 @@ pub async fn update_api_key_state<U: Unit>(
     Ok(tx.execute(q).await? == 1)
 }
 
+pub async fn rename_api_key<U: Unit>(tx: &mut U, key: &ApiKeyRecord) -> Result<bool, StoreError> {
+    let q = sqlx::query::<U::Db>(
+        "UPDATE api_keys SET name = $1 WHERE workspace_id = $2 AND mode = $3 AND id = $4",
+    )
+    .arg(key.name.as_str())
+    .arg(key.workspace_id.as_str())
+    .arg(key.mode.as_str())
+    .arg(key.id.as_str());
+    Ok(tx.execute(q).await? == 1)
+}
+
 /// Raises each key's `last_used_at`, never lowering it.
 pub async fn touch_api_keys<U: Unit>(tx: &mut U, uses: &[KeyUse]) -> Result<(), StoreError> {
     let sql = format!(
@@ -64,6 +75,7 @@ macro_rules! impl_key_repo {
         $crate::port_impl!($crate::reexport::KeyRepo, $tx, keys, [
             fn list_api_keys(tenant: &$crate::reexport::Tenant, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::ApiKeyRecord>, $crate::reexport::StoreError>;
             fn update_api_key_state(key: &$crate::reexport::ApiKeyRecord) -> Result<bool, $crate::reexport::StoreError>;
+            fn rename_api_key(key: &$crate::reexport::ApiKeyRecord) -> Result<bool, $crate::reexport::StoreError>;
             fn touch_api_keys(uses: &[$crate::reexport::KeyUse]) -> Result<(), $crate::reexport::StoreError>;
         ], []);
     };

@@ -16,12 +16,14 @@
 //! This crate knows SQL and sqlx's generic API; it names neither backend's driver.
 
 pub mod activities;
+pub mod audit;
 pub mod automations;
 pub mod binds;
 pub mod clauses;
 pub mod deals;
 pub mod email;
 mod encoding;
+pub mod erase;
 mod errors;
 pub mod history;
 pub mod idempotency;
@@ -52,19 +54,21 @@ pub mod reexport {
         auth::{ApiKeyRecord, Workspace},
         idempotency::StoredReply,
         ports::{
-            ActivityFilter, ActivityRepo, AutomationRepo, CompanyRepo, DealRepo, DeliveryAttempt,
-            DeliveryRecord, EmailFilter, EmailRepo, EventRepo, HistoryRepo, IdempotencyRepo,
-            ImportChunk, ImportError, ImportRepo, KeyRepo, KeyUse, MergeRepo, PipelineRepo,
-            PlanRepo, RecordRepo, RefField, Referrer, RegistryRepo, RowLock, SequenceRepo, Slice,
-            UniqueRepo, WebhookRepo, WorkspaceRepo,
+            ActivityFilter, ActivityRepo, AuditFilter, AuditRepo, AutomationRepo, CompanyRepo,
+            DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EraseRepo, Erasure,
+            EventRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError, ImportRepo, KeyRepo,
+            KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer, RegistryRepo,
+            RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice, UniqueRepo, WebhookRepo,
+            WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        history::Change, ids::DeliveryId, import::Import, mail, registry::FieldDef, rule, sequence,
-        Activity, ActivityId, ApiKeyId, AutomationId, Company, CompanyId, ConnectionId, Contact,
-        ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType, ImportId, ObjectKind,
+        audit::AuditEntry, history::Change, ids::DeliveryId, import::Import, mail, registry::FieldDef,
+        rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company, CompanyId,
+        ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType,
+        ImportId, ObjectKind,
         ObjectType, Pipeline, PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant,
         Timestamp, Webhook, WebhookId, WorkspaceId,
     };

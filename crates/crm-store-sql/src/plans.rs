@@ -13,14 +13,17 @@ pub async fn update_workspace<U: Unit>(tx: &mut U, ws: &Workspace) -> Result<boo
         .transpose()
         .map_err(|_| StoreError::Backend("included_requests_override is out of range".into()))?;
     let q = sqlx::query::<U::Db>(
-        "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5
-         WHERE id = $6",
+        "UPDATE workspaces SET name = $1, plan = $2, overage_cap_usd = $3, rate_limit_override = $4, included_requests_override = $5,
+         history_retention_days = $6, email_retention_days = $7
+         WHERE id = $8",
     )
     .arg(ws.name.as_str())
     .arg(ws.plan.as_str())
     .arg(ws.overage_cap_usd)
     .arg(ws.rate_limit_override.map(i64::from))
     .arg(included)
+    .arg(ws.history_retention_days.map(i64::from))
+    .arg(ws.email_retention_days.map(i64::from))
     .arg(ws.id.as_str());
     Ok(tx.execute(q).await? == 1)
 }

@@ -124,7 +124,8 @@ where
 
 pub const WORKSPACE_COLUMNS: &str =
     "w.id AS w_id, w.name AS w_name, w.plan AS w_plan, w.created_at AS w_created_at, \
-     w.overage_cap_usd, w.rate_limit_override, w.included_requests_override";
+     w.overage_cap_usd, w.rate_limit_override, w.included_requests_override, \
+     w.history_retention_days, w.email_retention_days";
 
 pub fn workspace<R: Row>(row: &R) -> Result<Workspace, StoreError>
 where
@@ -133,6 +134,11 @@ where
     let plan: String = row.col("w_plan")?;
     let rate_limit: Option<i64> = row.col("rate_limit_override")?;
     let included: Option<i64> = row.col("included_requests_override")?;
+    let days = |name: &'static str| -> Result<Option<u32>, StoreError> {
+        row.col::<Option<i64>>(name)?
+            .map(|v| u32::try_from(v).map_err(|_| corrupt(name)))
+            .transpose()
+    };
     Ok(Workspace {
         id: WorkspaceId::from_trusted(row.col("w_id")?),
         name: row.col("w_name")?,
@@ -145,6 +151,8 @@ where
         included_requests_override: included
             .map(|v| u64::try_from(v).map_err(|_| corrupt("included_requests_override")))
             .transpose()?,
+        history_retention_days: days("history_retention_days")?,
+        email_retention_days: days("email_retention_days")?,
     })
 }
 

@@ -8,3 +8,5 @@ crm_store_sql::impl_record_repo!(SqliteTx);
 crm_store_sql::impl_history_repo!(SqliteTx);
 crm_store_sql::impl_merge_repo!(SqliteTx);
 crm_store_sql::impl_unique_repo!(SqliteTx);
+crm_store_sql::impl_audit_repo!(SqliteTx);
+crm_store_sql::impl_erase_repo!(SqliteTx);

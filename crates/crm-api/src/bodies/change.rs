@@ -33,6 +33,9 @@ pub struct ChangeBody {
     /// A merge's survivor entry: the ids merged into it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merged_ids: Option<Vec<String>>,
+    /// Present (true) once the record was erased: every `from` and `to` is then null.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub erased: bool,
 }
 
 /// Who made a change, as they were at the time.
@@ -81,6 +84,7 @@ impl From<&Change> for ChangeBody {
             request_id: a.request_id.clone(),
             changes: c.changes.iter().map(FieldChangeBody::from).collect(),
             merged_ids: c.merged_ids.clone(),
+            erased: c.erased,
         }
     }
 }

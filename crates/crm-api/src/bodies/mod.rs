@@ -5,6 +5,7 @@
 //! are these same bodies.
 
 mod activity;
+mod audit;
 mod automation;
 mod change;
 mod company;
@@ -23,6 +24,7 @@ mod views;
 mod webhook;
 
 pub use activity::ActivityBody;
+pub use audit::{AuditEntryBody, TargetBody};
 pub use automation::{
     ActionBody, ActionOutcomeBody, AutomationBody, AutomationRunBody, ConditionBody,
 };

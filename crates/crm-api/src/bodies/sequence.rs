@@ -167,7 +167,7 @@ pub struct EnrollmentBody {
     pub source: SourceBody,
     /// `active`, `completed` or `exited`.
     pub state: &'static str,
-    /// When exited: exit_condition, source_deleted, sequence_disabled, sequence_deleted, unenrolled or merged.
+    /// When exited: exit_condition, source_deleted, sequence_disabled, sequence_deleted, unenrolled, merged or erased.
     pub exit_reason: Option<&'static str>,
     pub steps_sent: u32,
     pub next_send_at: Option<String>,

@@ -28,10 +28,18 @@ pub struct KeyCreate {
     pub name: Option<String>,
     /// `*`, or any of `<resource>:read` / `<resource>:write` (write implies read) for resources
     /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
-    /// webhooks, connections, templates, settings, usage, events, emails, keys. Only scopes the
+    /// webhooks, connections, templates, settings, usage, events, emails, keys, audit, erase. Only scopes the
     /// calling key holds itself can be granted.
     #[schemars(required, transform = scope_names, length(min = 1))]
     pub scopes: Option<Vec<String>>,
+}
+
+/// A key's new name.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyUpdate {
+    /// The key's new name.
+    #[schemars(required, pattern(crate::schema::NON_BLANK))]
+    pub name: Option<String>,
 }
 
 /// How to roll a key.
@@ -67,6 +75,12 @@ handler!(create(api, caller, input) {
 
 handler!(get(api, caller, input) {
     let key = api.app.get_key(caller, input.path_param("id")).await?;
+    Ok(Reply::serialized(&KeyBody::from(&key)))
+});
+
+handler!(update(api, caller, input) {
+    let u: KeyUpdate = body::parse(input.body.as_ref(), None)?;
+    let key = api.app.rename_key(caller, input.path_param("id"), u.name).await?;
     Ok(Reply::serialized(&KeyBody::from(&key)))
 });
 
@@ -148,6 +162,22 @@ pub fn operations() -> Vec<Operation> {
             output: Output::of::<KeyBody>(),
             hints: Hints::READ,
             handler: get,
+        },
+        Operation {
+            name: "svc_update_key",
+            method: Method::Patch,
+            path: "/keys/{id}",
+            summary: "Rename an API key",
+            description: "Renames a key (`name`); its secret and scopes stay.",
+            scope: write,
+            idempotency_key: false,
+            if_match: false,
+            success_status: 200,
+            query: &[],
+            body: Some(schema_of::<KeyUpdate>),
+            output: Output::of::<KeyBody>(),
+            hints: Hints::UPDATE,
+            handler: update,
         },
         Operation {
             name: "svc_revoke_key",

@@ -39,6 +39,7 @@ const MERGE: Hints = Hints {
     read_only: false,
     destructive: true,
     idempotent: false,
+    dry_run: true,
 };
 
 pub fn operations() -> Vec<Operation> {

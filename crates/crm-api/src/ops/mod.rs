@@ -3,6 +3,7 @@
 //! [`crate::bodies`], and lists its [`Operation`]s.
 
 pub mod activities;
+pub mod audit;
 pub mod automations;
 pub mod batch;
 pub mod companies;
@@ -10,6 +11,7 @@ pub mod contacts;
 pub mod deals;
 pub mod discovery;
 pub mod email;
+pub mod erase;
 pub mod events;
 pub mod history;
 pub mod imports;

@@ -87,14 +87,22 @@ pub struct SettingsOut {
     /// USD cap on metered overage per billing period: a number ≥ 0 (0 means no overage at all) or
     /// `null` (unlimited).
     overage_cap_usd: Option<f64>,
+    /// Days history entries are kept (≥ 30), or `null`: forever.
+    history_retention_days: Option<u32>,
+    /// Days emails are kept (≥ 30), or `null`: forever.
+    email_retention_days: Option<u32>,
 }
 
 /// The change to the settings.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SettingsUpdate {
-    /// Required: a number ≥ 0 (0 means never any overage), or `null` for unlimited.
+    /// A number ≥ 0 (0 means never any overage), or `null` for unlimited.
     #[serde(default)]
     pub overage_cap_usd: PatchField<f64>,
+    #[serde(default)]
+    pub history_retention_days: PatchField<f64>,
+    #[serde(default)]
+    pub email_retention_days: PatchField<f64>,
 }
 
 fn render_usage(u: &Usage) -> UsageOut {
@@ -125,10 +133,12 @@ fn render_usage(u: &Usage) -> UsageOut {
     }
 }
 
-fn render_settings(cap: Option<f64>) -> SettingsOut {
+fn render_settings(s: &crm_app::plans::Settings) -> SettingsOut {
     SettingsOut {
         object: "settings",
-        overage_cap_usd: cap,
+        overage_cap_usd: s.overage_cap_usd,
+        history_retention_days: s.history_retention_days,
+        email_retention_days: s.email_retention_days,
     }
 }
 
@@ -141,8 +151,18 @@ fn update_schema() -> Value {
                 "minimum": 0,
                 "description": "USD cap on metered overage per billing period: a number ≥ 0 (0 means never any overage) or null (unlimited).",
             },
+            "history_retention_days": {
+                "type": ["integer", "null"],
+                "minimum": 30,
+                "description": "Days history is kept (null: forever).",
+            },
+            "email_retention_days": {
+                "type": ["integer", "null"],
+                "minimum": 30,
+                "description": "Days emails are kept (null: forever).",
+            },
         },
-        "required": ["overage_cap_usd"],
+        "minProperties": 1,
         "additionalProperties": false,
     })
 }
@@ -153,20 +173,24 @@ handler!(get_usage(api, caller, _input) {
 });
 
 handler!(get_settings(api, caller, _input) {
-    Ok(Reply::serialized(&render_settings(api.app.settings(caller))))
+    Ok(Reply::serialized(&render_settings(&api.app.all_settings(caller))))
 });
 
 handler!(update_settings(api, caller, input) {
     let u: SettingsUpdate = body::parse(input.body.as_ref(), None)?;
-    let cap = match u.overage_cap_usd.into_patch() {
-        crm_domain::Patch::Absent => {
-            return Err(Problem::validation("overage_cap_usd", "overage_cap_usd is required: a number ≥ 0, or null for unlimited"));
-        }
-        crm_domain::Patch::Null => None,
-        crm_domain::Patch::Value(v) => Some(v),
+    let patch = crm_app::plans::SettingsPatch {
+        overage_cap_usd: u.overage_cap_usd.into_patch(),
+        history_retention_days: u.history_retention_days.into_patch(),
+        email_retention_days: u.email_retention_days.into_patch(),
     };
-    let cap = api.app.update_settings(caller, cap).await?;
-    Ok(Reply::serialized(&render_settings(cap)))
+    if patch.overage_cap_usd.is_absent()
+        && patch.history_retention_days.is_absent()
+        && patch.email_retention_days.is_absent()
+    {
+        return Err(Problem::validation("overage_cap_usd", "send at least one setting: overage_cap_usd (a number ≥ 0, or null for unlimited), history_retention_days or email_retention_days (≥ 30, or null)"));
+    }
+    let settings = api.app.patch_settings(caller, patch).await?;
+    Ok(Reply::serialized(&render_settings(&settings)))
 });
 
 pub fn operations() -> Vec<Operation> {
@@ -192,7 +216,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Get,
             path: "/settings",
             summary: "Get settings",
-            description: "The workspace settings (`overage_cap_usd`). Not counted; open when capped.",
+            description: "The workspace settings (`overage_cap_usd`, retention days). Not counted; open when capped.",
             scope: Scope::read("settings"),
             idempotency_key: false,
             if_match: false,
@@ -208,7 +232,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Patch,
             path: "/settings",
             summary: "Update settings",
-            description: "Sets `overage_cap_usd` (null: no cap), e.g. after 429 spend_cap_reached. Not counted; open when capped.",
+            description: "Sets `overage_cap_usd` (null: no cap) or `history_retention_days`/`email_retention_days` (≥ 30; null: forever). Not counted; open when capped.",
             scope: Scope::write("settings"),
             idempotency_key: false,
             if_match: false,
@@ -266,7 +290,12 @@ mod tests {
         assert_eq!(doc["period"]["start"], "1970-01-01T00:00:00.000Z");
         assert_eq!(
             property_names(&schema_of::<SettingsOut>()),
-            ["object", "overage_cap_usd"]
+            [
+                "object",
+                "overage_cap_usd",
+                "history_retention_days",
+                "email_retention_days"
+            ]
         );
     }
 
@@ -307,9 +336,17 @@ mod tests {
             serde_json::to_vec(&before).unwrap()
         );
         for cap in [None, Some(0.0), Some(12.5)] {
+            let settings = crm_app::plans::Settings {
+                overage_cap_usd: cap,
+                history_retention_days: cap.map(|_| 30),
+                email_retention_days: None,
+            };
+            let days = settings.history_retention_days;
             assert_eq!(
-                serde_json::to_vec(&render_settings(cap)).unwrap(),
-                serde_json::to_vec(&json!({"object": "settings", "overage_cap_usd": cap})).unwrap()
+                serde_json::to_vec(&render_settings(&settings)).unwrap(),
+                serde_json::to_vec(&json!({"object": "settings", "overage_cap_usd": cap,
+                    "history_retention_days": days, "email_retention_days": null}))
+                .unwrap()
             );
         }
     }

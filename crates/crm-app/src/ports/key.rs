@@ -17,6 +17,8 @@ pub trait KeyRepo {
     /// Writes `revoked_at` and `expires_at` of the key `key.id` in `key`'s tenant; returns whether
     /// the key exists.
     async fn update_api_key_state(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError>;
+    /// Writes `name` of the key `key.id` in `key`'s tenant; returns whether the key exists.
+    async fn rename_api_key(&mut self, key: &ApiKeyRecord) -> Result<bool, StoreError>;
     /// Raises each key's `last_used_at` to the instant given, never lowering it (touches from
     /// several processes may arrive out of order). Keys that do not exist are skipped.
     async fn touch_api_keys(&mut self, uses: &[KeyUse]) -> Result<(), StoreError>;

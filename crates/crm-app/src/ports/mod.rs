@@ -11,6 +11,7 @@
 //! and no port imports back.
 
 mod activity;
+mod audit;
 mod automation;
 mod background;
 mod clock;
@@ -20,6 +21,7 @@ mod config_feed;
 mod contact;
 mod deal;
 mod email_sender;
+mod erase;
 mod event;
 mod history;
 mod idempotency;
@@ -33,6 +35,7 @@ mod plan;
 mod rate_limiter;
 mod record;
 mod registry;
+mod retention;
 mod secret;
 mod sequence;
 mod slice;
@@ -45,6 +48,7 @@ mod write_grouping;
 
 pub use crate::store_error::StoreError;
 pub use activity::{ActivityFilter, ActivityRepo};
+pub use audit::{AuditFilter, AuditRepo};
 pub use automation::AutomationRepo;
 pub use background::{Background, NoBackground, Task};
 pub use clock::{Clock, IdSource, COARSE_SLACK_MS};
@@ -54,6 +58,7 @@ pub use config_feed::{ConfigEvents, ConfigMarks};
 pub use contact::{ContactFilter, ContactRepo, FieldFilter};
 pub use deal::{DealFilter, DealRepo};
 pub use email_sender::{EmailSender, SendFailure};
+pub use erase::{ClearedReference, EraseRepo, Erasure};
 pub use event::EventRepo;
 pub use history::HistoryRepo;
 pub use idempotency::{IdemRecord, IdempotencyRepo, StoredReply};
@@ -67,6 +72,7 @@ pub use plan::{PlanCounts, PlanRepo, UsageLock};
 pub use rate_limiter::{RateLimiter, RateStatus};
 pub use record::{RecordRepo, Reference};
 pub use registry::RegistryRepo;
+pub use retention::{RetentionRepo, RetentionSettings};
 pub use secret::{SecretRepo, StoredSecret};
 pub use sequence::{ClaimedEnrollment, SequenceRepo};
 pub use slice::Slice;

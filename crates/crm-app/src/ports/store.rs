@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
-    ActivityRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo, EmailRepo,
-    EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, MergeRepo, PipelineRepo,
-    PlanRepo, RecordRepo, Reference, RegistryRepo, SecretRepo, SequenceRepo, StoreError,
-    UniqueRepo, WebhookRepo, WorkspaceRepo,
+    ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
+    EmailRepo, EraseRepo, EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, MergeRepo,
+    PipelineRepo, PlanRepo, RecordRepo, Reference, RegistryRepo, RetentionRepo, SecretRepo,
+    SequenceRepo, StoreError, UniqueRepo, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -77,6 +77,9 @@ pub trait Tx:
     + HistoryRepo
     + MergeRepo
     + UniqueRepo
+    + AuditRepo
+    + EraseRepo
+    + RetentionRepo
     + IdempotencyRepo
     + ImportRepo
     + KeyRepo

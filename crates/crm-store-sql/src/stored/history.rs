@@ -22,6 +22,22 @@ pub fn change_json(change: &Change) -> Value {
     if let Some(ids) = &change.merged_ids {
         body["merged_ids"] = json!(ids);
     }
+    if change.erased {
+        body["erased"] = json!(true);
+    }
+    body
+}
+
+/// An entry's `body` column once its record was erased: every `from` and `to` null, and
+/// `erased: true`; the rest (who, when, which fields) kept.
+pub fn erased_body(mut body: Value) -> Value {
+    if let Some(changes) = body["changes"].as_array_mut() {
+        for c in changes {
+            c["from"] = Value::Null;
+            c["to"] = Value::Null;
+        }
+    }
+    body["erased"] = json!(true);
     body
 }
 
@@ -66,5 +82,6 @@ pub fn change_from_json(
                 .filter_map(|i| i.as_str().map(str::to_owned))
                 .collect()
         }),
+        erased: body["erased"].as_bool().unwrap_or(false),
     })
 }

@@ -6,6 +6,7 @@
 //! Each value was validated when it was written, so a decoder answers `None` only for a row that
 //! is corrupt, never for a client's mistake.
 
+pub mod audit;
 pub mod event;
 pub mod history;
 pub mod import;

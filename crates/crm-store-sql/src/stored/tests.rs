@@ -202,6 +202,7 @@ fn an_entry_survives_its_stored_form() {
             to: json!("b"),
         }],
         merged_ids: Some(vec!["deal_y".into()]),
+        erased: false,
     };
     let back = history::change_from_json(
         change.id.clone(),
