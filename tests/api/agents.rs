@@ -229,17 +229,25 @@ fn as_shown(v: &Value, top: bool) -> Value {
     match v {
         Value::Object(map) => {
             let nested_drop: &[&str] = if top {
-                &[]
+                &["maxLength", "minimum", "maximum", "propertyNames"]
             } else if map.contains_key("properties") {
-                &["maxLength", "minimum", "maximum", "oneOf", "anyOf"]
+                &[
+                    "maxLength",
+                    "minimum",
+                    "maximum",
+                    "propertyNames",
+                    "oneOf",
+                    "anyOf",
+                ]
             } else {
-                &["maxLength", "minimum", "maximum"]
+                &["maxLength", "minimum", "maximum", "propertyNames"]
             };
             Value::Object(
                 map.iter()
-                    .filter(|(k, _)| {
+                    .filter(|(k, v)| {
                         !["description", "pattern", "title", "format"].contains(&k.as_str())
                             && !nested_drop.contains(&k.as_str())
+                            && !(k.as_str() == "additionalProperties" && **v == Value::Bool(true))
                     })
                     .map(|(k, v)| {
                         let value = match (k.as_str(), v) {

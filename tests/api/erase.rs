@@ -220,9 +220,11 @@ async fn an_erased_contact_leaves_no_trace(s: Server) {
         .await
         .ok(200)
         .clone();
-    assert_eq!(dry["dry_run"], true);
-    assert_eq!(dry["erased"], false);
-    let counts = dry["counts"].clone();
+    // The generic dry-run envelope (decisions §18): what the erasure would answer, as `result`.
+    assert_eq!(dry["object"], "dry_run");
+    assert_eq!(dry["status"], 200);
+    assert_eq!(dry["result"]["erased"], true);
+    let counts = dry["result"]["counts"].clone();
     assert_eq!(counts["history_entries"], 2, "{counts}");
     assert_eq!(
         counts["activities_deleted"], 2,

@@ -445,7 +445,7 @@ mod tests {
             if op.if_match {
                 names.push(IF_MATCH.to_owned());
             }
-            if op.hints.dry_run {
+            if op.generic_dry_run() {
                 names.push(crate::dry_run::DRY_RUN.to_owned());
             }
             let mut unique = names.clone();

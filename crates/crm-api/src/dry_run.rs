@@ -20,7 +20,9 @@ pub const DRY_RUN: &str = "dry_run";
 /// whether a dry run is asked. A read keeps it (an unknown parameter there). `true` or `false`,
 /// given once.
 pub(crate) fn take_dry_run(op: &Operation, input: &mut Input) -> Result<bool, Problem> {
-    if op.hints.read_only || !input.query.iter().any(|(k, _)| k == DRY_RUN) {
+    // An operation that declares `dry_run` itself (an import) reads it as its own parameter.
+    let own = op.query.iter().any(|q| q.name == DRY_RUN);
+    if op.hints.read_only || own || !input.query.iter().any(|(k, _)| k == DRY_RUN) {
         return Ok(false);
     }
     let mut values = Vec::new();

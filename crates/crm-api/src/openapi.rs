@@ -227,7 +227,7 @@ pub fn document(public_url: &str) -> Value {
             parameters.push(json!({"name": "If-Match", "in": "header", "required": false, "schema": {"type": "string", "pattern": crate::ops::IF_MATCH_PATTERN},
                 "description": "The version (ETag) you read; 412 version_conflict if the record changed since."}));
         }
-        if op.hints.dry_run {
+        if op.generic_dry_run() {
             parameters.push(json!({"name": crate::dry_run::DRY_RUN, "in": "query", "required": false, "schema": {"type": "boolean"},
                 "description": "Run the write in full, roll it back, and answer 200 with the result it would give and its effects (header Dry-Run: true)."}));
         }
@@ -252,7 +252,7 @@ pub fn document(public_url: &str) -> Value {
         if !op.hints.read_only {
             operation["x-dry-run"] = Value::Bool(op.hints.dry_run);
         }
-        if op.hints.dry_run {
+        if op.generic_dry_run() {
             dry_run_response(&mut operation, &mut generator);
         }
         let method = match op.method {
@@ -652,7 +652,10 @@ mod tests {
             schemas["ContactList"]["properties"]["data"]["items"],
             contact
         );
-        assert_eq!(schemas["ContactShaped"]["required"], json!(["id", "object"]));
+        assert_eq!(
+            schemas["ContactShaped"]["required"],
+            json!(["id", "object"])
+        );
         assert_eq!(
             schemas["ContactListShaped"]["properties"]["data"]["items"]["required"],
             json!(["id", "object"])

@@ -240,8 +240,9 @@ const SHARED_ARGUMENTS: [&str; 4] = ["limit", "cursor", "include_deleted", "fiel
 /// Drops from an argument's schema what a model does not need to be told twice: a description
 /// that restates the `enum` beside it; below the argument itself (`top`), the descriptions of
 /// nested members (a condition's `op`, a step's `subject`), which the tool description, the
-/// capability documents and the errors' `valid_options` cover, their bounds, and the per-kind
-/// `oneOf` or `anyOf` of an object whose members are listed; and everywhere, patterns and formats. The server checks all
+/// capability documents and the errors' `valid_options` cover, and the per-kind `oneOf` or
+/// `anyOf` of an object whose members are listed; and everywhere, patterns, formats, length and
+/// number bounds and the key shape of custom fields. The server checks all
 /// of it and names the field it refuses; the OpenAPI document keeps every word.
 fn trim_descriptions(schema: &mut Value, top: bool) {
     let Some(object) = schema.as_object_mut() else {
@@ -262,10 +263,14 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
         object.remove("oneOf");
         object.remove("anyOf");
     }
-    if !top {
-        for bound in ["maxLength", "minimum", "maximum"] {
-            object.remove(bound);
-        }
+    // Length and number bounds, and the shape of custom field keys, the server states in the
+    // refusal that names the field; a model rarely comes near them.
+    for bound in ["maxLength", "minimum", "maximum", "propertyNames"] {
+        object.remove(bound);
+    }
+    // `true` is what an absent `additionalProperties` means already.
+    if object.get("additionalProperties") == Some(&Value::Bool(true)) {
+        object.remove("additionalProperties");
     }
     for (key, value) in object.iter_mut() {
         match (key.as_str(), value) {
@@ -320,6 +325,13 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// Whether `dry_run=true` runs this write through the generic dry run (decisions §18): the
+    /// write's hints offer it and the operation does not declare a `dry_run` of its own (an
+    /// import's dry run is a job of its own, decisions §24).
+    pub fn generic_dry_run(&self) -> bool {
+        self.hints.dry_run && !self.query.iter().any(|q| q.name == crate::dry_run::DRY_RUN)
+    }
+
     /// Names of the path parameters, in order.
     pub fn path_params(&self) -> Vec<&'static str> {
         path_params(self.path)
@@ -377,7 +389,7 @@ impl Operation {
         if self.idempotency_key {
             properties.insert(
                 "idempotency_key".into(),
-                serde_json::json!({"type": "string", "minLength": 1, "maxLength": 255}),
+                serde_json::json!({"type": "string"}),
             );
         }
         if self.if_match {
@@ -386,7 +398,7 @@ impl Operation {
                 serde_json::json!({"type": ["string", "integer"]}),
             );
         }
-        if self.hints.dry_run {
+        if self.generic_dry_run() {
             properties.insert(
                 crate::dry_run::DRY_RUN.into(),
                 serde_json::json!({"type": "boolean"}),

@@ -42,7 +42,10 @@ fn list_pattern(names: &[&str], custom: bool) -> String {
             .trim_end_matches('$');
         items.push(format!("custom_fields\\.{key}"));
     }
-    let item = format!("{LIST_BLANKS_CLASS}(?:{})?{LIST_BLANKS_CLASS}", items.join("|"));
+    let item = format!(
+        "{LIST_BLANKS_CLASS}(?:{})?{LIST_BLANKS_CLASS}",
+        items.join("|")
+    );
     format!("^{item}(?:,{item})*$")
 }
 
@@ -95,7 +98,11 @@ fields_param!(CONTACT, CONTACT_FIELDS);
 fields_param!(COMPANY, COMPANY_FIELDS);
 fields_param!(DEAL, DEAL_FIELDS);
 fields_param!(ACTIVITY, ACTIVITY_FIELDS);
-expand_param!(CONTACT, CONTACT_EXPAND, "Related records to add: `company`.");
+expand_param!(
+    CONTACT,
+    CONTACT_EXPAND,
+    "Related records to add: `company`."
+);
 expand_param!(
     DEAL,
     DEAL_EXPAND,

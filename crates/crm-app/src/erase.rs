@@ -1,14 +1,11 @@
 //! Erasure (decisions §25): a contact, company or deal removed for good, with what holds its
 //! personal data scrubbed, in one transaction: its history keeps its shape with every value
 //! null, activities attached to it alone go, emails to it lose their address and content, event
-//! snapshots of it become `{"id", "object", "erased": true}`, idempotency replays holding it and
-//! its automation runs are dropped, its enrollments end (`erased`), and references to it become
+//! snapshots of it become `{"id", "object", "erased": true}`, idempotency replays and import row
+//! errors holding it and its automation runs are dropped, its enrollments end (`erased`), and references to it become
 //! null (each such record gets a history entry by `system`, `via: direct`). No event is written,
 //! so webhooks receive nothing. The erasure itself is audited. A dry run performs the same in
 //! its transaction and rolls it back, so its counts are exactly what the erasure would do.
-//!
-//! Not yet scrubbed: import error rows (the imports issue adds their table; see
-//! `ERASE_HOOK_IMPORT_ERRORS` in crm-store-sql's `erase.rs`).
 
 use crm_domain::{
     history::{Author, Change, ChangeAction, FieldChange, Via},

@@ -604,7 +604,7 @@ pub enum ExitReason {
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 6] = [
+    pub const ALL: [ExitReason; 7] = [
         ExitReason::ExitCondition,
         ExitReason::SourceDeleted,
         ExitReason::SequenceDisabled,

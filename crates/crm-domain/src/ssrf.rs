@@ -289,7 +289,9 @@ pub fn check_url(raw: &str, policy: Policy) -> Result<CheckedUrl, UrlRejected> {
         return Err(reject("url is required"));
     }
     if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(reject("url must not contain white space or control characters"));
+        return Err(reject(
+            "url must not contain white space or control characters",
+        ));
     }
     if raw.len() > MAX_URL_LEN {
         return Err(reject(format!("url is at most {MAX_URL_LEN} characters")));

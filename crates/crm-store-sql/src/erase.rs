@@ -73,9 +73,7 @@ pub async fn erase_record<U: Unit>(
     }
     out.events_scrubbed = scrub_events(tx, tenant, object, id).await?;
     out.idempotency_replays = drop_replays(tx, tenant, id).await?;
-    // ERASE_HOOK_IMPORT_ERRORS: once the imports issue's per-row error table exists, delete here
-    // its rows that quote this record (its id, or a contact's email read before the delete
-    // below), and count them in `Erasure` (docs/decisions.md, "Data rights and the audit log").
+    out.import_errors = drop_import_errors(tx, tenant, object, id).await?;
     let sql = "UPDATE sequence_enrollments SET state = 'exited', exit_reason = 'erased', next_send_at = NULL,
          lease_holder = NULL, lease_until = NULL, updated_at = $4, ended_at = $4
          WHERE workspace_id = $1 AND mode = $2 AND state = 'active' AND (contact_id = $3 OR source_id = $3)";
@@ -214,6 +212,37 @@ async fn drop_replays<U: Unit>(tx: &mut U, tenant: &Tenant, id: &str) -> Result<
             tenant,
         )
         .arg(key.as_str());
+        n += tx.execute(q).await?;
+    }
+    Ok(n)
+}
+
+/// Import row errors that quote the record (its id, or a contact's email, read before the record
+/// row goes): dropped, as replays are.
+async fn drop_import_errors<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    object: ObjectKind,
+    id: &str,
+) -> Result<u64, StoreError> {
+    let mut needles = vec![id.to_owned()];
+    if object == ObjectKind::Contact {
+        let q = tenant_query::<U::Db>(
+            "SELECT email FROM contacts WHERE workspace_id = $1 AND mode = $2 AND id = $3",
+            tenant,
+        )
+        .arg(id);
+        if let Some(Some(email)) = tx.optional(q, |r| r.col::<Option<String>>("email")).await? {
+            needles.push(email);
+        }
+    }
+    let mut n = 0;
+    for needle in needles {
+        let q = tenant_query::<U::Db>(
+            "DELETE FROM import_errors WHERE workspace_id = $1 AND mode = $2 AND problem LIKE $3 ESCAPE '\\'",
+            tenant,
+        )
+        .arg(like_pattern(&needle));
         n += tx.execute(q).await?;
     }
     Ok(n)

@@ -57,20 +57,19 @@ pub mod reexport {
             ActivityFilter, ActivityRepo, AuditFilter, AuditRepo, AutomationRepo, CompanyRepo,
             DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EraseRepo, Erasure,
             EventRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError, ImportRepo, KeyRepo,
-            KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer, RegistryRepo,
-            RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice, UniqueRepo, WebhookRepo,
-            WorkspaceRepo,
+            KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer,
+            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice,
+            UniqueRepo, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        audit::AuditEntry, history::Change, ids::DeliveryId, import::Import, mail, registry::FieldDef,
-        rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company, CompanyId,
-        ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId, Event, EventType,
-        ImportId, ObjectKind,
-        ObjectType, Pipeline, PipelineId, Registry, SequenceId, StageType, TemplateId, Tenant,
-        Timestamp, Webhook, WebhookId, WorkspaceId,
+        audit::AuditEntry, history::Change, ids::DeliveryId, import::Import, mail,
+        registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company,
+        CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId, Event,
+        EventType, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId, Registry, SequenceId,
+        StageType, TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
     };
 }
 

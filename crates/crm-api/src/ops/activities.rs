@@ -56,7 +56,6 @@ pub struct ActivityUpdate {
     pub custom_fields: Option<JsonMap>,
 }
 
-
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::ACTIVITY_FIELDS, view::ACTIVITY_EXPAND];
 

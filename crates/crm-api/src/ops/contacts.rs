@@ -162,7 +162,6 @@ pub(crate) const CUSTOM_FIELDS: QueryParam = QueryParam {
         `{\"<key>\": value}` for agents. A multiselect field matches records holding the value.",
 };
 
-
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::CONTACT_FIELDS, view::CONTACT_EXPAND];
 

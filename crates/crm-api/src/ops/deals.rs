@@ -128,7 +128,6 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
 
 pub(crate) const UNKNOWN_FIELD_HINT: &str = REGISTER_HINT;
 
-
 /// What a get of one record takes: its shape (decisions §19).
 const GET_QUERY: &[QueryParam] = &[view::DEAL_FIELDS, view::DEAL_EXPAND];
 

@@ -6,14 +6,7 @@ use crm_domain::ObjectKind;
 use serde_json::{json, Value};
 
 use super::handler;
-use crate::operation::{Hints, Method, Operation, Output, ParamKind, QueryParam, Reply};
-
-const DRY_RUN: QueryParam = QueryParam {
-    name: "dry_run",
-    kind: ParamKind::Boolean,
-    required: false,
-    description: "Answer the counts only; change nothing.",
-};
+use crate::operation::{Hints, Method, Operation, Output, Reply};
 
 fn counts(e: &Erasure) -> Value {
     json!({
@@ -25,6 +18,7 @@ fn counts(e: &Erasure) -> Value {
         "idempotency_replays": e.idempotency_replays,
         "enrollments_ended": e.enrollments_ended,
         "automation_runs": e.automation_runs,
+        "import_errors": e.import_errors,
         "references_cleared": e.references.len(),
     })
 }
@@ -35,14 +29,13 @@ async fn erase(
     input: &crate::operation::Input,
     object: ObjectKind,
 ) -> Result<Reply, crate::Problem> {
-    let dry_run = input.query_bool("dry_run")?;
+    // `dry_run=true` is the generic dry run (decisions §18): this same erasure in a transaction
+    // that rolls back, answered in the dry-run envelope with these counts as its result.
     let id = input.path_param("id");
-    let erasure = api.app.erase_record(caller, object, id, dry_run).await?;
-    let mut body = json!({"id": id, "object": object.as_str(), "erased": !dry_run, "counts": counts(&erasure)});
-    if dry_run {
-        body["dry_run"] = json!(true);
-    }
-    Ok(Reply::new(body))
+    let erasure = api.app.erase_record(caller, object, id, false).await?;
+    Ok(Reply::new(
+        json!({"id": id, "object": object.as_str(), "erased": true, "counts": counts(&erasure)}),
+    ))
 }
 
 handler!(contact(api, caller, input) { erase(api, caller, &input, ObjectKind::Contact).await });
@@ -57,21 +50,19 @@ fn output() -> Value {
             "id": {"type": "string"},
             "object": {"type": "string"},
             "erased": {"type": "boolean"},
-            "dry_run": {"type": "boolean"},
             "counts": {
                 "type": "object",
                 "properties": {
                     "history_entries": n, "activities_deleted": n, "activities_unlinked": n,
                     "emails_scrubbed": n, "events_scrubbed": n, "idempotency_replays": n,
-                    "enrollments_ended": n, "automation_runs": n, "references_cleared": n,
+                    "enrollments_ended": n, "automation_runs": n, "import_errors": n,
+                    "references_cleared": n,
                 },
             },
         },
         "required": ["id", "object", "erased", "counts"],
     })
 }
-
-const QUERY: &[QueryParam] = &[DRY_RUN];
 
 fn operation(
     name: &'static str,
@@ -90,7 +81,7 @@ fn operation(
         idempotency_key: false,
         if_match: false,
         success_status: 200,
-        query: QUERY,
+        query: &[],
         body: None,
         output: Output::written(output),
         hints: Hints::DELETE,

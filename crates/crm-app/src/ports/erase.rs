@@ -38,6 +38,8 @@ pub struct Erasure {
     pub enrollments_ended: u64,
     /// Automation runs about it, dropped.
     pub automation_runs: u64,
+    /// Import row errors that quoted it (its id, or a contact's email), dropped.
+    pub import_errors: u64,
     /// Contacts, companies and deals that pointed at it.
     pub references: Vec<ClearedReference>,
 }
