@@ -245,9 +245,11 @@ fn as_shown(v: &Value, top: bool) -> Value {
             Value::Object(
                 map.iter()
                     .filter(|(k, v)| {
-                        !["description", "pattern", "title", "format"].contains(&k.as_str())
-                            && !nested_drop.contains(&k.as_str())
-                            && !(k.as_str() == "additionalProperties" && **v == Value::Bool(true))
+                        let dropped = ["description", "pattern", "title", "format"]
+                            .contains(&k.as_str())
+                            || nested_drop.contains(&k.as_str())
+                            || (k.as_str() == "additionalProperties" && **v == Value::Bool(true));
+                        !dropped
                     })
                     .map(|(k, v)| {
                         let value = match (k.as_str(), v) {
