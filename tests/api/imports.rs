@@ -546,6 +546,32 @@ async fn a_killed_server_resumes_without_writing_a_row_twice(backend: Backend) {
     assert_eq!(all.len(), ROWS - dups as usize, "no contact twice");
 }
 
+/// Decisions §25: an erasure drops the import row errors that quote the record (here a duplicate
+/// of the erased contact's email, refused as a conflict naming it).
+async fn erasing_a_contact_drops_the_import_errors_that_quote_it(s: Server) {
+    let contact = s
+        .post("/contacts", json!({"email": "erased-later@example.com"}))
+        .await
+        .ok(201)
+        .clone();
+    let contact_id = contact["id"].as_str().unwrap().to_owned();
+    let csv = "email\nerased-later@example.com\nkept-row@example.com\n";
+    let import = post_csv(&s, "object=contact", csv).await.ok(202).clone();
+    let id = import["id"].as_str().unwrap().to_owned();
+    finished(&s, &id).await;
+    let before = errors(&s, &id).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let text = before[0].to_string();
+    assert!(
+        text.contains(&contact_id) || text.contains("erased-later@example.com"),
+        "the conflict quotes the contact: {text}"
+    );
+    s.post(&format!("/contacts/{contact_id}/erase"), json!({}))
+        .await
+        .ok(200);
+    assert_eq!(errors(&s, &id).await, Vec::<Value>::new());
+}
+
 crate::on_both_stores!(
     served_by super::spawn;
     with_skip_duplicates_are_skipped_and_bad_rows_are_row_errors,
@@ -557,6 +583,7 @@ crate::on_both_stores!(
     agents_import_with_a_csv_argument,
     cancel_stops_an_import,
     an_idempotency_key_names_one_import,
+    erasing_a_contact_drops_the_import_errors_that_quote_it,
 );
 
 mod cli {

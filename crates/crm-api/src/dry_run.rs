@@ -16,6 +16,15 @@ use crate::{
 /// The query parameter (REST) and argument (MCP, A2A) that asks for a dry run.
 pub const DRY_RUN: &str = "dry_run";
 
+impl Operation {
+    /// Whether `dry_run=true` runs this write through the generic dry run (decisions §18): the
+    /// write's hints offer it and the operation does not declare a `dry_run` of its own (an
+    /// import's dry run is a job of its own, decisions §24).
+    pub fn generic_dry_run(&self) -> bool {
+        self.hints.dry_run && !self.query.iter().any(|q| q.name == DRY_RUN)
+    }
+}
+
 /// Takes `dry_run` out of a write's query, so that the operation's own checks never see it:
 /// whether a dry run is asked. A read keeps it (an unknown parameter there). `true` or `false`,
 /// given once.

@@ -131,9 +131,20 @@ fn shaped_output(op: &Operation, named: &Value, shaped: &mut Map<String, Value>)
         return crate::view::shaped_schema(op.output.inline());
     };
     let name = format!("{base}Shaped");
-    shaped
-        .entry(name.clone())
-        .or_insert_with(|| crate::view::shaped_schema(op.output.inline()));
+    let mut schema = crate::view::shaped_schema(op.output.inline());
+    // A list's records are `<Item>Shaped` of their own, so a generated client has one class.
+    if let (Some(item), Some(items)) = (
+        base.strip_suffix("List"),
+        schema.pointer_mut("/properties/data/items"),
+    ) {
+        let item_name = format!("{item}Shaped");
+        let record = std::mem::replace(
+            items,
+            json!({"$ref": format!("#/components/schemas/{item_name}")}),
+        );
+        shaped.entry(item_name).or_insert(record);
+    }
+    shaped.entry(name.clone()).or_insert(schema);
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
@@ -657,8 +668,8 @@ mod tests {
             json!(["id", "object"])
         );
         assert_eq!(
-            schemas["ContactListShaped"]["properties"]["data"]["items"]["required"],
-            json!(["id", "object"])
+            schemas["ContactListShaped"]["properties"]["data"]["items"],
+            json!({"$ref": "#/components/schemas/ContactShaped"})
         );
         assert_eq!(
             crate::schema::property_names(&schemas["ContactShaped"]),

@@ -325,13 +325,6 @@ pub struct Operation {
 }
 
 impl Operation {
-    /// Whether `dry_run=true` runs this write through the generic dry run (decisions §18): the
-    /// write's hints offer it and the operation does not declare a `dry_run` of its own (an
-    /// import's dry run is a job of its own, decisions §24).
-    pub fn generic_dry_run(&self) -> bool {
-        self.hints.dry_run && !self.query.iter().any(|q| q.name == crate::dry_run::DRY_RUN)
-    }
-
     /// Names of the path parameters, in order.
     pub fn path_params(&self) -> Vec<&'static str> {
         path_params(self.path)

@@ -67,14 +67,8 @@ pub fn tool(op: &Operation) -> Tool {
 /// result still conforms. Where it takes `dry_run`, the dry-run envelope is a branch of `anyOf`.
 fn output_schema(op: &Operation) -> Value {
     let mut schema = (op.output)();
-    if op.query.iter().any(|q| q.name == crm_api::view::FIELDS) {
-        let record = match schema.pointer_mut("/properties/data/items") {
-            Some(items) => items,
-            None => &mut schema,
-        };
-        if let Some(required) = record.get_mut("required") {
-            *required = serde_json::json!(["id", "object"]);
-        }
+    if crm_api::view::is_shaped(op) {
+        schema = crm_api::view::shaped_schema(schema);
     }
     if op.generic_dry_run() {
         // `dry_run: true` answers the envelope instead (decisions §24, "MCP tool definitions").

@@ -3,24 +3,52 @@
 
 use crm_app::{ports::Erasure, Scope};
 use crm_domain::ObjectKind;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::handler;
 use crate::operation::{Hints, Method, Operation, Output, Reply};
 
-fn counts(e: &Erasure) -> Value {
-    json!({
-        "history_entries": e.history_entries,
-        "activities_deleted": e.activities_deleted,
-        "activities_unlinked": e.activities_unlinked,
-        "emails_scrubbed": e.emails_scrubbed,
-        "events_scrubbed": e.events_scrubbed,
-        "idempotency_replays": e.idempotency_replays,
-        "enrollments_ended": e.enrollments_ended,
-        "automation_runs": e.automation_runs,
-        "import_errors": e.import_errors,
-        "references_cleared": e.references.len(),
-    })
+/// What an erasure answers (decisions §25): the record's id and object, and what it scrubbed.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErasedBody {
+    pub id: String,
+    pub object: String,
+    /// Always true: the record is gone (a dry run answers this inside its envelope).
+    pub erased: bool,
+    pub counts: ErasureCounts,
+}
+
+/// How many rows of each kind the erasure removed or rewrote.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErasureCounts {
+    pub history_entries: u64,
+    pub activities_deleted: u64,
+    pub activities_unlinked: u64,
+    pub emails_scrubbed: u64,
+    pub events_scrubbed: u64,
+    pub idempotency_replays: u64,
+    pub enrollments_ended: u64,
+    pub automation_runs: u64,
+    pub import_errors: u64,
+    pub references_cleared: u64,
+}
+
+impl From<&Erasure> for ErasureCounts {
+    fn from(e: &Erasure) -> ErasureCounts {
+        ErasureCounts {
+            history_entries: e.history_entries,
+            activities_deleted: e.activities_deleted,
+            activities_unlinked: e.activities_unlinked,
+            emails_scrubbed: e.emails_scrubbed,
+            events_scrubbed: e.events_scrubbed,
+            idempotency_replays: e.idempotency_replays,
+            enrollments_ended: e.enrollments_ended,
+            automation_runs: e.automation_runs,
+            import_errors: e.import_errors,
+            references_cleared: e.references.len() as u64,
+        }
+    }
 }
 
 async fn erase(
@@ -33,36 +61,17 @@ async fn erase(
     // that rolls back, answered in the dry-run envelope with these counts as its result.
     let id = input.path_param("id");
     let erasure = api.app.erase_record(caller, object, id, false).await?;
-    Ok(Reply::new(
-        json!({"id": id, "object": object.as_str(), "erased": true, "counts": counts(&erasure)}),
-    ))
+    Ok(Reply::serialized(&ErasedBody {
+        id: id.to_owned(),
+        object: object.as_str().to_owned(),
+        erased: true,
+        counts: ErasureCounts::from(&erasure),
+    }))
 }
 
 handler!(contact(api, caller, input) { erase(api, caller, &input, ObjectKind::Contact).await });
 handler!(company(api, caller, input) { erase(api, caller, &input, ObjectKind::Company).await });
 handler!(deal(api, caller, input) { erase(api, caller, &input, ObjectKind::Deal).await });
-
-fn output() -> Value {
-    let n = json!({"type": "integer"});
-    json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "object": {"type": "string"},
-            "erased": {"type": "boolean"},
-            "counts": {
-                "type": "object",
-                "properties": {
-                    "history_entries": n, "activities_deleted": n, "activities_unlinked": n,
-                    "emails_scrubbed": n, "events_scrubbed": n, "idempotency_replays": n,
-                    "enrollments_ended": n, "automation_runs": n, "import_errors": n,
-                    "references_cleared": n,
-                },
-            },
-        },
-        "required": ["id", "object", "erased", "counts"],
-    })
-}
 
 fn operation(
     name: &'static str,
@@ -83,7 +92,7 @@ fn operation(
         success_status: 200,
         query: &[],
         body: None,
-        output: Output::written(output),
+        output: Output::of::<ErasedBody>(),
         hints: Hints::DELETE,
         handler,
     }
