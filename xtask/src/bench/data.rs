@@ -24,6 +24,8 @@ use super::{
 pub const COMPANIES: usize = 200;
 pub const API_CONTACTS: usize = 2_000;
 pub const DEALS: usize = 1_000;
+/// Contacts of type `partner`, each of its own company: one page of the reading scenarios.
+const PARTNERS: usize = 25;
 /// How many bulk contact ids the `get` scenario draws from (besides the API-created ones).
 const BULK_SAMPLE: u64 = 50_000;
 
@@ -69,13 +71,9 @@ pub async fn load(
         )
         .await?;
     }
-    post(
-        addr,
-        key,
-        "/v1/enums",
-        json!({"group": "contact.type", "value": "customer"}),
-    )
-    .await?;
+    for v in ["customer", "partner"] {
+        post(addr, key, "/v1/enums", json!({"group": "contact.type", "value": v})).await?;
+    }
     post(addr, key, "/v1/pipelines", json!({"key": "partners", "name": "Partners", "stages": ["lead", "qualified", "proposal", "won", "lost"]})).await?;
 
     let mut rng = StdRng::seed_from_u64(42);
@@ -100,6 +98,19 @@ pub async fn load(
         let res = post(addr, key, "/v1/batch", json!({"operations": ops})).await?;
         collect_ids(&res, &mut contact_ids)?;
     }
+    // The reading scenarios' page (scenarios.rs, `list_page`): 25 partners of 25 companies.
+    let partners: Vec<_> = company_ids[..PARTNERS]
+        .iter()
+        .enumerate()
+        .map(|(k, company)| {
+            let mut data = contact_body(&pre, &mut rng, &format!("partner{k}"));
+            data["type"] = "partner".into();
+            data["company_id"] = company.as_str().into();
+            json!({"op": "create", "object": "contact", "data": data})
+        })
+        .collect();
+    let res = post(addr, key, "/v1/batch", json!({"operations": partners})).await?;
+    collect_ids(&res, &mut contact_ids)?;
     let mut deals = Vec::new();
     for b in 0..DEALS / 100 {
         let ops: Vec<_> = (0..100)

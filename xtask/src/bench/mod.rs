@@ -35,7 +35,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use ab::alternate_with_hello;
+use ab::{alternate_with_hello, alternate_with_scenario};
 use plans::{explain_postgres, explain_sqlite};
 pub use procs::hello_main;
 use report::{git_commit, machine, percent, print_table, utc_now, Row};
@@ -599,8 +599,19 @@ fn run_scenario(
     let mut closed32 = None;
     for &c in concurrencies {
         server.reset_peak();
-        let (stats, hello_ab) = if let Baseline::Hello(ceiling) = sc.baseline {
-            let ab = alternate_with_hello(sc, ceiling, opts, server, addr, key, ctx, hello, c)?;
+        let ab = match sc.baseline {
+            Baseline::Hello(ceiling) => Some(alternate_with_hello(
+                sc, ceiling, opts, server, addr, key, ctx, hello, c,
+            )?),
+            Baseline::Scenario(name) => {
+                let other = scenarios::named(name).context("no such baseline scenario")?;
+                Some(alternate_with_scenario(
+                    sc, other, opts, server, addr, key, ctx, c,
+                )?)
+            }
+            _ => None,
+        };
+        let (stats, hello_ab) = if let Some(ab) = ab {
             (ab.median_round.clone(), Some(ab))
         } else {
             (
@@ -642,9 +653,9 @@ fn run_scenario(
                 .get(&c)
                 .map(|v| ("raw_insert_contact_event".to_owned(), *v)),
             Baseline::RawGet => raw_get.get(&c).map(|v| ("raw_get_by_pk".to_owned(), *v)),
-            Baseline::Hello(ceiling) => hello_ab
+            Baseline::Hello(_) | Baseline::Scenario(_) => hello_ab
                 .as_ref()
-                .map(|ab| (ceiling.name.to_owned(), ab.median_base)),
+                .map(|ab| (ab.ceiling.to_owned(), ab.median_base)),
         };
         if let Some(ab) = &hello_ab {
             row.note = Some(ab.note());

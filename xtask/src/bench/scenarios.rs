@@ -71,6 +71,9 @@ pub enum Baseline {
     /// The axum hello-world server answering this request of its own: the one whose answer
     /// is the size of the scenario's (docs/decisions.md, "Performance and the benchmark").
     Hello(&'static Scenario),
+    /// Another scenario of [`SCENARIOS`], by name, on the same server: what a feature costs
+    /// against the same request without it. The two alternate (ab.rs).
+    Scenario(&'static str),
 }
 
 /// A target of docs/performance.md, checked against the run.
@@ -197,6 +200,45 @@ fn create_contact(ctx: &Ctx, w: &mut Worker) -> Req {
         "/v1/contacts",
         contact_body(ctx, &mut w.rng, &tag).to_string(),
     )
+}
+
+/// A dry run of [`create_contact`]: validation, the effects it would have, and a rolled-back
+/// transaction.
+fn dry_run_create(ctx: &Ctx, w: &mut Worker) -> Req {
+    let tag = format!("d{}-{:x}", ctx.nonce, w.rng.gen::<u64>());
+    Req::with_body(
+        "POST",
+        "/v1/contacts?dry_run=true",
+        contact_body(ctx, &mut w.rng, &tag).to_string(),
+    )
+}
+
+/// Upserts by email, half new and half existing: each even request of a worker brings a new
+/// email, the odd one after it the same email again (an update of the contact just created).
+fn upsert_contact(ctx: &Ctx, w: &mut Worker) -> Req {
+    if w.n % 2 == 0 {
+        w.last = w.rng.gen::<u32>() as usize;
+    }
+    w.n += 1;
+    let mut body = contact_body(ctx, &mut w.rng, "");
+    body["email"] = format!("u{}-{}-{:x}@bench.example", ctx.nonce, w.id, w.last).into();
+    Req::with_body("POST", "/v1/contacts/upsert", body.to_string())
+}
+
+/// The page [`data::load`](super::data::load) sets up for the reading scenarios: the 25
+/// `partner` contacts, each of a different company.
+const PARTNER_PAGE: &str = "/v1/contacts?type=partner&limit=25";
+
+fn list_page(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get(PARTNER_PAGE)
+}
+
+fn list_expand_company(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get(format!("{PARTNER_PAGE}&expand=company"))
+}
+
+fn list_fields(_: &Ctx, _: &mut Worker) -> Req {
+    Req::get(format!("{PARTNER_PAGE}&fields=id,email"))
 }
 
 fn get_contact(ctx: &Ctx, w: &mut Worker) -> Req {
@@ -359,6 +401,62 @@ pub static SCENARIOS: &[Scenario] = &[
         all_concurrencies: false,
     },
     Scenario {
+        name: "dry_run_create",
+        description: "POST /v1/contacts?dry_run=true (create_contact's body: validated, its effects listed, nothing kept)",
+        make: dry_run_create,
+        after: None,
+        baseline: Baseline::RawInsert,
+        open_loop: false,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.50, sqlite: 0.50 }],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "upsert_contact",
+        description: "POST /v1/contacts/upsert by email: half new emails, half the one just upserted (an update)",
+        make: upsert_contact,
+        after: None,
+        baseline: Baseline::Scenario("create_contact"),
+        open_loop: false,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.70, sqlite: 0.70 }],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "list_page",
+        description: "GET /v1/contacts?type=partner&limit=25: a page of 25 contacts of 25 different companies",
+        make: list_page,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: false,
+        per_request: 1,
+        targets: &[],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "list_expand_company",
+        description: "list_page with expand=company: each contact's company inline",
+        make: list_expand_company,
+        after: None,
+        baseline: Baseline::Scenario("list_page"),
+        open_loop: false,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.70, sqlite: 0.70 }],
+        all_concurrencies: false,
+    },
+    // "No slower than without": at least 95 %, the spread of an alternated pair on this machine.
+    Scenario {
+        name: "list_fields",
+        description: "list_page with fields=id,email",
+        make: list_fields,
+        after: None,
+        baseline: Baseline::Scenario("list_page"),
+        open_loop: false,
+        per_request: 1,
+        targets: &[Target::Ratio { concurrency: 32, postgres: 0.95, sqlite: 0.95 }],
+        all_concurrencies: false,
+    },
+    Scenario {
         name: "batch_100",
         description: "POST /v1/batch with 100 contact creates (throughput counts requests; ×100 for contacts)",
         make: batch_100,
@@ -425,6 +523,11 @@ pub static HELLO_BODY: Scenario = ceiling(
     "GET /body on the bare axum hello-world: a static body the size of middleware_only's",
     hello_body,
 );
+
+/// The scenario of [`SCENARIOS`] called `name`.
+pub fn named(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
 
 /// Scenarios docs/performance.md asks for that cannot run yet, and why.
 pub static PENDING: &[(&str, &str)] = &[];
