@@ -207,7 +207,11 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
             rest_required,
             "{name}: the same required arguments as REST"
         );
-        assert_eq!(input["additionalProperties"], false);
+        assert_eq!(
+            input.get("additionalProperties"),
+            None,
+            "{name}: closed without saying so (an unknown argument is refused)"
+        );
         assert_eq!(
             tool["description"], op["description"],
             "{name}: one description everywhere"
@@ -223,32 +227,33 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
 }
 
 /// `v` as a tool shows an argument's schema (`top`: the argument itself): no descriptions,
-/// patterns, titles or formats; below the argument, no bounds and no per-kind `oneOf`/`anyOf`
-/// beside listed members. Applied to both sides, it leaves what must agree.
+/// patterns, titles, formats, bounds or `additionalProperties: true|false`; below the argument,
+/// no per-kind `oneOf`/`anyOf` beside listed members. Applied to both sides, it leaves what must agree.
 fn as_shown(v: &Value, top: bool) -> Value {
     match v {
         Value::Object(map) => {
-            let nested_drop: &[&str] = if top {
-                &["maxLength", "minimum", "maximum", "propertyNames"]
-            } else if map.contains_key("properties") {
-                &[
-                    "maxLength",
-                    "minimum",
-                    "maximum",
-                    "propertyNames",
-                    "oneOf",
-                    "anyOf",
-                ]
+            let bounds = [
+                "maxLength",
+                "minimum",
+                "maximum",
+                "minItems",
+                "maxItems",
+                "maxProperties",
+                "propertyNames",
+            ];
+            let per_kind: &[&str] = if !top && map.contains_key("properties") {
+                &["oneOf", "anyOf"]
             } else {
-                &["maxLength", "minimum", "maximum", "propertyNames"]
+                &[]
             };
             Value::Object(
                 map.iter()
                     .filter(|(k, v)| {
                         let dropped = ["description", "pattern", "title", "format"]
                             .contains(&k.as_str())
-                            || nested_drop.contains(&k.as_str())
-                            || (k.as_str() == "additionalProperties" && **v == Value::Bool(true));
+                            || bounds.contains(&k.as_str())
+                            || per_kind.contains(&k.as_str())
+                            || (k.as_str() == "additionalProperties" && v.is_boolean());
                         !dropped
                     })
                     .map(|(k, v)| {

@@ -280,7 +280,69 @@ async fn upserts_match_on_a_unique_field(s: Server) {
     );
 }
 
+/// `POST /batch` upserts take `match` as the single upserts take `?match=`; a deal's needs it.
+async fn batch_upserts_match_on_a_unique_field(s: Server) {
+    for object in ["contact", "company", "deal"] {
+        field(&s, json!({"object": object, "key": "ext", "unique": true}))
+            .await
+            .ok(201);
+    }
+    let by = "custom_fields.ext";
+    let body = json!({"operations": [
+        {"op": "upsert", "object": "contact", "match": by, "data": {"first_name": "Ada", "custom_fields": {"ext": "B1"}}},
+        {"op": "upsert", "object": "contact", "match": by, "data": {"last_name": "L", "custom_fields": {"ext": "B1"}}},
+        {"op": "upsert", "object": "company", "match": by, "data": {"name": "Acme", "custom_fields": {"ext": "C1"}}},
+        {"op": "upsert", "object": "deal", "match": by, "data": {"title": "Engine", "custom_fields": {"ext": "D1"}}},
+        {"op": "upsert", "object": "deal", "match": by, "data": {"stage": "won", "custom_fields": {"ext": "D1"}}},
+        {"op": "upsert", "object": "deal", "data": {"title": "No match", "custom_fields": {"ext": "D2"}}},
+        {"op": "upsert", "object": "contact", "match": "custom_fields.nope", "data": {"custom_fields": {"ext": "B2"}}},
+        {"op": "create", "object": "contact", "match": by, "data": {"first_name": "Create"}},
+    ]});
+    let res = s.post("/batch", body).await.ok(200).clone();
+    let results = res["results"].as_array().unwrap();
+    let rows: Vec<(Value, Value)> = results
+        .iter()
+        .map(|r| (r["status"].clone(), r["outcome"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(201), json!("created")),
+            (json!(200), json!("updated")),
+            (json!(201), json!("created")),
+            (json!(201), json!("created")),
+            (json!(200), json!("updated")),
+            (json!(422), Value::Null),
+            (json!(400), Value::Null),
+            (json!(422), Value::Null),
+        ],
+        "{res:#}"
+    );
+    let contact = &results[1]["data"];
+    assert_eq!(
+        (&contact["id"], &contact["first_name"], &contact["last_name"]),
+        (&results[0]["data"]["id"], &json!("Ada"), &json!("L"))
+    );
+    let deal = &results[4]["data"];
+    assert_eq!(
+        (&deal["id"], &deal["title"], &deal["stage"]),
+        (&results[3]["data"]["id"], &json!("Engine"), &json!("won"))
+    );
+    assert_eq!(results[5]["error"]["field"], "match");
+    assert_eq!(
+        results[6]["error"]["valid_options"],
+        json!(["custom_fields.ext"])
+    );
+    assert_eq!(results[7]["error"]["field"], "match");
+    let deals = s.get("/deals?limit=10").await.ok(200)["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(deals, 1, "the second deal upsert updated the first");
+}
+
 crate::on_both_stores!(
+    batch_upserts_match_on_a_unique_field,
     upserts_match_on_a_unique_field,
     only_text_email_url_and_number_fields_can_be_unique,
     a_unique_value_is_held_once_per_object,

@@ -263,13 +263,22 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
         object.remove("oneOf");
         object.remove("anyOf");
     }
-    // Length and number bounds, and the shape of custom field keys, the server states in the
-    // refusal that names the field; a model rarely comes near them.
-    for bound in ["maxLength", "minimum", "maximum", "propertyNames"] {
+    // Length, number and count bounds, and the shape of custom field keys, the server states in
+    // the refusal that names the field; a model rarely comes near them.
+    for bound in [
+        "maxLength",
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "maxProperties",
+        "propertyNames",
+    ] {
         object.remove(bound);
     }
-    // `true` is what an absent `additionalProperties` means already.
-    if object.get("additionalProperties") == Some(&Value::Bool(true)) {
+    // Whether an object is closed: an unknown member is refused with the valid ones and a
+    // suggestion, which teaches a model more than `false` on every object would.
+    if object.get("additionalProperties").is_some_and(Value::is_boolean) {
         object.remove("additionalProperties");
     }
     for (key, value) in object.iter_mut() {
@@ -397,7 +406,9 @@ impl Operation {
                 serde_json::json!({"type": "boolean"}),
             );
         }
-        let mut schema = serde_json::json!({"type": "object", "properties": properties, "additionalProperties": false});
+        // Closed, as every object is: an unknown argument is refused (agent.rs), without a
+        // `false` that would cost every tool its bytes (trim_descriptions says why).
+        let mut schema = serde_json::json!({"type": "object", "properties": properties});
         if !required.is_empty() {
             schema["required"] = Value::from(required);
         }

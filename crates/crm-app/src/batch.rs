@@ -1,5 +1,5 @@
-//! `POST /batch`: up to 100 contact and deal writes (and company upserts) in one transaction,
-//! each in its own savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
+//! `POST /batch`: up to 100 contact and deal writes and upserts, and company upserts, in one
+//! transaction, each in its own savepoint. Without `atomic`, each operation stands alone; with it, any failure writes nothing.
 //! Batch writes are validated like single writes but are event-silent.
 
 use crm_domain::{
@@ -12,7 +12,8 @@ use crate::{
     error::AppError,
     idempotency::IdemClaim,
     ports::Tx,
-    upserts::{company_upsert_domain, stored_upsert_reply},
+    field_upserts::DealUpsert,
+    upserts::stored_upsert_reply,
     write::{finish_in_tx, Effects, Emit},
     App,
 };
@@ -29,15 +30,25 @@ pub enum BatchOp {
     DeleteContact {
         id: String,
     },
-    /// The body read as a create (`draft`) and as a PATCH (`patch`), as `POST /contacts/upsert`.
+    /// The body read as a create (`draft`) and as a PATCH (`patch`), as `POST /contacts/upsert`
+    /// (with `key`, `?match=custom_fields.<key>`).
     UpsertContact {
+        key: Option<String>,
         draft: ContactDraft,
         patch: ContactPatch,
     },
     /// The body read as a create and as a PATCH, as `POST /companies/upsert`.
     UpsertCompany {
+        key: Option<String>,
         draft: CompanyDraft,
         patch: CompanyPatch,
+    },
+    /// As `POST /deals/upsert?match=custom_fields.<key>`.
+    UpsertDeal {
+        key: String,
+        draft: DealDraft,
+        patch: DealPatch,
+        pipeline: Option<String>,
     },
     CreateDeal {
         draft: DealDraft,
@@ -84,18 +95,34 @@ impl App {
                     .await?;
                 self.views.deleted(c.id.as_str(), "contact")
             }
-            BatchOp::UpsertContact { draft, patch } => {
+            BatchOp::UpsertContact { key, draft, patch } => {
                 let (contact, outcome) = self
-                    .upsert_contact_in(tx, tenant, draft, patch, None, fx)
+                    .upsert_contact_on(tx, tenant, key.as_deref(), draft, patch, None, fx)
                     .await?;
                 stored_upsert_reply(outcome, self.views.contact(&contact))
             }
-            BatchOp::UpsertCompany { draft, patch } => {
-                let domain = company_upsert_domain(&draft)?;
+            BatchOp::UpsertCompany { key, draft, patch } => {
+                let author = fx.author().clone();
                 let (company, outcome) = self
-                    .upsert_company_in(tx, tenant, fx.author().clone(), &domain, draft, patch, None)
+                    .upsert_company_on(tx, tenant, author, key.as_deref(), draft, patch, None)
                     .await?;
                 stored_upsert_reply(outcome, self.views.company(&company))
+            }
+            BatchOp::UpsertDeal {
+                key,
+                draft,
+                patch,
+                pipeline,
+            } => {
+                let upsert = DealUpsert {
+                    draft,
+                    patch,
+                    pipeline: pipeline.as_deref(),
+                };
+                let (deal, outcome) = self
+                    .upsert_deal_in(tx, tenant, &key, upsert, None, fx)
+                    .await?;
+                stored_upsert_reply(outcome, self.views.deal(&deal))
             }
             BatchOp::CreateDeal { draft, pipeline } => self.views.deal(
                 &self

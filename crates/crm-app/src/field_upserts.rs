@@ -2,10 +2,13 @@
 //! `POST /{contacts|companies|deals}/upsert?match=custom_fields.<key>`. The value is locked
 //! ([`crate::unique_fields::value_lock`]), its holder (soft-deleted ones included, restored first)
 //! is updated as a PATCH would, or a record is created when none holds it. Deals upsert only so.
+//! The contact and company upserts' public entry points are [`App::upsert_contact`] and
+//! [`App::upsert_company`] (upserts.rs), which take the key; a batch runs the `_in` forms.
 
 use crm_domain::{
-    history::Via, Company, CompanyDraft, CompanyPatch, Contact, ContactDraft, ContactPatch, Deal,
-    DealDraft, DealPatch, JsonMap, ObjectKind, Tenant, ValidationError,
+    history::{Author, Via},
+    Company, CompanyDraft, CompanyPatch, Contact, ContactDraft, ContactPatch, Deal, DealDraft,
+    DealPatch, JsonMap, ObjectKind, Tenant, ValidationError,
 };
 use serde_json::Value;
 
@@ -81,128 +84,79 @@ impl App {
             .await?)
     }
 
-    /// `POST /contacts/upsert?match=custom_fields.<key>`.
-    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn upsert_contact_by_field(
+    /// A contact upsert matched on the unique field `key`, inside a caller's transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert_contact_by_field_in(
         &self,
-        caller: &Caller,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
         key: &str,
         draft: ContactDraft,
         patch: ContactPatch,
         expected_version: Option<i64>,
-        idem: Option<&IdemClaim>,
+        fx: &mut Effects,
     ) -> Result<(Contact, UpsertOutcome), AppError> {
-        let tenant = &caller.tenant;
-        let mut tx = self.store.begin_write().await?;
-        let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let holder = self
-            .match_unique(
-                &mut *tx,
-                tenant,
-                ObjectKind::Contact,
-                key,
-                &draft.custom_fields,
-            )
+            .match_unique(tx, tenant, ObjectKind::Contact, key, &draft.custom_fields)
             .await?;
-        let (contact, outcome) = match holder {
-            None => {
-                let contact = self
-                    .create_contact_in(&mut *tx, tenant, draft, &mut fx)
-                    .await?;
-                (contact, UpsertOutcome::Created)
-            }
-            Some(id) => {
-                let existing = crate::contacts::parse_id(&id)?;
-                let existing = tx
-                    .get_contact(tenant, &existing)
-                    .await?
-                    .ok_or_else(|| AppError::not_found("contact", id.clone()))?;
-                stale(expected_version, existing.version)?;
-                let restored = existing.deleted_at.is_some();
-                if restored {
-                    self.set_contact_deleted_in(&mut *tx, tenant, &id, false, &mut fx)
-                        .await?;
-                }
-                let contact = self
-                    .update_contact_in(&mut *tx, tenant, &id, patch, None, &mut fx)
-                    .await?;
-                let outcome = outcome(restored, existing.version, contact.version);
-                (contact, outcome)
-            }
+        let Some(id) = holder else {
+            let contact = self.create_contact_in(tx, tenant, draft, fx).await?;
+            return Ok((contact, UpsertOutcome::Created));
         };
-        let touched = self.finish_write(&mut *tx, tenant, fx).await?;
-        let contact = crate::contacts::reload(&mut *tx, tenant, contact, &touched).await?;
-        store_reply(
-            &mut *tx,
-            tenant,
-            idem,
-            outcome,
-            self.views.contact(&contact),
-        )
-        .await?;
-        tx.commit().await?;
+        let existing = crate::contacts::parse_id(&id)?;
+        let existing = tx
+            .get_contact(tenant, &existing)
+            .await?
+            .ok_or_else(|| AppError::not_found("contact", id.clone()))?;
+        stale(expected_version, existing.version)?;
+        let restored = existing.deleted_at.is_some();
+        if restored {
+            self.set_contact_deleted_in(tx, tenant, &id, false, fx)
+                .await?;
+        }
+        let contact = self
+            .update_contact_in(tx, tenant, &id, patch, None, fx)
+            .await?;
+        let outcome = outcome(restored, existing.version, contact.version);
         Ok((contact, outcome))
     }
 
-    /// `POST /companies/upsert?match=custom_fields.<key>` (a create needs `name`).
-    #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-    pub async fn upsert_company_by_field(
+    /// A company upsert matched on the unique field `key` (a create needs `name`), inside a
+    /// caller's transaction, by `author`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert_company_by_field_in(
         &self,
-        caller: &Caller,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
         key: &str,
         draft: CompanyDraft,
         patch: CompanyPatch,
         expected_version: Option<i64>,
-        idem: Option<&IdemClaim>,
     ) -> Result<(Company, UpsertOutcome), AppError> {
-        let tenant = &caller.tenant;
-        let mut tx = self.store.begin_write().await?;
-        let author = caller.author(Via::Direct);
         let holder = self
-            .match_unique(
-                &mut *tx,
-                tenant,
-                ObjectKind::Company,
-                key,
-                &draft.custom_fields,
-            )
+            .match_unique(tx, tenant, ObjectKind::Company, key, &draft.custom_fields)
             .await?;
-        let (company, outcome) = match holder {
-            None => {
-                let company = self
-                    .create_company_in(&mut *tx, tenant, author, draft)
-                    .await?;
-                (company, UpsertOutcome::Created)
-            }
-            Some(id) => {
-                let parsed = crm_domain::CompanyId::parse(&id)
-                    .map_err(|_| AppError::not_found("company", id.clone()))?;
-                let existing = tx
-                    .get_company(tenant, &parsed)
-                    .await?
-                    .ok_or_else(|| AppError::not_found("company", id.clone()))?;
-                stale(expected_version, existing.version)?;
-                let restored = existing.deleted_at.is_some();
-                if restored {
-                    self.set_company_deleted_in(&mut *tx, tenant, author.clone(), &id, false)
-                        .await?;
-                }
-                let company = self
-                    .update_company_in(&mut *tx, tenant, author, &id, patch, None)
-                    .await?;
-                let outcome = outcome(restored, existing.version, company.version);
-                (company, outcome)
-            }
+        let Some(id) = holder else {
+            let company = self.create_company_in(tx, tenant, author, draft).await?;
+            return Ok((company, UpsertOutcome::Created));
         };
-        store_reply(
-            &mut *tx,
-            tenant,
-            idem,
-            outcome,
-            self.views.company(&company),
-        )
-        .await?;
-        tx.commit().await?;
+        let parsed = crm_domain::CompanyId::parse(&id)
+            .map_err(|_| AppError::not_found("company", id.clone()))?;
+        let existing = tx
+            .get_company(tenant, &parsed)
+            .await?
+            .ok_or_else(|| AppError::not_found("company", id.clone()))?;
+        stale(expected_version, existing.version)?;
+        let restored = existing.deleted_at.is_some();
+        if restored {
+            self.set_company_deleted_in(tx, tenant, author.clone(), &id, false)
+                .await?;
+        }
+        let company = self
+            .update_company_in(tx, tenant, author, &id, patch, None)
+            .await?;
+        let outcome = outcome(restored, existing.version, company.version);
         Ok((company, outcome))
     }
 
@@ -222,46 +176,74 @@ impl App {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
-        let holder = self
-            .match_unique(
+        let (deal, outcome) = self
+            .upsert_deal_in(
                 &mut *tx,
                 tenant,
-                ObjectKind::Deal,
                 key,
-                &draft.custom_fields,
+                DealUpsert {
+                    draft,
+                    patch,
+                    pipeline,
+                },
+                expected_version,
+                &mut fx,
             )
             .await?;
-        let (deal, outcome) = match holder {
-            None => {
-                let deal = self
-                    .create_deal_in(&mut *tx, tenant, draft, pipeline, &mut fx)
-                    .await?;
-                (deal, UpsertOutcome::Created)
-            }
-            Some(id) => {
-                let parsed = crm_domain::DealId::parse(&id)
-                    .map_err(|_| AppError::not_found("deal", id.clone()))?;
-                let existing = tx
-                    .get_deal(tenant, &parsed)
-                    .await?
-                    .ok_or_else(|| AppError::not_found("deal", id.clone()))?;
-                stale(expected_version, existing.version)?;
-                let restored = existing.deleted_at.is_some();
-                if restored {
-                    self.set_deal_deleted_in(&mut *tx, tenant, &id, false, &mut fx)
-                        .await?;
-                }
-                let deal = self
-                    .update_deal_in(&mut *tx, tenant, &id, patch, pipeline, None, &mut fx)
-                    .await?;
-                let outcome = outcome(restored, existing.version, deal.version);
-                (deal, outcome)
-            }
-        };
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let deal = crate::deals::reload(&mut *tx, tenant, deal, &touched).await?;
         store_reply(&mut *tx, tenant, idem, outcome, self.views.deal(&deal)).await?;
         tx.commit().await?;
         Ok((deal, outcome))
     }
+
+    /// [`App::upsert_deal`] inside a caller's transaction (batch).
+    pub(crate) async fn upsert_deal_in(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        key: &str,
+        upsert: DealUpsert<'_>,
+        expected_version: Option<i64>,
+        fx: &mut Effects,
+    ) -> Result<(Deal, UpsertOutcome), AppError> {
+        let DealUpsert {
+            draft,
+            patch,
+            pipeline,
+        } = upsert;
+        let holder = self
+            .match_unique(tx, tenant, ObjectKind::Deal, key, &draft.custom_fields)
+            .await?;
+        let Some(id) = holder else {
+            let deal = self
+                .create_deal_in(tx, tenant, draft, pipeline, fx)
+                .await?;
+            return Ok((deal, UpsertOutcome::Created));
+        };
+        let parsed =
+            crm_domain::DealId::parse(&id).map_err(|_| AppError::not_found("deal", id.clone()))?;
+        let existing = tx
+            .get_deal(tenant, &parsed)
+            .await?
+            .ok_or_else(|| AppError::not_found("deal", id.clone()))?;
+        stale(expected_version, existing.version)?;
+        let restored = existing.deleted_at.is_some();
+        if restored {
+            self.set_deal_deleted_in(tx, tenant, &id, false, fx).await?;
+        }
+        let deal = self
+            .update_deal_in(tx, tenant, &id, patch, pipeline, None, fx)
+            .await?;
+        let outcome = outcome(restored, existing.version, deal.version);
+        Ok((deal, outcome))
+    }
+}
+
+/// A deal upsert's body, read as a create (`draft`) and as a PATCH (`patch`), and the pipeline
+/// its `pipeline` member names.
+pub(crate) struct DealUpsert<'a> {
+    pub draft: DealDraft,
+    pub patch: DealPatch,
+    pub pipeline: Option<&'a str>,
 }

@@ -86,10 +86,13 @@ impl App {
     /// `POST /contacts/upsert`: `draft` (with `email`) creates the contact when no contact holds
     /// the email; `patch` (the same body read as a PATCH) updates the one that does, restoring it
     /// first when soft-deleted. `expected_version` (`If-Match`) is checked against the match.
+    /// With `key` (`?match=custom_fields.<key>`) the unique custom field is matched instead
+    /// (field_upserts.rs).
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn upsert_contact(
         &self,
         caller: &Caller,
+        key: Option<&str>,
         draft: ContactDraft,
         patch: ContactPatch,
         expected_version: Option<i64>,
@@ -99,7 +102,7 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let (contact, outcome) = self
-            .upsert_contact_in(&mut *tx, tenant, draft, patch, expected_version, &mut fx)
+            .upsert_contact_on(&mut *tx, tenant, key, draft, patch, expected_version, &mut fx)
             .await?;
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let contact = reload(&mut *tx, tenant, contact, &touched).await?;
@@ -115,7 +118,32 @@ impl App {
         Ok((contact, outcome))
     }
 
-    /// [`App::upsert_contact`] inside a caller's transaction (batch).
+    /// [`App::upsert_contact`] inside a caller's transaction (batch): by email, or by the unique
+    /// field `key`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert_contact_on(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        key: Option<&str>,
+        draft: ContactDraft,
+        patch: ContactPatch,
+        expected_version: Option<i64>,
+        fx: &mut Effects,
+    ) -> Result<(Contact, UpsertOutcome), AppError> {
+        match key {
+            None => {
+                self.upsert_contact_in(tx, tenant, draft, patch, expected_version, fx)
+                    .await
+            }
+            Some(key) => {
+                self.upsert_contact_by_field_in(tx, tenant, key, draft, patch, expected_version, fx)
+                    .await
+            }
+        }
+    }
+
+    /// A contact upsert by email inside a caller's transaction (batch, imports).
     pub(crate) async fn upsert_contact_in(
         &self,
         tx: &mut dyn Tx,
@@ -169,24 +197,17 @@ impl App {
     pub async fn upsert_company(
         &self,
         caller: &Caller,
+        key: Option<&str>,
         draft: CompanyDraft,
         patch: CompanyPatch,
         expected_version: Option<i64>,
         idem: Option<&IdemClaim>,
     ) -> Result<(Company, UpsertOutcome), AppError> {
         let tenant = &caller.tenant;
-        let domain = company_upsert_domain(&draft)?;
         let mut tx = self.store.begin_write().await?;
+        let author = caller.author(Via::Direct);
         let (company, outcome) = self
-            .upsert_company_in(
-                &mut *tx,
-                tenant,
-                caller.author(Via::Direct),
-                &domain,
-                draft,
-                patch,
-                expected_version,
-            )
+            .upsert_company_on(&mut *tx, tenant, author, key, draft, patch, expected_version)
             .await?;
         store_reply(
             &mut *tx,
@@ -200,7 +221,41 @@ impl App {
         Ok((company, outcome))
     }
 
-    /// [`App::upsert_company`] inside a caller's transaction (batch), by `author`, for the
+    /// [`App::upsert_company`] inside a caller's transaction (batch), by `author`: by domain, or
+    /// by the unique field `key`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert_company_on(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        author: Author,
+        key: Option<&str>,
+        draft: CompanyDraft,
+        patch: CompanyPatch,
+        expected_version: Option<i64>,
+    ) -> Result<(Company, UpsertOutcome), AppError> {
+        match key {
+            None => {
+                let domain = company_upsert_domain(&draft)?;
+                self.upsert_company_in(tx, tenant, author, &domain, draft, patch, expected_version)
+                    .await
+            }
+            Some(key) => {
+                self.upsert_company_by_field_in(
+                    tx,
+                    tenant,
+                    author,
+                    key,
+                    draft,
+                    patch,
+                    expected_version,
+                )
+                .await
+            }
+        }
+    }
+
+    /// A company upsert inside a caller's transaction (batch, imports), by `author`, for the
     /// normalised `domain` ([`company_upsert_domain`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn upsert_company_in(

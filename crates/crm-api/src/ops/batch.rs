@@ -1,4 +1,5 @@
-//! `POST /batch`: up to 100 contact or deal writes and company upserts (decisions §10, §18).
+//! `POST /batch`: up to 100 contact or deal writes and upserts, and company upserts (decisions
+//! §10, §18; upserts on a unique custom field by `match`, §24).
 
 use crm_app::{
     batch::{BatchOp, OpResult, MAX_OPERATIONS},
@@ -25,8 +26,8 @@ const BATCH_OPS: [&str; 4] = ["create", "update", "delete", "upsert"];
 const BATCH_OBJECTS: [&str; 3] = ["contact", "company", "deal"];
 /// What a batch does to companies: only upsert them, by `domain`.
 const COMPANY_OPS: [&str; 1] = ["upsert"];
-/// What a batch does to deals (a deal is upserted alone, by a unique custom field).
-const DEAL_OPS: [&str; 3] = ["create", "update", "delete"];
+/// `match` in a batch upsert: `custom_fields.<key>` of a unique field, as `?match=` is.
+const MATCH_PATTERN: &str = "^custom_fields\\.[a-z][a-z0-9_]{0,63}$";
 
 fn batch_ops(schema: &mut schemars::Schema) {
     string_enum(schema, &BATCH_OPS);
@@ -49,6 +50,7 @@ fn shape_by_op(schema: &mut schemars::Schema) {
     };
     let nullable = |body: Value| json!({"anyOf": [{"type": "null"}, body]});
     let id = json!({"type": "string", "minLength": 1});
+    let by = json!({"type": "string", "pattern": MATCH_PATTERN});
     schema.insert(
         "oneOf".into(),
         json!([
@@ -61,9 +63,11 @@ fn shape_by_op(schema: &mut schemars::Schema) {
             {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
                 "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
             {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
-                "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
+                "match": by, "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
             {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
-                "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
+                "match": by, "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
+            {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "deal"},
+                "match": by, "data": closed(schema_of::<deals::DealCreate>())}},
             {"required": ["id"], "properties": {"op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
         ]),
     );
@@ -73,8 +77,8 @@ fn shape_by_op(schema: &mut schemars::Schema) {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(transform = shape_by_op)]
 pub struct BatchOperation {
-    /// `create`, `update`, `delete` or `upsert` (contacts by `email`, companies by `domain`;
-    /// companies only upsert).
+    /// `create`, `update`, `delete` or `upsert` (contacts by `email`, companies by `domain`,
+    /// any of the three by `match`; companies only upsert).
     #[schemars(transform = batch_ops)]
     pub op: String,
     /// `contact`, `company` or `deal`.
@@ -84,6 +88,10 @@ pub struct BatchOperation {
     pub id: Option<String>,
     /// The fields, as for the single create or update.
     pub data: Option<Map<String, Value>>,
+    /// An upsert's `custom_fields.<key>` of a unique field to match on, as `?match=` (a deal's
+    /// upsert needs it).
+    #[serde(rename = "match")]
+    pub match_on: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -103,6 +111,10 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
             .ok_or_else(|| Problem::validation("id", "update and delete need the record's `id`"))
     };
     let hint = Some(deals::UNKNOWN_FIELD_HINT);
+    if o.op != "upsert" && o.match_on.is_some() {
+        return Err(Problem::validation("match", "only an upsert takes `match`"));
+    }
+    let key = || super::parse_match(o.match_on.as_deref());
     Ok(match (o.op.as_str(), o.object.as_str()) {
         ("create", "contact") => BatchOp::CreateContact(ContactDraft::from(body::parse::<
             ContactCreate,
@@ -116,11 +128,19 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
         ("delete", "contact") => BatchOp::DeleteContact { id: id()? },
         ("upsert", "contact") => {
             let (draft, patch) = super::contacts::upsert_body(data.as_ref(), hint)?;
-            BatchOp::UpsertContact { draft, patch }
+            BatchOp::UpsertContact { key: key()?, draft, patch }
         }
         ("upsert", "company") => {
             let (draft, patch) = super::companies::upsert_body(data.as_ref(), hint)?;
-            BatchOp::UpsertCompany { draft, patch }
+            BatchOp::UpsertCompany { key: key()?, draft, patch }
+        }
+        ("upsert", "deal") => {
+            let key = key()?.ok_or_else(|| {
+                Problem::validation("match", "a deal upserts only on a unique custom field: send `match`: `custom_fields.<key>`")
+            })?;
+            let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
+            let (patch, _) = deals::patch(body::parse(data.as_ref(), hint)?)?;
+            BatchOp::UpsertDeal { key, draft, patch, pipeline }
         }
         (_, "company") => {
             return Err(Problem::new(
@@ -129,14 +149,6 @@ fn parse_op(o: BatchOperation) -> Result<BatchOp, Problem> {
             )
             .with("field", "op")
             .with("valid_options", COMPANY_OPS.to_vec()))
-        }
-        ("upsert", "deal") => {
-            return Err(Problem::new(
-                ErrorCode::UnknownValue,
-                "a batch does not upsert deals: upsert a deal alone with POST /deals/upsert?match=custom_fields.<key> (a custom field registered unique); a batch upserts contacts (by `email`) and companies (by `domain`)",
-            )
-            .with("field", "op")
-            .with("valid_options", DEAL_OPS.to_vec()))
         }
         ("create", "deal") => {
             let (draft, pipeline) = deals::draft(body::parse(data.as_ref(), hint)?)?;
@@ -242,6 +254,29 @@ fn clone_error(e: &crm_app::AppError) -> crm_app::AppError {
         E::VersionConflict { current } => E::VersionConflict { current: *current },
         E::Forbidden { scope } => E::Forbidden {
             scope: scope.clone(),
+        },
+        // Several companies on an upsert's domain, and a `match` that is no unique field.
+        E::Ambiguous { detail, candidates } => E::Ambiguous {
+            detail: detail.clone(),
+            candidates: candidates.clone(),
+        },
+        E::BadRequest {
+            detail,
+            valid_options,
+        } => E::BadRequest {
+            detail: detail.clone(),
+            valid_options: valid_options.clone(),
+        },
+        E::PlanLimit {
+            cap,
+            what,
+            plan,
+            limit,
+        } => E::PlanLimit {
+            cap,
+            what,
+            plan,
+            limit: *limit,
         },
         other => E::Internal(other.to_string()),
     }

@@ -122,10 +122,8 @@ pub(crate) fn upsert_body(
 handler!(upsert(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let (draft, patch) = upsert_body(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let (company, outcome) = match super::match_key(&input)? {
-        None => api.app.upsert_company(caller, draft, patch, expected, input.idem.as_ref()).await?,
-        Some(key) => api.app.upsert_company_by_field(caller, &key, draft, patch, expected, input.idem.as_ref()).await?,
-    };
+    let key = super::match_key(&input)?;
+    let (company, outcome) = api.app.upsert_company(caller, key.as_deref(), draft, patch, expected, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&CompanyBody::from(&company))
         .with_status(outcome.status())
         .with_upsert_outcome(outcome.as_str()))
@@ -200,9 +198,9 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/companies/upsert",
             summary: "Create or update a company by domain",
-            description: "Matches the normalised `domain` (or the `match` field) among active companies: none → creates it (201, `name` required; a \
-                deleted holder is restored instead); one → applies the fields sent as a PATCH would (200); several → 409 \
-                conflict with `candidates`. Header Upsert-Outcome: created, updated or unchanged. If-Match is checked against the match.",
+            description: "Matches `domain` or the `match` field: none → creates the company (201, `name` required; a deleted one is restored); \
+                one → applies the fields as a PATCH (200); several → 409 with `candidates`. Header Upsert-Outcome: created, \
+                updated or unchanged.",
             scope: write,
             idempotency_key: true,
             if_match: true,

@@ -230,10 +230,8 @@ handler!(create(api, caller, input) {
 handler!(upsert(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let (draft, patch) = upsert_body(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let (contact, outcome) = match match_key(&input)? {
-        None => api.app.upsert_contact(caller, draft, patch, expected, input.idem.as_ref()).await?,
-        Some(key) => api.app.upsert_contact_by_field(caller, &key, draft, patch, expected, input.idem.as_ref()).await?,
-    };
+    let key = match_key(&input)?;
+    let (contact, outcome) = api.app.upsert_contact(caller, key.as_deref(), draft, patch, expected, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&ContactBody::from(&contact))
         .with_status(outcome.status())
         .with_upsert_outcome(outcome.as_str()))
@@ -307,9 +305,8 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/contacts/upsert",
             summary: "Create or update a contact by email",
-            description: "Matches `email` (normalised) or the `match` field among the contacts: none → creates it (201); one → applies the fields sent as \
-                a PATCH would (200; a deleted match is restored). Header Upsert-Outcome: created, updated or unchanged (nothing \
-                written or emitted). If-Match is checked against the match. Safe to run concurrently. Errors as create and update.",
+            description: "Matches `email` or the `match` field: none → creates the contact (201); one → applies the fields as a PATCH \
+                (200; a deleted match is restored). Header Upsert-Outcome: created, updated or unchanged. Safe to run concurrently.",
             scope: write,
             idempotency_key: true,
             if_match: true,

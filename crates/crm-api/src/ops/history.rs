@@ -32,9 +32,8 @@ handler!(deal(api, caller, input) { list(api, caller, &input, ObjectKind::Deal).
 macro_rules! described {
     ($object:literal) => {
         concat!(
-            "Lists the changes of one ", $object, " newest first, soft-deleted ones included: action, actor (as it was then), \
-            `channel` (transport), `via` (direct, batch, import, automation, merge), request_id and the changed fields from/to \
-            (custom fields as `custom_fields.<key>`). Errors: not_found, invalid_cursor."
+            "Lists the changes of one ", $object, " newest first (soft-deleted ones too): who, through what, and each \
+            field's from/to. Errors: not_found, invalid_cursor."
         )
     };
 }

@@ -85,7 +85,13 @@ pub(crate) const MATCH: crate::operation::QueryParam = crate::operation::QueryPa
 
 /// The key `match=custom_fields.<key>` names, if given; anything else is 400 `bad_request`.
 pub(crate) fn match_key(input: &crate::Input) -> Result<Option<String>, crate::Problem> {
-    let Some(raw) = input.query_str("match").map(str::trim) else {
+    parse_match(input.query_str("match"))
+}
+
+/// The key a `match` of `custom_fields.<key>` (query parameter, or a batch upsert's member)
+/// names; anything else is 400 `bad_request`.
+pub(crate) fn parse_match(raw: Option<&str>) -> Result<Option<String>, crate::Problem> {
+    let Some(raw) = raw.map(str::trim) else {
         return Ok(None);
     };
     match raw.strip_prefix("custom_fields.").filter(|k| !k.is_empty()) {
