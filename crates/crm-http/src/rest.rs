@@ -666,9 +666,7 @@ mod tests {
 
     #[test]
     fn a_file_declared_over_the_limit_is_refused_from_its_head() {
-        let refused = csv_stream_within(&csv_headers(Some(14)), body_of(&[]), 13)
-            .err()
-            .expect("413");
+        let refused = csv_stream_within(&csv_headers(Some(14)), body_of(&[]), 13).expect_err("413");
         assert_eq!(refused.code, ErrorCode::PayloadTooLarge);
         assert!(csv_stream_within(&csv_headers(Some(13)), body_of(&[]), 13).is_ok());
     }
@@ -682,7 +680,7 @@ mod tests {
             .into_stream();
         assert_eq!(stream.next().await.unwrap().unwrap(), b"email\n");
         assert_eq!(stream.next().await.unwrap().unwrap(), b"a@b.io\n");
-        let refused = stream.next().await.unwrap().err().expect("413");
+        let refused = stream.next().await.unwrap().expect_err("413");
         assert_eq!(refused.code, ErrorCode::PayloadTooLarge);
         assert!(stream.next().await.is_none(), "nothing after the refusal");
     }
