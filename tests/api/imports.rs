@@ -25,7 +25,7 @@ Eight,Ok,eight@example.com,,\r\n\
 Bad,Email,not-an-email,,\r\n\
 Ten,Ok,ten@example.com,lead,\r\n";
 
-async fn post_csv(s: &Server, query: &str, csv: impl Into<reqwest::Body>) -> Res {
+pub(crate) async fn post_csv(s: &Server, query: &str, csv: impl Into<reqwest::Body>) -> Res {
     s.req(Method::POST, &format!("/imports?{query}"))
         .header("content-type", "text/csv")
         .json_text(csv)
@@ -34,12 +34,12 @@ async fn post_csv(s: &Server, query: &str, csv: impl Into<reqwest::Body>) -> Res
 }
 
 /// Servers whose workspace polls its imports as often as it likes.
-async fn spawn(backend: Backend) -> Server {
+pub(crate) async fn spawn(backend: Backend) -> Server {
     support::spawn_with(backend, &["--rate-limit-per-minute", "100000"]).await
 }
 
 /// Waits until the import is finished; returns it.
-async fn finished(s: &Server, id: &str) -> Value {
+pub(crate) async fn finished(s: &Server, id: &str) -> Value {
     let started = Instant::now();
     loop {
         let import = s.get(&format!("/imports/{id}")).await.ok(200).clone();
@@ -54,7 +54,7 @@ async fn finished(s: &Server, id: &str) -> Value {
     }
 }
 
-async fn errors(s: &Server, id: &str) -> Vec<Value> {
+pub(crate) async fn errors(s: &Server, id: &str) -> Vec<Value> {
     s.get(&format!("/imports/{id}/errors?limit=100"))
         .await
         .ok(200)["data"]
@@ -64,7 +64,7 @@ async fn errors(s: &Server, id: &str) -> Vec<Value> {
 }
 
 /// Every contact's email, paging through the list.
-async fn emails(s: &Server) -> Vec<String> {
+pub(crate) async fn emails(s: &Server) -> Vec<String> {
     let mut out = Vec::new();
     let mut path = "/contacts?limit=100".to_owned();
     loop {
@@ -97,7 +97,7 @@ async fn prepare(s: &Server) {
     .ok(201);
 }
 
-fn counts(import: &Value) -> [i64; 6] {
+pub(crate) fn counts(import: &Value) -> [i64; 6] {
     [
         "rows_total",
         "rows_done",
@@ -114,7 +114,7 @@ fn counts(import: &Value) -> [i64; 6] {
 }
 
 /// (row, code, field) of each row error.
-fn row_errors(errors: &[Value]) -> Vec<(i64, String, String)> {
+pub(crate) fn row_errors(errors: &[Value]) -> Vec<(i64, String, String)> {
     errors
         .iter()
         .map(|e| {

@@ -22,6 +22,7 @@ mod errors;
 mod history;
 mod idempotency;
 mod imports;
+mod imports_bulk;
 mod keys;
 mod limits;
 mod merges;

@@ -38,7 +38,7 @@ pub(crate) fn parse_id(id: &str) -> Result<ContactId, AppError> {
     ContactId::parse(id).map_err(|_| AppError::not_found("contact", id))
 }
 
-fn conflict(views: &dyn RecordViews, existing: &Contact) -> AppError {
+pub(crate) fn conflict(views: &dyn RecordViews, existing: &Contact) -> AppError {
     let detail = match existing.deleted_at {
         Some(_) => {
             "a deleted contact holds this email; restore it with POST /contacts/{id}/restore"

@@ -1,12 +1,18 @@
 //! Running an import (decisions §20, §24): a worker claims it under a lease and writes it one
-//! stored chunk per transaction. Each row is validated and written exactly as a single write
-//! (`create_contact_in`, ...) inside a savepoint, so a bad row fails alone; the rows are
-//! event-silent like batch, and each record written gets a history entry (`via: import`, the
-//! creating request's actor, transport and request id). The chunk's progress, its row errors and
-//! the drop of the chunk commit with its rows: a process killed mid-chunk leaves nothing of it,
-//! and whoever claims the import next (after the lease) resumes at that chunk, so no row is
-//! written twice and none is skipped. A dry run writes each chunk and rolls it back, keeping
-//! only the progress and the errors, and ends `validated`.
+//! stored chunk per transaction. Each row is validated and written as a single write would
+//! validate and write it, and a bad row fails alone: contact chunks in bulk
+//! ([`crate::import_bulk`]: one read of the chunk's duplicates, one multi-row INSERT and one
+//! multi-row UPDATE), other chunks one row at a time through the single-record path
+//! (`create_company_in`, ...) each inside a savepoint. The rows are event-silent like batch, and
+//! each record written gets a history entry (`via: import`, the creating request's actor,
+//! transport and request id). The chunk's progress, its row errors and the drop of the chunk
+//! commit with its rows: a process killed mid-chunk leaves nothing of it, and whoever claims the
+//! import next (after the lease) resumes at that chunk, so no row is written twice and none is
+//! skipped. A dry run decides each chunk and rolls its writes back, keeping only the progress,
+//! the errors and the dedupe keys of the records it would have created (so a later chunk's
+//! duplicate of them is found), and ends `validated`.
+
+use std::collections::HashSet;
 
 use crm_domain::{
     history::Via,
@@ -16,7 +22,7 @@ use crm_domain::{
 
 use crate::{
     error::AppError,
-    ports::{CompanyFilter, ImportError, Slice, Tx},
+    ports::{CompanyFilter, ImportChunk, ImportError, Slice, Tx},
     write::{Effects, Emit},
     App,
 };
@@ -48,10 +54,81 @@ pub const RECEIVING_KEPT_MS: i64 = 24 * 3_600_000;
 const ROWS_PER_REQUEST: i64 = 100;
 
 /// What one row did.
-enum RowOutcome {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowOutcome {
     Created,
     Updated,
     Skipped,
+}
+
+/// One CSV record of a chunk: its number in the file, and the record read against the
+/// import's targets.
+pub(crate) struct ParsedRow {
+    pub row: i64,
+    pub read: Result<ImportRow, ValidationError>,
+}
+
+/// One stored chunk being written: its rows, and what they did so far.
+pub(crate) struct ChunkRows {
+    pub import: Import,
+    pub rows: Vec<ParsedRow>,
+    pub counts: ImportCounts,
+    pub errors: Vec<ImportError>,
+    /// The history and changed records of the rows written.
+    pub fx: Effects,
+    /// The dedupe keys of the records the rows created (a dry run keeps them for later chunks).
+    pub created_keys: Vec<String>,
+}
+
+impl ChunkRows {
+    /// Reads the records of `chunk` against the targets of `import`.
+    fn read(
+        import: &Import,
+        chunk: &ImportChunk,
+        registry: &Registry,
+    ) -> Result<ChunkRows, AppError> {
+        let mut records = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(chunk.data.as_slice());
+        let mut record = csv::StringRecord::new();
+        let mut rows = Vec::with_capacity(chunk.row_count.max(0) as usize);
+        let mut row = chunk.first_row;
+        loop {
+            match records.read_record(&mut record) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Err(AppError::Internal(format!("stored chunk unreadable: {e}"))),
+            }
+            let cells: Vec<&str> = record.iter().collect();
+            let read = ImportRow::read(&import.targets, &cells, registry);
+            rows.push(ParsedRow { row, read });
+            row += 1;
+        }
+        Ok(ChunkRows {
+            import: import.clone(),
+            rows,
+            counts: ImportCounts::default(),
+            errors: Vec::new(),
+            fx: Effects::new(Emit::Silent, import.author.via(Via::Import)),
+            created_keys: Vec::new(),
+        })
+    }
+
+    /// The key `row` deduplicates on: a contact's normalised email, a company's domain.
+    pub(crate) fn key_of(&self, row: &ParsedRow) -> Option<String> {
+        let read = row.read.as_ref().ok()?;
+        match self.import.object {
+            ObjectKind::Contact => read.email_key().map(|e| e.as_str().to_owned()),
+            ObjectKind::Company => read.domain_key(),
+            _ => None,
+        }
+    }
+
+    /// The effects of one row: event-silent, by the import's author.
+    pub(crate) fn row_effects(&self) -> Effects {
+        Effects::new(Emit::Silent, self.import.author.via(Via::Import))
+    }
 }
 
 impl App {
@@ -150,57 +227,39 @@ impl App {
             .await?
             .ok_or_else(|| AppError::Internal(format!("import {id} lost its chunk {seq}")))?;
         let registry = self.registry(&mut *tx, tenant, import.object).await?;
+        let mut rows = ChunkRows::read(&import, &chunk, &registry)?;
+        let seen: HashSet<String> = if import.dry_run {
+            let keys: Vec<String> = rows.rows.iter().filter_map(|r| rows.key_of(r)).collect();
+            tx.import_keys_among(tenant, id, &keys)
+                .await?
+                .into_iter()
+                .collect()
+        } else {
+            HashSet::new()
+        };
         if import.dry_run {
             tx.savepoint("import_dry_run").await?;
         }
-        let mut fx = Effects::new(Emit::Silent, import.author.via(Via::Import));
-        let mut counts = ImportCounts::default();
-        let mut errors = Vec::new();
-        let mut records = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .from_reader(chunk.data.as_slice());
-        let mut record = csv::StringRecord::new();
-        let mut row = chunk.first_row;
-        loop {
-            match records.read_record(&mut record) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => return Err(AppError::Internal(format!("stored chunk unreadable: {e}"))),
+        if import.object == ObjectKind::Contact && !crate::unique_fields::has_unique(&registry) {
+            self.write_contact_chunk(&mut *tx, tenant, &mut rows, &registry, &seen)
+                .await?;
+        } else {
+            for index in 0..rows.rows.len() {
+                self.write_row_alone(&mut *tx, tenant, &mut rows, index, &seen)
+                    .await?;
             }
-            let cells: Vec<&str> = record.iter().collect();
-            tx.savepoint("import_row").await?;
-            let mark = fx.mark();
-            match self
-                .import_row(&mut *tx, tenant, &import, &registry, &cells, &mut fx)
-                .await
-            {
-                Ok(outcome) => {
-                    tx.release_savepoint("import_row").await?;
-                    match outcome {
-                        RowOutcome::Created => counts.created += 1,
-                        RowOutcome::Updated => counts.updated += 1,
-                        RowOutcome::Skipped => counts.skipped += 1,
-                    }
-                }
-                Err(e @ (AppError::Internal(_) | AppError::Unavailable(_))) => return Err(e),
-                Err(e) => {
-                    fx.rollback_to(mark);
-                    tx.rollback_to_savepoint("import_row").await?;
-                    tx.release_savepoint("import_row").await?;
-                    counts.failed += 1;
-                    errors.push(ImportError {
-                        row,
-                        problem: self.views.problem(e),
-                    });
-                }
-            }
-            counts.rows_done += 1;
-            row += 1;
         }
+        let ChunkRows {
+            counts,
+            errors,
+            fx,
+            created_keys,
+            ..
+        } = rows;
         if import.dry_run {
             tx.rollback_to_savepoint("import_dry_run").await?;
             tx.release_savepoint("import_dry_run").await?;
+            tx.insert_import_keys(tenant, id, &created_keys).await?;
         } else {
             self.finish_write(&mut *tx, tenant, fx).await?;
         }
@@ -277,17 +336,93 @@ impl App {
         Ok(())
     }
 
-    /// One CSV record of `import`, in a savepoint of the chunk's transaction.
+    /// Writes the row `index` of `chunk` through the single-record path, in a savepoint of
+    /// the chunk's transaction, so that a bad row fails alone. In a dry run, a row whose key an
+    /// earlier chunk would have created (`seen`) is a duplicate as that chunk's record would be.
+    pub(crate) async fn write_row_alone(
+        &self,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        chunk: &mut ChunkRows,
+        index: usize,
+        seen: &HashSet<String>,
+    ) -> Result<(), AppError> {
+        let row = match &chunk.rows[index].read {
+            Ok(row) => row.clone(),
+            Err(e) => return self.settle(chunk, index, Err(e.clone().into())),
+        };
+        let key = chunk.key_of(&chunk.rows[index]);
+        let earlier = key.as_ref().is_some_and(|k| seen.contains(k));
+        let mut fx = chunk.row_effects();
+        tx.savepoint("import_row").await?;
+        let outcome = match (earlier, chunk.import.on_duplicate) {
+            (true, OnDuplicate::Skip) => Ok(RowOutcome::Skipped),
+            (true, OnDuplicate::Error) => Err(AppError::Conflict {
+                detail: "an earlier row of this file has this key".into(),
+                existing: None,
+            }),
+            // Nothing is stored for the earlier row: the row would update it if it would
+            // create a record.
+            (true, OnDuplicate::Update) => self
+                .import_row(tx, tenant, &chunk.import, &row, &mut fx)
+                .await
+                .map(|_| RowOutcome::Updated),
+            (false, _) => {
+                self.import_row(tx, tenant, &chunk.import, &row, &mut fx)
+                    .await
+            }
+        };
+        match &outcome {
+            Ok(o) => {
+                tx.release_savepoint("import_row").await?;
+                chunk.fx.absorb_changes(fx);
+                if let (RowOutcome::Created, Some(key)) = (o, key) {
+                    chunk.created_keys.push(key);
+                }
+            }
+            Err(AppError::Internal(_) | AppError::Unavailable(_)) => {}
+            Err(_) => {
+                tx.rollback_to_savepoint("import_row").await?;
+                tx.release_savepoint("import_row").await?;
+            }
+        }
+        self.settle(chunk, index, outcome)
+    }
+
+    /// Counts the row `index` of `chunk` as `outcome` says; a row that failed gets its problem
+    /// document, except for a failure of the store, which ends the chunk.
+    pub(crate) fn settle(
+        &self,
+        chunk: &mut ChunkRows,
+        index: usize,
+        outcome: Result<RowOutcome, AppError>,
+    ) -> Result<(), AppError> {
+        match outcome {
+            Ok(RowOutcome::Created) => chunk.counts.created += 1,
+            Ok(RowOutcome::Updated) => chunk.counts.updated += 1,
+            Ok(RowOutcome::Skipped) => chunk.counts.skipped += 1,
+            Err(e @ (AppError::Internal(_) | AppError::Unavailable(_))) => return Err(e),
+            Err(e) => {
+                chunk.counts.failed += 1;
+                chunk.errors.push(ImportError {
+                    row: chunk.rows[index].row,
+                    problem: self.views.problem(e),
+                });
+            }
+        }
+        chunk.counts.rows_done += 1;
+        Ok(())
+    }
+
+    /// One CSV record of `import`, read against its targets.
     async fn import_row(
         &self,
         tx: &mut dyn Tx,
         tenant: &Tenant,
         import: &Import,
-        registry: &Registry,
-        cells: &[&str],
+        row: &ImportRow,
         fx: &mut Effects,
     ) -> Result<RowOutcome, AppError> {
-        let row = ImportRow::read(&import.targets, cells, registry)?;
         let company_id = match &row.company_domain {
             Some(domain) => Some(company_by_domain(tx, tenant, domain).await?),
             None => None,
@@ -366,7 +501,7 @@ impl App {
 }
 
 /// The active companies holding the normalised `domain`.
-async fn companies_with_domain(
+pub(crate) async fn companies_with_domain(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     domain: &str,
@@ -389,8 +524,18 @@ async fn company_by_domain(
     tenant: &Tenant,
     domain: &str,
 ) -> Result<String, AppError> {
-    match companies_with_domain(tx, tenant, domain).await?.as_slice() {
-        [one] => Ok(one.id.to_string()),
+    let ids: Vec<String> = companies_with_domain(tx, tenant, domain)
+        .await?
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    one_company(domain, &ids)
+}
+
+/// The one of `ids` (the active companies with `domain`), or why there is not one.
+pub(crate) fn one_company(domain: &str, ids: &[String]) -> Result<String, AppError> {
+    match ids {
+        [one] => Ok(one.clone()),
         [] => Err(ValidationError::InvalidReference {
             field: "company.domain".into(),
             value: domain.to_owned(),
@@ -398,7 +543,7 @@ async fn company_by_domain(
         .into()),
         several => Err(AppError::Ambiguous {
             detail: format!("several active companies have the domain {domain}"),
-            candidates: several.iter().map(|c| c.id.to_string()).collect(),
+            candidates: several.to_vec(),
         }),
     }
 }

@@ -26,6 +26,7 @@ pub mod field_upserts;
 pub mod history;
 pub mod idempotency;
 pub mod identity;
+mod import_bulk;
 pub mod import_run;
 pub mod imports;
 pub mod keys;

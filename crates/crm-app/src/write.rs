@@ -224,7 +224,7 @@ pub(crate) fn missing_reference(refs: &[ReferenceCheck], index: usize) -> AppErr
     }
 }
 
-fn invalid_reference(r: &ReferenceCheck) -> AppError {
+pub(crate) fn invalid_reference(r: &ReferenceCheck) -> AppError {
     ValidationError::InvalidReference {
         field: r.field.clone(),
         value: r.id.clone(),

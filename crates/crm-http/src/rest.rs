@@ -446,6 +446,11 @@ async fn read_json(
 /// (else 415), at most [`MAX_IMPORT_BYTES`] (else 413, at once when `Content-Length` says so,
 /// else as soon as the bytes pass it), handed on piece by piece as it arrives.
 fn csv_stream(headers: &HeaderMap, body: Body) -> Result<BodyStream, Problem> {
+    csv_stream_within(headers, body, MAX_IMPORT_BYTES)
+}
+
+/// [`csv_stream`] with the limit `max` (the unit tests use a small one).
+fn csv_stream_within(headers: &HeaderMap, body: Body, max: u64) -> Result<BodyStream, Problem> {
     let is_csv = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -457,17 +462,17 @@ fn csv_stream(headers: &HeaderMap, body: Body) -> Result<BodyStream, Problem> {
             "send the file as text/csv",
         ));
     }
-    let too_large = || {
+    let too_large = move || {
         Problem::new(
             ErrorCode::PayloadTooLarge,
-            format!("the file exceeds {MAX_IMPORT_BYTES} bytes"),
+            format!("the file exceeds {max} bytes"),
         )
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_IMPORT_BYTES) {
+    if declared.is_some_and(|n| n > max) {
         return Err(too_large());
     }
     Ok(BodyStream::unfold(
@@ -478,11 +483,7 @@ fn csv_stream(headers: &HeaderMap, body: Body) -> Result<BodyStream, Problem> {
                 return match body.frame().await {
                     None => None,
                     Some(Err(e)) => Some((
-                        Err(crm_api::body::unreadable(
-                            &e,
-                            false,
-                            MAX_IMPORT_BYTES as usize,
-                        )),
+                        Err(crm_api::body::unreadable(&e, false, max as usize)),
                         (None, read),
                     )),
                     Some(Ok(frame)) => {
@@ -490,7 +491,7 @@ fn csv_stream(headers: &HeaderMap, body: Body) -> Result<BodyStream, Problem> {
                             continue; // trailers
                         };
                         let read = read + data.len() as u64;
-                        if read > MAX_IMPORT_BYTES {
+                        if read > max {
                             Some((Err(too_large()), (None, read)))
                         } else {
                             Some((Ok(data.to_vec()), (Some(body), read)))
@@ -646,5 +647,41 @@ mod tests {
                 ])
             );
         }
+    }
+
+    fn csv_headers(length: Option<u64>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv"));
+        if let Some(n) = length {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        headers
+    }
+
+    fn body_of(pieces: &'static [&'static str]) -> Body {
+        Body::from_stream(futures::stream::iter(pieces.iter().map(|p| {
+            Ok::<_, std::io::Error>(axum::body::Bytes::from_static(p.as_bytes()))
+        })))
+    }
+
+    #[test]
+    fn a_file_declared_over_the_limit_is_refused_from_its_head() {
+        let refused = csv_stream_within(&csv_headers(Some(14)), body_of(&[]), 13).expect_err("413");
+        assert_eq!(refused.code, ErrorCode::PayloadTooLarge);
+        assert!(csv_stream_within(&csv_headers(Some(13)), body_of(&[]), 13).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_file_without_a_length_is_refused_as_its_bytes_pass_the_limit() {
+        use futures::StreamExt;
+        let pieces = body_of(&["email\n", "a@b.io\n", "c@d.io\n"]);
+        let mut stream = csv_stream_within(&csv_headers(None), pieces, 13)
+            .unwrap()
+            .into_stream();
+        assert_eq!(stream.next().await.unwrap().unwrap(), b"email\n");
+        assert_eq!(stream.next().await.unwrap().unwrap(), b"a@b.io\n");
+        let refused = stream.next().await.unwrap().expect_err("413");
+        assert_eq!(refused.code, ErrorCode::PayloadTooLarge);
+        assert!(stream.next().await.is_none(), "nothing after the refusal");
     }
 }

@@ -4,6 +4,7 @@
 pub use crate::activity_cases::*;
 pub use crate::audit_cases::*;
 pub use crate::automation_cases::*;
+pub use crate::bulk_import_cases::*;
 pub use crate::company_cases::*;
 pub use crate::config_cases::config_changes_reach_this_process_at_commit;
 pub use crate::contact_cases::*;

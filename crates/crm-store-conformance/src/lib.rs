@@ -7,6 +7,7 @@
 pub mod activity_cases;
 pub mod audit_cases;
 pub mod automation_cases;
+pub mod bulk_import_cases;
 pub mod cases;
 pub mod company_cases;
 pub mod config_cases;
@@ -124,7 +125,10 @@ macro_rules! conformance_suite {
             import_chunks_and_errors_are_kept_until_dropped,
             imports_are_claimed_once_under_a_lease_only_its_token_renews,
             concurrent_import_claimers_never_share_an_import,
-            purging_drops_old_errors_and_cut_off_uploads
+            purging_drops_old_errors_and_cut_off_uploads,
+            contacts_are_found_by_their_emails_in_one_read,
+            contacts_updated_together_are_written_only_at_their_stored_version,
+            import_keys_are_kept_per_import_until_its_chunks_go
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -183,6 +183,63 @@ impl ContactRepo for PostgresTx {
         .await
     }
 
+    async fn contacts_by_emails(
+        &mut self,
+        tenant: &Tenant,
+        emails: &[Email],
+    ) -> Result<Vec<Contact>, StoreError> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {} FROM contacts WHERE workspace_id = $1 AND mode = $2 AND email = ANY($3) AND merged_into IS NULL",
+            rows::CONTACT_COLUMNS
+        );
+        let emails: Vec<&str> = emails.iter().map(Email::as_str).collect();
+        self.all(tenant_query(&sql, tenant).bind(emails), rows::contact)
+            .await
+    }
+
+    async fn update_contacts(
+        &mut self,
+        tenant: &Tenant,
+        updates: &[(&Contact, i64)],
+    ) -> Result<Vec<ContactId>, StoreError> {
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement over arrays, as `insert_contacts`: its text is the same for any number.
+        let col =
+            |f: fn(&Contact) -> Option<&str>| updates.iter().map(|(c, _)| f(c)).collect::<Vec<_>>();
+        let q = tenant_query(
+            "UPDATE contacts c SET first_name = v.first_name, last_name = v.last_name, phone = v.phone,
+                    linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type,
+                    custom_fields = v.custom_fields::jsonb, updated_at = v.updated_at, version = v.version,
+                    deleted_at = v.deleted_at
+             FROM unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                         $11::text[], $12::int8[], $13::int8[], $14::int8[])
+                  AS v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, custom_fields,
+                       updated_at, version, deleted_at)
+             WHERE c.workspace_id = $1 AND c.mode = $2 AND c.id = v.id COLLATE \"C\" AND c.version = v.expected
+             RETURNING c.id",
+            tenant,
+        )
+        .bind(updates.iter().map(|(c, _)| c.id.as_str()).collect::<Vec<_>>())
+        .bind(updates.iter().map(|(_, v)| *v).collect::<Vec<_>>())
+        .bind(col(|c| c.first_name.as_deref()))
+        .bind(col(|c| c.last_name.as_deref()))
+        .bind(col(|c| c.phone.as_deref()))
+        .bind(col(|c| c.linkedin_url.as_deref()))
+        .bind(col(|c| c.company_id.as_ref().map(CompanyId::as_str)))
+        .bind(col(|c| c.contact_type.as_deref()))
+        .bind(updates.iter().map(|(c, _)| json_text(&c.custom_fields)).collect::<Vec<_>>())
+        .bind(updates.iter().map(|(c, _)| c.updated_at.millis()).collect::<Vec<_>>())
+        .bind(updates.iter().map(|(c, _)| c.version).collect::<Vec<_>>())
+        .bind(updates.iter().map(|(c, _)| c.deleted_at.map(Timestamp::millis)).collect::<Vec<_>>());
+        self.all(q, |r| Ok(ContactId::from_trusted(get(r, "id")?)))
+            .await
+    }
+
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
         let q = tenant_query(
             "UPDATE contacts SET first_name = $5, last_name = $6, email = $7, phone = $8, linkedin_url = $9, company_id = $10,

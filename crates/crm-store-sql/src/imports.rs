@@ -241,6 +241,14 @@ pub async fn delete_import_chunks<U: Unit>(
     id: &ImportId,
     upto: Option<i64>,
 ) -> Result<u64, StoreError> {
+    if upto.is_none() {
+        let q = tenant_query::<U::Db>(
+            "DELETE FROM import_keys WHERE workspace_id = $1 AND mode = $2 AND import_id = $3",
+            tenant,
+        )
+        .arg(id.as_str());
+        tx.execute(q).await?;
+    }
     let q = tenant_query::<U::Db>(
         "DELETE FROM import_chunks WHERE workspace_id = $1 AND mode = $2 AND import_id = $3 AND seq <= $4",
         tenant,
@@ -248,6 +256,46 @@ pub async fn delete_import_chunks<U: Unit>(
     .arg(id.as_str())
     .arg(upto.unwrap_or(i64::MAX));
     tx.execute(q).await
+}
+
+pub async fn insert_import_keys<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    id: &ImportId,
+    keys: &[String],
+) -> Result<(), StoreError> {
+    // At most 1,000 keys a statement (4,000 parameters), within every backend's bind limit.
+    for part in keys.chunks(1000) {
+        let mut qb = QueryBuilder::<U::Db>::new(
+            "INSERT INTO import_keys (workspace_id, mode, import_id, key) ",
+        );
+        qb.push_values(part, |mut b, k| {
+            b.push_arg(tenant.workspace_id.as_str())
+                .push_arg(tenant.mode.as_str())
+                .push_arg(id.as_str())
+                .push_arg(k.as_str());
+        });
+        qb.push(" ON CONFLICT DO NOTHING");
+        tx.execute_built(&mut qb).await?;
+    }
+    Ok(())
+}
+
+pub async fn import_keys_among<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    id: &ImportId,
+    keys: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    for part in keys.chunks(1000) {
+        let mut qb = QueryBuilder::<U::Db>::new("SELECT key FROM import_keys");
+        tenant_where(&mut qb, tenant);
+        qb.push(" AND import_id = ").push_arg(id.as_str());
+        U::push_in(&mut qb, "key", part.iter().map(String::as_str));
+        found.extend(tx.all_built(&mut qb, |r| r.col::<String>("key")).await?);
+    }
+    Ok(found)
 }
 
 pub async fn delete_import<U: Unit>(
@@ -425,6 +473,8 @@ macro_rules! impl_import_repo {
             fn cancel_import(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, at: $crate::reexport::Timestamp) -> Result<bool, $crate::reexport::StoreError>;
             fn get_import_chunk(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, seq: i64) -> Result<Option<$crate::reexport::ImportChunk>, $crate::reexport::StoreError>;
             fn delete_import_chunks(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, upto: Option<i64>) -> Result<u64, $crate::reexport::StoreError>;
+            fn insert_import_keys(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, keys: &[String]) -> Result<(), $crate::reexport::StoreError>;
+            fn import_keys_among(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, keys: &[String]) -> Result<Vec<String>, $crate::reexport::StoreError>;
             fn delete_import(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId) -> Result<(), $crate::reexport::StoreError>;
             fn insert_import_errors(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, errors: &[$crate::reexport::ImportError]) -> Result<(), $crate::reexport::StoreError>;
             fn list_import_errors(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::ImportId, after: Option<i64>, limit: u32) -> Result<Vec<$crate::reexport::ImportError>, $crate::reexport::StoreError>;

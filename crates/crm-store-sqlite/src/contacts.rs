@@ -156,6 +156,80 @@ impl ContactRepo for SqliteTx {
         row.as_ref().map(rows::contact).transpose()
     }
 
+    async fn contacts_by_emails(
+        &mut self,
+        tenant: &Tenant,
+        emails: &[Email],
+    ) -> Result<Vec<Contact>, StoreError> {
+        let mut found = Vec::with_capacity(emails.len());
+        // At most 1,000 emails a statement, within SQLite's bind limit.
+        for part in emails.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {} FROM contacts",
+                rows::CONTACT_COLUMNS
+            ));
+            tenant_where(&mut qb, tenant);
+            qb.push(" AND merged_into IS NULL AND email IN (");
+            let mut list = qb.separated(", ");
+            for e in part {
+                list.push_bind(e.as_str());
+            }
+            qb.push(")");
+            let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+            for row in &rows {
+                found.push(rows::contact(row)?);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn update_contacts(
+        &mut self,
+        tenant: &Tenant,
+        updates: &[(&Contact, i64)],
+    ) -> Result<Vec<ContactId>, StoreError> {
+        // One statement per 500 contacts (12 parameters each), as `insert_contacts`.
+        let mut written = Vec::with_capacity(updates.len());
+        for part in updates.chunks(500) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "WITH v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, custom_fields,
+                        updated_at, version, deleted_at) AS (",
+            );
+            qb.push_values(part, |mut b, (c, expected)| {
+                b.push_bind(c.id.as_str())
+                    .push_bind(*expected)
+                    .push_bind(c.first_name.as_deref())
+                    .push_bind(c.last_name.as_deref())
+                    .push_bind(c.phone.as_deref())
+                    .push_bind(c.linkedin_url.as_deref())
+                    .push_bind(c.company_id.as_ref().map(CompanyId::as_str))
+                    .push_bind(c.contact_type.as_deref())
+                    .push_bind(json_text(&c.custom_fields))
+                    .push_bind(c.updated_at.millis())
+                    .push_bind(c.version)
+                    .push_bind(c.deleted_at.map(Timestamp::millis));
+            });
+            qb.push(
+                ") UPDATE contacts SET first_name = v.first_name, last_name = v.last_name, phone = v.phone,
+                        linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type,
+                        custom_fields = v.custom_fields, updated_at = v.updated_at, version = v.version,
+                        deleted_at = v.deleted_at
+                  FROM v WHERE contacts.workspace_id = ",
+            );
+            qb.push_bind(tenant.workspace_id.as_str())
+                .push(" AND contacts.mode = ")
+                .push_bind(tenant.mode.as_str())
+                .push(" AND contacts.id = v.id AND contacts.version = v.expected RETURNING contacts.id");
+            let rows = qb.build().fetch_all(self.conn()).await.map_err(backend)?;
+            for row in &rows {
+                written.push(ContactId::from_trusted(
+                    row.try_get::<String, _>(0).map_err(backend)?,
+                ));
+            }
+        }
+        Ok(written)
+    }
+
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
         let q = sqlx::query(
             "UPDATE contacts SET first_name = $1, last_name = $2, email = $3, phone = $4, linkedin_url = $5, company_id = $6,

@@ -13,6 +13,7 @@ mod ab;
 mod background;
 mod data;
 pub(crate) mod http;
+mod import;
 pub(crate) mod load;
 mod plans;
 pub(crate) mod procs;
@@ -228,7 +229,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
             "warmup_s": opts.warmup.as_secs_f64(), "duration_s": opts.duration.as_secs_f64(), "mixed_s": opts.mixed.as_secs_f64(),
             "open_loop": {"connections": OPEN_LOOP_CONNECTIONS, "share_of_closed_loop_throughput": OPEN_LOOP_LOAD},
         },
-        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).chain(background::DESCRIPTIONS.iter().map(|(n, d)| json!({"name": n, "description": d}))).collect::<Vec<_>>(),
+        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).chain(background::DESCRIPTIONS.iter().chain([&import::DESCRIPTION]).map(|(n, d)| json!({"name": n, "description": d}))).collect::<Vec<_>>(),
         "pending": scenarios::PENDING.iter().map(|(n, w)| json!({"name": n, "waiting_for": w})).collect::<Vec<_>>(),
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
         "explain": explains,
@@ -522,6 +523,19 @@ fn run_store(
                 rows,
             )?;
             outbox("mixed");
+        }
+        if opts.wants("import_1m") {
+            let raw_sqlite = sqlite_raw.as_deref();
+            import::import_1m(
+                store,
+                opts.contacts,
+                &server,
+                &key,
+                &ctx,
+                &raw_url,
+                raw_sqlite,
+                rows,
+            )?;
         }
         if opts.wants("webhook_fanout") || opts.wants("sequence_steps") {
             let (backlog, took) = load::block_on(background::drain_outbox(

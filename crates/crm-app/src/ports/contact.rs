@@ -43,7 +43,8 @@ pub trait ContactRepo {
     /// those it inserted. One whose company does not exist or whose email is taken (by a stored
     /// contact or by an earlier one of `contacts`) is skipped, writing nothing and leaving the
     /// transaction usable. The caller MUST NOT pass a contact with any other reference (a
-    /// reference-typed custom field): those go through `insert_contact`. Stores override the
+    /// reference-typed custom field) unless it checked those in the same transaction (a bulk
+    /// import does); others go through `insert_contact`. Stores override the
     /// default, one `insert_contact` each, with a multi-row statement (coalesced creates).
     async fn insert_contacts(
         &mut self,
@@ -76,6 +77,22 @@ pub trait ContactRepo {
         tenant: &Tenant,
         email: &Email,
     ) -> Result<Option<Contact>, StoreError>;
+    /// The contacts holding any of `emails` (soft-deleted ones included, merged tombstones
+    /// not), in any order, read in one statement: a bulk import's duplicates of one chunk.
+    async fn contacts_by_emails(
+        &mut self,
+        tenant: &Tenant,
+        emails: &[Email],
+    ) -> Result<Vec<Contact>, StoreError>;
+    /// Writes every field of each contact whose stored row is at the version paired with it,
+    /// and returns the ids it wrote; one whose stored version differs is left as it is. The
+    /// email is not written (a bulk import's updates match on it, so it does not change). One
+    /// multi-row statement per few hundred contacts.
+    async fn update_contacts(
+        &mut self,
+        tenant: &Tenant,
+        updates: &[(&Contact, i64)],
+    ) -> Result<Vec<ContactId>, StoreError>;
     /// Writes every field of `contact`, expecting the stored row at `contact.version - 1`; MUST
     /// return `Stale` otherwise and `Duplicate` when the new email is taken.
     async fn update_contact(

@@ -73,15 +73,30 @@ pub trait ImportRepo {
         id: &ImportId,
         seq: i64,
     ) -> Result<Option<ImportChunk>, StoreError>;
-    /// Drops the import's stored chunks up to and including `seq` (all of them when `None`);
-    /// returns how many were dropped.
+    /// Drops the import's stored chunks up to and including `seq` (all of them when `None`,
+    /// with the keys of [`ImportRepo::insert_import_keys`]); returns how many chunks were dropped.
     async fn delete_import_chunks(
         &mut self,
         tenant: &Tenant,
         id: &ImportId,
         upto: Option<i64>,
     ) -> Result<u64, StoreError>;
-    /// Deletes the import `id`, its chunks and its errors (an upload that failed).
+    /// Records dedupe keys (normalised emails or domains) a dry run of the import `id` would
+    /// have written, so that later chunks see them; a key already recorded stays once.
+    async fn insert_import_keys(
+        &mut self,
+        tenant: &Tenant,
+        id: &ImportId,
+        keys: &[String],
+    ) -> Result<(), StoreError>;
+    /// Those of `keys` recorded for the import `id`, in any order, read in one statement.
+    async fn import_keys_among(
+        &mut self,
+        tenant: &Tenant,
+        id: &ImportId,
+        keys: &[String],
+    ) -> Result<Vec<String>, StoreError>;
+    /// Deletes the import `id`, its chunks, its keys and its errors (an upload that failed).
     async fn delete_import(&mut self, tenant: &Tenant, id: &ImportId) -> Result<(), StoreError>;
     /// Records row errors of the import `id`. A row already recorded keeps its first error.
     async fn insert_import_errors(
