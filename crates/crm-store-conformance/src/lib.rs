@@ -28,6 +28,7 @@ pub mod search_cases;
 pub mod secret_cases;
 pub mod sequence_cases;
 pub mod tx_cases;
+pub mod user_cases;
 pub mod webhook_cases;
 pub mod workspace_cases;
 
@@ -124,7 +125,9 @@ macro_rules! conformance_suite {
             import_chunks_and_errors_are_kept_until_dropped,
             imports_are_claimed_once_under_a_lease_only_its_token_renews,
             concurrent_import_claimers_never_share_an_import,
-            purging_drops_old_errors_and_cut_off_uploads
+            purging_drops_old_errors_and_cut_off_uploads,
+            users_round_trip_list_in_their_workspace_and_keep_emails_unique,
+            a_users_newest_sign_in_link_alone_works_and_only_once
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
