@@ -41,5 +41,6 @@ mod strict_input;
 mod unavailable;
 mod unique_fields;
 mod upserts;
+mod users;
 mod webhook_kill;
 mod webhooks;

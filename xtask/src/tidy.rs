@@ -36,6 +36,7 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
         "crm-app",
         &[
             "crm-domain",
+            "argon2",
             "async-trait",
             "csv",
             "csv-core",

@@ -135,6 +135,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::registry::operations(),
             ops::discovery::operations(),
             ops::keys::operations(),
+            ops::users::operations(),
             ops::audit::operations(),
             ops::usage::operations(),
             ops::webhooks::operations(),

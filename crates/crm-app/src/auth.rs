@@ -23,6 +23,16 @@ pub fn generate_key(mode: Mode) -> String {
     format!("{}{}", mode.key_prefix(), random)
 }
 
+/// A one-time token (a sign-in link's, a session's): 32 random base62 characters, about 190
+/// bits. Stored only as its SHA-256 ([`hash_key`]).
+pub fn generate_token() -> String {
+    rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(KEY_RANDOM_LEN)
+        .map(char::from)
+        .collect()
+}
+
 /// SHA-256 of a key: what the key cache is keyed by (hex-encoded, what the store keeps).
 pub fn key_digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()

@@ -121,7 +121,7 @@ impl std::fmt::Display for Scope {
 }
 
 /// Resources that scopes name (decisions §7).
-pub const SCOPE_RESOURCES: [&str; 19] = [
+pub const SCOPE_RESOURCES: [&str; 20] = [
     "contacts",
     "companies",
     "deals",
@@ -144,6 +144,8 @@ pub const SCOPE_RESOURCES: [&str; 19] = [
     // Erasure of contacts, companies and deals (decisions §25): `erase:write`, beside the
     // object's own `:write`.
     "erase",
+    // People who sign in to the console (decisions §21, §24).
+    "users",
 ];
 
 /// The scopes granted to a key.

@@ -35,6 +35,7 @@ pub mod suggest;
 pub mod tenant;
 pub mod text;
 pub mod time;
+pub mod user;
 pub mod webhook;
 
 pub use activity::{Activity, ActivityDraft, ActivityPatch};
@@ -54,6 +55,7 @@ pub use registry::{
 };
 pub use tenant::{Mode, Tenant};
 pub use time::{Date, Timestamp};
+pub use user::{Role, User};
 pub use webhook::{Backoff, DeliveryStatus, Subscription, Webhook};
 
 /// A JSON object, the shape of `custom_fields` and of record snapshots.

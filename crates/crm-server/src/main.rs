@@ -1,6 +1,6 @@
 //! `crm-server`: the binary. Reads configuration, builds the adapters, and runs the HTTP server
-//! (`serve`), the migrations (`migrate`), the operator's workspace commands (`workspace`) or an
-//! import of a CSV file (`import`).
+//! (`serve`), the migrations (`migrate`), the operator's workspace and user commands
+//! (`workspace`, `user`) or an import of a CSV file (`import`).
 
 mod allocator;
 mod config;
@@ -11,6 +11,7 @@ mod log_format;
 mod retention_worker;
 mod secrets;
 mod sequence_worker;
+mod user_command;
 mod webhooks;
 
 use std::sync::Arc;
@@ -63,6 +64,9 @@ enum Command {
     /// Workspaces and plans (an operator's job).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Users of a workspace (decisions §21).
+    #[command(subcommand)]
+    User(user_command::UserCommand),
     /// Stored webhook secrets and email provider keys (an operator's job).
     #[command(subcommand)]
     Secrets(SecretsCommand),
@@ -187,6 +191,10 @@ async fn main() -> Result<()> {
                     .map_or("", String::as_str)
             );
             Ok(())
+        }
+        Command::User(command) => {
+            let app = app(open_store(command.db(), None).await?);
+            user_command::run(app, command).await
         }
         Command::Retention(RetentionCommand::Run { at, db }) => {
             let app = app(open_store(&db, None).await?);

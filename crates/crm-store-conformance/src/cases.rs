@@ -30,5 +30,6 @@ pub use crate::secret_cases::{
 };
 pub use crate::sequence_cases::*;
 pub use crate::tx_cases::*;
+pub use crate::user_cases::*;
 pub use crate::webhook_cases::*;
 pub use crate::workspace_cases::*;

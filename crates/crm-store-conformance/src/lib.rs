@@ -29,6 +29,7 @@ pub mod search_cases;
 pub mod secret_cases;
 pub mod sequence_cases;
 pub mod tx_cases;
+pub mod user_cases;
 pub mod webhook_cases;
 pub mod workspace_cases;
 
@@ -128,7 +129,9 @@ macro_rules! conformance_suite {
             purging_drops_old_errors_and_cut_off_uploads,
             contacts_are_found_by_their_emails_in_one_read,
             contacts_updated_together_are_written_only_at_their_stored_version,
-            import_keys_are_kept_per_import_until_its_chunks_go
+            import_keys_are_kept_per_import_until_its_chunks_go,
+            users_round_trip_list_in_their_workspace_and_keep_emails_unique,
+            a_users_newest_sign_in_link_alone_works_and_only_once
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

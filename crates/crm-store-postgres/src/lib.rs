@@ -35,6 +35,7 @@ mod search;
 mod secrets;
 mod sequences;
 mod tx;
+mod users;
 mod webhooks;
 mod workspaces;
 

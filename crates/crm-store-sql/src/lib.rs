@@ -43,6 +43,7 @@ pub mod statements;
 pub mod stored;
 pub mod unique;
 mod unit;
+pub mod users;
 pub mod webhooks;
 pub mod workspaces;
 
@@ -58,8 +59,8 @@ pub mod reexport {
             DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EraseRepo, Erasure,
             EventRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError, ImportRepo, KeyRepo,
             KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer,
-            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, Slice,
-            UniqueRepo, WebhookRepo, WorkspaceRepo,
+            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, SignInLink,
+            Slice, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
@@ -67,9 +68,10 @@ pub mod reexport {
     pub use crm_domain::{
         audit::AuditEntry, history::Change, ids::DeliveryId, import::Import, mail,
         registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company,
-        CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, EmailId, EnrollmentId, Event,
-        EventType, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId, Registry, SequenceId,
-        StageType, TemplateId, Tenant, Timestamp, Webhook, WebhookId, WorkspaceId,
+        CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, Email, EmailId, EnrollmentId,
+        Event, EventType, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId, Registry,
+        SequenceId, StageType, TemplateId, Tenant, Timestamp, User, UserId, Webhook, WebhookId,
+        WorkspaceId,
     };
 }
 

@@ -26,6 +26,7 @@ mod search;
 mod secrets;
 mod sequences;
 mod tx;
+mod users;
 mod webhooks;
 mod workspaces;
 

@@ -20,6 +20,7 @@ mod key;
 mod list;
 mod pipeline;
 mod sequence;
+mod user;
 mod views;
 mod webhook;
 
@@ -44,6 +45,7 @@ pub use sequence::{
     EnrollmentBody, PreviewBody, ScheduleLineBody, SequenceBody, SourceBody, StepBody, TriggerBody,
     UnenrolledBody,
 };
+pub use user::{sign_in_url, SignInLinkBody, UserBody, UserWithLinkBody};
 pub use views::BodyViews;
 pub use webhook::{DeliveryAttemptBody, DeliveryBody, WebhookBody, WebhookWithSecretBody};
 

@@ -28,7 +28,7 @@ pub struct KeyCreate {
     pub name: Option<String>,
     /// `*`, or any of `<resource>:read` / `<resource>:write` (write implies read) for resources
     /// contacts, companies, deals, activities, pipelines, registry, automations, sequences,
-    /// webhooks, connections, templates, settings, usage, events, emails, keys, audit, erase. Only scopes the
+    /// webhooks, connections, templates, settings, usage, events, emails, keys, audit, erase, users. Only scopes the
     /// calling key holds itself can be granted.
     #[schemars(required, transform = scope_names, length(min = 1))]
     pub scopes: Option<Vec<String>>,

@@ -22,6 +22,7 @@ pub mod registry;
 pub mod search;
 pub mod sequences;
 pub mod usage;
+pub mod users;
 pub mod webhooks;
 
 /// Declares a handler: an async body turned into the catalog's boxed-future fn pointer.

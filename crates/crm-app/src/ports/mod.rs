@@ -42,6 +42,7 @@ mod slice;
 mod store;
 mod unique;
 mod usage_meter;
+mod user;
 mod webhook;
 mod workspace;
 mod write_grouping;
@@ -79,6 +80,7 @@ pub use slice::Slice;
 pub use store::{Store, Tx};
 pub use unique::UniqueRepo;
 pub use usage_meter::UsageMeter;
+pub use user::{SignInLink, UserRepo};
 pub use webhook::{
     AttemptOutcome, ClaimedDelivery, DeliveryAttempt, DeliveryRecord, FanOutRow, NewDelivery,
     WebhookRepo,

@@ -10,7 +10,7 @@ use super::{
     ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
     EmailRepo, EraseRepo, EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, MergeRepo,
     PipelineRepo, PlanRepo, RecordRepo, Reference, RegistryRepo, RetentionRepo, SecretRepo,
-    SequenceRepo, StoreError, UniqueRepo, WebhookRepo, WorkspaceRepo,
+    SequenceRepo, StoreError, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -89,6 +89,7 @@ pub trait Tx:
     + EmailRepo
     + SequenceRepo
     + SecretRepo
+    + UserRepo
     + Send
 {
     /// Ends the transaction: commits it, or, once [`Tx::roll_back_at_commit`] was called, rolls
