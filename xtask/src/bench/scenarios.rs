@@ -216,7 +216,7 @@ fn dry_run_create(ctx: &Ctx, w: &mut Worker) -> Req {
 /// Upserts by email, half new and half existing: each even request of a worker brings a new
 /// email, the odd one after it the same email again (an update of the contact just created).
 fn upsert_contact(ctx: &Ctx, w: &mut Worker) -> Req {
-    if w.n % 2 == 0 {
+    if w.n.is_multiple_of(2) {
         w.last = w.rng.gen::<u32>() as usize;
     }
     w.n += 1;
