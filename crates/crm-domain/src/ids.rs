@@ -143,6 +143,7 @@ typed_id!(EnrollmentId, "enr_", "sequence enrollment");
 typed_id!(ChangeId, "chg_", "history entry");
 typed_id!(ImportId, "imp_", "import");
 typed_id!(AuditId, "aud_", "audit entry");
+typed_id!(ExportId, "exp_", "export");
 
 #[cfg(test)]
 mod tests {

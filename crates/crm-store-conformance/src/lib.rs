@@ -14,6 +14,7 @@ pub mod contact_cases;
 pub mod deal_cases;
 pub mod email_cases;
 pub mod event_cases;
+pub mod export_cases;
 mod fixtures;
 pub mod history_cases;
 pub mod idempotency_cases;
@@ -124,7 +125,10 @@ macro_rules! conformance_suite {
             import_chunks_and_errors_are_kept_until_dropped,
             imports_are_claimed_once_under_a_lease_only_its_token_renews,
             concurrent_import_claimers_never_share_an_import,
-            purging_drops_old_errors_and_cut_off_uploads
+            purging_drops_old_errors_and_cut_off_uploads,
+            exports_round_trip_with_their_chunks_and_stay_in_their_tenant,
+            exports_are_claimed_once_under_a_lease_only_its_token_renews,
+            purging_drops_expired_exports_with_their_chunks
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
