@@ -566,7 +566,15 @@ const STREAMED_BODIES: &[&str] = &["svc_create_import"];
 /// decisions §24), so the dispatcher does not claim it for them.
 const OWN_IDEMPOTENCY: &[&str] = &["svc_create_import"];
 
+/// Operations whose success answer over REST is a file ([`crate::ReplyBody::File`]), not JSON.
+const FILE_ANSWERS: &[&str] = &["svc_get_export_file"];
+
 impl Operation {
+    /// Whether REST answers this operation with a file (an export's CSV or JSON lines).
+    pub fn answers_file(&self) -> bool {
+        FILE_ANSWERS.contains(&self.name)
+    }
+
     /// Whether REST streams this operation's body to it ([`Input::stream`]).
     pub fn streams_body(&self) -> bool {
         STREAMED_BODIES.contains(&self.name)
