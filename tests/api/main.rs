@@ -19,6 +19,7 @@ mod email;
 mod email_delivery;
 mod erase;
 mod errors;
+mod exports;
 mod history;
 mod idempotency;
 mod imports;

@@ -320,7 +320,11 @@ async fn batch_upserts_match_on_a_unique_field(s: Server) {
     );
     let contact = &results[1]["data"];
     assert_eq!(
-        (&contact["id"], &contact["first_name"], &contact["last_name"]),
+        (
+            &contact["id"],
+            &contact["first_name"],
+            &contact["last_name"]
+        ),
         (&results[0]["data"]["id"], &json!("Ada"), &json!("L"))
     );
     let deal = &results[4]["data"];

@@ -129,6 +129,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::search::operations(),
             ops::batch::operations(),
             ops::imports::operations(),
+            ops::exports::operations(),
             ops::events::operations(),
             ops::history::operations(),
             ops::erase::operations(),

@@ -22,6 +22,7 @@ pub mod ops;
 pub mod problem;
 mod query;
 mod rate;
+mod reply_body;
 pub mod schema;
 pub mod strict_json;
 pub mod view;
@@ -29,7 +30,7 @@ pub mod view;
 pub use api::Api;
 pub use call::{Answer, Credentials, ReadRequest, Request};
 pub use catalog::catalog;
-pub use operation::{Input, Method, Operation, Reply, ReplyBody, StaticBody};
+pub use operation::{FileReply, Input, Method, Operation, Reply, ReplyBody, StaticBody};
 pub use problem::{ErrorCode, Problem};
 pub use rate::{rate_limit_headers, RateSlot};
 

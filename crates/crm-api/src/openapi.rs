@@ -260,6 +260,12 @@ pub fn document(public_url: &str) -> Value {
         } else if let Some(body) = op.body {
             operation["requestBody"] = request_body(body());
         }
+        if op.answers_file() {
+            // REST sends the file itself; the JSON notice is what MCP and A2A answer instead.
+            let file = json!({"schema": {"type": "string"}});
+            operation["responses"]["200"]["content"] =
+                json!({"text/csv": file.clone(), "application/x-ndjson": file});
+        }
         if !op.hints.read_only {
             operation["x-dry-run"] = Value::Bool(op.hints.dry_run);
         }

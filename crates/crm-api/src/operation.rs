@@ -4,12 +4,13 @@
 //! built from these by [`crate::catalog`]; the operations ([`crate::ops`]) and the entry point
 //! ([`crate::Api::call`]) depend on this module and it on neither.
 
-use std::{borrow::Cow, collections::BTreeMap, future::Future, ops::Deref, pin::Pin};
+use std::{collections::BTreeMap, future::Future, ops::Deref, pin::Pin};
 
 use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::Value;
 
+pub use crate::reply_body::{FileReply, ReplyBody, StaticBody};
 use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem, schema::schema_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,7 +279,10 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
     }
     // Whether an object is closed: an unknown member is refused with the valid ones and a
     // suggestion, which teaches a model more than `false` on every object would.
-    if object.get("additionalProperties").is_some_and(Value::is_boolean) {
+    if object
+        .get("additionalProperties")
+        .is_some_and(Value::is_boolean)
+    {
         object.remove("additionalProperties");
     }
     for (key, value) in object.iter_mut() {
@@ -576,7 +580,15 @@ const STREAMED_BODIES: &[&str] = &["svc_create_import"];
 /// decisions §24), so the dispatcher does not claim it for them.
 const OWN_IDEMPOTENCY: &[&str] = &["svc_create_import"];
 
+/// Operations whose success answer over REST is a file ([`crate::ReplyBody::File`]), not JSON.
+const FILE_ANSWERS: &[&str] = &["svc_get_export_file"];
+
 impl Operation {
+    /// Whether REST answers this operation with a file (an export's CSV or JSON lines).
+    pub fn answers_file(&self) -> bool {
+        FILE_ANSWERS.contains(&self.name)
+    }
+
     /// Whether REST streams this operation's body to it ([`Input::stream`]).
     pub fn streams_body(&self) -> bool {
         STREAMED_BODIES.contains(&self.name)
@@ -586,52 +598,6 @@ impl Operation {
     pub fn claims_own_idempotency(&self) -> bool {
         OWN_IDEMPOTENCY.contains(&self.name)
     }
-}
-
-/// A response body that never changes (a catalog document): built and serialized once.
-#[derive(Debug, PartialEq)]
-pub struct StaticBody {
-    pub value: Value,
-    pub json: Vec<u8>,
-}
-
-impl StaticBody {
-    pub fn new(value: Value) -> StaticBody {
-        let json = serde_json::to_vec(&value).expect("a Value always serializes");
-        StaticBody { value, json }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReplyBody {
-    Owned(Value),
-    Static(&'static StaticBody),
-    /// A typed answer already serialized to JSON (see [`Reply::serialized`]).
-    Serialized(Vec<u8>),
-}
-
-impl ReplyBody {
-    /// The body as a document; a [`ReplyBody::Serialized`] one is parsed on each call.
-    pub fn value(&self) -> Cow<'_, Value> {
-        match self {
-            ReplyBody::Owned(v) => Cow::Borrowed(v),
-            ReplyBody::Static(s) => Cow::Borrowed(&s.value),
-            ReplyBody::Serialized(json) => Cow::Owned(parse_serialized(json)),
-        }
-    }
-
-    pub fn into_value(self) -> Value {
-        match self {
-            ReplyBody::Owned(v) => v,
-            ReplyBody::Static(s) => s.value.clone(),
-            ReplyBody::Serialized(json) => parse_serialized(&json),
-        }
-    }
-}
-
-/// What [`Reply::serialized`] wrote parses back: it came from `serde_json` itself.
-fn parse_serialized(json: &[u8]) -> Value {
-    serde_json::from_slice(json).expect("JSON serde_json wrote")
 }
 
 #[derive(Debug, Clone, PartialEq)]

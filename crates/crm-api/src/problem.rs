@@ -85,6 +85,16 @@ pub struct Problem {
     pub errors: Vec<(usize, Problem)>,
 }
 
+/// A problem read as an error (its code and detail): what a streamed file's body ends with
+/// when a piece of it cannot be read.
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for Problem {}
+
 impl Problem {
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Problem {
         Problem {

@@ -120,6 +120,20 @@ impl App {
     }
 
     /// Newest first by `occurred_at`; a `type` filter must be a registered `activity.type`.
+    /// Checks the activity list's filters: a `type` must be a registered value.
+    pub(crate) async fn check_activity_filter(
+        &self,
+        tx: &mut dyn crate::ports::Tx,
+        tenant: &crm_domain::Tenant,
+        filter: &ActivityFilter,
+    ) -> Result<(), AppError> {
+        if let Some(t) = &filter.activity_type {
+            let registry = self.registry(tx, tenant, ObjectKind::Activity).await?;
+            registry.check_enum("type", ACTIVITY_TYPE_GROUP, t)?;
+        }
+        Ok(())
+    }
+
     pub async fn list_activities(
         &self,
         caller: &Caller,
@@ -128,12 +142,8 @@ impl App {
     ) -> Result<Page<Activity>, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
-        if let Some(t) = &filter.activity_type {
-            let registry = self
-                .registry(&mut *tx, tenant, ObjectKind::Activity)
-                .await?;
-            registry.check_enum("type", ACTIVITY_TYPE_GROUP, t)?;
-        }
+        self.check_activity_filter(&mut *tx, tenant, &filter)
+            .await?;
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let rows = tx.list_activities(tenant, &filter, &slice).await?;

@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::{
     auth::Caller,
     error::AppError,
+    field_upserts::DealUpsert,
     idempotency::IdemClaim,
     ports::Tx,
-    field_upserts::DealUpsert,
     upserts::stored_upsert_reply,
     write::{finish_in_tx, Effects, Emit},
     App,

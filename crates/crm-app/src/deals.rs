@@ -341,25 +341,7 @@ impl App {
     ) -> Result<Page<Deal>, AppError> {
         let tenant = &caller.tenant;
         let mut tx = self.store.begin_read().await?;
-        let pipeline_id = match &query.pipeline {
-            Some(reference) => {
-                let pipeline =
-                    pipelines::resolve(&mut *tx, tenant, Some(reference), "pipeline").await?;
-                if let Some(stage) = &query.stage {
-                    pipeline.check_stage("stage", stage)?;
-                }
-                Some(pipeline.id)
-            }
-            None => None,
-        };
-        let filter = DealFilter {
-            q: query.q,
-            pipeline_id,
-            stage: query.stage,
-            company_id: query.company_id,
-            primary_contact_id: query.primary_contact_id,
-            include_deleted: query.include_deleted,
-        };
+        let filter = resolve_query(&mut *tx, tenant, query).await?;
         let fingerprint = format!("{filter:?}");
         let slice = slice_for(&page, &caller.tenant, LIST, &fingerprint)?;
         let rows = tx.list_deals(tenant, &filter, &slice).await?;
@@ -372,4 +354,31 @@ impl App {
             |d| d.id.to_string(),
         ))
     }
+}
+
+/// The deal list's filters checked: a pipeline named by key or id resolves to its id, and a
+/// `stage` must be one of its stages.
+pub(crate) async fn resolve_query(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    query: DealQuery,
+) -> Result<DealFilter, AppError> {
+    let pipeline_id = match &query.pipeline {
+        Some(reference) => {
+            let pipeline = pipelines::resolve(tx, tenant, Some(reference), "pipeline").await?;
+            if let Some(stage) = &query.stage {
+                pipeline.check_stage("stage", stage)?;
+            }
+            Some(pipeline.id)
+        }
+        None => None,
+    };
+    Ok(DealFilter {
+        q: query.q,
+        pipeline_id,
+        stage: query.stage,
+        company_id: query.company_id,
+        primary_contact_id: query.primary_contact_id,
+        include_deleted: query.include_deleted,
+    })
 }

@@ -216,9 +216,7 @@ impl App {
             .match_unique(tx, tenant, ObjectKind::Deal, key, &draft.custom_fields)
             .await?;
         let Some(id) = holder else {
-            let deal = self
-                .create_deal_in(tx, tenant, draft, pipeline, fx)
-                .await?;
+            let deal = self.create_deal_in(tx, tenant, draft, pipeline, fx).await?;
             return Ok((deal, UpsertOutcome::Created));
         };
         let parsed =

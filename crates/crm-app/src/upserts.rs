@@ -102,7 +102,15 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let (contact, outcome) = self
-            .upsert_contact_on(&mut *tx, tenant, key, draft, patch, expected_version, &mut fx)
+            .upsert_contact_on(
+                &mut *tx,
+                tenant,
+                key,
+                draft,
+                patch,
+                expected_version,
+                &mut fx,
+            )
             .await?;
         let touched = self.finish_write(&mut *tx, tenant, fx).await?;
         let contact = reload(&mut *tx, tenant, contact, &touched).await?;
@@ -207,7 +215,15 @@ impl App {
         let mut tx = self.store.begin_write().await?;
         let author = caller.author(Via::Direct);
         let (company, outcome) = self
-            .upsert_company_on(&mut *tx, tenant, author, key, draft, patch, expected_version)
+            .upsert_company_on(
+                &mut *tx,
+                tenant,
+                author,
+                key,
+                draft,
+                patch,
+                expected_version,
+            )
             .await?;
         store_reply(
             &mut *tx,

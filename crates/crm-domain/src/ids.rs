@@ -144,6 +144,7 @@ typed_id!(ChangeId, "chg_", "history entry");
 typed_id!(ImportId, "imp_", "import");
 typed_id!(AuditId, "aud_", "audit entry");
 typed_id!(UserId, "usr_", "user");
+typed_id!(ExportId, "exp_", "export");
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,7 @@ pub mod deal;
 pub mod email;
 pub mod error;
 pub mod event;
+pub mod export;
 pub mod history;
 pub mod ids;
 pub mod import;

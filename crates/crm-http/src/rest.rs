@@ -18,7 +18,8 @@ use crm_api::{
     body::{caused_by, JsonBody},
     catalog::Alias,
     operation::BodyStream,
-    Api, Credentials, ErrorCode, Input, Operation, Problem, ReadRequest, Reply, ReplyBody,
+    Api, Credentials, ErrorCode, FileReply, Input, Operation, Problem, ReadRequest, Reply,
+    ReplyBody,
 };
 use crm_app::imports::MAX_IMPORT_BYTES;
 use crm_app::{Channel, Origin, RateStatus};
@@ -118,6 +119,7 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
             rate,
         ),
         ReplyBody::Serialized(json) => bytes_response(reply.status, JSON, Body::from(json), rate),
+        ReplyBody::File(file) => file_response(reply.status, &file, rate),
     };
     if let Some(v) = reply.etag {
         if let Ok(h) = HeaderValue::from_str(&format!("\"{v}\"")) {
@@ -137,6 +139,21 @@ fn reply_response(reply: Reply, rate: Option<&RateStatus>) -> Response {
             IDEMPOTENT_REPLAYED.clone(),
             HeaderValue::from_static("true"),
         );
+    }
+    res
+}
+
+/// A file answered as it is read (an export's), with the name to save it under. A piece that
+/// fails to read ends the body there: the client sees a cut-off transfer, not a complete file.
+fn file_response(status: u16, file: &FileReply, rate: Option<&RateStatus>) -> Response {
+    // A reply is sent once, so its pieces are always there to take.
+    let body = file
+        .take_pieces()
+        .map_or_else(Body::empty, Body::from_stream);
+    let mut res = bytes_response(status, file.content_type, body, rate);
+    let disposition = format!("attachment; filename=\"{}\"", file.filename);
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        res.headers_mut().insert(header::CONTENT_DISPOSITION, value);
     }
     res
 }

@@ -1,11 +1,12 @@
 //! Bulk imports beside the HTTP server (decisions §20, §24), and `crm-server import`.
 //!
-//! `serve` runs one worker loop: it claims a queued import (or one whose worker stopped: its lease
-//! ended) and writes it chunk after chunk (`App::run_import`, one transaction per chunk, the
-//! lease renewed by each), then looks for the next. Any number of processes on one database
-//! share the imports through the store's claims. A process killed mid-import leaves its last
-//! chunk uncommitted; when the lease ends, the next claimer resumes at that chunk. Once an hour
-//! it drops the errors of imports ended 30 days ago and uploads cut off a day ago.
+//! `serve` runs one worker loop (the shared [`crate::job_loop`]): it claims a queued import (or
+//! one whose worker stopped: its lease ended) and writes it chunk after chunk (`App::run_import`,
+//! one transaction per chunk, the lease renewed by each), then looks for the next. Any number of
+//! processes on one database share the imports through the store's claims. A process killed
+//! mid-import leaves its last chunk uncommitted; when the lease ends, the next claimer resumes at
+//! that chunk. Once an hour it drops the errors of imports ended 30 days ago and uploads cut off
+//! a day ago.
 //!
 //! `crm-server import` streams a file into the same import path, claims that import itself and
 //! runs it with the same code, with a progress bar on a terminal.
@@ -17,7 +18,7 @@ use clap::Args;
 use crm_app::{
     import_run::ClaimedImport,
     imports::{ImportSettings, Received},
-    App,
+    App, AppError,
 };
 use crm_domain::{
     import::{Import, ImportStatus, OnDuplicate},
@@ -25,75 +26,34 @@ use crm_domain::{
 };
 use tokio::io::AsyncReadExt;
 
-use crate::config::DatabaseArgs;
+use crate::{
+    config::DatabaseArgs,
+    job_loop::{self, Lease, LeasedJobs},
+};
 
-/// The worker's settings (`CRM_IMPORT_LEASE_MS`, `CRM_IMPORT_POLL_MS`).
-#[derive(Debug, Clone)]
-pub struct ImportWorker {
-    pub token: String,
-    /// How long a claim holds without a chunk written (each chunk renews it).
-    pub lease_ms: i64,
-    pub poll: Duration,
-}
+/// The import job kind, on the shared job loop ([`crate::job_loop`]). Settings:
+/// `CRM_IMPORT_LEASE_MS` (each chunk renews the lease), `CRM_IMPORT_POLL_MS`,
+/// `CRM_IMPORT_SWEEP_MS` (the sweep of old errors and cut-off uploads, hourly).
+pub struct Imports;
 
-/// How often the sweep of old errors and cut-off uploads runs.
-const PURGE_EVERY: Duration = Duration::from_secs(3600);
+impl LeasedJobs for Imports {
+    type Claimed = ClaimedImport;
+    const KIND: &'static str = "import";
 
-/// A claim token no other process has.
-fn token() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("imp-{}-{nanos}-{:08x}", std::process::id(), rand_part())
-}
-
-fn rand_part() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish() as u32
-}
-
-impl ImportWorker {
-    pub fn from_env() -> ImportWorker {
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-        ImportWorker {
-            token: token(),
-            lease_ms: env("CRM_IMPORT_LEASE_MS")
-                .unwrap_or(60_000)
-                .clamp(500, 3_600_000) as i64,
-            poll: Duration::from_millis(env("CRM_IMPORT_POLL_MS").unwrap_or(500).clamp(10, 60_000)),
-        }
+    async fn claim(
+        &self,
+        app: &App,
+        token: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ClaimedImport>, AppError> {
+        app.claim_import(token, lease_ms).await
     }
 
-    /// Runs imports until the task is aborted. A failed step is logged; its chunk is rolled back
-    /// and tried again when the claim is taken again (after the lease).
-    pub async fn run_forever(self, app: App) {
-        let mut purged = tokio::time::Instant::now() - PURGE_EVERY;
-        loop {
-            if purged.elapsed() >= PURGE_EVERY {
-                purged = tokio::time::Instant::now();
-                if let Err(e) = app.purge_imports().await {
-                    tracing::warn!(error = %e, "purging old import errors failed");
-                }
-            }
-            match app.claim_import(&self.token, self.lease_ms).await {
-                Ok(Some(claimed)) => self.run(&app, &claimed).await,
-                Ok(None) => tokio::time::sleep(self.poll).await,
-                Err(e) => {
-                    tracing::error!(error = %e, "claiming an import failed");
-                    tokio::time::sleep(self.poll).await;
-                }
-            }
-        }
-    }
-
-    async fn run(&self, app: &App, claimed: &ClaimedImport) {
+    async fn run(&self, app: &App, claimed: &ClaimedImport, lease_ms: i64) -> Result<(), AppError> {
         let id = claimed.import.id.clone();
         tracing::info!(import = %id, rows = claimed.import.counts.rows_total, "import claimed");
-        match app.run_import(claimed, self.lease_ms, &mut |_| {}).await {
-            Ok(Some(done)) => tracing::info!(
+        match app.run_import(claimed, lease_ms, &mut |_| {}).await? {
+            Some(done) => tracing::info!(
                 import = %id,
                 status = done.status.as_str(),
                 created = done.counts.created,
@@ -102,13 +62,24 @@ impl ImportWorker {
                 failed = done.counts.failed,
                 "import ended"
             ),
-            Ok(None) => tracing::info!(import = %id, "import cancelled or taken over"),
-            Err(e) => {
-                tracing::error!(import = %id, error = %e, "an import chunk failed; it is retried after the lease");
-                tokio::time::sleep(self.poll).await;
-            }
+            None => tracing::info!(import = %id, "import cancelled or taken over"),
         }
+        Ok(())
     }
+
+    async fn sweep(&self, app: &App) -> Result<u64, AppError> {
+        app.purge_imports().await
+    }
+}
+
+/// The import worker's lease settings.
+fn lease() -> Lease {
+    Lease::from_env("CRM_IMPORT", "imp")
+}
+
+/// Runs imports until the task is aborted.
+pub async fn run_forever(app: App) {
+    job_loop::run_forever(Imports, lease(), app).await
 }
 
 /// `crm-server import`.
@@ -217,7 +188,7 @@ pub async fn import_file(app: App, args: ImportArgs) -> Result<()> {
             i.counts.created, i.counts.updated, i.counts.skipped, i.counts.failed
         ));
     };
-    let worker = ImportWorker::from_env();
+    let worker = lease();
     let done = match app
         .claim_import_by_id(&tenant, &import.id, &worker.token, worker.lease_ms)
         .await

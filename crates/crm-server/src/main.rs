@@ -6,7 +6,9 @@ mod allocator;
 mod config;
 mod database;
 mod email_worker;
+mod export_worker;
 mod import_worker;
+mod job_loop;
 mod log_format;
 mod retention_worker;
 mod secrets;
@@ -374,7 +376,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         poll,
     ));
     let sequences = sequence_worker::spawn_all(&app);
-    let imports = tokio::spawn(import_worker::ImportWorker::from_env().run_forever(app.clone()));
+    let imports = tokio::spawn(import_worker::run_forever(app.clone()));
+    let exports = tokio::spawn(export_worker::run_forever(app.clone()));
     let retention = tokio::spawn(retention_worker::enforce_forever(
         app.clone(),
         std::time::Duration::from_secs(args.retention_interval_secs.max(1)),
@@ -388,6 +391,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     flusher.abort();
     emailer.abort();
     imports.abort();
+    exports.abort();
     retention.abort();
     config_feed.abort();
     for worker in &sequences {

@@ -11,6 +11,7 @@ pub use crate::contact_cases::*;
 pub use crate::deal_cases::*;
 pub use crate::email_cases::*;
 pub use crate::event_cases::*;
+pub use crate::export_cases::*;
 pub use crate::history_cases::*;
 pub use crate::idempotency_cases::{
     a_claim_of_this_process_is_alive, idempotency_records_round_trip,

@@ -15,6 +15,7 @@ pub mod contact_cases;
 pub mod deal_cases;
 pub mod email_cases;
 pub mod event_cases;
+pub mod export_cases;
 mod fixtures;
 pub mod history_cases;
 pub mod idempotency_cases;
@@ -131,7 +132,10 @@ macro_rules! conformance_suite {
             contacts_updated_together_are_written_only_at_their_stored_version,
             import_keys_are_kept_per_import_until_its_chunks_go,
             users_round_trip_list_in_their_workspace_and_keep_emails_unique,
-            a_users_newest_sign_in_link_alone_works_and_only_once
+            a_users_newest_sign_in_link_alone_works_and_only_once,
+            exports_round_trip_with_their_chunks_and_stay_in_their_tenant,
+            exports_are_claimed_once_under_a_lease_only_its_token_renews,
+            purging_drops_expired_exports_with_their_chunks
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

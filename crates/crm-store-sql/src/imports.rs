@@ -13,8 +13,8 @@ use sqlx::{QueryBuilder, Row};
 
 use crate::{
     clauses::{slice_clause, tenant_query, tenant_where},
-    corrupt,
-    rows::{json_value, opt_ts, tenant_of, ts},
+    corrupt, jobs,
+    rows::{json_value, opt_ts, ts},
     sql::{Col, PushArg},
     stored::import::{author_from_json, author_json, targets_from_json, targets_json},
     Arg, Sql, Unit,
@@ -368,20 +368,16 @@ pub async fn claim_import<U: Unit>(
     lease_until: Timestamp,
     claim_token: &str,
 ) -> Result<Option<(Tenant, Import)>, StoreError> {
-    let sql = format!(
-        "UPDATE imports SET status = 'running', claim_token = $1, lease_until = $2
-         WHERE (workspace_id, mode, id) IN (
-             SELECT workspace_id, mode, id FROM imports
-             WHERE status IN ('queued', 'running') AND lease_until <= $3
-             ORDER BY lease_until LIMIT 1{})
-         RETURNING {IMPORT_COLUMNS}",
-        tx.skip_locked()
-    );
-    let q = sqlx::query::<U::Db>(&sql)
-        .arg(claim_token)
-        .arg(lease_until.millis())
-        .arg(now.millis());
-    tx.optional(q, |r| Ok((tenant_of(r)?, import(r)?))).await
+    jobs::claim_next(
+        tx,
+        "imports",
+        IMPORT_COLUMNS,
+        now,
+        lease_until,
+        claim_token,
+        import,
+    )
+    .await
 }
 
 pub async fn claim_import_by_id<U: Unit>(
@@ -413,15 +409,7 @@ pub async fn renew_import_claim<U: Unit>(
     claim_token: &str,
     lease_until: Timestamp,
 ) -> Result<bool, StoreError> {
-    let q = tenant_query::<U::Db>(
-        "UPDATE imports SET lease_until = $5 \
-         WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND claim_token = $4 AND status = 'running'",
-        tenant,
-    )
-    .arg(id.as_str())
-    .arg(claim_token)
-    .arg(lease_until.millis());
-    Ok(tx.execute(q).await? == 1)
+    jobs::renew_claim(tx, "imports", tenant, id.as_str(), claim_token, lease_until).await
 }
 
 pub async fn purge_imports<U: Unit>(

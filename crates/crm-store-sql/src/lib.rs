@@ -25,9 +25,11 @@ pub mod email;
 mod encoding;
 pub mod erase;
 mod errors;
+pub mod exports;
 pub mod history;
 pub mod idempotency;
 pub mod imports;
+pub mod jobs;
 pub mod keys;
 pub mod merges;
 pub mod pipelines;
@@ -57,21 +59,21 @@ pub mod reexport {
         ports::{
             ActivityFilter, ActivityRepo, AuditFilter, AuditRepo, AutomationRepo, CompanyRepo,
             DealRepo, DeliveryAttempt, DeliveryRecord, EmailFilter, EmailRepo, EraseRepo, Erasure,
-            EventRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError, ImportRepo, KeyRepo,
-            KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField, Referrer,
-            RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo, SignInLink,
-            Slice, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
+            EventRepo, ExportRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError,
+            ImportRepo, KeyRepo, KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField,
+            Referrer, RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo,
+            SignInLink, Slice, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
     };
     pub use crm_domain::{
-        audit::AuditEntry, history::Change, ids::DeliveryId, import::Import, mail,
+        audit::AuditEntry, export::Export, history::Change, ids::DeliveryId, import::Import, mail,
         registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company,
         CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, Email, EmailId, EnrollmentId,
-        Event, EventType, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId, Registry,
-        SequenceId, StageType, TemplateId, Tenant, Timestamp, User, UserId, Webhook, WebhookId,
-        WorkspaceId,
+        Event, EventType, ExportId, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId,
+        Registry, SequenceId, StageType, TemplateId, Tenant, Timestamp, User, UserId, Webhook,
+        WebhookId, WorkspaceId,
     };
 }
 

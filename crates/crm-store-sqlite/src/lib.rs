@@ -13,6 +13,7 @@ mod contacts;
 mod deals;
 mod email;
 mod events;
+mod exports;
 mod idempotency;
 mod imports;
 mod keys;

@@ -72,7 +72,13 @@ pub async fn load(
         .await?;
     }
     for v in ["customer", "partner"] {
-        post(addr, key, "/v1/enums", json!({"group": "contact.type", "value": v})).await?;
+        post(
+            addr,
+            key,
+            "/v1/enums",
+            json!({"group": "contact.type", "value": v}),
+        )
+        .await?;
     }
     post(addr, key, "/v1/pipelines", json!({"key": "partners", "name": "Partners", "stages": ["lead", "qualified", "proposal", "won", "lost"]})).await?;
 

@@ -12,6 +12,7 @@
 mod ab;
 mod background;
 mod data;
+mod export;
 pub(crate) mod http;
 mod import;
 pub(crate) mod load;
@@ -229,7 +230,7 @@ pub fn main(root: &Path, args: &[String]) -> Result<()> {
             "warmup_s": opts.warmup.as_secs_f64(), "duration_s": opts.duration.as_secs_f64(), "mixed_s": opts.mixed.as_secs_f64(),
             "open_loop": {"connections": OPEN_LOOP_CONNECTIONS, "share_of_closed_loop_throughput": OPEN_LOOP_LOAD},
         },
-        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).chain(background::DESCRIPTIONS.iter().chain([&import::DESCRIPTION]).map(|(n, d)| json!({"name": n, "description": d}))).collect::<Vec<_>>(),
+        "scenarios": scenarios::SCENARIOS.iter().map(|s| json!({"name": s.name, "description": s.description})).chain(background::DESCRIPTIONS.iter().chain([&import::DESCRIPTION, &export::DESCRIPTION]).map(|(n, d)| json!({"name": n, "description": d}))).collect::<Vec<_>>(),
         "pending": scenarios::PENDING.iter().map(|(n, w)| json!({"name": n, "waiting_for": w})).collect::<Vec<_>>(),
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
         "explain": explains,
@@ -547,6 +548,13 @@ fn run_store(
         }
         if opts.wants("webhook_fanout") {
             webhook_fanout(store, opts, &server, &addr, &key, &ctx, rows)?;
+        }
+        if opts.wants("export_1m") {
+            let source = match &sqlite_api {
+                Some(path) => export::RawSource::Sqlite { path },
+                None => export::RawSource::Postgres { url: &api_url },
+            };
+            export::export_1m(store, &server, &addr, &key, &ws.id, source, rows)?;
         }
         drop(server);
         if opts.wants("sequence_steps") {

@@ -77,17 +77,30 @@ const LIST_QUERY: &[QueryParam] = &[
     view::ACTIVITY_EXPAND,
 ];
 
+/// The activity list's filters as `input` sends them (the list and exports read them alike).
+pub(crate) fn filter(input: &crate::operation::Input) -> Result<ActivityFilter, Problem> {
+    let contact_id = match filter_value(input, "contact_id") {
+        Some(raw) => Some(
+            ContactId::parse(&raw).map_err(|e| Problem::validation("contact_id", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let deal_id = match filter_value(input, "deal_id") {
+        Some(raw) => {
+            Some(DealId::parse(&raw).map_err(|e| Problem::validation("deal_id", e.to_string()))?)
+        }
+        None => None,
+    };
+    Ok(ActivityFilter {
+        contact_id,
+        deal_id,
+        activity_type: filter_value(input, "type"),
+    })
+}
+
 handler!(list(api, caller, input) {
     let shape = Shape::read(api, caller, &input, &view::ACTIVITY).await?;
-    let contact_id = match filter_value(&input, "contact_id") {
-        Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("contact_id", e.to_string()))?),
-        None => None,
-    };
-    let deal_id = match filter_value(&input, "deal_id") {
-        Some(raw) => Some(DealId::parse(&raw).map_err(|e| Problem::validation("deal_id", e.to_string()))?),
-        None => None,
-    };
-    let filter = ActivityFilter { contact_id, deal_id, activity_type: filter_value(&input, "type") };
+    let filter = filter(&input)?;
     let page = api.app.list_activities(caller, filter, input.page()?).await?;
     let list = ListBody::<ActivityBody>::of(page);
     match shape {

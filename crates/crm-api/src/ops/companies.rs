@@ -75,14 +75,20 @@ const LIST_QUERY: &[QueryParam] = &[
     view::COMPANY_FIELDS,
 ];
 
+/// The company list's filters as `input` sends them (the list and exports read them alike).
+pub(crate) fn filter(input: &crate::operation::Input) -> Result<CompanyFilter, Problem> {
+    Ok(CompanyFilter {
+        q: filter_value(input, "q"),
+        domain: filter_value(input, "domain").map(|d| {
+            crm_domain::company::normalise_domain(d.clone()).unwrap_or_else(|_| d.to_lowercase())
+        }),
+        include_deleted: input.query_bool("include_deleted")?,
+    })
+}
+
 handler!(list(api, caller, input) {
     let shape = Shape::read(api, caller, &input, &view::COMPANY).await?;
-    let filter = CompanyFilter {
-        q: filter_value(&input, "q"),
-        domain: filter_value(&input, "domain")
-            .map(|d| crm_domain::company::normalise_domain(d.clone()).unwrap_or_else(|_| d.to_lowercase())),
-        include_deleted: input.query_bool("include_deleted")?,
-    };
+    let filter = filter(&input)?;
     let page = api.app.list_companies(caller, filter, input.page()?).await?;
     let list = ListBody::<CompanyBody>::of(page);
     match shape {

@@ -189,30 +189,52 @@ const LIST_QUERY: &[QueryParam] = &[
     view::CONTACT_EXPAND,
 ];
 
-handler!(list(api, caller, input) {
-    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
-    let contact_type = filter_value(&input, "type");
+/// The contact list's filters as `input` sends them, registry-bound ones checked (the list and
+/// exports read them alike).
+pub(crate) async fn filter(
+    api: &crate::Api,
+    caller: &crm_app::Caller,
+    input: &crate::operation::Input,
+) -> Result<ContactFilter, Problem> {
+    let contact_type = filter_value(input, "type");
     let custom = input.field_filters(&CUSTOM_FIELDS);
     if custom.len() > MAX_FIELD_FILTERS {
-        return Err(Problem::validation(CUSTOM_FIELDS.name, format!("at most {MAX_FIELD_FILTERS} custom_fields filters per request")));
+        return Err(Problem::validation(
+            CUSTOM_FIELDS.name,
+            format!("at most {MAX_FIELD_FILTERS} custom_fields filters per request"),
+        ));
     }
-    let custom_fields = api.app.check_contact_filters(caller, contact_type.as_deref(), custom).await?;
-    let email = match filter_value(&input, "email") {
-        Some(raw) => Some(Email::parse(&raw).ok_or_else(|| Problem::validation("email", "email must be an e-mail address"))?),
+    let custom_fields = api
+        .app
+        .check_contact_filters(caller, contact_type.as_deref(), custom)
+        .await?;
+    let email = match filter_value(input, "email") {
+        Some(raw) => Some(
+            Email::parse(&raw)
+                .ok_or_else(|| Problem::validation("email", "email must be an e-mail address"))?,
+        ),
         None => None,
     };
-    let company_id = match filter_value(&input, "company_id") {
-        Some(raw) => Some(crm_domain::CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
+    let company_id = match filter_value(input, "company_id") {
+        Some(raw) => Some(
+            crm_domain::CompanyId::parse(&raw)
+                .map_err(|e| Problem::validation("company_id", e.to_string()))?,
+        ),
         None => None,
     };
-    let filter = ContactFilter {
-        q: filter_value(&input, "q"),
+    Ok(ContactFilter {
+        q: filter_value(input, "q"),
         email,
         company_id,
         contact_type,
         custom_fields,
         include_deleted: input.query_bool("include_deleted")?,
-    };
+    })
+}
+
+handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::CONTACT).await?;
+    let filter = filter(api, caller, &input).await?;
     let page = api.app.list_contacts(caller, filter, input.page()?).await?;
     let list = ListBody::<ContactBody>::of(page);
     match shape {

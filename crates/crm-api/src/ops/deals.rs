@@ -159,25 +159,38 @@ const LIST_QUERY: &[QueryParam] = &[
     view::DEAL_EXPAND,
 ];
 
-handler!(list(api, caller, input) {
-    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
-    let pipeline = pipeline_ref(filter_value(&input, "pipeline"), filter_value(&input, "pipeline_id"))?;
-    let company_id = match filter_value(&input, "company_id") {
-        Some(raw) => Some(CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?),
+/// The deal list's filters as `input` sends them (the list and exports read them alike).
+pub(crate) fn query(input: &crate::operation::Input) -> Result<DealQuery, Problem> {
+    let pipeline = pipeline_ref(
+        filter_value(input, "pipeline"),
+        filter_value(input, "pipeline_id"),
+    )?;
+    let company_id = match filter_value(input, "company_id") {
+        Some(raw) => Some(
+            CompanyId::parse(&raw).map_err(|e| Problem::validation("company_id", e.to_string()))?,
+        ),
         None => None,
     };
-    let primary_contact_id = match filter_value(&input, "primary_contact_id") {
-        Some(raw) => Some(ContactId::parse(&raw).map_err(|e| Problem::validation("primary_contact_id", e.to_string()))?),
+    let primary_contact_id = match filter_value(input, "primary_contact_id") {
+        Some(raw) => Some(
+            ContactId::parse(&raw)
+                .map_err(|e| Problem::validation("primary_contact_id", e.to_string()))?,
+        ),
         None => None,
     };
-    let query = DealQuery {
-        q: filter_value(&input, "q"),
+    Ok(DealQuery {
+        q: filter_value(input, "q"),
         pipeline,
-        stage: filter_value(&input, "stage"),
+        stage: filter_value(input, "stage"),
         company_id,
         primary_contact_id,
         include_deleted: input.query_bool("include_deleted")?,
-    };
+    })
+}
+
+handler!(list(api, caller, input) {
+    let shape = Shape::read(api, caller, &input, &view::DEAL).await?;
+    let query = query(&input)?;
     let page = api.app.list_deals(caller, query, input.page()?).await?;
     let list = ListBody::<DealBody>::of(page);
     match shape {

@@ -32,7 +32,9 @@ handler!(deal(api, caller, input) { list(api, caller, &input, ObjectKind::Deal).
 macro_rules! described {
     ($object:literal) => {
         concat!(
-            "Lists the changes of one ", $object, " newest first (soft-deleted ones too): who, through what, and each \
+            "Lists the changes of one ",
+            $object,
+            " newest first (soft-deleted ones too): who, through what, and each \
             field's from/to. Errors: not_found, invalid_cursor."
         )
     };

@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod email;
 pub mod erase;
 pub mod events;
+pub mod exports;
 pub mod history;
 pub mod imports;
 pub mod keys;

@@ -8,9 +8,9 @@ use crm_domain::{history::Change, Contact, Event, Tenant, WorkspaceId};
 
 use super::{
     ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
-    EmailRepo, EraseRepo, EventRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo, MergeRepo,
-    PipelineRepo, PlanRepo, RecordRepo, Reference, RegistryRepo, RetentionRepo, SecretRepo,
-    SequenceRepo, StoreError, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
+    EmailRepo, EraseRepo, EventRepo, ExportRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo,
+    MergeRepo, PipelineRepo, PlanRepo, RecordRepo, Reference, RegistryRepo, RetentionRepo,
+    SecretRepo, SequenceRepo, StoreError, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -82,6 +82,7 @@ pub trait Tx:
     + RetentionRepo
     + IdempotencyRepo
     + ImportRepo
+    + ExportRepo
     + KeyRepo
     + PlanRepo
     + WebhookRepo

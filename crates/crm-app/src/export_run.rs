@@ -1,0 +1,238 @@
+//! Running an export (decisions §25): a worker claims it under a lease (the claim rules of
+//! imports, `crm-store-sql`'s `jobs`) and writes its file one chunk per transaction. Each step
+//! reads the next page of the list after the export's `resume_after` position (keyset, in the
+//! list's own order), renders it as the list renders it, and commits the chunk together with the
+//! new position and `rows_done`, renewing the lease. A process killed mid-step leaves nothing of
+//! that step; whoever claims the export next (after the lease) resumes at the last committed
+//! position, so no record is written twice and none skipped. A CSV file's header is its
+//! first chunk.
+
+use crm_domain::{
+    export::{csv_cells, Export, ExportFormat, ExportStatus},
+    Tenant, Timestamp,
+};
+
+use crate::{
+    error::AppError,
+    export_filter::{ExportFilter, ExportedRecord},
+    App,
+};
+
+/// Records per chunk by default: one page of the list, and one transaction of the worker.
+pub const ROWS_PER_CHUNK: u32 = 1000;
+
+/// How a worker runs exports: its lease, and how many records each chunk takes.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportPace {
+    pub lease_ms: i64,
+    pub rows_per_chunk: u32,
+}
+
+/// An export this process holds: its tenant, and the token of its claim.
+#[derive(Debug, Clone)]
+pub struct ClaimedExport {
+    pub tenant: Tenant,
+    pub export: Export,
+    pub token: String,
+}
+
+/// What one step of a claimed export did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExportStep {
+    /// A chunk was written; the export as it stands now.
+    Progress(Export),
+    /// The export ended with this step.
+    Finished(Export),
+    /// The claim was lost (another worker took it after the lease ended).
+    Lost,
+}
+
+impl App {
+    /// Claims one export that is queued, or running under a lease that ended, for `lease_ms`.
+    pub async fn claim_export(
+        &self,
+        token: &str,
+        lease_ms: i64,
+    ) -> Result<Option<ClaimedExport>, AppError> {
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let claimed = tx
+            .claim_export(now, Timestamp::from_millis(now.millis() + lease_ms), token)
+            .await?;
+        tx.commit().await?;
+        Ok(claimed.map(|(tenant, export)| ClaimedExport {
+            tenant,
+            export,
+            token: token.to_owned(),
+        }))
+    }
+
+    /// Writes the next chunk of a claimed export, or ends it when the list has no more.
+    pub async fn run_export_step(
+        &self,
+        claimed: &ClaimedExport,
+        pace: ExportPace,
+    ) -> Result<ExportStep, AppError> {
+        let limit = pace.rows_per_chunk.max(1);
+        let tenant = &claimed.tenant;
+        let id = &claimed.export.id;
+        // The page is read before the write transaction, so a slow read holds no writer lock;
+        // the claim checked below says whether it still is this worker's to write.
+        let Some(mut export) = self
+            .store
+            .begin_read()
+            .await?
+            .get_export(tenant, id.as_str())
+            .await?
+        else {
+            return Ok(ExportStep::Lost);
+        };
+        let Some(filter) = ExportFilter::from_json(export.object, &export.filter) else {
+            return self
+                .fail_export(claimed, export, "its filters are unreadable")
+                .await;
+        };
+        let mut chunk = Vec::new();
+        if export.chunks_total == 0 && export.format == ExportFormat::Csv {
+            write_csv(&mut chunk, &export.columns)?;
+        }
+        let records = {
+            let mut tx = self.store.begin_read().await?;
+            self.export_page(
+                &mut *tx,
+                tenant,
+                &filter,
+                export.resume_after.clone(),
+                limit,
+            )
+            .await?
+        };
+        let last_page = records.len() < limit as usize;
+        render(&mut chunk, &export, &records)?;
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let lease = Timestamp::from_millis(now.millis() + pace.lease_ms);
+        if !tx
+            .renew_export_claim(tenant, id, &claimed.token, lease)
+            .await?
+        {
+            return Ok(ExportStep::Lost);
+        }
+        if !chunk.is_empty() {
+            tx.insert_export_chunk(tenant, id, export.chunks_total, &chunk)
+                .await?;
+            export.chunks_total += 1;
+        }
+        export.rows_done += records.len() as i64;
+        if let Some(last) = records.last() {
+            export.resume_after = Some(last.position.clone());
+        }
+        export.status = ExportStatus::Running;
+        if last_page {
+            export.finish(ExportStatus::Completed, now);
+        }
+        tx.update_export(tenant, &export).await?;
+        tx.commit().await?;
+        Ok(if last_page {
+            ExportStep::Finished(export)
+        } else {
+            ExportStep::Progress(export)
+        })
+    }
+
+    /// Ends a claimed export as failed, saying why.
+    async fn fail_export(
+        &self,
+        claimed: &ClaimedExport,
+        mut export: Export,
+        why: &str,
+    ) -> Result<ExportStep, AppError> {
+        let mut tx = self.store.begin_write().await?;
+        let now = self.clock.now();
+        if !tx
+            .renew_export_claim(&claimed.tenant, &export.id, &claimed.token, now)
+            .await?
+        {
+            return Ok(ExportStep::Lost);
+        }
+        export.error = Some(
+            self.views
+                .problem(AppError::Internal(format!("the export failed: {why}"))),
+        );
+        export.finish(ExportStatus::Failed, now);
+        tx.update_export(&claimed.tenant, &export).await?;
+        tx.commit().await?;
+        Ok(ExportStep::Finished(export))
+    }
+
+    /// Runs a claimed export to its end (or until its claim is lost), calling `progress` after
+    /// each step.
+    pub async fn run_export(
+        &self,
+        claimed: &ClaimedExport,
+        pace: ExportPace,
+        progress: &mut (dyn FnMut(&Export) + Send),
+    ) -> Result<Option<Export>, AppError> {
+        loop {
+            match self.run_export_step(claimed, pace).await? {
+                ExportStep::Progress(export) => progress(&export),
+                ExportStep::Finished(export) => {
+                    progress(&export);
+                    return Ok(Some(export));
+                }
+                ExportStep::Lost => return Ok(None),
+            }
+        }
+    }
+
+    /// Deletes the exports whose files expired, with their files.
+    pub async fn purge_exports(&self) -> Result<u64, AppError> {
+        let now = self.clock.now();
+        let mut tx = self.store.begin_write().await?;
+        let gone = tx.purge_exports(now).await?;
+        tx.commit().await?;
+        Ok(gone)
+    }
+}
+
+/// Appends `records` to `chunk` in the export's format.
+fn render(
+    chunk: &mut Vec<u8>,
+    export: &Export,
+    records: &[ExportedRecord],
+) -> Result<(), AppError> {
+    match export.format {
+        ExportFormat::Jsonl => {
+            for record in records {
+                serde_json::to_writer(&mut *chunk, &record.body)
+                    .map_err(|e| AppError::Internal(format!("writing a JSON line: {e}")))?;
+                chunk.push(b'\n');
+            }
+        }
+        ExportFormat::Csv => {
+            let mut writer = csv::Writer::from_writer(&mut *chunk);
+            for record in records {
+                writer
+                    .write_record(csv_cells(&record.body, &export.columns))
+                    .map_err(csv_error)?;
+            }
+            writer
+                .flush()
+                .map_err(|e| AppError::Internal(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends one CSV row of `cells` to `chunk`.
+fn write_csv(chunk: &mut Vec<u8>, cells: &[String]) -> Result<(), AppError> {
+    let mut writer = csv::Writer::from_writer(&mut *chunk);
+    writer.write_record(cells).map_err(csv_error)?;
+    writer
+        .flush()
+        .map_err(|e| AppError::Internal(e.to_string()))
+}
+
+fn csv_error(e: csv::Error) -> AppError {
+    AppError::Internal(format!("writing a CSV row: {e}"))
+}

@@ -1,0 +1,5 @@
+//! Exports (`ExportRepo`): the shared statements.
+
+use crate::tx::PostgresTx;
+
+crm_store_sql::impl_export_repo!(PostgresTx);
