@@ -209,12 +209,29 @@ def _upsert_key_required(case, problem):
 UNREGISTERED_PROJECTION = re.compile(r"^unknown name `custom_fields\.[a-z][a-z0-9_]*` in `fields`$")
 
 
+# `match=custom_fields.<key>` names a unique custom field of the object (POST /fields registers it
+# with `unique: true`, at run time): the document gives the key's shape, the registry decides
+# which keys exist and are unique.
+UNREGISTERED_MATCH = re.compile(
+    r"^match must be custom_fields\.<key> of a unique (contact|company|deal) field$"
+)
+
+# An import's file is CSV text, whose header row must name the object's fields (built-in ones and
+# the custom fields registered at run time): the document states a string, and CSV's grammar and
+# the registry are more than a schema of a string can carry. The refusal names `csv` (or a row).
+CSV_FIELD = re.compile(r"^csv(\b|$)")
+
+
 def _forgiven(problem):
     """Whether a refusal depends only on live state (EXCLUDED, LIVE_FIELDS, CROSS_ITEM). An
     atomic batch that wrote nothing is forgiven when each operation's own refusal is: a
     well-formed id of a record that does not exist is `not_found` there."""
     code = problem.get("code")
     errors = problem.get("errors")
+    if code == "bad_request" and UNREGISTERED_MATCH.match(problem.get("detail") or ""):
+        return True
+    if code in ("validation_failed", "unknown_field") and CSV_FIELD.match(problem.get("field") or ""):
+        return True
     if (
         code == "bad_request"
         and problem.get("field") == "fields"

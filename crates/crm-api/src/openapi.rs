@@ -1,10 +1,13 @@
 //! The OpenAPI 3.1 document, generated from the catalog.
 
+use std::collections::BTreeSet;
+
 use schemars::{generate::SchemaSettings, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::{
     catalog::{catalog, Alias, Method, ParamKind, QueryParam},
+    operation::Output,
     ErrorCode, Operation, SPEC_VERSION,
 };
 
@@ -148,24 +151,54 @@ fn shaped_output(op: &Operation, named: &Value, shaped: &mut Map<String, Value>)
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-/// A request body for `schema`, stated as the parser reads it: an absent body is `{}`, so the
-/// body is required only when some field is; an unknown top-level field is 422 `unknown_field`
-/// (`crate::body::parse`), so the object is closed unless the type says otherwise.
-fn request_body(mut schema: Value) -> Value {
-    if let Value::Object(map) = &mut schema {
-        map.entry("additionalProperties")
-            .or_insert(Value::Bool(false));
+/// The request body of an operation, stated as the parser reads it: an absent body is `{}`, so
+/// the body is required only when some field is; an unknown top-level field is 422
+/// `unknown_field` (`crate::body::parse`), so the object is closed unless the type says
+/// otherwise. A body type is referred to by name and its definition closed once the document
+/// is built (the names are collected in `closed`); a schema written by hand stays inline.
+fn request_body(
+    body: &Output,
+    generator: &mut SchemaGenerator,
+    closed: &mut BTreeSet<String>,
+) -> Value {
+    let mut schema = body.in_generator(generator);
+    match component_name(&schema) {
+        Some(name) => {
+            closed.insert(name.to_owned());
+        }
+        None => close(&mut schema),
     }
-    let required = schema
+    inline_request_body(body.inline(), schema)
+}
+
+/// `{"required": …, "content": …}` for `schema`, whose inline form is `inline`.
+fn inline_request_body(inline: Value, schema: Value) -> Value {
+    let required = inline
         .get("required")
         .and_then(Value::as_array)
         .is_some_and(|r| !r.is_empty());
     json!({"required": required, "content": {"application/json": {"schema": schema}}})
 }
 
+/// The name under `components.schemas` that `schema` refers to, if it is a `$ref` there.
+fn component_name(schema: &Value) -> Option<&str> {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+}
+
+/// Closes an object schema to members it does not list, unless it says otherwise.
+fn close(schema: &mut Value) {
+    if let Value::Object(map) = schema {
+        map.entry("additionalProperties")
+            .or_insert(Value::Bool(false));
+    }
+}
+
 /// The body of `alias`: the operation's body cut down to the fields the route takes.
 fn alias_body(op: &Operation, alias: &Alias) -> Value {
-    let full = op.body.map(|b| b()).unwrap_or_default();
+    let full = op.body.map(|b| b.inline()).unwrap_or_default();
     let properties: Map<String, Value> = full
         .get("properties")
         .and_then(Value::as_object)
@@ -222,6 +255,7 @@ fn dry_run_response(operation: &mut Value, generator: &mut SchemaGenerator) {
 pub fn document(public_url: &str) -> Value {
     let mut generator = schema_generator();
     let mut shaped = Map::new();
+    let mut closed = BTreeSet::new();
     let mut paths: Map<String, Value> = Map::new();
     for op in catalog() {
         let mut parameters: Vec<Value> = op
@@ -257,8 +291,8 @@ pub fn document(public_url: &str) -> Value {
                 "type": "string",
                 "description": "UTF-8 CSV, header row first: built-in field names, `custom_fields.<key>`, `company.domain` (contacts, deals), `primary_contact.email` (deals). Up to 256 MiB."
             }}}});
-        } else if let Some(body) = op.body {
-            operation["requestBody"] = request_body(body());
+        } else if let Some(body) = &op.body {
+            operation["requestBody"] = request_body(body, &mut generator, &mut closed);
         }
         if !op.hints.read_only {
             operation["x-dry-run"] = Value::Bool(op.hints.dry_run);
@@ -295,7 +329,10 @@ pub fn document(public_url: &str) -> Value {
             "responses": responses(op, &[200], &mut generator, &mut shaped),
         });
         if !alias.fields.is_empty() {
-            operation["requestBody"] = request_body(alias_body(op, alias));
+            // The operation's body cut to the route's fields: a schema of its own, inline.
+            let mut body = alias_body(op, alias);
+            close(&mut body);
+            operation["requestBody"] = inline_request_body(body.clone(), body);
         }
         let entry = paths
             .entry(alias.path.to_owned())
@@ -306,6 +343,11 @@ pub fn document(public_url: &str) -> Value {
     schemas.insert("Problem".into(), problem_schema());
     schemas.extend(generator.take_definitions(true));
     schemas.extend(shaped);
+    for name in &closed {
+        if let Some(schema) = schemas.get_mut(name) {
+            close(schema);
+        }
+    }
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -439,9 +481,72 @@ mod tests {
         );
     }
 
+    /// The document with every reference to a component schema replaced by the component, for
+    /// the tests that read a body's members.
+    fn inlined(mut doc: Value) -> Value {
+        fn walk(v: &mut Value, schemas: &Map<String, Value>, depth: usize) {
+            if let Some(name) = component_name(v).map(str::to_owned) {
+                assert!(depth < 16, "{name} refers to itself");
+                *v = schemas[&name].clone();
+                return walk(v, schemas, depth + 1);
+            }
+            match v {
+                Value::Object(members) => {
+                    members.values_mut().for_each(|m| walk(m, schemas, depth))
+                }
+                Value::Array(items) => items.iter_mut().for_each(|i| walk(i, schemas, depth)),
+                _ => {}
+            }
+        }
+        let schemas = doc["components"]["schemas"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        walk(&mut doc["paths"], &schemas, 0);
+        doc
+    }
+
+    /// A request body is its type's schema under `components.schemas`, by the type's name, closed
+    /// to unknown members; the types' names are their own (no two share one, so none is numbered).
+    #[test]
+    fn request_bodies_are_named_components() {
+        let doc = document("http://localhost:8080");
+        let schema = |path: &str, method: &str| {
+            doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+                .clone()
+        };
+        assert_eq!(
+            schema("/contacts", "post"),
+            json!({"$ref": "#/components/schemas/ContactCreate"})
+        );
+        assert_eq!(
+            schema("/contacts/{id}", "patch"),
+            json!({"$ref": "#/components/schemas/ContactUpdate"})
+        );
+        assert_eq!(
+            schema("/settings", "patch"),
+            json!({"$ref": "#/components/schemas/SettingsUpdate"})
+        );
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for op in catalog()
+            .iter()
+            .filter(|op| op.body.is_some() && !op.streams_body())
+        {
+            let body = schema(op.path, &op.method.as_str().to_lowercase());
+            let name = component_name(&body).unwrap_or_else(|| panic!("{}: {body}", op.name));
+            assert_eq!(schemas[name]["additionalProperties"], false, "{name}");
+        }
+        for name in schemas.keys() {
+            assert!(
+                !name.ends_with(|c: char| c.is_ascii_digit()),
+                "{name}: two types share a name"
+            );
+        }
+    }
+
     #[test]
     fn request_bodies_are_closed_and_required_only_with_a_required_field() {
-        let doc = document("http://localhost:8080");
+        let doc = inlined(document("http://localhost:8080"));
         let body = |path: &str, method: &str| doc["paths"][path][method]["requestBody"].clone();
         let automation = body("/automations", "post");
         assert_eq!(automation["required"], true);
@@ -485,7 +590,7 @@ mod tests {
     #[test]
     fn enums_in_request_bodies_are_the_domains_value_sets() {
         use crm_domain::{mail::Provider, EventType, StageType};
-        let doc = document("http://localhost:8080");
+        let doc = inlined(document("http://localhost:8080"));
         let values = |path: &str, property: &str| -> Vec<String> {
             let schema =
                 &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
@@ -554,7 +659,7 @@ mod tests {
     /// generated client has one `Contact` class for create, get, update and list.
     #[test]
     fn cross_field_rules_are_stated() {
-        let doc = document("http://localhost:8080");
+        let doc = inlined(document("http://localhost:8080"));
         let body = |path: &str| {
             doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
                 .clone()

@@ -4,13 +4,13 @@
 //! built from these by [`crate::catalog`]; the operations ([`crate::ops`]) and the entry point
 //! ([`crate::Api::call`]) depend on this module and it on neither.
 
-use std::{borrow::Cow, collections::BTreeMap, future::Future, ops::Deref, pin::Pin};
+use std::{borrow::Cow, collections::BTreeMap, future::Future, pin::Pin};
 
 use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::Value;
 
-use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem, schema::schema_of};
+pub use crate::output::Output;
+use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -288,6 +288,13 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
             _ => {}
         }
     }
+    // An `allOf` that only carried a pattern (a long text's shape) says nothing once trimmed.
+    let empty = |branch: &Value| branch.as_object().is_some_and(|b| b.is_empty());
+    if let Some(Value::Array(branches)) = object.get("allOf") {
+        if branches.iter().all(empty) {
+            object.remove("allOf");
+        }
+    }
 }
 
 /// The `{name}` parameters of a catalog path, in order.
@@ -316,7 +323,9 @@ pub struct Operation {
     pub if_match: bool,
     pub success_status: u16,
     pub query: &'static [QueryParam],
-    pub body: Option<fn() -> Value>,
+    /// The request body's schema, from the type the handler reads it into
+    /// (`Output::of::<ContactCreate>()`); `None` for an operation that takes no body.
+    pub body: Option<Output>,
     /// The success body's schema, from its type (`Output::of::<ContactBody>()`). Called, it
     /// gives the schema inline: `(op.output)()`.
     pub output: Output,
@@ -402,65 +411,6 @@ impl Operation {
             schema["required"] = Value::from(required);
         }
         schema
-    }
-}
-
-/// The schema of an operation's success body. From a type ([`Output::of`]) it is the type the
-/// handler answers with, so the schema and the answer cannot drift; the OpenAPI document refers
-/// to it by name, the agent transports take it inline.
-#[derive(Clone, Copy)]
-pub struct Output {
-    inline: fn() -> Value,
-    /// `None` for a schema written by hand ([`Output::written`]), which has no name.
-    named: Option<fn(&mut SchemaGenerator) -> Schema>,
-}
-
-impl Output {
-    /// The schema of the body type `T`.
-    pub fn of<T: JsonSchema>() -> Output {
-        Output {
-            inline: schema_of::<T>,
-            named: Some(|generator| generator.subschema_for::<T>()),
-        }
-    }
-
-    /// A schema written out by hand, for documents that are not one type.
-    pub fn written(schema: fn() -> Value) -> Output {
-        Output {
-            inline: schema,
-            named: None,
-        }
-    }
-
-    /// The schema with its subschemas inlined: self-contained, for MCP and A2A.
-    pub fn inline(&self) -> Value {
-        (self.inline)()
-    }
-
-    /// The schema as `generator` describes it: a `$ref` to the body type's definition where the
-    /// type has a name (the generator collects the definitions), else the inline schema.
-    pub fn in_generator(&self, generator: &mut SchemaGenerator) -> Value {
-        match self.named {
-            Some(named) => named(generator).to_value(),
-            None => self.inline(),
-        }
-    }
-}
-
-/// `(op.output)()` is the inline schema.
-impl Deref for Output {
-    type Target = fn() -> Value;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inline
-    }
-}
-
-impl std::fmt::Debug for Output {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Output")
-            .field("named", &self.named.is_some())
-            .finish()
     }
 }
 

@@ -309,7 +309,7 @@ pub fn operations() -> Vec<Operation> {
         if_match: false,
         success_status: 200,
         query: &[],
-        body: Some(schema_of::<BatchRequest>),
+        body: Some(Output::of::<BatchRequest>()),
         output: Output::written(output_schema),
         hints: Hints::CREATE,
         handler: batch,

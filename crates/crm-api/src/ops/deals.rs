@@ -32,9 +32,9 @@ pub struct DealCreate {
     /// A stage key of the pipeline; its entry (first) stage when omitted.
     pub stage: Option<String>,
     /// The `con_` id of the contact deal-triggered emails go to.
-    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
+    #[schemars(pattern(crate::schema::CONTACT_ID_OR_BLANK))]
     pub primary_contact_id: Option<String>,
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
     #[schemars(range(min = 0))]
@@ -64,10 +64,10 @@ pub struct DealUpdate {
     #[schemars(with = "String", pattern(crate::schema::NON_BLANK))]
     pub stage: PatchField<String>,
     #[serde(default)]
-    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
+    #[schemars(pattern(crate::schema::CONTACT_ID_OR_BLANK))]
     pub primary_contact_id: PatchField<String>,
     #[serde(default)]
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: PatchField<String>,
     #[serde(default)]
     #[schemars(range(min = 0))]
@@ -270,7 +270,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<DealCreate>),
+            body: Some(Output::of::<DealCreate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -287,7 +287,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: UPSERT_QUERY,
-            body: Some(schema_of::<DealCreate>),
+            body: Some(Output::of::<DealCreate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: upsert,
@@ -319,7 +319,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<DealUpdate>),
+            body: Some(Output::of::<DealUpdate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: update,

@@ -18,7 +18,6 @@ use crate::{
     operation::{
         Hints, Input, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, LIMIT,
     },
-    schema::schema_of,
     Problem,
 };
 
@@ -175,7 +174,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 202,
             query: CREATE_QUERY,
-            body: Some(schema_of::<ImportCsv>),
+            body: Some(Output::of::<ImportCsv>()),
             output: Output::of::<ImportBody>(),
             hints: Hints::CREATE,
             handler: create,

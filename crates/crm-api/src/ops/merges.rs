@@ -9,7 +9,6 @@ use crate::{
     bodies::{CompanyBody, ContactBody},
     body,
     operation::{Hints, Method, Operation, Output, Reply},
-    schema::schema_of,
 };
 
 /// The contacts to merge into the one named in the path.
@@ -72,7 +71,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<ContactMerge>),
+            body: Some(Output::of::<ContactMerge>()),
             output: Output::of::<ContactBody>(),
             hints: MERGE,
             handler: contacts,
@@ -89,7 +88,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<CompanyMerge>),
+            body: Some(Output::of::<CompanyMerge>()),
             output: Output::of::<CompanyBody>(),
             hints: MERGE,
             handler: companies,

@@ -116,7 +116,8 @@ pub struct FieldOut {
     pub enum_group: Option<String>,
     pub required: bool,
     /// Shown when true: values unique per object, workspace and mode.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// (Left out when false, so the schema does not require it.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique: bool,
 }
 
@@ -287,7 +288,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<FieldCreate>),
+            body: Some(Output::of::<FieldCreate>()),
             output: Output::of::<FieldSetOut>(),
             hints: REGISTER,
             handler: create_field,
@@ -319,7 +320,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<EnumValueCreate>),
+            body: Some(Output::of::<EnumValueCreate>()),
             output: Output::of::<EnumGroupOut>(),
             hints: REGISTER,
             handler: create_enum_value,
@@ -335,7 +336,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<TypeCreate>),
+            body: Some(Output::of::<TypeCreate>()),
             output: Output::of::<TypeSetOut>(),
             hints: REGISTER,
             handler: create_type,
