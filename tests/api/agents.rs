@@ -116,12 +116,14 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
 /// skill with the same name, and the tool's and the skill's input schemas are the same schema,
 /// made of exactly the REST operation's parameters and body.
 async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Server) {
-    let openapi = s
-        .anon(Method::GET, "/openapi.json")
-        .send()
-        .await
-        .ok(200)
-        .clone();
+    // The tools' schemas are self-contained: compared with REST's with its references inlined.
+    let openapi = support::inline_refs(
+        s.anon(Method::GET, "/openapi.json")
+            .send()
+            .await
+            .ok(200)
+            .clone(),
+    );
     let tools = mcp(
         &s,
         Some(&s.keys.test),
@@ -226,7 +228,7 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
 /// patterns, titles or formats; below the argument, no bounds and no per-kind `oneOf`/`anyOf`
 /// beside listed members. Applied to both sides, it leaves what must agree.
 fn as_shown(v: &Value, top: bool) -> Value {
-    match v {
+    without_empty_combinators(match v {
         Value::Object(map) => {
             let nested_drop: &[&str] = if top {
                 &["maxLength", "minimum", "maximum", "propertyNames"]
@@ -267,11 +269,32 @@ fn as_shown(v: &Value, top: bool) -> Value {
                         };
                         (k.clone(), value)
                     })
-                    .collect(),
+                    .collect::<Map<_, _>>(),
             )
         }
         other => other.clone(),
+    })
+}
+
+/// `v` without an `allOf`, `anyOf` or `oneOf` left with only empty branches (a long text's shape
+/// or a date's format, once dropped), which says nothing: a tool leaves it out.
+fn without_empty_combinators(mut v: Value) -> Value {
+    if let Some(map) = v.as_object_mut() {
+        for combinator in ["allOf", "anyOf", "oneOf"] {
+            let empty = map
+                .get(combinator)
+                .and_then(Value::as_array)
+                .is_some_and(|branches| {
+                    branches
+                        .iter()
+                        .all(|b| b.as_object().is_some_and(Map::is_empty))
+                });
+            if empty {
+                map.remove(combinator);
+            }
+        }
     }
+    v
 }
 
 fn names_of(v: &Value) -> BTreeSet<String> {

@@ -171,12 +171,15 @@ fn request_body(
     inline_request_body(body.inline(), schema)
 }
 
-/// `{"required": …, "content": …}` for `schema`, whose inline form is `inline`.
+/// `{"required": …, "content": …}` for `schema`, whose inline form is `inline`: required when a
+/// member is, or when the body must have some member (`minProperties`, the settings' PATCH),
+/// since an absent body is read as `{}`.
 fn inline_request_body(inline: Value, schema: Value) -> Value {
     let required = inline
         .get("required")
         .and_then(Value::as_array)
-        .is_some_and(|r| !r.is_empty());
+        .is_some_and(|r| !r.is_empty())
+        || inline.get("minProperties").and_then(Value::as_u64) > Some(0);
     json!({"required": required, "content": {"application/json": {"schema": schema}}})
 }
 

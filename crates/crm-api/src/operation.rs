@@ -288,11 +288,14 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
             _ => {}
         }
     }
-    // An `allOf` that only carried a pattern (a long text's shape) says nothing once trimmed.
+    // Branches that only carried a pattern or a format (a long text's shape, a date or blank)
+    // say nothing once trimmed.
     let empty = |branch: &Value| branch.as_object().is_some_and(|b| b.is_empty());
-    if let Some(Value::Array(branches)) = object.get("allOf") {
-        if branches.iter().all(empty) {
-            object.remove("allOf");
+    for combinator in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = object.get(combinator) {
+            if branches.iter().all(empty) {
+                object.remove(combinator);
+            }
         }
     }
 }

@@ -245,6 +245,10 @@ macro_rules! ws {
 /// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
 pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
 
+/// White space only (or nothing), which the record fields read as no value; beside a `format`
+/// (`close_date`) as `anyOf: [{format}, {pattern: BLANK}]`.
+pub(crate) const BLANK: &str = concat!("^[", ws!(), "]*$");
+
 /// A reference to a record by its id (`crm_domain::CompanyId::PATTERN`,
 /// `crm_domain::ContactId::PATTERN`), or white space only, which the record fields read as no
 /// reference (they trim what Rust's `str::trim` trims, [`ws`]).

@@ -13,7 +13,7 @@ use crate::{
     operation::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
-    schema::{schema_of, PatchField},
+    schema::PatchField,
     Problem,
 };
 
@@ -283,7 +283,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_takes_the_writable_fields() {

@@ -14,7 +14,7 @@ use crate::{
         Hints, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED,
         LIMIT, MAX_FIELD_FILTERS,
     },
-    schema::{schema_of, PatchField},
+    schema::PatchField,
     Problem,
 };
 
@@ -390,7 +390,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_and_update_accept_the_same_fields() {

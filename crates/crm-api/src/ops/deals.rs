@@ -13,7 +13,7 @@ use crate::{
     operation::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
-    schema::{schema_of, PatchField, WholeNumber},
+    schema::{PatchField, WholeNumber},
     Problem,
 };
 
@@ -42,8 +42,8 @@ pub struct DealCreate {
     /// Three-letter currency code (ISO 4217 shape, any case; stored upper-case). Blank is none.
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: Option<String>,
-    /// YYYY-MM-DD.
-    #[schemars(extend("format" = "date"))]
+    /// YYYY-MM-DD; blank is none.
+    #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: Option<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -76,7 +76,7 @@ pub struct DealUpdate {
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: PatchField<String>,
     #[serde(default)]
-    #[schemars(extend("format" = "date"))]
+    #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -362,7 +362,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_accepts_exactly_the_writable_fields() {

@@ -15,7 +15,7 @@ use super::handler;
 use crate::{
     body,
     operation::{Hints, Method, Operation, Output, Reply},
-    schema::{schema_of, string_enum},
+    schema::string_enum,
     Problem,
 };
 
@@ -50,6 +50,21 @@ fn enum_group_only_for_enums(schema: &mut Schema) {
             {"required": ["data_type"], "properties": {"data_type": {"enum": enum_types}}},
             {"properties": {"enum_group": {"type": "null"}}},
         ]),
+    );
+    // `unique: true` only with a data type that can be unique (`DataType::can_be_unique`), or
+    // none given: the default `text` can, and a key registered before keeps its own type.
+    let mut unique_types: Vec<serde_json::Value> = DataType::ALL
+        .into_iter()
+        .filter(|t| t.can_be_unique())
+        .map(|t| t.as_str().into())
+        .collect();
+    unique_types.push(serde_json::Value::Null);
+    schema.insert(
+        "allOf".into(),
+        serde_json::json!([{"anyOf": [
+            {"properties": {"unique": {"enum": [false, null]}}},
+            {"properties": {"data_type": {"enum": unique_types}}},
+        ]}]),
     );
 }
 
@@ -348,6 +363,8 @@ pub fn operations() -> Vec<Operation> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    use crate::schema::schema_of;
 
     #[test]
     fn body_schemas_mark_required_fields_and_list_valid_names() {
