@@ -84,7 +84,9 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
         };
         names.insert(name.to_owned());
         if p["in"] == "query" {
-            schemas.insert(name.to_owned(), p["schema"].clone());
+            // A JSON document in a parameter (`content`) is a string to agents.
+            let schema = p.get("schema").cloned();
+            schemas.insert(name.to_owned(), schema.unwrap_or(json!({"type": "string"})));
         }
         if p["required"] == true {
             required.insert(name.to_owned());
@@ -231,18 +233,31 @@ fn as_shown(v: &Value, top: bool) -> Value {
     without_empty_combinators(match v {
         Value::Object(map) => {
             let nested_drop: &[&str] = if top {
-                &["maxLength", "minimum", "maximum", "propertyNames"]
+                &[
+                    "maxLength",
+                    "minimum",
+                    "maximum",
+                    "propertyNames",
+                    "uniqueItems",
+                ]
             } else if map.contains_key("properties") {
                 &[
                     "maxLength",
                     "minimum",
                     "maximum",
                     "propertyNames",
+                    "uniqueItems",
                     "oneOf",
                     "anyOf",
                 ]
             } else {
-                &["maxLength", "minimum", "maximum", "propertyNames"]
+                &[
+                    "maxLength",
+                    "minimum",
+                    "maximum",
+                    "propertyNames",
+                    "uniqueItems",
+                ]
             };
             Value::Object(
                 map.iter()

@@ -214,6 +214,11 @@ fn alias_body(op: &Operation, alias: &Alias) -> Value {
 }
 
 fn query_parameter(q: &QueryParam) -> Value {
+    if let ParamKind::Json(schema) = q.kind {
+        // A JSON document in the parameter: its schema, not a string's.
+        return json!({"name": q.name, "in": "query", "required": q.required, "description": q.description,
+            "content": {"application/json": {"schema": schema()}}});
+    }
     let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
     if matches!(q.kind, ParamKind::FieldMap) {
         // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.

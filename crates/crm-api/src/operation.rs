@@ -97,6 +97,9 @@ pub enum ParamKind {
         min: i64,
         max: i64,
     },
+    /// A JSON document in a string, of this schema (an import's `mapping`): OpenAPI states it
+    /// as the parameter's `application/json` content; agents pass the string.
+    Json(fn() -> Value),
     /// Equality filters on custom fields: `<name>.<key>=<value>` (or `<name>[<key>]=<value>`, the
     /// OpenAPI `deepObject` spelling) in a query string; one object `{<key>: value}` for agents.
     FieldMap,
@@ -118,7 +121,8 @@ impl ParamKind {
             ParamKind::String
             | ParamKind::Pattern(_)
             | ParamKind::Computed(_)
-            | ParamKind::Filter(_) => "string",
+            | ParamKind::Filter(_)
+            | ParamKind::Json(_) => "string",
             ParamKind::Boolean => "boolean",
             ParamKind::Integer { .. } => "integer",
             ParamKind::FieldMap => "object",
@@ -184,7 +188,7 @@ impl QueryParam {
 
     pub fn schema(&self) -> Value {
         let mut s = match self.kind {
-            ParamKind::String => serde_json::json!({"type": "string"}),
+            ParamKind::String | ParamKind::Json(_) => serde_json::json!({"type": "string"}),
             ParamKind::Pattern(pattern) => {
                 serde_json::json!({"type": "string", "pattern": pattern})
             }
@@ -263,9 +267,15 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
         object.remove("oneOf");
         object.remove("anyOf");
     }
-    // Length and number bounds, and the shape of custom field keys, the server states in the
-    // refusal that names the field; a model rarely comes near them.
-    for bound in ["maxLength", "minimum", "maximum", "propertyNames"] {
+    // Length and number bounds, the shape of custom field keys and that items differ, the
+    // server states in the refusal that names the field; a model rarely comes near them.
+    for bound in [
+        "maxLength",
+        "minimum",
+        "maximum",
+        "propertyNames",
+        "uniqueItems",
+    ] {
         object.remove(bound);
     }
     // `true` is what an absent `additionalProperties` means already.

@@ -45,7 +45,12 @@ const CREATE_QUERY: &[QueryParam] = &[
         ON_DUPLICATE_PATTERN,
         "Taken email or domain: skip, update or error (default).",
     ),
-    QueryParam::string("mapping", "JSON object: CSV column to field."),
+    QueryParam {
+        name: "mapping",
+        kind: ParamKind::Json(mapping_schema),
+        required: false,
+        description: "JSON object: CSV column to field.",
+    },
     QueryParam {
         name: "dry_run",
         kind: ParamKind::Boolean,
@@ -55,6 +60,11 @@ const CREATE_QUERY: &[QueryParam] = &[
 ];
 
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+/// What `mapping` holds: CSV column names to the fields they fill.
+fn mapping_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "additionalProperties": {"type": "string"}})
+}
 
 /// `mapping`: a JSON object of strings.
 fn mapping(raw: Option<&str>) -> Result<BTreeMap<String, String>, Problem> {

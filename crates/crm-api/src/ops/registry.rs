@@ -59,12 +59,27 @@ fn enum_group_only_for_enums(schema: &mut Schema) {
         .map(|t| t.as_str().into())
         .collect();
     unique_types.push(serde_json::Value::Null);
+    // A new key may not be a built-in or reserved name of its object
+    // (`ObjectKind::reserved_field_names`): one branch per object.
+    let reserved: Vec<serde_json::Value> = ObjectKind::ALL
+        .into_iter()
+        .map(|object| {
+            let names: Vec<&str> = object.reserved_field_names().collect();
+            serde_json::json!({"properties": {
+                "object": {"const": object.as_str()},
+                "key": {"not": {"enum": names}},
+            }})
+        })
+        .collect();
     schema.insert(
         "allOf".into(),
-        serde_json::json!([{"anyOf": [
-            {"properties": {"unique": {"enum": [false, null]}}},
-            {"properties": {"data_type": {"enum": unique_types}}},
-        ]}]),
+        serde_json::json!([
+            {"anyOf": [
+                {"properties": {"unique": {"enum": [false, null]}}},
+                {"properties": {"data_type": {"enum": unique_types}}},
+            ]},
+            {"anyOf": reserved},
+        ]),
     );
 }
 
