@@ -48,6 +48,11 @@ fn shape_by_op(schema: &mut schemars::Schema) {
         body
     };
     let nullable = |body: Value| json!({"anyOf": [{"type": "null"}, body]});
+    // A batch upsert has no `match`: it matches on the contact's email or the company's domain.
+    let requiring = |mut body: Value, key: &str| {
+        body["required"] = json!([key]);
+        body
+    };
     let id = json!({"type": "string", "minLength": 1});
     schema.insert(
         "oneOf".into(),
@@ -61,9 +66,9 @@ fn shape_by_op(schema: &mut schemars::Schema) {
             {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
                 "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
             {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
-                "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
+                "data": requiring(closed(schema_of::<super::contacts::ContactUpsert>()), "email")}},
             {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
-                "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
+                "data": requiring(closed(schema_of::<super::companies::CompanyUpsert>()), "domain")}},
             {"required": ["id"], "properties": {"op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
         ]),
     );
