@@ -32,13 +32,13 @@ PROGRAM = textwrap.dedent(
         ContactShaped,
         DryRun,
         Problem,
-        SvcCreateContactBody,
-        SvcUpdateContactBody,
+        ContactCreate,
+        ContactUpdate,
     )
 
 
     def contacts(client: AuthenticatedClient) -> list[Contact | ContactShaped]:
-        created = svc_create_contact.sync(client=client, body=SvcCreateContactBody(first_name="Ada"))
+        created = svc_create_contact.sync(client=client, body=ContactCreate(first_name="Ada"))
         # 201 the contact; 200 the envelope of `dry_run=true`.
         assert_type(created, Contact | DryRun | Problem | None)
         assert isinstance(created, Contact)
@@ -46,7 +46,7 @@ PROGRAM = textwrap.dedent(
         fetched = svc_get_contact.sync(created.id, client=client)
         assert isinstance(fetched, ContactShaped)
         updated = svc_update_contact.sync(
-            fetched.id, client=client, body=SvcUpdateContactBody(last_name="Lovelace")
+            fetched.id, client=client, body=ContactUpdate(last_name="Lovelace")
         )
         assert isinstance(updated, Contact)
         page = svc_list_contacts.sync(client=client)

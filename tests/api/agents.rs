@@ -84,7 +84,9 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
         };
         names.insert(name.to_owned());
         if p["in"] == "query" {
-            schemas.insert(name.to_owned(), p["schema"].clone());
+            // A JSON document in a parameter (`content`) is a string to agents.
+            let schema = p.get("schema").cloned();
+            schemas.insert(name.to_owned(), schema.unwrap_or(json!({"type": "string"})));
         }
         if p["required"] == true {
             required.insert(name.to_owned());
@@ -116,12 +118,14 @@ fn arguments_from_openapi(op: &Value) -> (BTreeSet<String>, Map<String, Value>, 
 /// skill with the same name, and the tool's and the skill's input schemas are the same schema,
 /// made of exactly the REST operation's parameters and body.
 async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Server) {
-    let openapi = s
-        .anon(Method::GET, "/openapi.json")
-        .send()
-        .await
-        .ok(200)
-        .clone();
+    // The tools' schemas are self-contained: compared with REST's with its references inlined.
+    let openapi = support::inline_refs(
+        s.anon(Method::GET, "/openapi.json")
+            .send()
+            .await
+            .ok(200)
+            .clone(),
+    );
     let tools = mcp(
         &s,
         Some(&s.keys.test),
@@ -230,7 +234,7 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
 /// patterns, titles, formats, bounds or `additionalProperties: true|false`; below the argument,
 /// no per-kind `oneOf`/`anyOf` beside listed members. Applied to both sides, it leaves what must agree.
 fn as_shown(v: &Value, top: bool) -> Value {
-    match v {
+    without_empty_combinators(match v {
         Value::Object(map) => {
             let bounds = [
                 "maxLength",
@@ -240,6 +244,7 @@ fn as_shown(v: &Value, top: bool) -> Value {
                 "maxItems",
                 "maxProperties",
                 "propertyNames",
+                "uniqueItems",
             ];
             let per_kind: &[&str] = if !top && map.contains_key("properties") {
                 &["oneOf", "anyOf"]
@@ -272,11 +277,32 @@ fn as_shown(v: &Value, top: bool) -> Value {
                         };
                         (k.clone(), value)
                     })
-                    .collect(),
+                    .collect::<Map<_, _>>(),
             )
         }
         other => other.clone(),
+    })
+}
+
+/// `v` without an `allOf`, `anyOf` or `oneOf` left with only empty branches (a long text's shape
+/// or a date's format, once dropped), which says nothing: a tool leaves it out.
+fn without_empty_combinators(mut v: Value) -> Value {
+    if let Some(map) = v.as_object_mut() {
+        for combinator in ["allOf", "anyOf", "oneOf"] {
+            let empty = map
+                .get(combinator)
+                .and_then(Value::as_array)
+                .is_some_and(|branches| {
+                    branches
+                        .iter()
+                        .all(|b| b.as_object().is_some_and(Map::is_empty))
+                });
+            if empty {
+                map.remove(combinator);
+            }
+        }
     }
+    v
 }
 
 fn names_of(v: &Value) -> BTreeSet<String> {

@@ -287,12 +287,13 @@ async fn automation_capabilities_are_the_spec_catalog(s: Server) {
 /// (an absent one is 422), closed bodies (an unknown field is 422 `unknown_field`), every
 /// success status, the stage aliases' own parameters and body, and the headers sent.
 async fn the_openapi_document_states_what_the_server_enforces(s: Server) {
-    let doc = s
-        .anon(Method::GET, "/openapi.json")
-        .send()
-        .await
-        .ok(200)
-        .clone();
+    let doc = crate::support::inline_refs(
+        s.anon(Method::GET, "/openapi.json")
+            .send()
+            .await
+            .ok(200)
+            .clone(),
+    );
     let body = |path: &str, method: &str| doc["paths"][path][method]["requestBody"].clone();
     let automation = body("/automations", "post");
     let schema = &automation["content"]["application/json"]["schema"];

@@ -391,3 +391,31 @@ macro_rules! on_both_backends {
         }
     };
 }
+
+/// The OpenAPI document `doc` with each reference to a component schema under `paths` replaced
+/// by the component, for tests that read a body's members.
+pub fn inline_refs(mut doc: Value) -> Value {
+    fn walk(v: &mut Value, schemas: &serde_json::Map<String, Value>, depth: usize) {
+        let target = v
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .map(str::to_owned);
+        if let Some(name) = target {
+            assert!(depth < 16, "{name} refers to itself");
+            *v = schemas[&name].clone();
+            return walk(v, schemas, depth + 1);
+        }
+        match v {
+            Value::Object(members) => members.values_mut().for_each(|m| walk(m, schemas, depth)),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, schemas, depth)),
+            _ => {}
+        }
+    }
+    let schemas = doc["components"]["schemas"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    walk(&mut doc["paths"], &schemas, 0);
+    doc
+}

@@ -142,6 +142,9 @@ impl Api {
                 "the request body must be a JSON object",
             ));
         }
+        if let Some(key) = idempotency_key.filter(|_| op.idempotency_key) {
+            idempotency::check_key(key)?;
+        }
         if dry_run {
             // Neither reads nor claims the idempotency key (decisions §24).
             return Box::pin(dry_run::run(self, op, caller, input)).await;

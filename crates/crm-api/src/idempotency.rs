@@ -13,6 +13,19 @@ use crate::{
     Api,
 };
 
+/// An `Idempotency-Key` in the shape the document states: 1 to 255 characters. Checked on every
+/// call that carries one, a dry run too, which neither reads nor claims it but must refuse what
+/// the real write refuses.
+pub(crate) fn check_key(key: &str) -> Result<(), Problem> {
+    if key.is_empty() || key.len() > crm_app::idempotency::MAX_KEY_LEN {
+        return Err(
+            Problem::bad_request("Idempotency-Key must be 1 to 255 characters")
+                .with("field", "Idempotency-Key"),
+        );
+    }
+    Ok(())
+}
+
 /// Runs `op`, which takes an `Idempotency-Key`, for a call with one: a repeated request is
 /// answered what the first was (a success or a 4xx), and a 5xx gives the key back.
 pub(crate) async fn dispatch(
@@ -22,12 +35,7 @@ pub(crate) async fn dispatch(
     mut input: Input,
     key: &str,
 ) -> Result<Reply, Problem> {
-    if key.is_empty() || key.len() > crm_app::idempotency::MAX_KEY_LEN {
-        return Err(
-            Problem::bad_request("Idempotency-Key must be 1 to 255 characters")
-                .with("field", "Idempotency-Key"),
-        );
-    }
+    check_key(key)?;
     let tenant = &caller.tenant;
     let claim = match api
         .app

@@ -19,6 +19,7 @@ mod idempotency;
 pub mod openapi;
 pub mod operation;
 pub mod ops;
+mod output;
 pub mod problem;
 mod query;
 mod rate;

@@ -1,10 +1,13 @@
 //! The OpenAPI 3.1 document, generated from the catalog.
 
+use std::collections::BTreeSet;
+
 use schemars::{generate::SchemaSettings, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::{
     catalog::{catalog, Alias, Method, ParamKind, QueryParam},
+    operation::Output,
     ErrorCode, Operation, SPEC_VERSION,
 };
 
@@ -148,24 +151,57 @@ fn shaped_output(op: &Operation, named: &Value, shaped: &mut Map<String, Value>)
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-/// A request body for `schema`, stated as the parser reads it: an absent body is `{}`, so the
-/// body is required only when some field is; an unknown top-level field is 422 `unknown_field`
-/// (`crate::body::parse`), so the object is closed unless the type says otherwise.
-fn request_body(mut schema: Value) -> Value {
-    if let Value::Object(map) = &mut schema {
+/// The request body of an operation, stated as the parser reads it: an absent body is `{}`, so
+/// the body is required only when some field is; an unknown top-level field is 422
+/// `unknown_field` (`crate::body::parse`), so the object is closed unless the type says
+/// otherwise. A body type is referred to by name and its definition closed once the document
+/// is built (the names are collected in `closed`); a schema written by hand stays inline.
+fn request_body(
+    body: &Output,
+    generator: &mut SchemaGenerator,
+    closed: &mut BTreeSet<String>,
+) -> Value {
+    let mut schema = body.in_generator(generator);
+    match component_name(&schema) {
+        Some(name) => {
+            closed.insert(name.to_owned());
+        }
+        None => close(&mut schema),
+    }
+    inline_request_body(body.inline(), schema)
+}
+
+/// `{"required": …, "content": …}` for `schema`, whose inline form is `inline`: required when a
+/// member is, or when the body must have some member (`minProperties`, the settings' PATCH),
+/// since an absent body is read as `{}`.
+fn inline_request_body(inline: Value, schema: Value) -> Value {
+    let required = inline
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty())
+        || inline.get("minProperties").and_then(Value::as_u64) > Some(0);
+    json!({"required": required, "content": {"application/json": {"schema": schema}}})
+}
+
+/// The name under `components.schemas` that `schema` refers to, if it is a `$ref` there.
+fn component_name(schema: &Value) -> Option<&str> {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+}
+
+/// Closes an object schema to members it does not list, unless it says otherwise.
+fn close(schema: &mut Value) {
+    if let Value::Object(map) = schema {
         map.entry("additionalProperties")
             .or_insert(Value::Bool(false));
     }
-    let required = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .is_some_and(|r| !r.is_empty());
-    json!({"required": required, "content": {"application/json": {"schema": schema}}})
 }
 
 /// The body of `alias`: the operation's body cut down to the fields the route takes.
 fn alias_body(op: &Operation, alias: &Alias) -> Value {
-    let full = op.body.map(|b| b()).unwrap_or_default();
+    let full = op.body.map(|b| b.inline()).unwrap_or_default();
     let properties: Map<String, Value> = full
         .get("properties")
         .and_then(Value::as_object)
@@ -178,6 +214,11 @@ fn alias_body(op: &Operation, alias: &Alias) -> Value {
 }
 
 fn query_parameter(q: &QueryParam) -> Value {
+    if let ParamKind::Json(schema) = q.kind {
+        // A JSON document in the parameter: its schema, not a string's.
+        return json!({"name": q.name, "in": "query", "required": q.required, "description": q.description,
+            "content": {"application/json": {"schema": schema()}}});
+    }
     let mut param = json!({"name": q.name, "in": "query", "required": q.required, "description": q.description, "schema": q.schema()});
     if matches!(q.kind, ParamKind::FieldMap) {
         // `custom_fields[tier]=gold`: the one standard way to describe keyed query parameters.
@@ -222,6 +263,7 @@ fn dry_run_response(operation: &mut Value, generator: &mut SchemaGenerator) {
 pub fn document(public_url: &str) -> Value {
     let mut generator = schema_generator();
     let mut shaped = Map::new();
+    let mut closed = BTreeSet::new();
     let mut paths: Map<String, Value> = Map::new();
     for op in catalog() {
         let mut parameters: Vec<Value> = op
@@ -257,8 +299,8 @@ pub fn document(public_url: &str) -> Value {
                 "type": "string",
                 "description": "UTF-8 CSV, header row first: built-in field names, `custom_fields.<key>`, `company.domain` (contacts, deals), `primary_contact.email` (deals). Up to 256 MiB."
             }}}});
-        } else if let Some(body) = op.body {
-            operation["requestBody"] = request_body(body());
+        } else if let Some(body) = &op.body {
+            operation["requestBody"] = request_body(body, &mut generator, &mut closed);
         }
         if op.answers_file() {
             // REST sends the file itself; the JSON notice is what MCP and A2A answer instead.
@@ -301,7 +343,10 @@ pub fn document(public_url: &str) -> Value {
             "responses": responses(op, &[200], &mut generator, &mut shaped),
         });
         if !alias.fields.is_empty() {
-            operation["requestBody"] = request_body(alias_body(op, alias));
+            // The operation's body cut to the route's fields: a schema of its own, inline.
+            let mut body = alias_body(op, alias);
+            close(&mut body);
+            operation["requestBody"] = inline_request_body(body.clone(), body);
         }
         let entry = paths
             .entry(alias.path.to_owned())
@@ -312,6 +357,11 @@ pub fn document(public_url: &str) -> Value {
     schemas.insert("Problem".into(), problem_schema());
     schemas.extend(generator.take_definitions(true));
     schemas.extend(shaped);
+    for name in &closed {
+        if let Some(schema) = schemas.get_mut(name) {
+            close(schema);
+        }
+    }
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -363,377 +413,4 @@ fn spell_boolean_schemas_as_objects(v: &mut Value) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_catalog_operation_is_in_the_document() {
-        let doc = document("http://localhost:8080");
-        assert_eq!(doc["info"]["version"], "0.14.0");
-        for op in catalog() {
-            let method = op.method.as_str().to_lowercase();
-            assert_eq!(doc["paths"][op.path][&method]["operationId"], op.name);
-        }
-    }
-
-    fn status_codes(op: &Value) -> Vec<&str> {
-        op["responses"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect()
-    }
-
-    #[test]
-    fn operations_list_every_success_status() {
-        let doc = document("http://localhost:8080");
-        assert_eq!(
-            status_codes(&doc["paths"]["/pipelines/{pipeline}/stages"]["post"]),
-            ["201", "200", "401", "429", "default"]
-        );
-        assert_eq!(
-            status_codes(&doc["paths"]["/sequences/{id}/enroll"]["post"]),
-            ["201", "200", "401", "429", "default"]
-        );
-        assert_eq!(
-            status_codes(&doc["paths"]["/contacts"]["post"]),
-            ["201", "200", "401", "429", "default"],
-            "200: the dry run's envelope"
-        );
-        assert_eq!(
-            status_codes(&doc["paths"]["/keys"]["post"]),
-            ["201", "401", "429", "default"]
-        );
-    }
-
-    #[test]
-    fn stage_aliases_take_what_their_routes_take() {
-        let doc = document("http://localhost:8080");
-        let item = &doc["paths"]["/pipelines/{pipeline}/stages/{key}"];
-        let names = |op: &Value| {
-            op["parameters"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{} {}",
-                        p["in"].as_str().unwrap(),
-                        p["name"].as_str().unwrap()
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            names(&item["delete"]),
-            ["path pipeline", "path key", "query move_to"]
-        );
-        assert!(item["delete"].get("requestBody").is_none());
-        assert_eq!(names(&item["patch"]), ["path pipeline", "path key"]);
-        let body = &item["patch"]["requestBody"];
-        assert_eq!(body["required"], false);
-        let schema = &body["content"]["application/json"]["schema"];
-        assert_eq!(
-            crate::schema::property_names(schema),
-            ["label", "type", "position"]
-        );
-        assert_eq!(schema["additionalProperties"], false);
-        assert_eq!(
-            status_codes(&item["patch"]),
-            ["200", "401", "429", "default"]
-        );
-    }
-
-    #[test]
-    fn request_bodies_are_closed_and_required_only_with_a_required_field() {
-        let doc = document("http://localhost:8080");
-        let body = |path: &str, method: &str| doc["paths"][path][method]["requestBody"].clone();
-        let automation = body("/automations", "post");
-        assert_eq!(automation["required"], true);
-        let schema = &automation["content"]["application/json"]["schema"];
-        assert_eq!(
-            (&schema["required"], &schema["additionalProperties"]),
-            (&json!(["name", "trigger_event", "actions"]), &json!(false))
-        );
-        // An absent body is `{}`, which a PATCH takes (a no-op) and so does a contact create's schema.
-        for (path, method) in [
-            ("/contacts/{id}", "patch"),
-            ("/contacts", "post"),
-            ("/pipelines/{id}", "patch"),
-        ] {
-            assert_eq!(body(path, method)["required"], false, "{method} {path}");
-        }
-        for op in catalog()
-            .iter()
-            .filter(|op| op.body.is_some() && !op.streams_body())
-        {
-            let b = body(op.path, &op.method.as_str().to_lowercase());
-            assert!(
-                b["content"]["application/json"]["schema"]["additionalProperties"] == false,
-                "{}",
-                op.name
-            );
-        }
-    }
-
-    /// An import's REST body is the CSV file itself.
-    #[test]
-    fn an_import_takes_its_file_as_text_csv() {
-        let doc = document("http://localhost:8080");
-        let body = &doc["paths"]["/imports"]["post"]["requestBody"];
-        assert_eq!(body["required"], true);
-        assert_eq!(body["content"]["text/csv"]["schema"]["type"], "string");
-        assert!(body["content"].get("application/json").is_none());
-    }
-
-    /// The closed value sets written out in the DTOs' schema attributes are the domain's own.
-    #[test]
-    fn enums_in_request_bodies_are_the_domains_value_sets() {
-        use crm_domain::{mail::Provider, EventType, StageType};
-        let doc = document("http://localhost:8080");
-        let values = |path: &str, property: &str| -> Vec<String> {
-            let schema =
-                &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
-            let values = schema["properties"][property]["enum"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{path} {property}: {schema:#}"));
-            values
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        };
-        assert_eq!(
-            values("/automations", "trigger_event"),
-            EventType::ALL.map(|t| t.as_str())
-        );
-        assert_eq!(
-            values("/connections", "provider"),
-            Provider::ALL.map(|p| p.as_str())
-        );
-        assert_eq!(
-            values("/pipelines/{pipeline}/stages", "type"),
-            StageType::ALL.map(|t| t.as_str())
-        );
-        let events = &doc["paths"]["/webhooks"]["post"]["requestBody"]["content"]
-            ["application/json"]["schema"]["properties"]["events"];
-        assert_eq!(
-            events["items"]["enum"],
-            json!(crm_domain::Subscription::valid_options()),
-            "{events:#}"
-        );
-        let properties = |path: &str| {
-            &doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
-                ["properties"]
-        };
-        assert_eq!(
-            properties("/keys")["scopes"]["items"]["enum"],
-            json!(crm_app::Scopes::options())
-        );
-        let automation = properties("/automations");
-        let ops = crm_domain::automation::ConditionOp::ALL.map(|o| o.as_str());
-        assert_eq!(
-            automation["conditions"]["items"]["properties"]["op"]["enum"],
-            json!(ops),
-            "{automation:#}"
-        );
-        assert_eq!(
-            properties("/sequences")["exit_when"]["items"]["properties"]["op"]["enum"],
-            json!(ops)
-        );
-        assert_eq!(
-            automation["actions"]["items"]["properties"]["type"]["enum"],
-            json!(crm_domain::automation::ActionType::ALL.map(|t| t.as_str()))
-        );
-        // The batch parser's own lists (its unknown_value problems name the same ones).
-        let batch = &properties("/batch")["operations"]["items"]["properties"];
-        assert_eq!(
-            (&batch["op"]["enum"], &batch["object"]["enum"]),
-            (
-                &json!(["create", "update", "delete", "upsert"]),
-                &json!(["contact", "company", "deal"])
-            )
-        );
-    }
-
-    /// A body type is described once, under its name, and each operation refers to it: a
-    /// generated client has one `Contact` class for create, get, update and list.
-    #[test]
-    fn cross_field_rules_are_stated() {
-        let doc = document("http://localhost:8080");
-        let body = |path: &str| {
-            doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
-                .clone()
-        };
-        // One closed shape per action type, needing what the engine needs.
-        let actions = body("/automations")["properties"]["actions"]["items"]["oneOf"].clone();
-        let shapes = actions.as_array().expect("a shape per action type");
-        assert_eq!(shapes.len(), crm_domain::automation::ActionType::ALL.len());
-        let set_field = shapes
-            .iter()
-            .find(|s| s["properties"]["type"]["const"] == "set_field")
-            .expect("set_field");
-        assert_eq!(set_field["required"], json!(["type", "field", "value"]));
-        assert_eq!(set_field["additionalProperties"], false);
-        let send_email = shapes
-            .iter()
-            .find(|s| s["properties"]["type"]["const"] == "send_email")
-            .expect("send_email");
-        assert_eq!(
-            send_email["allOf"][0]["anyOf"][1]["required"],
-            json!(["subject", "body"])
-        );
-        // Exactly one wait per step.
-        let step = &body("/sequences")["properties"]["steps"]["items"];
-        assert_eq!(step["oneOf"].as_array().map(Vec::len), Some(3), "{step:#}");
-        // enum_group only with an enum data type; a batch update or delete names its record, an
-        // upsert carries its data.
-        assert_eq!(
-            body("/fields")["anyOf"][0]["properties"]["data_type"]["enum"],
-            json!(["select", "multiselect"])
-        );
-        let batch = &body("/batch")["properties"]["operations"]["items"]["oneOf"];
-        let required = |op: &str| -> Vec<Value> {
-            batch
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|b| b["properties"]["op"]["const"] == op)
-                .map(|b| b["required"].clone())
-                .collect()
-        };
-        assert_eq!(required("update"), [json!(["id"]), json!(["id"])]);
-        assert_eq!(required("delete"), [json!(["id"])]);
-        assert_eq!(required("upsert"), [json!(["data"]), json!(["data"])]);
-        // Shapes of text the parsers check.
-        let contact = body("/contacts");
-        assert_eq!(
-            contact["properties"]["email"]["pattern"],
-            crate::schema::EMAIL_OR_BLANK
-        );
-    }
-
-    #[test]
-    fn no_schema_is_a_bare_boolean() {
-        fn check(v: &Value, path: &str) {
-            if let Value::Object(map) = v {
-                for (k, x) in map {
-                    let here = format!("{path}/{k}");
-                    if let ("properties", Value::Object(members)) = (k.as_str(), x) {
-                        for (name, m) in members {
-                            assert!(!m.is_boolean(), "{here}/{name} is a boolean schema");
-                        }
-                    }
-                    if matches!(k.as_str(), "items" | "not") {
-                        assert!(!x.is_boolean(), "{here} is a boolean schema");
-                    }
-                    check(x, &here);
-                }
-            } else if let Value::Array(items) = v {
-                for (i, x) in items.iter().enumerate() {
-                    assert!(!(x.is_boolean() && path.ends_with("Of")), "{path}/{i}");
-                    check(x, &format!("{path}/{i}"));
-                }
-            }
-        }
-        check(&document("http://localhost"), "");
-    }
-
-    #[test]
-    fn bodies_are_referred_to_by_name() {
-        let doc = document("http://localhost:8080");
-        let schema = |path: &str, method: &str, status: &str| {
-            doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
-                .clone()
-        };
-        let contact = json!({"$ref": "#/components/schemas/Contact"});
-        assert_eq!(schema("/contacts", "post", "201"), contact);
-        // Reads that `fields=` may shape answer records that need only `id` and `object`.
-        assert_eq!(
-            schema("/contacts/{id}", "get", "200"),
-            json!({"$ref": "#/components/schemas/ContactShaped"})
-        );
-        let dry_run = json!({"$ref": "#/components/schemas/DryRun"});
-        assert_eq!(
-            schema("/contacts/{id}", "patch", "200"),
-            json!({"anyOf": [contact, dry_run]}),
-            "an update answers the record, or with dry_run=true the envelope"
-        );
-        assert_eq!(schema("/contacts", "post", "200"), dry_run);
-        assert_eq!(
-            schema("/contacts", "get", "200"),
-            json!({"$ref": "#/components/schemas/ContactListShaped"})
-        );
-        let schemas = &doc["components"]["schemas"];
-        assert_eq!(
-            schemas["ContactList"]["properties"]["data"]["items"],
-            contact
-        );
-        assert_eq!(
-            schemas["ContactShaped"]["required"],
-            json!(["id", "object"])
-        );
-        assert_eq!(
-            schemas["ContactListShaped"]["properties"]["data"]["items"],
-            json!({"$ref": "#/components/schemas/ContactShaped"})
-        );
-        assert_eq!(
-            crate::schema::property_names(&schemas["ContactShaped"]),
-            crate::schema::property_names(&schemas["Contact"])
-        );
-        assert_eq!(
-            crate::schema::property_names(&schemas["Contact"]),
-            crate::schema::property_names(&crate::schema::schema_of::<crate::bodies::ContactBody>())
-        );
-        // Every reference resolves.
-        let text = doc.to_string();
-        for reference in text.split("\"$ref\":\"").skip(1) {
-            let target = &reference[..reference.find('"').unwrap()];
-            let pointer = target.strip_prefix('#').unwrap();
-            assert!(doc.pointer(pointer).is_some(), "{target} does not resolve");
-        }
-    }
-
-    #[test]
-    fn responses_document_the_headers_sent() {
-        let doc = document("http://localhost:8080");
-        let headers = |path: &str, method: &str, status: &str| {
-            doc["paths"][path][method]["responses"][status]["headers"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            headers("/contacts/{id}", "get", "200"),
-            [
-                "Request-Id",
-                "RateLimit-Limit",
-                "RateLimit-Remaining",
-                "RateLimit-Reset",
-                "ETag"
-            ]
-        );
-        assert_eq!(
-            headers("/contacts", "get", "200"),
-            [
-                "Request-Id",
-                "RateLimit-Limit",
-                "RateLimit-Remaining",
-                "RateLimit-Reset"
-            ]
-        );
-        assert!(headers("/contacts", "post", "default").contains(&"Idempotent-Replayed".to_owned()));
-        assert!(headers("/contacts", "post", "201").contains(&"Idempotent-Replayed".to_owned()));
-        assert!(headers("/contacts", "get", "401").contains(&"WWW-Authenticate".to_owned()));
-        assert!(headers("/contacts", "get", "429").contains(&"Retry-After".to_owned()));
-        for name in doc["components"]["headers"].as_object().unwrap().keys() {
-            assert!(
-                doc.to_string()
-                    .contains(&format!("#/components/headers/{name}")),
-                "{name} is used"
-            );
-        }
-    }
-}
+mod tests;

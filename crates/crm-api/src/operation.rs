@@ -4,14 +4,14 @@
 //! built from these by [`crate::catalog`]; the operations ([`crate::ops`]) and the entry point
 //! ([`crate::Api::call`]) depend on this module and it on neither.
 
-use std::{collections::BTreeMap, future::Future, ops::Deref, pin::Pin};
+use std::{collections::BTreeMap, future::Future, pin::Pin};
 
 use crm_app::{idempotency::IdemClaim, Caller, PageParams, Scope};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::Value;
 
+pub use crate::output::Output;
 pub use crate::reply_body::{FileReply, ReplyBody, StaticBody};
-use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem, schema::schema_of};
+use crate::{api::Api, bodies::Versioned, body::JsonBody, problem::Problem};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -98,6 +98,9 @@ pub enum ParamKind {
         min: i64,
         max: i64,
     },
+    /// A JSON document in a string, of this schema (an import's `mapping`): OpenAPI states it
+    /// as the parameter's `application/json` content; agents pass the string.
+    Json(fn() -> Value),
     /// Equality filters on custom fields: `<name>.<key>=<value>` (or `<name>[<key>]=<value>`, the
     /// OpenAPI `deepObject` spelling) in a query string; one object `{<key>: value}` for agents.
     FieldMap,
@@ -119,7 +122,8 @@ impl ParamKind {
             ParamKind::String
             | ParamKind::Pattern(_)
             | ParamKind::Computed(_)
-            | ParamKind::Filter(_) => "string",
+            | ParamKind::Filter(_)
+            | ParamKind::Json(_) => "string",
             ParamKind::Boolean => "boolean",
             ParamKind::Integer { .. } => "integer",
             ParamKind::FieldMap => "object",
@@ -185,7 +189,7 @@ impl QueryParam {
 
     pub fn schema(&self) -> Value {
         let mut s = match self.kind {
-            ParamKind::String => serde_json::json!({"type": "string"}),
+            ParamKind::String | ParamKind::Json(_) => serde_json::json!({"type": "string"}),
             ParamKind::Pattern(pattern) => {
                 serde_json::json!({"type": "string", "pattern": pattern})
             }
@@ -264,8 +268,8 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
         object.remove("oneOf");
         object.remove("anyOf");
     }
-    // Length, number and count bounds, and the shape of custom field keys, the server states in
-    // the refusal that names the field; a model rarely comes near them.
+    // Length, number and count bounds, the shape of custom field keys and that items differ,
+    // the server states in the refusal that names the field; a model rarely comes near them.
     for bound in [
         "maxLength",
         "minimum",
@@ -274,6 +278,7 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
         "maxItems",
         "maxProperties",
         "propertyNames",
+        "uniqueItems",
     ] {
         object.remove(bound);
     }
@@ -299,6 +304,16 @@ fn trim_descriptions(schema: &mut Value, top: bool) {
                 }
             }
             _ => {}
+        }
+    }
+    // Branches that only carried a pattern or a format (a long text's shape, a date or blank)
+    // say nothing once trimmed.
+    let empty = |branch: &Value| branch.as_object().is_some_and(|b| b.is_empty());
+    for combinator in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = object.get(combinator) {
+            if branches.iter().all(empty) {
+                object.remove(combinator);
+            }
         }
     }
 }
@@ -329,7 +344,9 @@ pub struct Operation {
     pub if_match: bool,
     pub success_status: u16,
     pub query: &'static [QueryParam],
-    pub body: Option<fn() -> Value>,
+    /// The request body's schema, from the type the handler reads it into
+    /// (`Output::of::<ContactCreate>()`); `None` for an operation that takes no body.
+    pub body: Option<Output>,
     /// The success body's schema, from its type (`Output::of::<ContactBody>()`). Called, it
     /// gives the schema inline: `(op.output)()`.
     pub output: Output,
@@ -417,65 +434,6 @@ impl Operation {
             schema["required"] = Value::from(required);
         }
         schema
-    }
-}
-
-/// The schema of an operation's success body. From a type ([`Output::of`]) it is the type the
-/// handler answers with, so the schema and the answer cannot drift; the OpenAPI document refers
-/// to it by name, the agent transports take it inline.
-#[derive(Clone, Copy)]
-pub struct Output {
-    inline: fn() -> Value,
-    /// `None` for a schema written by hand ([`Output::written`]), which has no name.
-    named: Option<fn(&mut SchemaGenerator) -> Schema>,
-}
-
-impl Output {
-    /// The schema of the body type `T`.
-    pub fn of<T: JsonSchema>() -> Output {
-        Output {
-            inline: schema_of::<T>,
-            named: Some(|generator| generator.subschema_for::<T>()),
-        }
-    }
-
-    /// A schema written out by hand, for documents that are not one type.
-    pub fn written(schema: fn() -> Value) -> Output {
-        Output {
-            inline: schema,
-            named: None,
-        }
-    }
-
-    /// The schema with its subschemas inlined: self-contained, for MCP and A2A.
-    pub fn inline(&self) -> Value {
-        (self.inline)()
-    }
-
-    /// The schema as `generator` describes it: a `$ref` to the body type's definition where the
-    /// type has a name (the generator collects the definitions), else the inline schema.
-    pub fn in_generator(&self, generator: &mut SchemaGenerator) -> Value {
-        match self.named {
-            Some(named) => named(generator).to_value(),
-            None => self.inline(),
-        }
-    }
-}
-
-/// `(op.output)()` is the inline schema.
-impl Deref for Output {
-    type Target = fn() -> Value;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inline
-    }
-}
-
-impl std::fmt::Debug for Output {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Output")
-            .field("named", &self.named.is_some())
-            .finish()
     }
 }
 

@@ -245,6 +245,28 @@ macro_rules! ws {
 /// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
 pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
 
+/// White space only (or nothing), which the record fields read as no value; beside a `format`
+/// (`close_date`) as `anyOf: [{format}, {pattern: BLANK}]`.
+pub(crate) const BLANK: &str = concat!("^[", ws!(), "]*$");
+
+/// A reference to a record by its id (`crm_domain::CompanyId::PATTERN`,
+/// `crm_domain::ContactId::PATTERN`), or white space only, which the record fields read as no
+/// reference (they trim what Rust's `str::trim` trims, [`ws`]).
+pub(crate) const COMPANY_ID_OR_BLANK: &str = concat!(
+    "^[",
+    ws!(),
+    "]*(cmp_[0-7][0-9a-hjkmnp-tv-z]{25})?[",
+    ws!(),
+    "]*$"
+);
+pub(crate) const CONTACT_ID_OR_BLANK: &str = concat!(
+    "^[",
+    ws!(),
+    "]*(con_[0-7][0-9a-hjkmnp-tv-z]{25})?[",
+    ws!(),
+    "]*$"
+);
+
 /// A company domain as `crm_domain::company::normalise_domain` needs it at least: one run of
 /// characters with no white space or control character inside (a scheme, port and path are
 /// dropped), blanks around it. Whether a name is valid IDNA (UTS #46) is more than a regular
@@ -304,3 +326,20 @@ pub(crate) const CURRENCY_OR_BLANK: &str = "^[ \\t\\r\\n]*([A-Za-z]{3})?[ \\t\\r
 
 /// The longest e-mail address (RFC 5321's path limit less the brackets).
 pub(crate) const EMAIL_MAX: u32 = 254;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The written-out reference patterns hold the id types' own shapes.
+    #[test]
+    fn reference_patterns_hold_the_id_shapes() {
+        let core = |pattern: &'static str| pattern.trim_start_matches('^').trim_end_matches('$');
+        assert!(
+            COMPANY_ID_OR_BLANK.contains(&format!("({})?", core(crm_domain::CompanyId::PATTERN)))
+        );
+        assert!(
+            CONTACT_ID_OR_BLANK.contains(&format!("({})?", core(crm_domain::ContactId::PATTERN)))
+        );
+    }
+}

@@ -34,7 +34,7 @@ pub struct ChangeBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merged_ids: Option<Vec<String>>,
     /// Present (true) once the record was erased: every `from` and `to` is then null.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub erased: bool,
 }
 

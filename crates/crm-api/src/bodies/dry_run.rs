@@ -20,8 +20,10 @@ pub struct DryRunBody {
 }
 
 /// A section of the effects: listed, or only counted when the key may not read it.
+/// Named after its items (`AutomationEffectSection`), so that each section is a component of its own.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(rename = "{T}Section")]
 pub enum Section<T> {
     Listed(Vec<T>),
     Counted { count: usize },

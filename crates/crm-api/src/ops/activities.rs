@@ -11,7 +11,7 @@ use crate::{
     bodies::{ActivityBody, DeletedBody, ListBody},
     body,
     operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
-    schema::{schema_of, PatchField},
+    schema::PatchField,
     Problem,
 };
 
@@ -184,7 +184,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<ActivityCreate>),
+            body: Some(Output::of::<ActivityCreate>()),
             output: Output::of::<ActivityBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -216,7 +216,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<ActivityUpdate>),
+            body: Some(Output::of::<ActivityUpdate>()),
             output: Output::of::<ActivityBody>(),
             hints: Hints::UPDATE,
             handler: update,

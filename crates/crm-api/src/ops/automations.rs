@@ -11,7 +11,6 @@ use crate::{
     bodies::{ActionBody, AutomationBody, AutomationRunBody, ConditionBody, DeletedBody, ListBody},
     body,
     operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
-    schema::schema_of,
 };
 
 /// A rule to create.
@@ -113,7 +112,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<AutomationCreate>),
+            body: Some(Output::of::<AutomationCreate>()),
             output: Output::of::<AutomationBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -145,7 +144,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<AutomationUpdate>),
+            body: Some(Output::of::<AutomationUpdate>()),
             output: Output::of::<AutomationBody>(),
             hints: Hints::UPDATE,
             handler: update,

@@ -26,8 +26,6 @@ const BATCH_OPS: [&str; 4] = ["create", "update", "delete", "upsert"];
 const BATCH_OBJECTS: [&str; 3] = ["contact", "company", "deal"];
 /// What a batch does to companies: only upsert them, by `domain`.
 const COMPANY_OPS: [&str; 1] = ["upsert"];
-/// `match` in a batch upsert: `custom_fields.<key>` of a unique field, as `?match=` is.
-const MATCH_PATTERN: &str = "^custom_fields\\.[a-z][a-z0-9_]{0,63}$";
 
 fn batch_ops(schema: &mut schemars::Schema) {
     string_enum(schema, &BATCH_OPS);
@@ -49,8 +47,14 @@ fn shape_by_op(schema: &mut schemars::Schema) {
         body
     };
     let nullable = |body: Value| json!({"anyOf": [{"type": "null"}, body]});
+    // A batch upsert without `match` matches on the contact's email or the company's domain.
+    let requiring = |mut body: Value, key: &str| {
+        body["required"] = json!([key]);
+        body
+    };
     let id = json!({"type": "string", "minLength": 1});
-    let by = json!({"type": "string", "pattern": MATCH_PATTERN});
+    // `match`: `custom_fields.<key>` of a unique field, as `?match=` is.
+    let by = json!({"type": "string", "pattern": super::MATCH_PATTERN});
     schema.insert(
         "oneOf".into(),
         json!([
@@ -62,10 +66,14 @@ fn shape_by_op(schema: &mut schemars::Schema) {
                 "id": id, "data": nullable(closed(schema_of::<ContactUpdate>()))}},
             {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
                 "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
-            {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
+            {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
                 "match": by, "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
-            {"required": ["data"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
+            {"required": ["data"], "not": {"required": ["match"]}, "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
+                "data": requiring(closed(schema_of::<super::contacts::ContactUpsert>()), "email")}},
+            {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
                 "match": by, "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
+            {"required": ["data"], "not": {"required": ["match"]}, "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
+                "data": requiring(closed(schema_of::<super::companies::CompanyUpsert>()), "domain")}},
             {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "deal"},
                 "match": by, "data": closed(schema_of::<deals::DealCreate>())}},
             {"required": ["id"], "properties": {"op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
@@ -344,7 +352,7 @@ pub fn operations() -> Vec<Operation> {
         if_match: false,
         success_status: 200,
         query: &[],
-        body: Some(schema_of::<BatchRequest>),
+        body: Some(Output::of::<BatchRequest>()),
         output: Output::written(output_schema),
         hints: Hints::CREATE,
         handler: batch,

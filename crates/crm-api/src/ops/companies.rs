@@ -13,7 +13,7 @@ use crate::{
     operation::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
-    schema::{schema_of, PatchField},
+    schema::PatchField,
     Problem,
 };
 
@@ -194,7 +194,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<CompanyCreate>),
+            body: Some(Output::of::<CompanyCreate>()),
             output: Output::of::<CompanyBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -212,7 +212,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[super::MATCH],
-            body: Some(schema_of::<CompanyUpsert>),
+            body: Some(Output::of::<CompanyUpsert>()),
             output: Output::of::<CompanyBody>(),
             hints: Hints::UPDATE,
             handler: upsert,
@@ -244,7 +244,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<CompanyUpdate>),
+            body: Some(Output::of::<CompanyUpdate>()),
             output: Output::of::<CompanyBody>(),
             hints: Hints::UPDATE,
             handler: update,
@@ -287,7 +287,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_takes_the_writable_fields() {

@@ -14,7 +14,7 @@ use crate::{
         Hints, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, INCLUDE_DELETED,
         LIMIT, MAX_FIELD_FILTERS,
     },
-    schema::{schema_of, PatchField},
+    schema::PatchField,
     Problem,
 };
 
@@ -38,7 +38,7 @@ pub struct ContactCreate {
     #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: Option<String>,
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
@@ -64,7 +64,7 @@ pub struct ContactUpsert {
     #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: Option<String>,
     /// The `cmp_` id of an existing company.
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: Option<String>,
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
@@ -115,7 +115,7 @@ pub struct ContactUpdate {
     #[schemars(length(max = 1024), pattern(crate::schema::HTTP_URL_OR_BLANK))]
     pub linkedin_url: PatchField<String>,
     #[serde(default)]
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: PatchField<String>,
     #[serde(default, rename = "type")]
     pub contact_type: PatchField<String>,
@@ -317,7 +317,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<ContactCreate>),
+            body: Some(Output::of::<ContactCreate>()),
             output: Output::of::<ContactBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -334,7 +334,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[MATCH],
-            body: Some(schema_of::<ContactUpsert>),
+            body: Some(Output::of::<ContactUpsert>()),
             output: Output::of::<ContactBody>(),
             hints: Hints::UPDATE,
             handler: upsert,
@@ -366,7 +366,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<ContactUpdate>),
+            body: Some(Output::of::<ContactUpdate>()),
             output: Output::of::<ContactBody>(),
             hints: Hints::UPDATE,
             handler: update,
@@ -409,7 +409,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_and_update_accept_the_same_fields() {

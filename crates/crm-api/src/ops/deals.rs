@@ -13,7 +13,7 @@ use crate::{
     operation::{
         Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, INCLUDE_DELETED, LIMIT,
     },
-    schema::{schema_of, PatchField, WholeNumber},
+    schema::{PatchField, WholeNumber},
     Problem,
 };
 
@@ -32,9 +32,9 @@ pub struct DealCreate {
     /// A stage key of the pipeline; its entry (first) stage when omitted.
     pub stage: Option<String>,
     /// The `con_` id of the contact deal-triggered emails go to.
-    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
+    #[schemars(pattern(crate::schema::CONTACT_ID_OR_BLANK))]
     pub primary_contact_id: Option<String>,
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: Option<String>,
     /// Money in integer minor units (cents).
     #[schemars(range(min = 0))]
@@ -42,8 +42,8 @@ pub struct DealCreate {
     /// Three-letter currency code (ISO 4217 shape, any case; stored upper-case). Blank is none.
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: Option<String>,
-    /// YYYY-MM-DD.
-    #[schemars(extend("format" = "date"))]
+    /// YYYY-MM-DD; blank is none.
+    #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: Option<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -64,10 +64,10 @@ pub struct DealUpdate {
     #[schemars(with = "String", pattern(crate::schema::NON_BLANK))]
     pub stage: PatchField<String>,
     #[serde(default)]
-    #[schemars(pattern(crm_domain::ContactId::PATTERN))]
+    #[schemars(pattern(crate::schema::CONTACT_ID_OR_BLANK))]
     pub primary_contact_id: PatchField<String>,
     #[serde(default)]
-    #[schemars(pattern(crm_domain::CompanyId::PATTERN))]
+    #[schemars(pattern(crate::schema::COMPANY_ID_OR_BLANK))]
     pub company_id: PatchField<String>,
     #[serde(default)]
     #[schemars(range(min = 0))]
@@ -76,7 +76,7 @@ pub struct DealUpdate {
     #[schemars(pattern(crate::schema::CURRENCY_OR_BLANK))]
     pub currency: PatchField<String>,
     #[serde(default)]
-    #[schemars(extend("format" = "date"))]
+    #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -283,7 +283,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<DealCreate>),
+            body: Some(Output::of::<DealCreate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -300,7 +300,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: UPSERT_QUERY,
-            body: Some(schema_of::<DealCreate>),
+            body: Some(Output::of::<DealCreate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: upsert,
@@ -332,7 +332,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<DealUpdate>),
+            body: Some(Output::of::<DealUpdate>()),
             output: Output::of::<DealBody>(),
             hints: Hints::UPDATE,
             handler: update,
@@ -375,7 +375,7 @@ pub fn operations() -> Vec<Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::property_names;
+    use crate::schema::{property_names, schema_of};
 
     #[test]
     fn create_accepts_exactly_the_writable_fields() {

@@ -18,7 +18,6 @@ use crate::{
     operation::{
         Hints, Input, Method, Operation, Output, ParamKind, QueryParam, Reply, CURSOR, LIMIT,
     },
-    schema::schema_of,
     Problem,
 };
 
@@ -29,18 +28,29 @@ pub struct ImportCsv {
     pub csv: String,
 }
 
+/// The objects an import fills (`crm_domain::import::IMPORT_OBJECTS`), and what a taken key does
+/// (`OnDuplicate`, blank for the default), as the document states them.
+const OBJECT_PATTERN: &str = "^(contact|company|deal)$";
+const ON_DUPLICATE_PATTERN: &str = "^(skip|update|error)?$";
+
 const CREATE_QUERY: &[QueryParam] = &[
     QueryParam {
         name: "object",
-        kind: ParamKind::String,
+        kind: ParamKind::Pattern(OBJECT_PATTERN),
         required: true,
         description: "contact, company or deal.",
     },
-    QueryParam::string(
+    QueryParam::pattern(
         "on_duplicate",
+        ON_DUPLICATE_PATTERN,
         "Taken email or domain: skip, update or error (default).",
     ),
-    QueryParam::string("mapping", "JSON object: CSV column to field."),
+    QueryParam {
+        name: "mapping",
+        kind: ParamKind::Json(mapping_schema),
+        required: false,
+        description: "JSON object: CSV column to field.",
+    },
     QueryParam {
         name: "dry_run",
         kind: ParamKind::Boolean,
@@ -50,6 +60,11 @@ const CREATE_QUERY: &[QueryParam] = &[
 ];
 
 const LIST_QUERY: &[QueryParam] = &[LIMIT, CURSOR];
+
+/// What `mapping` holds: CSV column names to the fields they fill.
+fn mapping_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "additionalProperties": {"type": "string"}})
+}
 
 /// `mapping`: a JSON object of strings.
 fn mapping(raw: Option<&str>) -> Result<BTreeMap<String, String>, Problem> {
@@ -169,7 +184,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 202,
             query: CREATE_QUERY,
-            body: Some(schema_of::<ImportCsv>),
+            body: Some(Output::of::<ImportCsv>()),
             output: Output::of::<ImportBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -239,4 +254,20 @@ pub fn operations() -> Vec<Operation> {
             handler: cancel,
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crm_domain::import::{OnDuplicate, IMPORT_OBJECTS};
+
+    use super::*;
+
+    /// The patterns the document shows spell the domain's own value sets.
+    #[test]
+    fn query_patterns_are_the_domains_value_sets() {
+        let objects: Vec<&str> = IMPORT_OBJECTS.iter().map(|o| o.as_str()).collect();
+        assert_eq!(OBJECT_PATTERN, format!("^({})$", objects.join("|")));
+        let actions: Vec<&str> = OnDuplicate::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(ON_DUPLICATE_PATTERN, format!("^({})?$", actions.join("|")));
+    }
 }

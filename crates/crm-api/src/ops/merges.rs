@@ -9,27 +9,42 @@ use crate::{
     bodies::{CompanyBody, ContactBody},
     body,
     operation::{Hints, Method, Operation, Output, Reply},
-    schema::schema_of,
 };
 
-/// The records to merge into the one named in the path.
+/// The contacts to merge into the one named in the path.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct MergeRequest {
-    /// 1 to 10 ids of active records of the same object, in order of precedence.
-    #[schemars(length(min = 1, max = 10))]
+pub struct ContactMerge {
+    /// 1 to 10 ids of active contacts, each once, in order of precedence.
+    #[schemars(
+        length(min = 1, max = 10),
+        inner(pattern(crm_domain::ContactId::PATTERN))
+    )]
+    #[schemars(extend("uniqueItems" = true))]
+    pub merge_ids: Vec<String>,
+}
+
+/// The companies to merge into the one named in the path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CompanyMerge {
+    /// 1 to 10 ids of active companies, each once, in order of precedence.
+    #[schemars(
+        length(min = 1, max = 10),
+        inner(pattern(crm_domain::CompanyId::PATTERN))
+    )]
+    #[schemars(extend("uniqueItems" = true))]
     pub merge_ids: Vec<String>,
 }
 
 handler!(contacts(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
-    let body: MergeRequest = body::parse(input.body.as_ref(), None)?;
+    let body: ContactMerge = body::parse(input.body.as_ref(), None)?;
     let contact = api.app.merge_contacts(caller, input.path_param("id"), body.merge_ids, expected, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&ContactBody::from(&contact)))
 });
 
 handler!(companies(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
-    let body: MergeRequest = body::parse(input.body.as_ref(), None)?;
+    let body: CompanyMerge = body::parse(input.body.as_ref(), None)?;
     let company = api.app.merge_companies(caller, input.path_param("id"), body.merge_ids, expected, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
@@ -56,7 +71,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<MergeRequest>),
+            body: Some(Output::of::<ContactMerge>()),
             output: Output::of::<ContactBody>(),
             hints: MERGE,
             handler: contacts,
@@ -73,7 +88,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<MergeRequest>),
+            body: Some(Output::of::<CompanyMerge>()),
             output: Output::of::<CompanyBody>(),
             hints: MERGE,
             handler: companies,

@@ -79,24 +79,32 @@ pub(crate) fn if_match(raw: Option<&str>) -> Result<Option<i64>, crate::Problem>
     Ok(Some(if weak { NO_VERSION } else { version }))
 }
 
-/// `match` of an upsert: the unique custom field to match on (decisions §24).
-pub(crate) const MATCH: crate::operation::QueryParam = crate::operation::QueryParam::string(
+/// `match` of an upsert: the unique custom field to match on (decisions §24), spelled
+/// `custom_fields.<key>` with a key's shape (`crm_domain::registry::KEY_PATTERN`).
+pub(crate) const MATCH_PATTERN: &str = r"^custom_fields\.[a-z][a-z0-9_]{0,63}$";
+
+pub(crate) const MATCH: crate::operation::QueryParam = crate::operation::QueryParam::pattern(
     "match",
+    MATCH_PATTERN,
     "`custom_fields.<key>` of a unique field to match on.",
 );
 
-/// The key `match=custom_fields.<key>` names, if given; anything else is 400 `bad_request`.
+/// The key `match=custom_fields.<key>` names, if given; anything not in [`MATCH_PATTERN`]'s
+/// shape is 400 `bad_request`, so that the server takes exactly what the document states.
 pub(crate) fn match_key(input: &crate::Input) -> Result<Option<String>, crate::Problem> {
     parse_match(input.query_str("match"))
 }
 
 /// The key a `match` of `custom_fields.<key>` (query parameter, or a batch upsert's member)
-/// names; anything else is 400 `bad_request`.
+/// names; anything not in that shape is 400 `bad_request`.
 pub(crate) fn parse_match(raw: Option<&str>) -> Result<Option<String>, crate::Problem> {
-    let Some(raw) = raw.map(str::trim) else {
+    let Some(raw) = raw else {
         return Ok(None);
     };
-    match raw.strip_prefix("custom_fields.").filter(|k| !k.is_empty()) {
+    match raw
+        .strip_prefix("custom_fields.")
+        .filter(|key| crm_domain::registry::check_key("match", key).is_ok())
+    {
         Some(key) => Ok(Some(key.to_owned())),
         None => Err(crate::Problem::bad_request(
             "match must be custom_fields.<key> of a unique custom field",
@@ -117,6 +125,33 @@ pub(crate) fn filter_value(input: &crate::Input, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn match_takes_a_custom_field_key_in_the_registrys_shape() {
+        let key = crm_domain::registry::KEY_PATTERN.trim_start_matches('^');
+        assert_eq!(MATCH_PATTERN, format!("^custom_fields\\.{key}"));
+        let input = |raw: &str| crate::Input {
+            query: vec![("match".into(), raw.into())],
+            ..Default::default()
+        };
+        assert_eq!(
+            match_key(&input("custom_fields.ext_id")).unwrap(),
+            Some("ext_id".into())
+        );
+        for bad in [
+            "",
+            " custom_fields.a",
+            "custom_fields.",
+            "custom_fields.A",
+            "email",
+        ] {
+            assert_eq!(
+                match_key(&input(bad)).unwrap_err().code,
+                crate::problem::ErrorCode::BadRequest,
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn if_match_accepts_the_documented_spellings() {

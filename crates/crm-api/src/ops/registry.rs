@@ -15,7 +15,7 @@ use super::handler;
 use crate::{
     body,
     operation::{Hints, Method, Operation, Output, Reply},
-    schema::{schema_of, string_enum},
+    schema::string_enum,
     Problem,
 };
 
@@ -49,6 +49,36 @@ fn enum_group_only_for_enums(schema: &mut Schema) {
         serde_json::json!([
             {"required": ["data_type"], "properties": {"data_type": {"enum": enum_types}}},
             {"properties": {"enum_group": {"type": "null"}}},
+        ]),
+    );
+    // `unique: true` only with a data type that can be unique (`DataType::can_be_unique`), or
+    // none given: the default `text` can, and a key registered before keeps its own type.
+    let mut unique_types: Vec<serde_json::Value> = DataType::ALL
+        .into_iter()
+        .filter(|t| t.can_be_unique())
+        .map(|t| t.as_str().into())
+        .collect();
+    unique_types.push(serde_json::Value::Null);
+    // A new key may not be a built-in or reserved name of its object
+    // (`ObjectKind::reserved_field_names`): one branch per object.
+    let reserved: Vec<serde_json::Value> = ObjectKind::ALL
+        .into_iter()
+        .map(|object| {
+            let names: Vec<&str> = object.reserved_field_names().collect();
+            serde_json::json!({"properties": {
+                "object": {"const": object.as_str()},
+                "key": {"not": {"enum": names}},
+            }})
+        })
+        .collect();
+    schema.insert(
+        "allOf".into(),
+        serde_json::json!([
+            {"anyOf": [
+                {"properties": {"unique": {"enum": [false, null]}}},
+                {"properties": {"data_type": {"enum": unique_types}}},
+            ]},
+            {"anyOf": reserved},
         ]),
     );
 }
@@ -116,7 +146,8 @@ pub struct FieldOut {
     pub enum_group: Option<String>,
     pub required: bool,
     /// Shown when true: values unique per object, workspace and mode.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// (Left out when false, so the schema does not require it.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique: bool,
 }
 
@@ -287,7 +318,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<FieldCreate>),
+            body: Some(Output::of::<FieldCreate>()),
             output: Output::of::<FieldSetOut>(),
             hints: REGISTER,
             handler: create_field,
@@ -319,7 +350,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<EnumValueCreate>),
+            body: Some(Output::of::<EnumValueCreate>()),
             output: Output::of::<EnumGroupOut>(),
             hints: REGISTER,
             handler: create_enum_value,
@@ -335,7 +366,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<TypeCreate>),
+            body: Some(Output::of::<TypeCreate>()),
             output: Output::of::<TypeSetOut>(),
             hints: REGISTER,
             handler: create_type,
@@ -347,6 +378,8 @@ pub fn operations() -> Vec<Operation> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    use crate::schema::schema_of;
 
     #[test]
     fn body_schemas_mark_required_fields_and_list_valid_names() {

@@ -15,7 +15,6 @@ use crate::{
     },
     body,
     operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
-    schema::schema_of,
 };
 
 /// A sequence to create.
@@ -156,7 +155,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<SequenceCreate>),
+            body: Some(Output::of::<SequenceCreate>()),
             output: Output::of::<SequenceBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -188,7 +187,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<SequenceUpdate>),
+            body: Some(Output::of::<SequenceUpdate>()),
             output: Output::of::<SequenceBody>(),
             hints: Hints::UPDATE,
             handler: update,
@@ -236,7 +235,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<EnrollIn>),
+            body: Some(Output::of::<EnrollIn>()),
             output: Output::of::<EnrollmentBody>(),
             hints: Hints {
                 read_only: false,

@@ -93,8 +93,9 @@ pub struct SettingsOut {
     email_retention_days: Option<u32>,
 }
 
-/// The change to the settings.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The change to the settings. Its schema is written out ([`update_schema`]): the wire types
+/// (a cap in USD, whole days of at least 30, each nullable) are narrower than the parse types.
+#[derive(Debug, Deserialize)]
 pub struct SettingsUpdate {
     /// A number ≥ 0 (0 means never any overage), or `null` for unlimited.
     #[serde(default)]
@@ -142,6 +143,16 @@ fn render_settings(s: &crm_app::plans::Settings) -> SettingsOut {
     }
 }
 
+impl JsonSchema for SettingsUpdate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SettingsUpdate".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::Schema::try_from(update_schema()).expect("the settings schema is an object")
+    }
+}
+
 fn update_schema() -> Value {
     json!({
         "type": "object",
@@ -153,12 +164,14 @@ fn update_schema() -> Value {
             },
             "history_retention_days": {
                 "type": ["integer", "null"],
-                "minimum": 30,
+                "minimum": crm_app::plans::MIN_RETENTION_DAYS,
+                "maximum": crm_app::plans::MAX_RETENTION_DAYS,
                 "description": "Days history is kept (null: forever).",
             },
             "email_retention_days": {
                 "type": ["integer", "null"],
-                "minimum": 30,
+                "minimum": crm_app::plans::MIN_RETENTION_DAYS,
+                "maximum": crm_app::plans::MAX_RETENTION_DAYS,
                 "description": "Days emails are kept (null: forever).",
             },
         },
@@ -238,7 +251,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 200,
             query: &[],
-            body: Some(update_schema),
+            body: Some(Output::of::<SettingsUpdate>()),
             output: Output::of::<SettingsOut>(),
             hints: Hints::UPDATE,
             handler: update_settings,

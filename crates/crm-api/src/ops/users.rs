@@ -11,7 +11,6 @@ use crate::{
     bodies::{DeletedBody, ListBody, UserBody, UserWithLinkBody},
     body,
     operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
-    schema::schema_of,
     Problem,
 };
 
@@ -112,7 +111,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<UserCreate>),
+            body: Some(Output::of::<UserCreate>()),
             output: Output::of::<UserWithLinkBody>(),
             hints: Hints::CREATE.no_dry_run(),
             handler: create,
@@ -144,7 +143,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<UserUpdate>),
+            body: Some(Output::of::<UserUpdate>()),
             output: Output::of::<UserBody>(),
             hints: Hints::UPDATE.no_dry_run(),
             handler: update,

@@ -14,7 +14,7 @@ use crate::{
     },
     body,
     operation::{Hints, Method, Operation, Output, QueryParam, Reply, CURSOR, LIMIT},
-    schema::{items_enum, schema_of, PatchField},
+    schema::{items_enum, PatchField},
 };
 
 /// The names `events` takes, from the domain's list: `*` or an event type.
@@ -139,7 +139,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: false,
             success_status: 201,
             query: &[],
-            body: Some(schema_of::<WebhookCreate>),
+            body: Some(Output::of::<WebhookCreate>()),
             output: Output::of::<WebhookWithSecretBody>(),
             hints: Hints::CREATE,
             handler: create,
@@ -171,7 +171,7 @@ pub fn operations() -> Vec<Operation> {
             if_match: true,
             success_status: 200,
             query: &[],
-            body: Some(schema_of::<WebhookUpdate>),
+            body: Some(Output::of::<WebhookUpdate>()),
             output: Output::of::<WebhookBody>(),
             hints: Hints::UPDATE,
             handler: update,
