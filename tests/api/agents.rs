@@ -234,6 +234,9 @@ async fn rest_mcp_and_a2a_offer_the_same_operations_with_the_same_inputs(s: Serv
 /// patterns, titles, formats, bounds or `additionalProperties: true|false`; below the argument,
 /// no per-kind `oneOf`/`anyOf` beside listed members. Applied to both sides, it leaves what must agree.
 fn as_shown(v: &Value, top: bool) -> Value {
+    if let Some(nullable) = nullable_object(v) {
+        return as_shown(&nullable, top);
+    }
     without_empty_combinators(match v {
         Value::Object(map) => {
             let bounds = [
@@ -821,4 +824,31 @@ async fn mcp_accepts_the_host_of_the_public_url_and_refuses_others() {
         card.ok(200)["supportedInterfaces"][0]["url"],
         "https://crm.example.com/a2a"
     );
+}
+
+/// A named optional object reads `anyOf: [<Type>, {"type": "null"}]` in the document (the
+/// reference inlined) and `type: ["object", "null"]` in a tool, which inlines it: the second
+/// spelling of the first.
+fn nullable_object(v: &Value) -> Option<Value> {
+    let map = v.as_object()?;
+    let [a, b] = map.get("anyOf")?.as_array()?.as_slice() else {
+        return None;
+    };
+    let null = json!({"type": "null"});
+    let object = if *a == null {
+        b
+    } else if *b == null {
+        a
+    } else {
+        return None;
+    };
+    if object.get("type")? != "object" {
+        return None;
+    }
+    let mut merged = object.as_object()?.clone();
+    merged.insert("type".into(), json!(["object", "null"]));
+    for (k, v) in map.iter().filter(|(k, _)| k.as_str() != "anyOf") {
+        merged.insert(k.clone(), v.clone());
+    }
+    Some(Value::Object(merged))
 }

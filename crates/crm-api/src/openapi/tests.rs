@@ -281,7 +281,7 @@ fn cross_field_rules_are_stated() {
     let step = &body("/sequences")["properties"]["steps"]["items"];
     assert_eq!(step["oneOf"].as_array().map(Vec::len), Some(3), "{step:#}");
     // enum_group only with an enum data type; a batch update or delete names its record, an
-    // upsert carries its data.
+    // upsert carries its data (and `match`, or else email or domain).
     assert_eq!(
         body("/fields")["anyOf"][0]["properties"]["data_type"]["enum"],
         json!(["select", "multiselect"])
@@ -298,7 +298,18 @@ fn cross_field_rules_are_stated() {
     };
     assert_eq!(required("update"), [json!(["id"]), json!(["id"])]);
     assert_eq!(required("delete"), [json!(["id"])]);
-    assert_eq!(required("upsert"), [json!(["data"]), json!(["data"])]);
+    // Contacts and companies by `match` or else by email or domain; deals by `match` only.
+    let by_match = json!(["data", "match"]);
+    assert_eq!(
+        required("upsert"),
+        [
+            by_match.clone(),
+            json!(["data"]),
+            by_match.clone(),
+            json!(["data"]),
+            by_match
+        ]
+    );
     // Shapes of text the parsers check.
     let contact = body("/contacts");
     assert_eq!(
