@@ -153,8 +153,8 @@ mod tests {
     }
 
     /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. With
-    /// every operation of §18-20 and §25 but exports merged, the catalog measures about 45,500
-    /// bytes for 98 tools, with bounds, key shapes and closed objects left to the server's
+    /// every operation of §18-20 and §25 and §21's users merged, the catalog measures 48,636
+    /// bytes for 108 tools, with bounds, key shapes and closed objects left to the server's
     /// refusals (tests/api/reading.rs holds the 50,000 line over HTTP).
     #[test]
     fn what_a_model_is_shown_fits_the_budget() {
