@@ -211,19 +211,22 @@ pub struct Arrivals {
 const ARRIVAL_SLACK: Duration = Duration::from_micros(50);
 
 impl Arrivals {
-    /// Starts releasing arrivals `interval` apart from now until the window's end.
+    /// Starts releasing arrivals `interval` apart from now until the window's end. The schedule
+    /// starts here, not when the pacer thread first runs, so a thread that starts late releases
+    /// the arrivals already due at once instead of losing them.
     pub fn start(window: Window, interval: Duration) -> Arc<Arrivals> {
         let arrivals = Arc::new(Arrivals {
             due: Mutex::new(VecDeque::new()),
             released: Semaphore::new(0),
         });
         let pacer = arrivals.clone();
-        std::thread::spawn(move || pacer.release(window, interval));
+        let first = Instant::now();
+        std::thread::spawn(move || pacer.release(first, window, interval));
         arrivals
     }
 
-    fn release(&self, window: Window, interval: Duration) {
-        let mut next = Instant::now();
+    fn release(&self, first: Instant, window: Window, interval: Duration) {
+        let mut next = first;
         while next < window.end {
             let now = Instant::now();
             if next > now + ARRIVAL_SLACK {
