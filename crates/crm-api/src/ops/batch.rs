@@ -55,28 +55,30 @@ fn shape_by_op(schema: &mut schemars::Schema) {
     let id = json!({"type": "string", "minLength": 1});
     // `match`: `custom_fields.<key>` of a unique field, as `?match=` is.
     let by = json!({"type": "string", "pattern": super::MATCH_PATTERN});
+    // Without a key, `match` is absent or null (serde reads both as none).
+    let none = json!({"type": "null"});
     schema.insert(
         "oneOf".into(),
         json!([
-            {"properties": {"op": {"const": "create"}, "object": {"const": "contact"},
+            {"properties": {"match": none, "op": {"const": "create"}, "object": {"const": "contact"},
                 "data": nullable(closed(schema_of::<ContactCreate>()))}},
-            {"required": ["data"], "properties": {"op": {"const": "create"}, "object": {"const": "deal"},
+            {"required": ["data"], "properties": {"match": none, "op": {"const": "create"}, "object": {"const": "deal"},
                 "data": closed(schema_of::<deals::DealCreate>())}},
-            {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "contact"},
+            {"required": ["id"], "properties": {"match": none, "op": {"const": "update"}, "object": {"const": "contact"},
                 "id": id, "data": nullable(closed(schema_of::<ContactUpdate>()))}},
-            {"required": ["id"], "properties": {"op": {"const": "update"}, "object": {"const": "deal"},
+            {"required": ["id"], "properties": {"match": none, "op": {"const": "update"}, "object": {"const": "deal"},
                 "id": id, "data": nullable(closed(schema_of::<deals::DealUpdate>()))}},
             {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
                 "match": by, "data": closed(schema_of::<super::contacts::ContactUpsert>())}},
-            {"required": ["data"], "not": {"required": ["match"]}, "properties": {"op": {"const": "upsert"}, "object": {"const": "contact"},
+            {"required": ["data"], "properties": {"match": none, "op": {"const": "upsert"}, "object": {"const": "contact"},
                 "data": requiring(closed(schema_of::<super::contacts::ContactUpsert>()), "email")}},
             {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
                 "match": by, "data": closed(schema_of::<super::companies::CompanyUpsert>())}},
-            {"required": ["data"], "not": {"required": ["match"]}, "properties": {"op": {"const": "upsert"}, "object": {"const": "company"},
+            {"required": ["data"], "properties": {"match": none, "op": {"const": "upsert"}, "object": {"const": "company"},
                 "data": requiring(closed(schema_of::<super::companies::CompanyUpsert>()), "domain")}},
             {"required": ["data", "match"], "properties": {"op": {"const": "upsert"}, "object": {"const": "deal"},
                 "match": by, "data": closed(schema_of::<deals::DealCreate>())}},
-            {"required": ["id"], "properties": {"op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
+            {"required": ["id"], "properties": {"match": none, "op": {"const": "delete"}, "object": {"enum": ["contact", "deal"]}, "id": id}},
         ]),
     );
 }

@@ -54,12 +54,12 @@ const FILTERS: &[(ObjectKind, &[&str])] = &[
 const CREATE_QUERY: &[QueryParam] = &[
     QueryParam {
         name: "object",
-        kind: ParamKind::String,
+        kind: ParamKind::Pattern("^(contact|company|deal|activity)$"),
         required: true,
         description: "contact, company, deal or activity.",
     },
-    QueryParam::string("format", "csv (default) or jsonl."),
-    QueryParam::string("q", "As the object's list."),
+    QueryParam::pattern("format", "^(csv|jsonl)?$", "csv (default) or jsonl."),
+    QueryParam::string("q", "Contacts, companies, deals: as the object's list."),
     QueryParam::string("email", "Contacts: exact email."),
     QueryParam::string("company_id", "Contacts, deals: `cmp_` id."),
     QueryParam::string("type", "Contacts, activities: a registered type."),
@@ -73,7 +73,7 @@ const CREATE_QUERY: &[QueryParam] = &[
         name: "include_deleted",
         kind: ParamKind::Boolean,
         required: false,
-        description: "Include soft-deleted records.",
+        description: "Contacts, companies, deals: include soft-deleted records.",
     },
     QueryParam::string("domain", "Companies: domain."),
     QueryParam::string("pipeline", "Deals: pipeline key or id."),
@@ -137,7 +137,7 @@ fn only_filters_of(object: ObjectKind, input: &Input) -> Result<(), Problem> {
 
 handler!(create(api, caller, input) {
     let object = ObjectKind::parse_input("object", input.query_str("object").unwrap_or_default())?;
-    let format = match input.query_str("format").map(str::trim) {
+    let format = match input.query_str("format") {
         None | Some("") => ExportFormat::Csv,
         Some(raw) => ExportFormat::parse(raw).ok_or_else(|| {
             Problem::validation("format", "format must be csv or jsonl")
@@ -210,7 +210,7 @@ pub fn operations() -> Vec<Operation> {
             method: Method::Post,
             path: "/exports",
             summary: "Export a list",
-            description: "Queues a CSV or JSON lines export of one object's list, with its list filters (202).",
+            description: "Queues a CSV or JSON lines export of one object's list, with its list filters (202); a filter of another object's list is refused (422).",
             scope: Scope::PER_RECORD,
             idempotency_key: false,
             if_match: false,

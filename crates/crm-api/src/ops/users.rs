@@ -18,7 +18,11 @@ use crate::{
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UserCreate {
     /// Unique across the installation.
-    #[schemars(required, length(max = 1024))]
+    #[schemars(
+        required,
+        length(max = crate::schema::EMAIL_MAX),
+        pattern(crate::schema::EMAIL)
+    )]
     pub email: Option<String>,
     #[schemars(required, pattern(crate::schema::NON_BLANK), length(max = 1024))]
     pub name: Option<String>,
@@ -30,7 +34,7 @@ pub struct UserCreate {
 /// What to change of a user.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UserUpdate {
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL))]
     pub email: Option<String>,
     #[schemars(pattern(crate::schema::NON_BLANK), length(max = 1024))]
     pub name: Option<String>,
