@@ -366,3 +366,64 @@ fn push_field_value(qb: &mut QueryBuilder<'_, Sqlite>, value: &serde_json::Value
         _ => qb.push("NULL"),
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Row;
+
+    /// The DELETE of each trigger that removes a contact's old custom-field values, with the
+    /// trigger's `old.<column>` references as parameters.
+    fn trigger_delete(trigger_sql: &str) -> String {
+        let start = trigger_sql
+            .find("DELETE FROM")
+            .expect("the trigger deletes");
+        let end = start + trigger_sql[start..].find(");").expect("the DELETE ends") + 1;
+        ["workspace_id", "mode", "id", "custom_fields"]
+            .iter()
+            .fold(trigger_sql[start..end].to_owned(), |sql, column| {
+                sql.replace(&format!("old.{column}"), "?")
+            })
+    }
+
+    /// A contact's update or delete finds its old values by their whole key: one primary-key
+    /// lookup each, not a walk of the workspace's values. (Fails with the triggers of migration
+    /// 0010, whose DELETE searched by workspace and mode only.)
+    #[tokio::test]
+    async fn old_custom_field_values_are_deleted_by_their_key() {
+        let path =
+            std::env::temp_dir().join(format!("crm-fv-{}.db", uuid::Uuid::now_v7().simple()));
+        let store = crate::SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let mut conn = store.writer.acquire().await.unwrap();
+        for trigger in ["contact_field_values_au", "contact_field_values_ad"] {
+            let sql: String = sqlx::query("SELECT sql FROM sqlite_master WHERE name = $1")
+                .bind(trigger)
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap()
+                .get(0);
+            let delete = trigger_delete(&sql);
+            let explain = format!("EXPLAIN QUERY PLAN {delete}");
+            let mut q = sqlx::query(&explain);
+            for _ in 0..delete.matches('?').count() {
+                q = q.bind("{}");
+            }
+            let plan: Vec<String> = q
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("detail"))
+                .collect();
+            assert!(
+                plan.iter().any(|d| d == "SEARCH contact_field_values USING PRIMARY KEY (workspace_id=? AND mode=? AND field_key=? AND value=? AND contact_id=?)"),
+                "{trigger}: {plan:?}"
+            );
+        }
+        drop(conn);
+        store.close().await;
+        let _ = std::fs::remove_file(&path);
+    }
+}
