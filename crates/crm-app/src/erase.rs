@@ -23,15 +23,15 @@ use crate::{
 
 impl App {
     /// Erases the record `id` of `object` (contact, company or deal; soft-deleted ones too) for
-    /// the caller, who needs the `erase` scope beside the object's `:write`; with `dry_run`,
-    /// answers the same counts and changes nothing. 404 when no such record exists.
+    /// the caller, who needs the `erase` scope beside the object's `:write`. 404 when no such
+    /// record exists. A dry run is the generic one: this erasure in a transaction that rolls
+    /// back at commit.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn erase_record(
         &self,
         caller: &Caller,
         object: ObjectKind,
         id: &str,
-        dry_run: bool,
     ) -> Result<Erasure, AppError> {
         caller.require(Scope::write("erase"))?;
         let now = self.clock.now();
@@ -75,11 +75,7 @@ impl App {
             Vec::new(),
         );
         self.audit(&mut tx, caller, what).await?;
-        if dry_run {
-            drop(tx);
-        } else {
-            tx.commit().await?;
-        }
+        tx.commit().await?;
         Ok(erasure)
     }
 }

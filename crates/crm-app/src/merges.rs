@@ -10,7 +10,9 @@
 //!    ([`crm_domain::record_merge`]), gets the `merged` history entry, and a contact emits
 //!    `contact.updated` with `changed_fields` and `merged_ids`.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, hash::Hash};
+
+use async_trait::async_trait;
 
 use crm_domain::{
     history::{field_changes, ChangeAction, FieldChange, Via},
@@ -84,6 +86,144 @@ fn version_conflict(current: i64, expected: Option<i64>) -> Result<(), AppError>
     }
 }
 
+/// What a merge reads and checks of the records it merges, contacts and companies alike.
+#[async_trait]
+trait Mergeable: Sized + Send {
+    type Id: Clone + Ord + Hash + Send + Sync;
+    const KIND: ObjectKind;
+    fn parse_id(raw: &str) -> Option<Self::Id>;
+    fn id_str(id: &Self::Id) -> &str;
+    fn is_deleted(&self) -> bool;
+    fn version(&self) -> i64;
+    async fn read(
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &Self::Id,
+    ) -> Result<Option<Self>, StoreError>;
+    /// The 409 a write to a tombstone answers, if this is one.
+    async fn refuse_tombstone(
+        &self,
+        app: &App,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<(), AppError>;
+}
+
+#[async_trait]
+impl Mergeable for Contact {
+    type Id = ContactId;
+    const KIND: ObjectKind = ObjectKind::Contact;
+    fn parse_id(raw: &str) -> Option<ContactId> {
+        ContactId::parse(raw).ok()
+    }
+    fn id_str(id: &ContactId) -> &str {
+        id.as_str()
+    }
+    fn is_deleted(&self) -> bool {
+        self.deleted_at.is_some()
+    }
+    fn version(&self) -> i64 {
+        self.version
+    }
+    async fn read(
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &ContactId,
+    ) -> Result<Option<Contact>, StoreError> {
+        tx.get_contact(tenant, id).await
+    }
+    async fn refuse_tombstone(
+        &self,
+        app: &App,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<(), AppError> {
+        merged_contact(app, tx, tenant, self).await
+    }
+}
+
+#[async_trait]
+impl Mergeable for Company {
+    type Id = CompanyId;
+    const KIND: ObjectKind = ObjectKind::Company;
+    fn parse_id(raw: &str) -> Option<CompanyId> {
+        CompanyId::parse(raw).ok()
+    }
+    fn id_str(id: &CompanyId) -> &str {
+        id.as_str()
+    }
+    fn is_deleted(&self) -> bool {
+        self.deleted_at.is_some()
+    }
+    fn version(&self) -> i64 {
+        self.version
+    }
+    async fn read(
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+        id: &CompanyId,
+    ) -> Result<Option<Company>, StoreError> {
+        tx.get_company(tenant, id).await
+    }
+    async fn refuse_tombstone(
+        &self,
+        app: &App,
+        tx: &mut dyn Tx,
+        tenant: &Tenant,
+    ) -> Result<(), AppError> {
+        merged_company(app, tx, tenant, self).await
+    }
+}
+
+/// The survivor's id then the merged ones', checked before any transaction starts: `merge_ids`
+/// well formed (422), each id one of this kind (404).
+fn parse_merge<R: Mergeable>(id: &str, merge_ids: &[String]) -> Result<Vec<R::Id>, AppError> {
+    check_merge_ids(id, merge_ids)?;
+    std::iter::once(id)
+        .chain(merge_ids.iter().map(String::as_str))
+        .map(|raw| R::parse_id(raw).ok_or_else(|| AppError::not_found(R::KIND.as_str(), raw)))
+        .collect()
+}
+
+/// The survivor and the merged records, checked in the order of §24 after `parse_merge`: each
+/// exists (404), none is a tombstone (409), none is soft-deleted (422), then `If-Match` on the
+/// survivor. They are read (and on Postgres locked) in id order, so that two merges of
+/// overlapping records lock them in one order; then checked in the order given.
+async fn read_merge<R: Mergeable>(
+    app: &App,
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    ids: &[R::Id],
+    expected_version: Option<i64>,
+) -> Result<(R, Vec<R>), AppError> {
+    let mut sorted = ids.to_vec();
+    sorted.sort();
+    let mut found = HashMap::with_capacity(sorted.len());
+    for id in sorted {
+        let record = R::read(tx, tenant, &id).await?;
+        found.insert(id, record);
+    }
+    let mut records = Vec::with_capacity(ids.len());
+    for id in ids {
+        match found.remove(id).flatten() {
+            Some(r) => records.push(r),
+            None => return Err(AppError::not_found(R::KIND.as_str(), R::id_str(id))),
+        }
+    }
+    for r in &records {
+        r.refuse_tombstone(app, tx, tenant).await?;
+    }
+    for (i, (r, id)) in records.iter().zip(ids).enumerate() {
+        if r.is_deleted() {
+            let field = if i == 0 { "id" } else { "merge_ids" };
+            return Err(soft_deleted(field, R::KIND.as_str(), R::id_str(id)));
+        }
+    }
+    let survivor = records.remove(0);
+    version_conflict(survivor.version(), expected_version)?;
+    Ok((survivor, records))
+}
+
 impl App {
     /// `POST /contacts/{id}/merge`: merges `merge_ids` into the contact `id`.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -96,47 +236,11 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<Contact, AppError> {
         let tenant = &caller.tenant;
-        check_merge_ids(id, &merge_ids)?;
-        let parse = |raw: &str| {
-            ContactId::parse(raw).map_err(|_| AppError::not_found("contact", raw.to_owned()))
-        };
-        let survivor_id = parse(id)?;
-        let merged_ids = merge_ids
-            .iter()
-            .map(|m| parse(m))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = parse_merge::<Contact>(id, &merge_ids)?;
         let mut tx = self.store.begin_write().await?;
-        let all: Vec<ContactId> = std::iter::once(survivor_id.clone())
-            .chain(merged_ids.iter().cloned())
-            .collect();
-        // Read (and on Postgres locked) in id order, so that two merges of overlapping records
-        // lock them in one order; then checked in the order given.
-        let mut sorted = all.clone();
-        sorted.sort();
-        let mut found = HashMap::with_capacity(sorted.len());
-        for id in sorted {
-            let record = tx.get_contact(tenant, &id).await?;
-            found.insert(id, record);
-        }
-        let mut records = Vec::with_capacity(all.len());
-        for id in &all {
-            match found.remove(id).flatten() {
-                Some(c) => records.push(c),
-                None => return Err(AppError::not_found("contact", id.as_str())),
-            }
-        }
-        for c in &records {
-            merged_contact(self, &mut *tx, tenant, c).await?;
-        }
-        for (i, c) in records.iter().enumerate() {
-            if c.deleted_at.is_some() {
-                let field = if i == 0 { "id" } else { "merge_ids" };
-                return Err(soft_deleted(field, "contact", c.id.as_str()));
-            }
-        }
-        let mut survivor = records.remove(0);
-        version_conflict(survivor.version, expected_version)?;
-        let merged = records;
+        let (mut survivor, merged) =
+            read_merge::<Contact>(self, &mut *tx, tenant, &ids, expected_version).await?;
+        let merged_ids = &ids[1..];
 
         let now = self.clock.now();
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Merge));
@@ -176,7 +280,7 @@ impl App {
                 .await?
                 .ok_or_else(|| AppError::Internal("the merge survivor vanished".into()))?;
         }
-        self.move_enrollments(&mut *tx, tenant, &survivor.id, &merged_ids, now)
+        self.move_enrollments(&mut *tx, tenant, &survivor.id, merged_ids, now)
             .await?;
 
         let before = self.views.contact(&survivor);
@@ -243,47 +347,10 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<Company, AppError> {
         let tenant = &caller.tenant;
-        check_merge_ids(id, &merge_ids)?;
-        let parse = |raw: &str| {
-            CompanyId::parse(raw).map_err(|_| AppError::not_found("company", raw.to_owned()))
-        };
-        let survivor_id = parse(id)?;
-        let merged_ids = merge_ids
-            .iter()
-            .map(|m| parse(m))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = parse_merge::<Company>(id, &merge_ids)?;
         let mut tx = self.store.begin_write().await?;
-        let all: Vec<CompanyId> = std::iter::once(survivor_id.clone())
-            .chain(merged_ids.iter().cloned())
-            .collect();
-        // Read (and on Postgres locked) in id order, so that two merges of overlapping records
-        // lock them in one order; then checked in the order given.
-        let mut sorted = all.clone();
-        sorted.sort();
-        let mut found = HashMap::with_capacity(sorted.len());
-        for id in sorted {
-            let record = tx.get_company(tenant, &id).await?;
-            found.insert(id, record);
-        }
-        let mut records = Vec::with_capacity(all.len());
-        for id in &all {
-            match found.remove(id).flatten() {
-                Some(c) => records.push(c),
-                None => return Err(AppError::not_found("company", id.as_str())),
-            }
-        }
-        for c in &records {
-            merged_company(self, &mut *tx, tenant, c).await?;
-        }
-        for (i, c) in records.iter().enumerate() {
-            if c.deleted_at.is_some() {
-                let field = if i == 0 { "id" } else { "merge_ids" };
-                return Err(soft_deleted(field, "company", c.id.as_str()));
-            }
-        }
-        let mut survivor = records.remove(0);
-        version_conflict(survivor.version, expected_version)?;
-        let merged = records;
+        let (mut survivor, merged) =
+            read_merge::<Company>(self, &mut *tx, tenant, &ids, expected_version).await?;
 
         let now = self.clock.now();
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Merge));

@@ -15,7 +15,7 @@ use crate::{
     clauses::{slice_clause, tenant_query, tenant_where},
     corrupt, jobs,
     rows::{json_value, opt_ts, ts},
-    sql::{Col, PushArg},
+    sql::{Col, PushArg, SqlQuery},
     stored::import::{author_from_json, author_json, targets_from_json, targets_json},
     Arg, Sql, Unit,
 };
@@ -66,40 +66,46 @@ where
     })
 }
 
+/// Binds the columns an import's progress changes, in the order both statements below name
+/// them: `status` through `finished_at`.
+fn bind_progress<'q, DB: Sql>(q: SqlQuery<'q, DB>, i: &'q Import) -> SqlQuery<'q, DB> {
+    q.arg(i.status.as_str())
+        .arg(i.counts.rows_total)
+        .arg(i.counts.rows_done)
+        .arg(i.counts.created)
+        .arg(i.counts.updated)
+        .arg(i.counts.skipped)
+        .arg(i.counts.failed)
+        .arg(i.chunks_total)
+        .arg(i.chunks_done)
+        .arg(i.error.as_ref().map(|e| e.to_string()))
+        .arg(i.malformed.as_ref().map(|m| m.0))
+        .arg(i.malformed.as_ref().map(|m| m.1.clone()))
+        .arg(i.idempotency_key.clone())
+        .arg(i.fingerprint.clone())
+        .arg(i.finished_at.map(|t| t.millis()))
+}
+
 pub async fn insert_import<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
     i: &Import,
 ) -> Result<(), StoreError> {
     let q = tenant_query::<U::Db>(
-        "INSERT INTO imports (workspace_id, mode, id, object, status, on_duplicate, dry_run, targets, author, \
-         rows_total, rows_done, created, updated, skipped, failed, chunks_total, chunks_done, error, malformed_row, \
-         malformed_reason, idempotency_key, fingerprint, created_at, finished_at, lease_until) \
+        "INSERT INTO imports (workspace_id, mode, id, status, rows_total, rows_done, created, updated, skipped, \
+         failed, chunks_total, chunks_done, error, malformed_row, malformed_reason, idempotency_key, fingerprint, \
+         finished_at, object, on_duplicate, dry_run, targets, author, created_at, lease_until) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, 0)",
         tenant,
     )
-    .arg(i.id.as_str().to_owned())
-    .arg(i.object.as_str())
-    .arg(i.status.as_str())
-    .arg(i.on_duplicate.as_str())
-    .arg(i.dry_run)
-    .arg(targets_json(&i.targets).to_string())
-    .arg(author_json(&i.author).to_string())
-    .arg(i.counts.rows_total)
-    .arg(i.counts.rows_done)
-    .arg(i.counts.created)
-    .arg(i.counts.updated)
-    .arg(i.counts.skipped)
-    .arg(i.counts.failed)
-    .arg(i.chunks_total)
-    .arg(i.chunks_done)
-    .arg(i.error.as_ref().map(|e| e.to_string()))
-    .arg(i.malformed.as_ref().map(|m| m.0))
-    .arg(i.malformed.as_ref().map(|m| m.1.clone()))
-    .arg(i.idempotency_key.clone())
-    .arg(i.fingerprint.clone())
-    .arg(i.created_at.millis())
-    .arg(i.finished_at.map(|t| t.millis()));
+    .arg(i.id.as_str());
+    let q = bind_progress(q, i)
+        .arg(i.object.as_str())
+        .arg(i.on_duplicate.as_str())
+        .arg(i.dry_run)
+        .arg(targets_json(&i.targets).to_string())
+        .arg(author_json(&i.author).to_string())
+        .arg(i.created_at.millis());
     tx.execute_unique(q).await?;
     Ok(())
 }
@@ -119,23 +125,8 @@ pub async fn update_import<U: Unit>(
          WHERE workspace_id = $1 AND mode = $2 AND id = $3",
         tenant,
     )
-    .arg(i.id.as_str())
-    .arg(i.status.as_str())
-    .arg(i.counts.rows_total)
-    .arg(i.counts.rows_done)
-    .arg(i.counts.created)
-    .arg(i.counts.updated)
-    .arg(i.counts.skipped)
-    .arg(i.counts.failed)
-    .arg(i.chunks_total)
-    .arg(i.chunks_done)
-    .arg(i.error.as_ref().map(|e| e.to_string()))
-    .arg(i.malformed.as_ref().map(|m| m.0))
-    .arg(i.malformed.as_ref().map(|m| m.1.clone()))
-    .arg(i.idempotency_key.clone())
-    .arg(i.fingerprint.clone())
-    .arg(i.finished_at.map(|t| t.millis()));
-    tx.execute_unique(q).await?;
+    .arg(i.id.as_str());
+    tx.execute_unique(bind_progress(q, i)).await?;
     Ok(())
 }
 

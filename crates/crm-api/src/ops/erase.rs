@@ -60,7 +60,7 @@ async fn erase(
     // `dry_run=true` is the generic dry run (decisions §18): this same erasure in a transaction
     // that rolls back, answered in the dry-run envelope with these counts as its result.
     let id = input.path_param("id");
-    let erasure = api.app.erase_record(caller, object, id, false).await?;
+    let erasure = api.app.erase_record(caller, object, id).await?;
     Ok(Reply::serialized(&ErasedBody {
         id: id.to_owned(),
         object: object.as_str().to_owned(),
