@@ -245,6 +245,31 @@ macro_rules! ws {
 /// refuses what is left empty. One character outside [`ws`], not `\\S` (see there).
 pub(crate) const NON_BLANK: &str = concat!("[^", ws!(), "]");
 
+/// The control characters (`char::is_control`: Unicode's `Cc`), as a character class's ranges.
+macro_rules! cc {
+    () => {
+        "\\u0000-\\u001f\\u007f-\\u009f"
+    };
+}
+
+/// One line that is not blank once trimmed and holds no control character between the blanks
+/// trimmed off its ends (a user's name: `crm_domain::user::check_name`).
+pub(crate) const ONE_LINE: &str = concat!(
+    "^[",
+    ws!(),
+    "]*[^",
+    ws!(),
+    cc!(),
+    "]([^",
+    cc!(),
+    "]*[^",
+    ws!(),
+    cc!(),
+    "])?[",
+    ws!(),
+    "]*$"
+);
+
 /// White space only (or nothing), which the record fields read as no value; beside a `format`
 /// (`close_date`) as `anyOf: [{format}, {pattern: BLANK}]`.
 pub(crate) const BLANK: &str = concat!("^[", ws!(), "]*$");

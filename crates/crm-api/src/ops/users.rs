@@ -24,7 +24,7 @@ pub struct UserCreate {
         pattern(crate::schema::EMAIL)
     )]
     pub email: Option<String>,
-    #[schemars(required, pattern(crate::schema::NON_BLANK), length(max = 1024))]
+    #[schemars(required, pattern(crate::schema::ONE_LINE), length(max = 1024))]
     pub name: Option<String>,
     /// `admin`, `member` or `viewer`; only a key holding every scope of the role may give it.
     #[schemars(required, extend("enum" = ["admin", "member", "viewer"]))]
@@ -36,7 +36,7 @@ pub struct UserCreate {
 pub struct UserUpdate {
     #[schemars(length(max = crate::schema::EMAIL_MAX), pattern(crate::schema::EMAIL))]
     pub email: Option<String>,
-    #[schemars(pattern(crate::schema::NON_BLANK), length(max = 1024))]
+    #[schemars(pattern(crate::schema::ONE_LINE), length(max = 1024))]
     pub name: Option<String>,
     #[schemars(extend("enum" = ["admin", "member", "viewer"]))]
     pub role: Option<String>,
