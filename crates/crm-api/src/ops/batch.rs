@@ -50,6 +50,10 @@ fn shape_by_op(schema: &mut schemars::Schema) {
     // A batch upsert without `match` matches on the contact's email or the company's domain.
     let requiring = |mut body: Value, key: &str| {
         body["required"] = json!([key]);
+        // Required means a value: a null email or domain is nothing to match on.
+        if let Some(member) = body["properties"].get_mut(key) {
+            member["type"] = "string".into();
+        }
         body
     };
     let id = json!({"type": "string", "minLength": 1});

@@ -38,7 +38,8 @@ pub struct UserUpdate {
     pub email: Option<String>,
     #[schemars(pattern(crate::schema::ONE_LINE), length(max = 1024))]
     pub name: Option<String>,
-    #[schemars(extend("enum" = ["admin", "member", "viewer"]))]
+    /// `null`, as absent, leaves it unchanged.
+    #[schemars(extend("enum" = ["admin", "member", "viewer", null]))]
     pub role: Option<String>,
 }
 
