@@ -161,8 +161,8 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 }
 
 /// How many contacts the row-for-row check exports: `CRM_EXPORT_CHECK_ROWS`, 3,000 by default
-/// (a third of them match: four chunks whose boundaries must keep the list's order);
-/// docs/reliability.md gives the 100,000-row run.
+/// (a third of them match: four chunks whose boundaries must keep the list's order). The
+/// 100,000-row check: `CRM_EXPORT_CHECK_ROWS=100000 cargo xtask test -E 'test(/row_for_row/)'`.
 fn check_rows() -> usize {
     std::env::var("CRM_EXPORT_CHECK_ROWS").map_or(3_000, |n| {
         n.parse()
