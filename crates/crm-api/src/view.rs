@@ -11,8 +11,12 @@ use crm_app::{
     Caller, Scope,
 };
 use crm_domain::{CompanyId, ContactId, DealId, ObjectKind};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+mod shaped;
+
+pub use shaped::Record;
+use shaped::{RelatedBodies, RelatedBody, Shaped};
 
 use crate::{
     bodies::{CompanyBody, ContactBody, DealBody, ListBody, Versioned},
@@ -361,62 +365,60 @@ impl Shape {
     }
 
     /// One record's answer in this shape; its version stays the `ETag`.
-    pub async fn one<B: Serialize + Versioned>(
+    pub async fn one<B: Record + Versioned>(
         &self,
         api: &Api,
         caller: &Caller,
         body: &B,
     ) -> Result<Reply, Problem> {
-        let record = to_value(body)?;
         let related = self
-            .related(api, caller, std::slice::from_ref(&record))
+            .related(api, caller, std::slice::from_ref(body))
             .await?;
-        let mut reply = Reply::new(self.apply(record, &related)?);
+        let mut reply = Reply::serialized(&self.of(body, &related));
         reply.etag = Some(body.version());
         Ok(reply)
     }
 
     /// A page's answer in this shape: each relation read once for the whole page.
-    pub async fn page<B: Serialize>(
+    pub async fn page<B: Record>(
         &self,
         api: &Api,
         caller: &Caller,
         list: ListBody<B>,
     ) -> Result<Reply, Problem> {
-        let records = list
-            .data
-            .iter()
-            .map(to_value)
-            .collect::<Result<Vec<_>, _>>()?;
-        let related = self.related(api, caller, &records).await?;
-        let data = records
-            .into_iter()
-            .map(|r| self.apply(r, &related))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Reply::new(serde_json::json!({
-            "object": list.object,
-            "data": data,
-            "has_more": list.has_more,
-            "next_cursor": list.next_cursor,
-        })))
+        let related = self.related(api, caller, &list.data).await?;
+        Ok(Reply::serialized(&ListBody {
+            object: list.object,
+            data: list.data.iter().map(|b| self.of(b, &related)).collect(),
+            has_more: list.has_more,
+            next_cursor: list.next_cursor,
+        }))
     }
 
-    /// The related records of `records`, as documents by id.
-    async fn related(
+    fn of<'a, B>(&'a self, body: &'a B, related: &'a RelatedBodies) -> Shaped<'a, B> {
+        Shaped {
+            body,
+            shape: self,
+            related,
+        }
+    }
+
+    /// The related records of `records`, by id.
+    async fn related<B: Record>(
         &self,
         api: &Api,
         caller: &Caller,
-        records: &[Value],
-    ) -> Result<Map<String, Value>, Problem> {
+        records: &[B],
+    ) -> Result<RelatedBodies, Problem> {
         if self.expand.is_empty() {
-            return Ok(Map::new());
+            return Ok(RelatedBodies::new());
         }
         let mut ids = RelatedIds::default();
         for relation in &self.expand {
-            for record in records {
-                let Some(id) = record[relation.id_field].as_str() else {
-                    continue;
-                };
+            for id in records
+                .iter()
+                .filter_map(|r| r.related_id(relation.id_field))
+            {
                 match relation.target {
                     Target::Contact => {
                         push_new(&mut ids.contacts, ContactId::from_trusted(id.to_owned()))
@@ -433,67 +435,16 @@ impl Shape {
             companies,
             deals,
         } = api.app.read_related(caller, ids).await?;
-        let mut by_id = Map::new();
-        for c in &contacts {
-            by_id.insert(c.id.to_string(), to_value(&ContactBody::from(c))?);
-        }
-        for c in &companies {
-            by_id.insert(c.id.to_string(), to_value(&CompanyBody::from(c))?);
-        }
-        for d in &deals {
-            by_id.insert(d.id.to_string(), to_value(&DealBody::from(d))?);
-        }
-        Ok(by_id)
-    }
-
-    /// `record` cut to the selected members, each expanded relation placed right after its
-    /// `_id` member (null when the id is null).
-    fn apply(&self, record: Value, related: &Map<String, Value>) -> Result<Value, Problem> {
-        let Value::Object(map) = record else {
-            return Ok(record);
-        };
-        let mut out = Map::with_capacity(map.len() + self.expand.len());
-        for (member, value) in map {
-            let expanded: Vec<(&'static str, Value)> = self
-                .expand
-                .iter()
-                .filter(|r| r.id_field == member)
-                .map(|r| {
-                    let found = value
-                        .as_str()
-                        .and_then(|id| related.get(id))
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    (r.name, found)
-                })
-                .collect();
-            match &self.fields {
-                None => {
-                    out.insert(member, value);
-                }
-                Some(selection) if selection.keeps(&member) => {
-                    let value = match value {
-                        Value::Object(custom)
-                            if member == "custom_fields" && selection.cuts_custom() =>
-                        {
-                            Value::Object(
-                                custom
-                                    .into_iter()
-                                    .filter(|(k, _)| selection.custom.contains(k))
-                                    .collect(),
-                            )
-                        }
-                        other => other,
-                    };
-                    out.insert(member, value);
-                }
-                Some(_) => {}
-            }
-            for (name, found) in expanded {
-                out.insert(name.to_owned(), found);
-            }
-        }
-        Ok(Value::Object(out))
+        let contacts = contacts
+            .iter()
+            .map(|c| (c.id.to_string(), RelatedBody::Contact(c.into())));
+        let companies = companies
+            .iter()
+            .map(|c| (c.id.to_string(), RelatedBody::Company(c.into())));
+        let deals = deals
+            .iter()
+            .map(|d| (d.id.to_string(), RelatedBody::Deal(d.into())));
+        Ok(contacts.chain(companies).chain(deals).collect())
     }
 }
 
@@ -501,10 +452,6 @@ fn push_new<T: PartialEq>(ids: &mut Vec<T>, id: T) {
     if !ids.contains(&id) {
         ids.push(id);
     }
-}
-
-fn to_value(body: &impl Serialize) -> Result<Value, Problem> {
-    serde_json::to_value(body).map_err(|e| crm_app::AppError::Internal(e.to_string()).into())
 }
 
 #[cfg(test)]
@@ -519,10 +466,53 @@ mod tests {
         }
     }
 
+    fn custom(value: Value) -> crm_domain::JsonMap {
+        value.as_object().cloned().unwrap()
+    }
+
+    fn contact() -> ContactBody {
+        ContactBody {
+            id: "con_1".into(),
+            object: "contact",
+            first_name: Some("Ada".into()),
+            last_name: None,
+            email: Some("a@b.c".into()),
+            phone: None,
+            linkedin_url: None,
+            company_id: Some("cmp_1".into()),
+            contact_type: None,
+            custom_fields: custom(json!({"tier": "gold", "score": 3})),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+            version: 2,
+            deleted_at: None,
+            merged_into: None,
+        }
+    }
+
+    fn company() -> CompanyBody {
+        CompanyBody {
+            id: "cmp_1".into(),
+            object: "company",
+            name: "Acme".into(),
+            domain: None,
+            custom_fields: custom(json!({})),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+            version: 1,
+            deleted_at: None,
+            merged_into: None,
+        }
+    }
+
+    /// What `body` answers in `shape`, read back as a document.
+    fn shaped<B: Record>(shape: &Shape, body: &B, related: &RelatedBodies) -> Value {
+        let text = serde_json::to_string(&shape.of(body, related)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
     #[test]
     fn fields_keep_id_object_and_the_named_members_and_keys() {
-        let record = json!({"id": "con_1", "object": "contact", "email": "a@b.c", "phone": null,
-            "custom_fields": {"tier": "gold", "score": 3}, "version": 2});
         let s = shape(
             Some(Selection {
                 members: vec!["email".into()],
@@ -530,35 +520,87 @@ mod tests {
             }),
             &[],
         );
-        let out = s.apply(record, &Map::new()).unwrap();
         assert_eq!(
-            out,
+            shaped(&s, &contact(), &RelatedBodies::new()),
             json!({"id": "con_1", "object": "contact", "email": "a@b.c", "custom_fields": {"tier": "gold"}})
         );
     }
 
     #[test]
+    fn custom_fields_named_whole_keep_every_key() {
+        let s = shape(
+            Some(Selection {
+                members: vec!["custom_fields".into()],
+                custom: vec!["tier".into()],
+            }),
+            &[],
+        );
+        let out = shaped(&s, &contact(), &RelatedBodies::new());
+        assert_eq!(out["custom_fields"], json!({"tier": "gold", "score": 3}));
+    }
+
+    #[test]
+    fn no_fields_keeps_the_whole_body() {
+        let out = shaped(&shape(None, &[]), &contact(), &RelatedBodies::new());
+        assert_eq!(out, serde_json::to_value(contact()).unwrap());
+    }
+
+    #[test]
     fn an_expanded_relation_follows_its_id_and_is_null_without_one() {
-        let record = json!({"id": "deal_1", "object": "deal", "primary_contact_id": null,
-            "company_id": "cmp_1", "title": "x"});
-        let mut related = Map::new();
-        related.insert("cmp_1".into(), json!({"id": "cmp_1", "object": "company"}));
-        let out = shape(None, DEAL.relations).apply(record, &related).unwrap();
+        let deal = DealBody {
+            id: "deal_1".into(),
+            object: "deal",
+            title: "x".into(),
+            pipeline: "sales".into(),
+            pipeline_id: "pip_1".into(),
+            stage: "lead".into(),
+            stage_type: "open",
+            primary_contact_id: None,
+            company_id: Some("cmp_1".into()),
+            value_cents: None,
+            currency: None,
+            close_date: None,
+            custom_fields: custom(json!({})),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+            version: 1,
+            deleted_at: None,
+        };
+        let related = RelatedBodies::from([("cmp_1".into(), RelatedBody::Company(company()))]);
+        let out = shaped(&shape(None, DEAL.relations), &deal, &related);
         let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
         assert_eq!(
-            keys,
+            keys[..9],
             [
                 "id",
                 "object",
+                "title",
+                "pipeline",
+                "pipeline_id",
+                "stage",
+                "stage_type",
                 "primary_contact_id",
                 "primary_contact",
-                "company_id",
-                "company",
-                "title"
             ]
         );
+        assert_eq!(keys[9..11], ["company_id", "company"]);
         assert_eq!(out["primary_contact"], Value::Null);
-        assert_eq!(out["company"]["id"], "cmp_1");
+        assert_eq!(out["company"], serde_json::to_value(company()).unwrap());
+    }
+
+    #[test]
+    fn a_relation_is_added_when_fields_leave_its_id_out() {
+        let s = shape(
+            Some(Selection {
+                members: vec!["email".into()],
+                custom: vec![],
+            }),
+            CONTACT.relations,
+        );
+        let related = RelatedBodies::from([("cmp_1".into(), RelatedBody::Company(company()))]);
+        let out = shaped(&s, &contact(), &related);
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["id", "object", "email", "company"]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::{
     contacts::deleted_action,
     error::AppError,
     idempotency::IdemClaim,
+    merges::Mergeable,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{CompanyFilter, StoreError, Tx},
     write::{check_references, finish_in_tx, Effects, Emit},
@@ -162,7 +163,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
-        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
+        company.refuse_tombstone(self, &mut *tx, tenant).await?;
         if expected_version.is_some_and(|v| v != company.version) {
             return Err(AppError::VersionConflict {
                 current: company.version,
@@ -259,7 +260,7 @@ impl App {
             .get_company(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("company", id.as_str()))?;
-        crate::merges::merged_company(self, &mut *tx, tenant, &company).await?;
+        company.refuse_tombstone(self, &mut *tx, tenant).await?;
         if company.deleted_at.is_some() == deleted {
             return Ok(company);
         }

@@ -13,6 +13,7 @@ use crate::{
     auth::Caller,
     error::AppError,
     idempotency::IdemClaim,
+    merges::Mergeable,
     paging::{page_from, slice_for, Page, PageParams},
     ports::{ContactFilter, FieldFilter, StoreError, Tx},
     views::RecordViews,
@@ -359,7 +360,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
-        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
+        contact.refuse_tombstone(self, &mut *tx, tenant).await?;
         if expected_version.is_some_and(|v| v != contact.version) {
             return Err(AppError::VersionConflict {
                 current: contact.version,
@@ -464,7 +465,7 @@ impl App {
             .get_contact(tenant, &id)
             .await?
             .ok_or_else(|| AppError::not_found("contact", id.as_str()))?;
-        crate::merges::merged_contact(self, &mut *tx, tenant, &contact).await?;
+        contact.refuse_tombstone(self, &mut *tx, tenant).await?;
         if contact.deleted_at.is_some() == deleted {
             return Ok(contact);
         }

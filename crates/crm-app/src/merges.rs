@@ -31,46 +31,6 @@ use crate::{
     App,
 };
 
-/// The 409 a write to a merged contact answers: the survivor under `existing`.
-pub(crate) async fn merged_contact(
-    app: &App,
-    tx: &mut dyn Tx,
-    tenant: &Tenant,
-    contact: &Contact,
-) -> Result<(), AppError> {
-    let Some(survivor) = &contact.merged_into else {
-        return Ok(());
-    };
-    let existing = tx.get_contact(tenant, survivor).await?;
-    Err(AppError::Conflict {
-        detail: format!(
-            "contact {} was merged into {}; write to that contact instead",
-            contact.id, survivor
-        ),
-        existing: existing.map(|c| app.views.contact(&c)),
-    })
-}
-
-/// The 409 a write to a merged company answers: the survivor under `existing`.
-pub(crate) async fn merged_company(
-    app: &App,
-    tx: &mut dyn Tx,
-    tenant: &Tenant,
-    company: &Company,
-) -> Result<(), AppError> {
-    let Some(survivor) = &company.merged_into else {
-        return Ok(());
-    };
-    let existing = tx.get_company(tenant, survivor).await?;
-    Err(AppError::Conflict {
-        detail: format!(
-            "company {} was merged into {}; write to that company instead",
-            company.id, survivor
-        ),
-        existing: existing.map(|c| app.views.company(&c)),
-    })
-}
-
 fn soft_deleted(field: &str, object: &str, id: &str) -> AppError {
     ValidationError::invalid(
         field,
@@ -88,92 +48,99 @@ fn version_conflict(current: i64, expected: Option<i64>) -> Result<(), AppError>
 
 /// What a merge reads and checks of the records it merges, contacts and companies alike.
 #[async_trait]
-trait Mergeable: Sized + Send {
-    type Id: Clone + Ord + Hash + Send + Sync;
+pub(crate) trait Mergeable: Sized + Send + Sync {
+    type Id: Clone + Ord + Hash + Send + Sync + std::fmt::Display;
     const KIND: ObjectKind;
     fn parse_id(raw: &str) -> Option<Self::Id>;
     fn id_str(id: &Self::Id) -> &str;
+    fn id(&self) -> &Self::Id;
+    fn merged_into(&self) -> Option<&Self::Id>;
     fn is_deleted(&self) -> bool;
     fn version(&self) -> i64;
+    /// The record as clients see it.
+    fn view(&self, app: &App) -> Value;
     async fn read(
         tx: &mut dyn Tx,
         tenant: &Tenant,
         id: &Self::Id,
     ) -> Result<Option<Self>, StoreError>;
-    /// The 409 a write to a tombstone answers, if this is one.
-    async fn refuse_tombstone(
-        &self,
-        app: &App,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-    ) -> Result<(), AppError>;
-}
 
-#[async_trait]
-impl Mergeable for Contact {
-    type Id = ContactId;
-    const KIND: ObjectKind = ObjectKind::Contact;
-    fn parse_id(raw: &str) -> Option<ContactId> {
-        ContactId::parse(raw).ok()
-    }
-    fn id_str(id: &ContactId) -> &str {
-        id.as_str()
-    }
-    fn is_deleted(&self) -> bool {
-        self.deleted_at.is_some()
-    }
-    fn version(&self) -> i64 {
-        self.version
-    }
-    async fn read(
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        id: &ContactId,
-    ) -> Result<Option<Contact>, StoreError> {
-        tx.get_contact(tenant, id).await
-    }
+    /// The 409 a write to a tombstone answers, its survivor under `existing`; nothing for a
+    /// record that was not merged.
     async fn refuse_tombstone(
         &self,
         app: &App,
         tx: &mut dyn Tx,
         tenant: &Tenant,
     ) -> Result<(), AppError> {
-        merged_contact(app, tx, tenant, self).await
+        let Some(survivor) = self.merged_into() else {
+            return Ok(());
+        };
+        let existing = Self::read(tx, tenant, survivor).await?;
+        let object = Self::KIND.as_str();
+        Err(AppError::Conflict {
+            detail: format!(
+                "{object} {} was merged into {survivor}; write to that {object} instead",
+                self.id()
+            ),
+            existing: existing.map(|r| r.view(app)),
+        })
     }
 }
 
-#[async_trait]
-impl Mergeable for Company {
-    type Id = CompanyId;
-    const KIND: ObjectKind = ObjectKind::Company;
-    fn parse_id(raw: &str) -> Option<CompanyId> {
-        CompanyId::parse(raw).ok()
-    }
-    fn id_str(id: &CompanyId) -> &str {
-        id.as_str()
-    }
-    fn is_deleted(&self) -> bool {
-        self.deleted_at.is_some()
-    }
-    fn version(&self) -> i64 {
-        self.version
-    }
-    async fn read(
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-        id: &CompanyId,
-    ) -> Result<Option<Company>, StoreError> {
-        tx.get_company(tenant, id).await
-    }
-    async fn refuse_tombstone(
-        &self,
-        app: &App,
-        tx: &mut dyn Tx,
-        tenant: &Tenant,
-    ) -> Result<(), AppError> {
-        merged_company(app, tx, tenant, self).await
-    }
+/// `impl Mergeable` for a record type: its id type, its store read and its view.
+macro_rules! mergeable {
+    ($record:ty, $id:ty, $kind:expr, $get:ident, $view:ident) => {
+        #[async_trait]
+        impl Mergeable for $record {
+            type Id = $id;
+            const KIND: ObjectKind = $kind;
+            fn parse_id(raw: &str) -> Option<$id> {
+                <$id>::parse(raw).ok()
+            }
+            fn id_str(id: &$id) -> &str {
+                id.as_str()
+            }
+            fn id(&self) -> &$id {
+                &self.id
+            }
+            fn merged_into(&self) -> Option<&$id> {
+                self.merged_into.as_ref()
+            }
+            fn is_deleted(&self) -> bool {
+                self.deleted_at.is_some()
+            }
+            fn version(&self) -> i64 {
+                self.version
+            }
+            fn view(&self, app: &App) -> Value {
+                app.views.$view(self)
+            }
+            async fn read(
+                tx: &mut dyn Tx,
+                tenant: &Tenant,
+                id: &$id,
+            ) -> Result<Option<$record>, StoreError> {
+                tx.$get(tenant, id).await
+            }
+        }
+    };
 }
+
+mergeable!(
+    Contact,
+    ContactId,
+    ObjectKind::Contact,
+    get_contact,
+    contact
+);
+mergeable!(
+    Company,
+    CompanyId,
+    ObjectKind::Company,
+    get_company,
+    company
+);
 
 /// The survivor's id then the merged ones', checked before any transaction starts: `merge_ids`
 /// well formed (422), each id one of this kind (404).

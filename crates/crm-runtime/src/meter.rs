@@ -385,9 +385,8 @@ impl UsageMeter for Meter {
                 self.remove(&e.tenant, e.period.start);
             }
         }
-        let mut uses: Vec<KeyUse> = std::mem::take(&mut *lock(&self.touches))
-            .into_values()
-            .collect();
+        // Copied, not taken: until the write commits, a read of the key still finds its use here.
+        let mut uses: Vec<KeyUse> = lock(&self.touches).values().cloned().collect();
         if uses.is_empty() {
             return;
         }
@@ -399,10 +398,18 @@ impl UsageMeter for Meter {
             tx.commit().await
         }
         .await;
-        if let Err(err) = written {
-            tracing::warn!(error = %err, "last_used_at flush failed; retrying at the next flush");
-            for u in uses {
-                self.touch(&u.tenant, &u.id, u.at);
+        match written {
+            Ok(()) => {
+                let mut touches = lock(&self.touches);
+                for u in &uses {
+                    // A use since the copy stays for the next flush.
+                    if touches.get(&u.id).is_some_and(|pending| pending.at <= u.at) {
+                        touches.remove(&u.id);
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "last_used_at flush failed; retrying at the next flush")
             }
         }
     }

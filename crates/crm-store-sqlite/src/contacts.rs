@@ -390,12 +390,8 @@ mod tests {
     /// 0010, whose DELETE searched by workspace and mode only.)
     #[tokio::test]
     async fn old_custom_field_values_are_deleted_by_their_key() {
-        let path =
-            std::env::temp_dir().join(format!("crm-fv-{}.db", uuid::Uuid::now_v7().simple()));
-        let store = crate::SqliteStore::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let temp = crate::TempStore::migrated("fv").await;
+        let store = &temp.store;
         let mut conn = store.writer.acquire().await.unwrap();
         for trigger in ["contact_field_values_au", "contact_field_values_ad"] {
             let sql: String = sqlx::query("SELECT sql FROM sqlite_master WHERE name = $1")
@@ -423,7 +419,6 @@ mod tests {
             );
         }
         drop(conn);
-        store.close().await;
-        let _ = std::fs::remove_file(&path);
+        temp.remove().await;
     }
 }

@@ -351,25 +351,59 @@ impl Store for SqliteStore {
     }
 }
 
+/// A store in a file of its own under the temp directory, for the tests that need a real file
+/// (query plans, the WAL); [`TempStore::remove`] closes it and deletes its files.
+#[cfg(test)]
+pub(crate) struct TempStore {
+    pub store: SqliteStore,
+    pub path: std::path::PathBuf,
+}
+
+#[cfg(test)]
+impl TempStore {
+    /// A new file named after `purpose`, connected but not migrated.
+    pub async fn open(purpose: &str) -> TempStore {
+        let path = std::env::temp_dir().join(format!(
+            "crm-{purpose}-{}.db",
+            uuid::Uuid::now_v7().simple()
+        ));
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        TempStore { store, path }
+    }
+
+    /// A new file named after `purpose`, with every migration applied.
+    pub async fn migrated(purpose: &str) -> TempStore {
+        let temp = TempStore::open(purpose).await;
+        temp.store.migrate().await.unwrap();
+        temp
+    }
+
+    pub async fn remove(self) {
+        self.store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use crm_app::{ports::ConfigMarks, Tx};
 
-    use crate::{SqliteStore, SqliteTx};
+    use crate::{SqliteTx, TempStore};
 
     /// A steady stream of writes keeps the WAL bounded: 40 MiB written back to back leave a WAL of
     /// a few MiB (SQLite's automatic checkpoint at 1,000 pages, on the writer, between two of its
     /// writes), not 40. A checkpoint on another connection cannot promise that (docs/decisions.md).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn steady_writes_keep_the_wal_bounded() {
-        let path =
-            std::env::temp_dir().join(format!("crm-wal-{}.db", uuid::Uuid::now_v7().simple()));
-        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+        let temp = TempStore::open("wal").await;
+        let store = &temp.store;
+        let wal = std::path::PathBuf::from(format!("{}-wal", temp.path.display()));
         let mut largest = 0;
         for round in 0..400 {
             let tx = store.writer.begin_with("BEGIN IMMEDIATE").await.unwrap();
@@ -394,9 +428,6 @@ mod tests {
             largest = largest.max(std::fs::metadata(&wal).unwrap().len());
         }
         assert!(largest < 8 << 20, "the WAL reached {largest} bytes");
-        store.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        temp.remove().await;
     }
 }

@@ -252,12 +252,8 @@ mod tests {
     /// written.)
     #[tokio::test]
     async fn the_advance_looks_each_enrollment_up_by_its_key() {
-        let path =
-            std::env::temp_dir().join(format!("crm-plan-{}.db", uuid::Uuid::now_v7().simple()));
-        let store = crate::SqliteStore::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let temp = crate::TempStore::migrated("plan").await;
+        let store = &temp.store;
         let tenant = Tenant {
             workspace_id: WorkspaceId::from_uuid(uuid::Uuid::now_v7()),
             mode: Mode::Test,
@@ -310,7 +306,6 @@ mod tests {
             "plan: {plan:?}"
         );
         drop(conn);
-        store.close().await;
-        let _ = std::fs::remove_file(&path);
+        temp.remove().await;
     }
 }

@@ -67,6 +67,9 @@ pub fn run(bin: &Path, store: Store, run_dir: &Path, quick: bool) -> Result<Vec<
         && alive
         && o.lost == 0
         && o.duplicated == 0;
+    if !passed {
+        show_server_errors(&log);
+    }
     Ok(vec![Row {
         store,
         check,
@@ -89,6 +92,24 @@ pub fn run(bin: &Path, store: Store, run_dir: &Path, quick: bool) -> Result<Vec<
         target: TARGET.into(),
         passed,
     }])
+}
+
+/// The warnings and errors of a failed run's server, printed: the run directory is deleted, and
+/// on CI the printed output is all that is kept.
+fn show_server_errors(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("ERROR") || l.contains("WARN"))
+        .collect();
+    eprintln!(
+        "pg-restart failed; the server's last {} of {} warnings and errors:",
+        lines.len().min(40),
+        lines.len()
+    );
+    for line in lines.iter().rev().take(40).rev() {
+        eprintln!("  {line}");
+    }
 }
 
 struct Outcome {

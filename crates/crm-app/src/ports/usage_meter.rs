@@ -46,7 +46,7 @@ pub trait UsageMeter: Send + Sync {
     /// Notes that a key was used at `at`; written by the next flush.
     fn touch(&self, tenant: &Tenant, key: &ApiKeyId, at: Timestamp);
 
-    /// A use of the key noted and not yet written, if any.
+    /// A use of the key noted and not yet written, if any (kept until its write commits).
     fn pending_touch(&self, key: &ApiKeyId) -> Option<Timestamp>;
 
     /// Writes what was counted and the keys' uses, renews the reservations in use and gives back
