@@ -68,8 +68,8 @@ impl std::fmt::Debug for ApiKeyRecord {
     }
 }
 
-/// SHA-256 of a key: what the key cache is keyed by.
-pub type KeyDigest = [u8; 32];
+/// What the key cache knows a key by ([`crate::auth::key_digest`]): never the key itself.
+pub type KeyDigest = [u8; 16];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

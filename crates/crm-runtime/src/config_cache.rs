@@ -381,19 +381,19 @@ mod tests {
         let w = ws();
         cache.keep_key(
             cache.generation(),
-            &[1; 32],
+            &[1; 16],
             &KeyAuth::new(key(&w), workspace(&w)),
         );
-        assert!(cache.key(&[1; 32], now()).is_none());
+        assert!(cache.key(&[1; 16], now()).is_none());
         cache.connected();
         cache.keep_key(
             cache.generation(),
-            &[1; 32],
+            &[1; 16],
             &KeyAuth::new(key(&w), workspace(&w)),
         );
-        assert!(cache.key(&[1; 32], now()).is_some());
+        assert!(cache.key(&[1; 16], now()).is_some());
         cache.disconnected();
-        assert!(cache.key(&[1; 32], now()).is_none());
+        assert!(cache.key(&[1; 16], now()).is_none());
     }
 
     #[test]
@@ -403,8 +403,8 @@ mod tests {
         let w = ws();
         let seen = cache.generation();
         cache.changed(&ws()); // any change, even another workspace's, since the read began
-        cache.keep_key(seen, &[1; 32], &KeyAuth::new(key(&w), workspace(&w)));
-        assert!(cache.key(&[1; 32], now()).is_none());
+        cache.keep_key(seen, &[1; 16], &KeyAuth::new(key(&w), workspace(&w)));
+        assert!(cache.key(&[1; 16], now()).is_none());
     }
 
     #[test]
@@ -419,27 +419,27 @@ mod tests {
         let reg = Arc::new(Registry::default());
         cache.keep_key(
             cache.generation(),
-            &[2; 32],
+            &[2; 16],
             &KeyAuth::new(key(&a), workspace(&a)),
         );
         cache.keep_key(
             cache.generation(),
-            &[3; 32],
+            &[3; 16],
             &KeyAuth::new(key(&b), workspace(&b)),
         );
         cache.keep_registry(cache.generation(), &tenant(&a), ObjectKind::Contact, &reg);
         cache.keep_registry(cache.generation(), &tenant(&b), ObjectKind::Contact, &reg);
         cache.changed(&a);
         assert!(
-            cache.key(&[2; 32], now()).is_none()
+            cache.key(&[2; 16], now()).is_none()
                 && cache.registry(&tenant(&a), ObjectKind::Contact).is_none()
         );
         assert!(
-            cache.key(&[3; 32], now()).is_some()
+            cache.key(&[3; 16], now()).is_some()
                 && cache.registry(&tenant(&b), ObjectKind::Contact).is_some()
         );
         cache.changed_unknown();
-        assert!(cache.key(&[3; 32], now()).is_none());
+        assert!(cache.key(&[3; 16], now()).is_none());
     }
     #[test]
     fn a_threads_copy_of_a_key_lasts_only_until_the_next_change() {
@@ -448,11 +448,11 @@ mod tests {
         let w = ws();
         cache.keep_key(
             cache.generation(),
-            &[4; 32],
+            &[4; 16],
             &KeyAuth::new(key(&w), workspace(&w)),
         );
-        let shared = cache.key(&[4; 32], now()).unwrap();
-        let copy = cache.key(&[4; 32], now()).unwrap();
+        let shared = cache.key(&[4; 16], now()).unwrap();
+        let copy = cache.key(&[4; 16], now()).unwrap();
         assert_eq!(
             (copy.caller.key_id.clone(), &copy.caller.scopes),
             (shared.caller.key_id.clone(), &shared.caller.scopes)
@@ -464,30 +464,30 @@ mod tests {
         // Another cache on this thread does not see it.
         let other = MemoryConfigCache::new();
         other.connected();
-        assert!(other.key(&[4; 32], now()).is_none());
+        assert!(other.key(&[4; 16], now()).is_none());
         // Revoking (any change of the workspace) reaches this thread's copy and another thread's.
         let on_other_thread = || {
             std::thread::scope(|s| {
-                s.spawn(|| cache.key(&[4; 32], now()).is_some())
+                s.spawn(|| cache.key(&[4; 16], now()).is_some())
                     .join()
                     .unwrap()
             })
         };
         assert!(on_other_thread());
         cache.changed(&w);
-        assert!(cache.key(&[4; 32], now()).is_none());
+        assert!(cache.key(&[4; 16], now()).is_none());
         assert!(!on_other_thread());
         // Kept again, it is found again, and a change of another workspace only costs a copy.
         cache.keep_key(
             cache.generation(),
-            &[4; 32],
+            &[4; 16],
             &KeyAuth::new(key(&w), workspace(&w)),
         );
-        assert!(cache.key(&[4; 32], now()).is_some() && cache.key(&[4; 32], now()).is_some());
+        assert!(cache.key(&[4; 16], now()).is_some() && cache.key(&[4; 16], now()).is_some());
         cache.changed(&ws());
-        assert!(cache.key(&[4; 32], now()).is_some());
+        assert!(cache.key(&[4; 16], now()).is_some());
         cache.disconnected();
-        assert!(cache.key(&[4; 32], now()).is_none());
+        assert!(cache.key(&[4; 16], now()).is_none());
     }
 
     #[test]
@@ -496,7 +496,7 @@ mod tests {
         cache.connected();
         let w = ws();
         let digest = |i: usize| {
-            let mut d = [0xAB; 32];
+            let mut d = [0xAB; 16];
             d[..8].copy_from_slice(&(i as u64).to_le_bytes());
             d
         };
@@ -521,11 +521,11 @@ mod tests {
         let w = ws();
         cache.keep_key(
             cache.generation(),
-            &[5; 32],
+            &[5; 16],
             &KeyAuth::new(key(&w), workspace(&w)),
         );
-        let shared = cache.key(&[5; 32], now()).unwrap().caller;
-        let from = |at: Timestamp| cache.key(&[5; 32], at).unwrap().caller;
+        let shared = cache.key(&[5; 16], now()).unwrap().caller;
+        let from = |at: Timestamp| cache.key(&[5; 16], at).unwrap().caller;
         let copy = from(now());
         assert!(!std::ptr::eq(&*copy, &*shared));
         assert!(
