@@ -283,7 +283,69 @@ async fn set_plan_applies_to_a_running_server(backend: Backend) {
     assert_eq!(res.header("ratelimit-limit"), Some("7"));
 }
 
+/// A connection in a transaction that holds writes to the usage counters: on SQLite the one
+/// writer (`BEGIN IMMEDIATE`, as an import chunk's transaction holds it), on Postgres the table
+/// against writers. Dropping it rolls back.
+enum HeldWrites {
+    Sqlite(#[allow(dead_code)] sqlx::SqliteConnection),
+    Postgres(#[allow(dead_code)] sqlx::PgConnection),
+}
+
+async fn hold_usage_writes(backend: Backend, database_url: &str) -> HeldWrites {
+    use sqlx::Connection;
+    match backend {
+        Backend::Sqlite => {
+            let mut db = sqlx::SqliteConnection::connect(database_url).await.unwrap();
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut db)
+                .await
+                .unwrap();
+            HeldWrites::Sqlite(db)
+        }
+        Backend::Postgres => {
+            let mut db = sqlx::PgConnection::connect(database_url).await.unwrap();
+            for sql in ["BEGIN", "LOCK TABLE usage_counters IN EXCLUSIVE MODE"] {
+                sqlx::query(sql).execute(&mut db).await.unwrap();
+            }
+            HeldWrites::Postgres(db)
+        }
+    }
+}
+
+/// Requests count in memory while the usage flush waits for the database: a flush that cannot
+/// write yet holds up neither the tenant's requests nor its count (it is written once the
+/// database lets it).
+async fn a_flush_waiting_for_the_database_holds_up_no_request(backend: Backend) {
+    let s = spawn_with(backend, &[]).await;
+    s.get("/contacts").await.ok(200);
+    let held = hold_usage_writes(backend, &s.database_url).await;
+    // Counted after the lock: the next flush (within a second) has this to write, and waits.
+    s.get("/contacts").await.ok(200);
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    for _ in 0..3 {
+        let answered =
+            tokio::time::timeout(std::time::Duration::from_secs(2), s.get("/contacts")).await;
+        assert!(
+            answered.is_ok(),
+            "a request waited for the flush that waits for the database"
+        );
+        answered.unwrap().ok(200);
+    }
+    drop(held);
+    // The waiting flush wrote once the lock was gone: test-mode requests are counted too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let usage = s.get("/usage").await.ok(200).clone();
+        if usage["requests"]["used"].as_u64().unwrap_or(0) >= 5 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{usage}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 crate::on_both_backends!(
+    a_flush_waiting_for_the_database_holds_up_no_request,
     the_free_plans_1001st_live_request_is_refused_while_test_mode_keeps_working,
     a_paid_plan_with_a_zero_cap_stops_at_its_quota_and_bills_overage_once_lifted,
     settings_take_a_number_at_least_zero_or_null_and_belong_to_the_workspace,

@@ -81,7 +81,39 @@ impl Entry {
     }
 }
 
-type SharedEntry = Arc<AsyncMutex<Entry>>;
+/// An entry, and the lock that keeps its database writes (a flush, a reservation) one at a time.
+/// Requests count under the entry's own lock, which is never held across a database write by a
+/// flush: on SQLite a write waits for the one writer (an import chunk holds it for its whole
+/// transaction), on Postgres for the counter row's lock, and every request of the tenant would
+/// wait with it. Taken in this order: `db`, then the entry.
+struct EntryCell {
+    state: AsyncMutex<Entry>,
+    db: AsyncMutex<()>,
+}
+
+impl std::ops::Deref for EntryCell {
+    type Target = AsyncMutex<Entry>;
+
+    fn deref(&self) -> &AsyncMutex<Entry> {
+        &self.state
+    }
+}
+
+type SharedEntry = Arc<EntryCell>;
+
+/// What a flush read of an entry, to write it without holding the entry.
+struct FlushRead {
+    tenant: Tenant,
+    period_start: Timestamp,
+    counted: u64,
+    uncovered: u64,
+    /// The reservation the write leaves this process.
+    keep: u64,
+    /// Tokens given back, no longer handed out from the moment they were read.
+    given_back: u64,
+    was_busy: bool,
+    write: bool,
+}
 
 /// Tenants one thread keeps at most in [`THREAD_ENTRIES`]; past it each new one takes an old
 /// one's place.
@@ -136,17 +168,20 @@ impl Meter {
         {
             return entry.clone();
         }
-        let entry = Arc::new(AsyncMutex::new(Entry {
-            tenant: tenant.clone(),
-            period,
-            unflushed: 0,
-            uncovered: 0,
-            tokens: 0,
-            lease_until: None,
-            busy: false,
-            exhausted: None,
-            retired: false,
-        }));
+        let entry = Arc::new(EntryCell {
+            state: AsyncMutex::new(Entry {
+                tenant: tenant.clone(),
+                period,
+                unflushed: 0,
+                uncovered: 0,
+                tokens: 0,
+                lease_until: None,
+                busy: false,
+                exhausted: None,
+                retired: false,
+            }),
+            db: AsyncMutex::new(()),
+        });
         entries
             .entry(tenant.clone())
             .or_default()
@@ -204,6 +239,72 @@ impl Meter {
             if periods.is_empty() {
                 entries.remove(tenant);
             }
+        }
+    }
+
+    /// Writes what `entry` counted and the reservation it keeps (none when `last`, or when it
+    /// was idle since the last flush), then retires it if it stayed idle. The entry is locked
+    /// only to read it and to apply what was written (see [`EntryCell`]).
+    async fn flush_entry(&self, entry: &SharedEntry, last: bool) {
+        let _db = entry.db.lock().await;
+        let now = self.clock.now();
+        let read = {
+            let mut e = entry.lock().await;
+            let was_busy = std::mem::replace(&mut e.busy, false);
+            let give_back = last || !was_busy;
+            let write = e.unflushed > 0 || e.tokens > 0 || e.lease_until.is_some();
+            FlushRead {
+                tenant: e.tenant.clone(),
+                period_start: e.period.start,
+                counted: e.unflushed,
+                uncovered: e.uncovered,
+                keep: if give_back { 0 } else { e.tokens },
+                given_back: if write && give_back {
+                    std::mem::take(&mut e.tokens)
+                } else {
+                    0
+                },
+                was_busy,
+                write,
+            }
+        };
+        let lease_until = now.plus_millis(LEASE_MS);
+        let written = if read.write {
+            async {
+                let mut tx = self.store.begin_write().await?;
+                tx.record_usage(
+                    &read.tenant,
+                    read.period_start,
+                    read.counted,
+                    &self.holder,
+                    read.keep,
+                    lease_until,
+                )
+                .await?;
+                tx.commit().await
+            }
+            .await
+        } else {
+            Ok(())
+        };
+        let mut e = entry.lock().await;
+        if let Err(err) = written {
+            tracing::warn!(error = %err, "usage flush failed; retrying at the next flush");
+            // The database still holds what was given back, and the counts are still to write.
+            e.tokens += read.given_back;
+            e.busy |= read.was_busy;
+            return;
+        }
+        if read.write {
+            // Requests counted during the write stay for the next flush.
+            e.unflushed -= read.counted;
+            e.uncovered -= read.uncovered;
+            e.lease_until = (read.keep > 0).then_some(lease_until);
+        }
+        let still_exhausted = e.exhausted.is_some_and(|(_, until)| now < until);
+        if !read.was_busy && !e.busy && e.unflushed == 0 && e.tokens == 0 && !still_exhausted {
+            e.retired = true;
+            self.remove(&e.tenant, e.period.start);
         }
     }
 
@@ -296,6 +397,17 @@ impl UsageMeter for Meter {
             let Allowance::Capped { requests, .. } = allowance else {
                 unreachable!("an uncapped admission is always covered");
             };
+            // A reservation writes: the entry's `db` lock first (a flush may be writing), then
+            // the entry again, which may have been given tokens or retired meanwhile.
+            drop(e);
+            let _db = entry.db.lock().await;
+            let mut e = entry.lock().await;
+            if e.retired {
+                continue;
+            }
+            if e.count_covered(allowance, now) {
+                return Ok(true);
+            }
             // No token of a fresh lease: what is left of a lease about to end is not used.
             e.tokens = 0;
             let believed_exhausted = e
@@ -342,48 +454,12 @@ impl UsageMeter for Meter {
     }
 
     async fn flush(&self, last: bool) {
-        let holder = self.holder.clone();
         let entries: Vec<SharedEntry> = lock(&self.entries)
             .values()
             .flat_map(|periods| periods.values().cloned())
             .collect();
         for entry in entries {
-            let mut e = entry.lock().await;
-            let now = self.clock.now();
-            let give_back = last || !e.busy;
-            let keep = if give_back { 0 } else { e.tokens };
-            let lease_changes = e.tokens > 0 || e.lease_until.is_some();
-            if e.unflushed > 0 || lease_changes {
-                let lease_until = now.plus_millis(LEASE_MS);
-                let written = async {
-                    let mut tx = self.store.begin_write().await?;
-                    tx.record_usage(
-                        &e.tenant,
-                        e.period.start,
-                        e.unflushed,
-                        &holder,
-                        keep,
-                        lease_until,
-                    )
-                    .await?;
-                    tx.commit().await
-                }
-                .await;
-                if let Err(err) = written {
-                    tracing::warn!(error = %err, "usage flush failed; retrying at the next flush");
-                    continue;
-                }
-                e.unflushed = 0;
-                e.uncovered = 0;
-                e.tokens = keep;
-                e.lease_until = (keep > 0).then_some(lease_until);
-            }
-            let was_busy = std::mem::replace(&mut e.busy, false);
-            let still_exhausted = e.exhausted.is_some_and(|(_, until)| now < until);
-            if !was_busy && e.unflushed == 0 && e.tokens == 0 && !still_exhausted {
-                e.retired = true;
-                self.remove(&e.tenant, e.period.start);
-            }
+            self.flush_entry(&entry, last).await;
         }
         // Copied, not taken: until the write commits, a read of the key still finds its use here.
         let mut uses: Vec<KeyUse> = lock(&self.touches).values().cloned().collect();
