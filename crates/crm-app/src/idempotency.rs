@@ -57,29 +57,39 @@ impl App {
             locked_until: now.plus_millis(LEASE_MS),
             owner_alive: true,
         };
-        let mut tx = self.store.begin_write().await?;
-        if tx.insert_idempotency(tenant, &fresh).await? {
-            tx.commit().await?;
-            return Ok(Claim::Fresh(IdemClaim {
+        let fresh_claim = || {
+            Claim::Fresh(IdemClaim {
                 key: key.to_owned(),
                 claimed_at: now,
                 success_status,
-            }));
+            })
+        };
+        let mut tx = self.store.begin_write().await?;
+        if tx.insert_idempotency(tenant, &fresh).await? {
+            tx.commit().await?;
+            return Ok(fresh_claim());
         }
-        let existing = tx.get_idempotency(tenant, key).await?.ok_or_else(|| {
-            AppError::Internal("idempotency record vanished inside a transaction".into())
-        })?;
+        let existing = match tx.get_idempotency(tenant, key).await? {
+            Some(existing) => existing,
+            // Deleted between the insert and the read (a claim released by its owner; Postgres
+            // reads what committed before each statement): the key is free again.
+            None if tx.insert_idempotency(tenant, &fresh).await? => {
+                tx.commit().await?;
+                return Ok(fresh_claim());
+            }
+            None => {
+                return Err(AppError::Internal(
+                    "idempotency record vanished twice inside a transaction".into(),
+                ))
+            }
+        };
         let expired = existing.created_at.plus_millis(RETENTION_MS) <= now;
         let abandoned =
             existing.reply.is_none() && (!existing.owner_alive || existing.locked_until <= now);
         if expired || (abandoned && existing.fingerprint == fingerprint) {
             tx.put_idempotency(tenant, &fresh).await?;
             tx.commit().await?;
-            return Ok(Claim::Fresh(IdemClaim {
-                key: key.to_owned(),
-                claimed_at: now,
-                success_status,
-            }));
+            return Ok(fresh_claim());
         }
         if existing.fingerprint != fingerprint {
             return Err(AppError::IdempotencyKeyReused);

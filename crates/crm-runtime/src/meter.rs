@@ -250,6 +250,11 @@ impl Meter {
         let now = self.clock.now();
         let read = {
             let mut e = entry.lock().await;
+            if e.retired {
+                // Another flush retired it since this one listed it: a newer entry of the same
+                // tenant and period may be in the map, and must stay there.
+                return;
+            }
             let was_busy = std::mem::replace(&mut e.busy, false);
             let give_back = last || !was_busy;
             let write = e.unflushed > 0 || e.tokens > 0 || e.lease_until.is_some();

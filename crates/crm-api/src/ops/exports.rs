@@ -60,8 +60,16 @@ const CREATE_QUERY: &[QueryParam] = &[
     },
     QueryParam::pattern("format", "^(csv|jsonl)?$", "csv (default) or jsonl."),
     QueryParam::string("q", "Contacts, companies, deals: as the object's list."),
-    QueryParam::string("email", "Contacts: exact email."),
-    QueryParam::string("company_id", "Contacts, deals: `cmp_` id."),
+    QueryParam::pattern(
+        "email",
+        crate::schema::EMAIL_OR_BLANK,
+        "Contacts: exact email (case-insensitive); blank is no filter.",
+    ),
+    QueryParam::id_filter(
+        "company_id",
+        crm_domain::CompanyId::PATTERN,
+        "Contacts, deals: `cmp_` id.",
+    ),
     QueryParam::string("type", "Contacts, activities: a registered type."),
     QueryParam {
         name: "custom_fields",
@@ -79,9 +87,21 @@ const CREATE_QUERY: &[QueryParam] = &[
     QueryParam::string("pipeline", "Deals: pipeline key or id."),
     QueryParam::string("pipeline_id", "Deals: `pl_` id."),
     QueryParam::string("stage", "Deals: stage key."),
-    QueryParam::string("primary_contact_id", "Deals: `con_` id."),
-    QueryParam::string("contact_id", "Activities: `con_` id."),
-    QueryParam::string("deal_id", "Activities: `deal_` id."),
+    QueryParam::id_filter(
+        "primary_contact_id",
+        crm_domain::ContactId::PATTERN,
+        "Deals: `con_` id.",
+    ),
+    QueryParam::id_filter(
+        "contact_id",
+        crm_domain::ContactId::PATTERN,
+        "Activities: `con_` id.",
+    ),
+    QueryParam::id_filter(
+        "deal_id",
+        crm_domain::DealId::PATTERN,
+        "Activities: `deal_` id.",
+    ),
 ];
 
 /// The members of `object`'s list body, in order (the CSV columns), read from its schema once.
