@@ -17,21 +17,13 @@ const REQUIREMENTS: &str = "tests/agents/requirements.txt";
 
 pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
     let python = venv(root)?;
-    run(crate::cargo().args([
-        "build",
-        "--quiet",
-        "-p",
-        "crm-server",
-        "--bin",
-        "crm-server",
-    ]))?;
-    let bin = target_dir(root).join("debug").join("crm-server");
+    let bin = server_binary(root)?;
     let mut failed = Vec::new();
     for backend in ["sqlite", "postgres"] {
         eprintln!(
             "xtask: agents: the official MCP and A2A clients against crm-server on {backend}"
         );
-        let database = Database::fresh(root, backend, pg)?;
+        let database = Database::fresh(root, "agents", backend, pg)?;
         let passed = suite(root, &python, &bin, backend, &database.url)?;
         drop(database);
         if !passed {
@@ -45,6 +37,19 @@ pub fn test(root: &Path, pg: &Postgres) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Builds `crm-server` (debug) and answers the path of its binary.
+pub(crate) fn server_binary(root: &Path) -> Result<PathBuf> {
+    run(crate::cargo().args([
+        "build",
+        "--quiet",
+        "-p",
+        "crm-server",
+        "--bin",
+        "crm-server",
+    ]))?;
+    Ok(target_dir(root).join("debug").join("crm-server"))
 }
 
 /// `target/venv/bin/python`, with the requirements installed; reinstalled when they change.
@@ -82,9 +87,9 @@ pub(crate) fn venv_with(root: &Path, name: &str, requirements: &str) -> Result<P
     Ok(python)
 }
 
-/// A database that exists for one suite run.
-struct Database {
-    url: String,
+/// A database that exists for one suite run; removed (file) or dropped (Postgres) when dropped.
+pub(crate) struct Database {
+    pub(crate) url: String,
     cleanup: Cleanup,
 }
 
@@ -94,8 +99,15 @@ enum Cleanup {
 }
 
 impl Database {
-    fn fresh(root: &Path, backend: &str, pg: &Postgres) -> Result<Database> {
-        let name = format!("crm_e2e_agents_{}", std::process::id());
+    /// A new empty database for the suite `suite` (a name part: `crm_e2e_<suite>_<pid>`) on
+    /// `backend` (`sqlite`: a file under the target directory; `postgres`: a database on `pg`).
+    pub(crate) fn fresh(
+        root: &Path,
+        suite: &str,
+        backend: &str,
+        pg: &Postgres,
+    ) -> Result<Database> {
+        let name = format!("crm_e2e_{suite}_{}", std::process::id());
         if backend == "sqlite" {
             let path = target_dir(root).join(format!("{name}.db"));
             for suffix in ["", "-shm", "-wal"] {
@@ -113,8 +125,9 @@ impl Database {
                 .output()
         };
         let _ = sql(format!("DROP DATABASE IF EXISTS \"{name}\""));
-        let out = sql(format!("CREATE DATABASE \"{name}\""))
-            .context("running psql (the agent suite creates its Postgres database with it)")?;
+        let out = sql(format!("CREATE DATABASE \"{name}\"")).with_context(|| {
+            format!("running psql (the {suite} suite creates its Postgres database with it)")
+        })?;
         if !out.status.success() {
             bail!(
                 "creating database {name}: {}",
@@ -156,13 +169,15 @@ impl Drop for Database {
 }
 
 /// A running `crm-server serve`, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base_url: String,
+    /// `http://127.0.0.1:<port>`, as the server printed it.
+    pub(crate) base_url: String,
 }
 
 impl Server {
-    fn start(bin: &Path, database_url: &str) -> Result<Server> {
+    /// Starts `bin serve` on a free local port over `database_url` and waits until it listens.
+    pub(crate) fn start(bin: &Path, database_url: &str) -> Result<Server> {
         let mut child = Command::new(bin)
             .args([
                 "serve",
@@ -212,20 +227,19 @@ impl Drop for Server {
     }
 }
 
-/// Creates a workspace, starts the server and runs pytest; whether every test passed.
-fn suite(
-    root: &Path,
-    python: &Path,
+/// `crm-server workspace create --json` on `database_url`: the JSON line it printed
+/// (`workspace_id`, `test_key`, `live_key`).
+pub(crate) fn create_workspace(
     bin: &Path,
-    backend: &str,
+    name: &str,
     database_url: &str,
-) -> Result<bool> {
+) -> Result<serde_json::Value> {
     let out = Command::new(bin)
         .args([
             "workspace",
             "create",
             "--name",
-            "agents",
+            name,
             "--json",
             "--database-url",
             database_url,
@@ -239,8 +253,18 @@ fn suite(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let created: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("reading the JSON line of workspace create")?;
+    serde_json::from_slice(&out.stdout).context("reading the JSON line of workspace create")
+}
+
+/// Creates a workspace, starts the server and runs pytest; whether every test passed.
+fn suite(
+    root: &Path,
+    python: &Path,
+    bin: &Path,
+    backend: &str,
+    database_url: &str,
+) -> Result<bool> {
+    let created = create_workspace(bin, "agents", database_url)?;
     let key = |name: &str| {
         created[name]
             .as_str()

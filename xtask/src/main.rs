@@ -4,8 +4,12 @@
 //!   `CRM_TEST_DATABASE_URL`, else the server on 127.0.0.1:5432 (user postgres), else a throwaway
 //!   cluster started with `initdb`; if none can be had, it fails saying how to provide one. Then
 //!   the agent suite (`tests/agents`): the official Python MCP and A2A clients against the server;
-//!   then `reliability --quick`.
+//!   then the console suite (`tests/console`): the web console in a headless Chromium; then
+//!   `reliability --quick`.
 //! - `agents`: the agent suite alone.
+//! - `console`: the console suite alone: Debian's `chromium` and `chromium-driver` (installed with
+//!   apt-get when missing), Selenium and pytest against the server on SQLite and on Postgres, with
+//!   a workspace and an admin, a member and a viewer; the SQLite run writes `docs/console/*.png`.
 //! - `tidy`: the architecture's rules alone (the tests in `tidy.rs`, which `test` runs too).
 //! - `openapi`: writes `docs/openapi.json` from the operation catalog.
 //! - `deny`: runs `cargo deny check` (when cargo-deny is installed); `.ci/run` installs it.
@@ -18,6 +22,7 @@
 
 mod agents;
 mod bench;
+mod console;
 mod postgres;
 mod reliability;
 mod tidy;
@@ -82,17 +87,23 @@ fn test(args: &[String]) -> Result<()> {
     }
     cmd.args(args).env("CRM_TEST_DATABASE_URL", &pg.url);
     let rust = run(&mut cmd);
-    // The agent suite and the quick reliability run go on even when a Rust test failed, so one
-    // run reports all three.
+    // The agent suite, the console suite and the quick reliability run go on even when a Rust
+    // test failed, so one run reports all four.
     let agents = agents::test(&root(), &pg);
+    let console = console::test(&root(), &pg);
     let reliability = reliability::main(&root(), &["--quick".to_owned()]);
     pg.drop_leftover_test_databases();
-    rust.and(agents).and(reliability)
+    rust.and(agents).and(console).and(reliability)
 }
 
 fn agents_only() -> Result<()> {
     let pg = postgres::find_or_start(&root())?;
     agents::test(&root(), &pg)
+}
+
+fn console_only() -> Result<()> {
+    let pg = postgres::find_or_start(&root())?;
+    console::test(&root(), &pg)
 }
 
 fn openapi() -> Result<()> {
@@ -124,6 +135,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("agents") => agents_only(),
+        Some("console") => console_only(),
         Some("tidy") => run(cargo().args(["test", "-p", "xtask", "--", "tidy::"])),
         Some("openapi") => openapi(),
         Some("deny") => deny(),
@@ -147,7 +159,7 @@ fn main() -> Result<()> {
         ),
         Some("bench-hello") => bench::hello_main(),
         _ => {
-            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres] | reliability [--quick] [--store sqlite|postgres] [--only abuse|schemathesis] | schemathesis [--quick] [--store sqlite|postgres]>");
+            eprintln!("usage: cargo xtask <test [cargo test/nextest args] | agents | console | tidy | openapi | deny | lint | bench [--quick] [--long] [--store sqlite|postgres] | reliability [--quick] [--store sqlite|postgres] [--only abuse|schemathesis] | schemathesis [--quick] [--store sqlite|postgres]>");
             std::process::exit(2);
         }
     }

@@ -124,6 +124,7 @@ pub fn catalog() -> &'static [Operation] {
             ops::companies::operations(),
             ops::merges::operations(),
             ops::pipelines::operations(),
+            ops::pipeline_totals::operations(),
             ops::deals::operations(),
             ops::activities::operations(),
             ops::search::operations(),

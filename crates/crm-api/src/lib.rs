@@ -25,6 +25,7 @@ mod query;
 mod rate;
 mod reply_body;
 pub mod schema;
+mod sign_in;
 pub mod strict_json;
 pub mod view;
 

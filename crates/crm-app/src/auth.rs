@@ -109,8 +109,8 @@ impl App {
         let caller = auth.caller;
         debug_assert_eq!(Some(caller.tenant.mode), key_mode(key));
         // `last_used_at` is written in batches by the flush, never on the request path.
-        if caller.should_touch(now) {
-            self.meter.touch(&caller.tenant, &caller.key_id, now);
+        if let Some(key_id) = caller.key_id().filter(|_| caller.should_touch(now)) {
+            self.meter.touch(&caller.tenant, key_id, now);
         }
         Ok(caller)
     }

@@ -12,7 +12,7 @@ use std::{
 
 use crm_domain::{
     history::{Actor, ActorType, Author, Channel, Via},
-    ApiKeyId, Mode, Plan, Tenant, Timestamp, WorkspaceId,
+    ApiKeyId, Mode, Plan, Role, Tenant, Timestamp, UserId, WorkspaceId,
 };
 
 use crate::error::AppError;
@@ -223,12 +223,20 @@ impl Default for Origin {
     }
 }
 
+/// What authenticated: an API key, or a user signed in to the console (decisions §21: a session
+/// resolves to the same identity a key does, so scopes, plans and history apply alike).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Principal {
+    /// The key and its name when it was read: history entries copy the name.
+    Key { id: ApiKeyId, name: String },
+    /// The user and its name when the session was read.
+    User { id: UserId, name: String },
+}
+
 #[derive(Debug)]
 pub struct Identity {
     pub tenant: Tenant,
-    pub key_id: ApiKeyId,
-    /// The key's name when it was read: history entries copy it.
-    pub key_name: String,
+    pub principal: Principal,
     pub scopes: Scopes,
     pub workspace: Workspace,
     /// When this copy last passed a use of the key to the meter (Unix milliseconds; 0: never):
@@ -253,11 +261,34 @@ impl Caller {
         scopes: Scopes,
         workspace: Workspace,
     ) -> Caller {
+        Caller::of(
+            tenant,
+            Principal::Key {
+                id: key_id,
+                name: key_name,
+            },
+            scopes,
+            workspace,
+        )
+    }
+
+    /// A user signed in to the console, working in `tenant`'s mode: its role's scopes.
+    pub fn user(
+        tenant: Tenant,
+        id: UserId,
+        name: String,
+        role: Role,
+        workspace: Workspace,
+    ) -> Caller {
+        let scopes = Scopes(role.scopes(&SCOPE_RESOURCES));
+        Caller::of(tenant, Principal::User { id, name }, scopes, workspace)
+    }
+
+    fn of(tenant: Tenant, principal: Principal, scopes: Scopes, workspace: Workspace) -> Caller {
         Caller(
             Arc::new(Identity {
                 tenant,
-                key_id,
-                key_name,
+                principal,
                 scopes,
                 workspace,
                 touched_ms: AtomicI64::new(0),
@@ -275,13 +306,17 @@ impl Caller {
         &self.1
     }
 
-    /// The author of this call's writes, made `via`: its key, transport and request id.
+    /// The author of this call's writes, made `via`: its key or user, transport and request id.
     pub fn author(&self, via: Via) -> Author {
+        let (kind, id, name) = match &self.0.principal {
+            Principal::Key { id, name } => (ActorType::ApiKey, id.as_str(), name),
+            Principal::User { id, name } => (ActorType::User, id.as_str(), name),
+        };
         Author {
             actor: Actor {
-                kind: ActorType::ApiKey,
-                id: Some(self.0.key_id.as_str().to_owned()),
-                name: Some(self.0.key_name.clone()),
+                kind,
+                id: Some(id.to_owned()),
+                name: Some(name.clone()),
             },
             channel: self.1.channel,
             via,
@@ -295,16 +330,14 @@ impl Caller {
     pub fn for_this_thread(&self) -> Caller {
         let Identity {
             tenant,
-            key_id,
-            key_name,
+            principal,
             scopes,
             workspace,
             touched_ms: _,
         } = &*self.0;
-        Caller::named(
+        Caller::of(
             tenant.clone(),
-            key_id.clone(),
-            key_name.clone(),
+            principal.clone(),
             scopes.clone(),
             workspace.clone(),
         )
@@ -333,6 +366,14 @@ impl Deref for Caller {
 }
 
 impl Identity {
+    /// The key that authenticated; `None` for a user of the console.
+    pub fn key_id(&self) -> Option<&ApiKeyId> {
+        match &self.principal {
+            Principal::Key { id, .. } => Some(id),
+            Principal::User { .. } => None,
+        }
+    }
+
     pub fn require(&self, scope: Scope) -> Result<(), AppError> {
         if scope == Scope::PER_RECORD || self.scopes.allows(scope) {
             Ok(())

@@ -315,6 +315,21 @@ impl App {
         find(&mut *tx, &caller.tenant, id_or_key).await
     }
 
+    /// The pipeline with its active deals counted and summed per stage and currency (the
+    /// board's column totals). Needs `deals:read` besides the pipeline's own read: it discloses
+    /// deals.
+    pub async fn pipeline_totals(
+        &self,
+        caller: &Caller,
+        id_or_key: &str,
+    ) -> Result<(Pipeline, Vec<crate::ports::StageTotal>), AppError> {
+        caller.require(crate::auth::Scope::read("deals"))?;
+        let mut tx = self.store.begin_read().await?;
+        let pipeline = find(&mut *tx, &caller.tenant, id_or_key).await?;
+        let totals = tx.stage_totals(&caller.tenant, &pipeline.id).await?;
+        Ok((pipeline, totals))
+    }
+
     pub async fn update_pipeline(
         &self,
         caller: &Caller,

@@ -336,6 +336,8 @@ impl App {
         };
         let diff = changes(Some(&audit_shape(&before)), Some(&audit_shape(&user)));
         let action = if before.role != user.role {
+            // The user's sessions end: the new role applies from their next sign-in (§24).
+            Self::revoke_sessions(&mut tx, &user.id).await?;
             "user.role_changed"
         } else {
             "user.updated"

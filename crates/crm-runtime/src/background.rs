@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crm_app::ports::{Background, Task};
+use crm_app::ports::{Background, Check, Checked, Task};
 
 /// Spawns tasks on the current tokio runtime. Outside one (a synchronous caller) a task is
 /// dropped, as it would be by the process stopping.
@@ -18,5 +18,17 @@ impl Background for TokioBackground {
 
     fn sleep(&self, period: Duration) -> Task {
         Box::pin(tokio::time::sleep(period))
+    }
+
+    /// On tokio's blocking pool; outside a runtime, here and now.
+    fn off_thread(&self, check: Check) -> Checked {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let job = runtime.spawn_blocking(check);
+                // A check that panicked answers no.
+                Box::pin(async move { job.await.unwrap_or(false) })
+            }
+            Err(_) => Box::pin(std::future::ready(check())),
+        }
     }
 }

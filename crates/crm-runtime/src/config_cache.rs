@@ -454,8 +454,8 @@ mod tests {
         let shared = cache.key(&[4; 16], now()).unwrap();
         let copy = cache.key(&[4; 16], now()).unwrap();
         assert_eq!(
-            (copy.caller.key_id.clone(), &copy.caller.scopes),
-            (shared.caller.key_id.clone(), &shared.caller.scopes)
+            (&copy.caller.principal, &copy.caller.scopes),
+            (&shared.caller.principal, &shared.caller.scopes)
         );
         assert!(
             !std::ptr::eq(&*copy.caller, &*shared.caller),

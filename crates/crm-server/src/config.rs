@@ -53,6 +53,10 @@ pub struct ServeArgs {
     pub webhooks: crate::webhooks::WebhookArgs,
     #[command(flatten)]
     pub edge: EdgeArgs,
+    /// Addresses of reverse proxies in front of this server, comma-separated: only from these
+    /// is `X-Forwarded-For` believed, for the console's sign-in throttle.
+    #[arg(long, env = "CRM_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// The HTTP edge's timers and caps (decisions §22-24; docs/operations.md, "The HTTP edge").
@@ -102,6 +106,7 @@ impl EdgeArgs {
             write_timeout: self.http_write_timeout,
             max_connections: wanted.min(fits),
             max_connections_per_address: self.http_max_connections_per_address as usize,
+            address_paths: crm_console::CLIENT_ADDRESS_PATHS,
         }
     }
 }

@@ -348,7 +348,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let api = Arc::new(Api::new(app.clone(), &public_url));
-    let router = crm_http::router(api.clone(), axum_extra_routes(api.clone()));
+    let router = crm_http::router(
+        api.clone(),
+        axum_extra_routes(api.clone(), args.trusted_proxies.clone()),
+    );
     let edge = args.edge.config(config::raise_open_file_limit());
     let flusher = tokio::spawn(flush_usage_forever(app.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -413,11 +416,12 @@ async fn flush_usage_forever(app: App) {
     }
 }
 
-/// The agent endpoints, beside REST: MCP at `/mcp`, A2A at `/a2a` with its agent card.
-fn axum_extra_routes(api: Arc<Api>) -> axum::Router {
+/// Beside REST: MCP at `/mcp`, A2A at `/a2a` with its agent card, and the console at `/`.
+fn axum_extra_routes(api: Arc<Api>, trusted_proxies: Vec<std::net::IpAddr>) -> axum::Router {
     axum::Router::new()
         .merge(crm_mcp::router(api.clone()))
-        .merge(crm_a2a::router(api))
+        .merge(crm_a2a::router(api.clone()))
+        .merge(crm_console::router(api, trusted_proxies))
 }
 
 async fn serve_http(

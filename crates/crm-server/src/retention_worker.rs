@@ -1,6 +1,6 @@
 //! The retention job (decisions §25): once a day, audit entries older than 400 days, and history
 //! entries and emails older than each workspace's settings, are deleted
-//! (`App::enforce_retention`). Every `serve` process runs it; a run deletes only what is due, so
+//! (`App::enforce_retention`), and ended console sessions are swept. Every `serve` process runs it; a run deletes only what is due, so
 //! two processes running it at once do the same work once. `crm-server retention run` runs it
 //! now (or as of `--at`), for operators and tests.
 
@@ -23,6 +23,10 @@ pub async fn enforce_forever(app: App, every: Duration) {
                 "retention job ran"
             ),
             Err(e) => tracing::error!(error = %e, "retention job failed"),
+        }
+        // Ended console sessions and sign-in failures past every throttling window.
+        if let Err(e) = app.sweep_sessions().await {
+            tracing::error!(error = %e, "sweeping console sessions failed");
         }
         tokio::time::sleep(every).await;
     }

@@ -30,6 +30,7 @@ pub use crate::secret_cases::{
     the_first_start_seals_plaintext_then_checks_and_rotation_reseals,
 };
 pub use crate::sequence_cases::*;
+pub use crate::session_cases::*;
 pub use crate::tx_cases::*;
 pub use crate::user_cases::*;
 pub use crate::webhook_cases::*;

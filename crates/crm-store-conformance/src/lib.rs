@@ -29,6 +29,7 @@ pub mod registry_cases;
 pub mod search_cases;
 pub mod secret_cases;
 pub mod sequence_cases;
+pub mod session_cases;
 pub mod tx_cases;
 pub mod user_cases;
 pub mod webhook_cases;
@@ -133,6 +134,12 @@ macro_rules! conformance_suite {
             import_keys_are_kept_per_import_until_its_chunks_go,
             users_round_trip_list_in_their_workspace_and_keep_emails_unique,
             a_users_newest_sign_in_link_alone_works_and_only_once,
+            sessions_round_trip_every_field_and_are_found_only_by_their_hash,
+            touching_a_session_or_setting_its_mode_changes_that_session_alone,
+            a_session_is_deleted_once_and_alone,
+            deleting_a_users_sessions_removes_theirs_alone_and_counts_them,
+            sessions_created_before_a_time_are_deleted_and_no_others,
+            session_sign_in_failures_count_per_email_and_address_from_a_time_until_forgotten,
             exports_round_trip_with_their_chunks_and_stay_in_their_tenant,
             exports_are_claimed_once_under_a_lease_only_its_token_renews,
             purging_drops_expired_exports_with_their_chunks

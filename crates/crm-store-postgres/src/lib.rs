@@ -35,6 +35,7 @@ mod rows;
 mod search;
 mod secrets;
 mod sequences;
+mod sessions;
 mod tx;
 mod users;
 mod webhooks;

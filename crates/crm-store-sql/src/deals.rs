@@ -4,15 +4,16 @@
 //! The insert and update texts are the store's [`Statements`].
 
 use crm_app::{
-    ports::{DealFilter, RowLock},
+    ports::{DealFilter, RowLock, StageTotal},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Deal, DealId, Tenant};
+use crm_domain::{Company, CompanyId, Deal, DealId, PipelineId, Tenant};
 
 use crate::{
     binds::{bind_company, bind_deal},
     clauses::tenant_query,
     rows::{company, deal, COMPANY_COLUMNS, DEAL_COLUMNS},
+    sql::Col,
     statements::Statements,
     Arg, Unit,
 };
@@ -39,6 +40,31 @@ pub async fn get_deal<U: Unit>(
     );
     tx.optional(tenant_query::<U::Db>(&sql, tenant).arg(id.as_str()), deal)
         .await
+}
+
+/// The pipeline's active deals per stage and currency (the board's column totals), by the
+/// `deals_stage` index.
+pub async fn stage_totals<U: Unit>(
+    tx: &mut U,
+    tenant: &Tenant,
+    pipeline: &PipelineId,
+) -> Result<Vec<StageTotal>, StoreError> {
+    let sql = "SELECT stage, currency, COUNT(*) AS deals, \
+               CAST(COALESCE(SUM(value_cents), 0) AS BIGINT) AS value_cents \
+               FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 \
+               AND deleted_at IS NULL GROUP BY stage, currency ORDER BY stage, currency";
+    tx.all(
+        tenant_query::<U::Db>(sql, tenant).arg(pipeline.as_str()),
+        |r| {
+            Ok(StageTotal {
+                stage: r.col("stage")?,
+                currency: r.col("currency")?,
+                deals: u64::try_from(r.col::<i64>("deals")?).unwrap_or(0),
+                value_cents: r.col("value_cents")?,
+            })
+        },
+    )
+    .await
 }
 
 /// Inserts a deal.
@@ -121,6 +147,7 @@ macro_rules! impl_deal_repo {
             fn insert_deal(tenant: &$crate::reexport::Tenant, d: &$crate::reexport::Deal) -> Result<(), $crate::reexport::StoreError>;
             fn get_deal(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::DealId) -> Result<Option<$crate::reexport::Deal>, $crate::reexport::StoreError>;
             fn update_deal(tenant: &$crate::reexport::Tenant, d: &$crate::reexport::Deal) -> Result<(), $crate::reexport::StoreError>;
+            fn stage_totals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId) -> Result<Vec<$crate::reexport::StageTotal>, $crate::reexport::StoreError>;
         ], [$($own)*]);
     };
 }

@@ -40,6 +40,7 @@ pub mod registry;
 pub mod rows;
 pub mod secrets;
 pub mod sequences;
+pub mod sessions;
 mod sql;
 pub mod statements;
 pub mod stored;
@@ -62,7 +63,8 @@ pub mod reexport {
             EventRepo, ExportRepo, HistoryRepo, IdempotencyRepo, ImportChunk, ImportError,
             ImportRepo, KeyRepo, KeyUse, MergeRepo, PipelineRepo, PlanRepo, RecordRepo, RefField,
             Referrer, RegistryRepo, RetentionRepo, RetentionSettings, RowLock, SequenceRepo,
-            SignInLink, Slice, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
+            Session, SessionRepo, SignInLink, Slice, StageTotal, UniqueRepo, UserRepo, WebhookRepo,
+            WorkspaceRepo,
         },
         secrets::{SecretRepo, StoredSecret},
         StoreError,
@@ -71,7 +73,7 @@ pub mod reexport {
         audit::AuditEntry, export::Export, history::Change, ids::DeliveryId, import::Import, mail,
         registry::FieldDef, rule, sequence, Activity, ActivityId, ApiKeyId, AutomationId, Company,
         CompanyId, ConnectionId, Contact, ContactId, Deal, DealId, Email, EmailId, EnrollmentId,
-        Event, EventType, ExportId, ImportId, ObjectKind, ObjectType, Pipeline, PipelineId,
+        Event, EventType, ExportId, ImportId, Mode, ObjectKind, ObjectType, Pipeline, PipelineId,
         Registry, SequenceId, StageType, TemplateId, Tenant, Timestamp, User, UserId, Webhook,
         WebhookId, WorkspaceId,
     };

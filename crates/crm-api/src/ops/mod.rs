@@ -18,6 +18,7 @@ pub mod history;
 pub mod imports;
 pub mod keys;
 pub mod merges;
+pub mod pipeline_totals;
 pub mod pipelines;
 pub mod registry;
 pub mod search;

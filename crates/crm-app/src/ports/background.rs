@@ -6,6 +6,13 @@ use std::{future::Future, pin::Pin, time::Duration};
 /// A future the port runs or hands back, owned and sendable.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
+/// CPU-bound work that answers yes or no (a password's check), to run off the threads that serve
+/// requests.
+pub type Check = Box<dyn FnOnce() -> bool + Send + 'static>;
+
+/// The answer of a [`Check`] once it ran.
+pub type Checked = Pin<Box<dyn Future<Output = bool> + Send + 'static>>;
+
 /// Runs tasks beside the requests.
 pub trait Background: Send + Sync {
     /// Starts `task` and returns at once: the caller MUST NOT wait for it. A task MAY be
@@ -14,6 +21,10 @@ pub trait Background: Send + Sync {
 
     /// A future that completes once `period` has passed.
     fn sleep(&self, period: Duration) -> Task;
+
+    /// Runs `check` where it holds up no request (an Argon2 check takes tens of milliseconds
+    /// of one core) and answers its result.
+    fn off_thread(&self, check: Check) -> Checked;
 }
 
 /// Runs nothing: for a process that starts no background work (tests of one use case). A task
@@ -26,5 +37,9 @@ impl Background for NoBackground {
 
     fn sleep(&self, _period: Duration) -> Task {
         Box::pin(std::future::ready(()))
+    }
+
+    fn off_thread(&self, check: Check) -> Checked {
+        Box::pin(std::future::ready(check()))
     }
 }

@@ -17,6 +17,16 @@ pub struct DealFilter {
     pub include_deleted: bool,
 }
 
+/// The active deals of one stage in one currency: how many, and their summed value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageTotal {
+    pub stage: String,
+    /// `None`: deals without a currency (or without a value).
+    pub currency: Option<String>,
+    pub deals: u64,
+    pub value_cents: i64,
+}
+
 #[async_trait]
 pub trait DealRepo {
     async fn insert_deal(&mut self, tenant: &Tenant, deal: &Deal) -> Result<(), StoreError>;
@@ -29,4 +39,11 @@ pub trait DealRepo {
         filter: &DealFilter,
         slice: &Slice,
     ) -> Result<Vec<Deal>, StoreError>;
+    /// The pipeline's active (not deleted) deals counted and summed per stage and currency,
+    /// ordered by stage then currency.
+    async fn stage_totals(
+        &mut self,
+        tenant: &Tenant,
+        pipeline: &PipelineId,
+    ) -> Result<Vec<StageTotal>, StoreError>;
 }

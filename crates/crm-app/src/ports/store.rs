@@ -10,7 +10,8 @@ use super::{
     ActivityRepo, AuditRepo, AutomationRepo, CompanyRepo, ConfigEvents, ContactRepo, DealRepo,
     EmailRepo, EraseRepo, EventRepo, ExportRepo, HistoryRepo, IdempotencyRepo, ImportRepo, KeyRepo,
     MergeRepo, PipelineRepo, PlanRepo, RecordRepo, Reference, RegistryRepo, RetentionRepo,
-    SecretRepo, SequenceRepo, StoreError, UniqueRepo, UserRepo, WebhookRepo, WorkspaceRepo,
+    SecretRepo, SequenceRepo, SessionRepo, StoreError, UniqueRepo, UserRepo, WebhookRepo,
+    WorkspaceRepo,
 };
 
 /// A database holding every workspace's data.
@@ -91,6 +92,7 @@ pub trait Tx:
     + SequenceRepo
     + SecretRepo
     + UserRepo
+    + SessionRepo
     + Send
 {
     /// Ends the transaction: commits it, or, once [`Tx::roll_back_at_commit`] was called, rolls

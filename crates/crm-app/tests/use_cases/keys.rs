@@ -124,7 +124,7 @@ async fn a_keys_use_is_shown_before_it_is_written() {
     let env = env().await;
     let key = env
         .app
-        .get_key(&env.caller, env.caller.key_id.as_str())
+        .get_key(&env.caller, env.caller.key_id().unwrap().as_str())
         .await
         .unwrap();
     assert_eq!(

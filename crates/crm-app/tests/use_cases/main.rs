@@ -16,5 +16,6 @@ mod records;
 mod registry;
 mod rules;
 mod search;
+mod sessions;
 mod webhooks;
 mod workspaces;

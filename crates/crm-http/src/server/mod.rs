@@ -20,7 +20,7 @@ use std::{
     collections::HashMap,
     convert::Infallible,
     future::Future,
-    net::IpAddr,
+    net::{IpAddr, SocketAddr},
     pin::{pin, Pin},
     sync::Arc,
     task::{Context, Poll},
@@ -60,6 +60,10 @@ pub struct EdgeConfig {
     pub max_connections: usize,
     /// Connections from one client address at once; one beyond it is closed at once.
     pub max_connections_per_address: usize,
+    /// Requests whose path starts with one of these carry the client's address in their
+    /// extensions (axum's `ConnectInfo<SocketAddr>`): the console's sign-in, which throttles by
+    /// it. No other request pays for the insert.
+    pub address_paths: &'static [&'static str],
 }
 
 impl Default for EdgeConfig {
@@ -71,6 +75,7 @@ impl Default for EdgeConfig {
             write_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             max_connections_per_address: 256,
+            address_paths: &[],
         }
     }
 }
@@ -113,7 +118,8 @@ pub async fn serve<S>(
         tokio::select! {
             // A slot first: beyond the cap, connections wait in the kernel's accept queue.
             accepted = accept_within(&listener, &slots) => match accepted {
-                Ok((stream, address, slot)) => {
+                Ok((stream, peer, slot)) => {
+                    let address = peer.ip();
                     let count = per_address.entry(address).or_default();
                     if *count >= config.max_connections_per_address {
                         tracing::debug!(%address, "connection refused: too many from this address");
@@ -122,7 +128,7 @@ pub async fn serve<S>(
                     }
                     *count += 1;
                     let (close, closing) = oneshot::channel::<Infallible>();
-                    let task = connections.spawn(serve_connection(stream, shared.clone(), closing, slot));
+                    let task = connections.spawn(serve_connection(stream, peer, shared.clone(), closing, slot));
                     open.insert(task.id(), (close, address));
                 }
                 Err(e) => tokio::select! {
@@ -156,14 +162,14 @@ pub async fn serve<S>(
 async fn accept_within(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
-) -> std::io::Result<(TcpStream, IpAddr, tokio::sync::OwnedSemaphorePermit)> {
+) -> std::io::Result<(TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit)> {
     let slot = slots
         .clone()
         .acquire_owned()
         .await
         .expect("the semaphore is never closed");
     let (stream, address) = listener.accept().await?;
-    Ok((stream, address.ip(), slot))
+    Ok((stream, address, slot))
 }
 
 /// One connection: its requests in turn until the client closes it, a timer ends it, or the
@@ -171,6 +177,7 @@ async fn accept_within(
 /// after it; hyper closes one that has sent nothing yet at once).
 async fn serve_connection<S>(
     stream: TcpStream,
+    peer: SocketAddr,
     shared: Arc<Shared<S>>,
     mut closing: oneshot::Receiver<Infallible>,
     _slot: tokio::sync::OwnedSemaphorePermit,
@@ -194,7 +201,11 @@ async fn serve_connection<S>(
         shared.answers.clone(),
         tokio::time::Instant::now(),
     );
-    let service = ConnectionService { shared, serving };
+    let service = ConnectionService {
+        shared,
+        serving,
+        peer,
+    };
     let mut conn = pin!(hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS)
@@ -217,6 +228,7 @@ async fn serve_connection<S>(
 struct ConnectionService<S> {
     shared: Arc<Shared<S>>,
     serving: Arc<Serving>,
+    peer: SocketAddr,
 }
 
 impl<S> hyper::service::Service<hyper::Request<Incoming>> for ConnectionService<S>
@@ -233,7 +245,18 @@ where
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         self.serving.started();
         let stall = self.shared.config.body_timeout;
-        let req = req.map(|body| Body::new(DeadlineBody::new(body, stall)));
+        let mut req = req.map(|body| Body::new(DeadlineBody::new(body, stall)));
+        let path = req.uri().path();
+        if self
+            .shared
+            .config
+            .address_paths
+            .iter()
+            .any(|p| path.starts_with(p))
+        {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(self.peer));
+        }
         Answering {
             inner: self.shared.app.clone().oneshot(req),
             serving: self.serving.clone(),

@@ -24,6 +24,7 @@ const SHORT: EdgeConfig = EdgeConfig {
     write_timeout: Duration::from_millis(500),
     max_connections: 10_000,
     max_connections_per_address: 256,
+    address_paths: &[],
 };
 
 /// Serves `app` with `config` on a free port until the returned sender is dropped or sent to.

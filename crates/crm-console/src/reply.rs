@@ -1,0 +1,71 @@
+//! What a console response carries: HTML with the console's security headers, and a problem
+//! from an operation rendered as an error page.
+
+use askama::Template;
+use axum::{
+    http::{header, HeaderName, HeaderValue, StatusCode},
+    response::{Html, IntoResponse, Response},
+};
+use crm_api::Problem;
+
+use crate::pages::error_page;
+
+/// Scripts and styles only from this server, no inline script, no framing (decisions §24).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; \
+    base-uri 'none'; frame-ancestors 'none'";
+
+/// The headers every console response carries.
+pub fn secure(mut res: Response) -> Response {
+    let headers = res.headers_mut();
+    let set = |headers: &mut axum::http::HeaderMap, name: HeaderName, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
+    };
+    set(
+        headers,
+        header::CONTENT_SECURITY_POLICY,
+        CONTENT_SECURITY_POLICY,
+    );
+    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    set(headers, header::X_FRAME_OPTIONS, "DENY");
+    // Sign-in links carry their token in the path: never send a page's address elsewhere.
+    set(headers, header::REFERRER_POLICY, "no-referrer");
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        set(headers, header::CACHE_CONTROL, "no-store");
+    }
+    res
+}
+
+/// A rendered template as a page with `status`.
+pub fn page(status: u16, template: &impl Template) -> Response {
+    match template.render() {
+        Ok(html) => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            Html(html),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "rendering a console page failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rendering this page failed",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// The error page of an operation's problem: its status, title and detail.
+pub fn problem_page(problem: &Problem) -> Response {
+    let field = problem
+        .extra
+        .get("field")
+        .and_then(|f| f.as_str())
+        .map(|f| format!(" ({f})"))
+        .unwrap_or_default();
+    error_page(
+        problem.status(),
+        problem.code.title(),
+        &format!("{}{field}", problem.detail),
+    )
+}
