@@ -10,6 +10,7 @@ mod automations;
 mod batch;
 mod caching;
 mod companies;
+mod console;
 mod contacts;
 mod create_groups;
 mod deals;

@@ -362,7 +362,69 @@ async fn adding_a_taken_stage_key_is_a_conflict(s: Server) {
     );
 }
 
+async fn totals_count_and_sum_each_stages_active_deals_per_currency(s: Server) {
+    let deal = |title: &str, stage: &str, value: Option<i64>, currency: Option<&str>| json!({"title": title, "stage": stage, "value_cents": value, "currency": currency});
+    for body in [
+        deal("a", "lead", Some(1_000), Some("USD")),
+        deal("b", "lead", Some(250), Some("USD")),
+        deal("c", "lead", Some(700), Some("EUR")),
+        deal("d", "lead", None, None),
+        deal("e", "won", Some(5_000), Some("USD")),
+    ] {
+        s.post("/deals", body).await.ok(201);
+    }
+    let gone = s
+        .post("/deals", deal("f", "won", Some(9_999), Some("USD")))
+        .await;
+    let gone = gone.ok(201)["id"].as_str().unwrap().to_owned();
+    s.delete(&format!("/deals/{gone}")).await.ok(200);
+    let totals = s.get("/pipelines/default/totals").await.ok(200).clone();
+    assert_eq!(totals["object"], "pipeline_totals");
+    let stages = totals["stages"].as_array().unwrap();
+    let keys: Vec<&str> = stages
+        .iter()
+        .map(|t| t["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        ["lead", "qualified", "proposal", "won", "lost"],
+        "every stage, in order"
+    );
+    assert_eq!(stages[0]["deals"], 4);
+    assert_eq!(
+        stages[0]["values"],
+        json!([{"currency": "EUR", "value_cents": 700}, {"currency": "USD", "value_cents": 1_250}])
+    );
+    assert_eq!(
+        stages[1],
+        json!({"stage": "qualified", "deals": 0, "values": []})
+    );
+    assert_eq!(stages[3]["deals"], 1, "the deleted deal is not counted");
+    assert_eq!(
+        stages[3]["values"],
+        json!([{"currency": "USD", "value_cents": 5_000}])
+    );
+    // The totals disclose deals: a key that reads pipelines but not deals is refused.
+    let key = s
+        .post(
+            "/keys",
+            json!({"name": "pipelines only", "scopes": ["pipelines:read"]}),
+        )
+        .await;
+    let key = key.ok(201)["secret"].as_str().unwrap().to_owned();
+    let res = s
+        .req(Method::GET, "/pipelines/default/totals")
+        .key(&key)
+        .send()
+        .await;
+    assert_eq!(res.problem(403, "forbidden")["scope"], "deals:read");
+    s.get("/pipelines/nope/totals")
+        .await
+        .problem(404, "not_found");
+}
+
 crate::on_both_stores!(
+    totals_count_and_sum_each_stages_active_deals_per_currency,
     a_new_workspace_has_the_default_pipeline,
     pipelines_take_string_or_object_stages_and_keys_are_unique,
     a_new_default_unsets_the_old_one,

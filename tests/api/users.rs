@@ -358,7 +358,11 @@ async fn every_change_to_users_is_audited_without_the_link(s: Server) {
 }
 
 /// Runs `crm-server user create` with `args`, writing `stdin` to it; (success, stdout, stderr).
-fn user_create(database_url: &str, args: &[&str], stdin: &str) -> (bool, String, String) {
+pub(crate) fn user_create(
+    database_url: &str,
+    args: &[&str],
+    stdin: &str,
+) -> (bool, String, String) {
     let mut child = Command::new(BIN)
         .args(["user", "create", "--database-url", database_url])
         .args(args)
