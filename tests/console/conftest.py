@@ -20,12 +20,14 @@ Tests share the workspace and its users, so each one makes its own records.
 
 import os
 import re
+import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -150,3 +152,77 @@ def screenshot():
         assert browser.save_screenshot(str(Path(target) / f"{name}.png")), f"could not save screenshot {name}"
 
     return screenshot
+
+
+# --- Shared helpers of the console's must-show tests -------------------------------------------
+
+
+def wait_for_next_page(browser, action, timeout: float = 10):
+    """Runs `action()` (a click, a key, a script that submits a form) and waits until the
+    browser has loaded another document. Marks the current document and waits for a complete one
+    without the mark: unlike waiting for an element to go stale, no element of the old page is
+    asked about while it goes (which chromedriver sometimes answers with an inspector error)."""
+    browser.execute_script("window.__crm_old_page = true")
+    action()
+    WebDriverWait(browser, timeout, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return !window.__crm_old_page && document.readyState === 'complete'")
+    )
+    return browser
+
+
+@pytest.fixture(scope="session")
+def next_page():
+    """next_page(browser, action): runs `action()` and waits for the next document (see
+    `wait_for_next_page`)."""
+    return wait_for_next_page
+
+
+def switch_to_test_mode(browser):
+    """Clicks the header's "Switch to test mode" (one POST to /mode) unless the session already
+    works in test mode, and waits until `#mode` reads "Test mode". The `api` fixture's key is a
+    test-mode key, so any test that sets data up through `api` looks at it in test mode."""
+    mode = browser.find_element(By.CSS_SELECTOR, "#mode")
+    if mode.text.strip() == "Test mode":
+        return browser
+    switch = browser.find_element(By.CSS_SELECTOR, "form#mode-switch")
+    button = switch.find_element(By.CSS_SELECTOR, SUBMIT)
+    assert button.text.strip() == "Switch to test mode", button.text
+    try:
+        wait_for_next_page(browser, button.click)
+        WebDriverWait(browser, 10, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "#mode").text.strip() == "Test mode"
+        )
+    except Exception as e:
+        raise AssertionError(f"#mode does not read 'Test mode' 10 s after switching ({browser.current_url})") from e
+    return browser
+
+
+@pytest.fixture
+def sign_in_test_mode(sign_in):
+    """sign_in_test_mode(browser, role): signs `role` in (a new session works in live mode) and
+    switches the session to test mode, where the `api` fixture's records are. Answers the browser."""
+
+    def sign_in_test_mode(browser, role: str):
+        sign_in(browser, role)
+        return switch_to_test_mode(browser)
+
+    return sign_in_test_mode
+
+
+@pytest.fixture
+def unique():
+    """unique(prefix): `prefix-<8 hex>`, a name no other test (or run) uses."""
+    return lambda prefix="t": f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def create(api):
+    """create(path, body): POSTs `body` to the API with the test key, asserts 201 and answers the
+    created record."""
+
+    def create(path: str, body: dict) -> dict:
+        res = api.post(path, json=body)
+        assert res.status_code == 201, f"POST {path} {body}: {res.status_code} {res.text}"
+        return res.json()
+
+    return create

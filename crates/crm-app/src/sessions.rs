@@ -27,6 +27,10 @@ const TOUCH_EVERY_MS: i64 = 60_000;
 const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 
+/// The "address" a wrong current password is counted under: its failures count towards the
+/// email's hourly limit with its sign-ins', and have a per-minute limit of their own.
+const CHANGE_PASSWORD: &str = "password change";
+
 /// The one answer to a failed sign-in, whether the email is unknown or the password wrong.
 pub const WRONG_EMAIL_OR_PASSWORD: &str = "wrong email or password";
 
@@ -284,6 +288,9 @@ impl App {
         new: &str,
     ) -> Result<NewSession, AppError> {
         check_password(new)?;
+        // Guessing the current password from a session is throttled with the email's sign-ins.
+        let email = session.user.email.as_str();
+        self.check_throttle(email, CHANGE_PASSWORD).await?;
         let stored = session.user.password_hash.clone();
         let current = current.to_owned();
         let verified = self
@@ -293,6 +300,10 @@ impl App {
             }))
             .await;
         if !verified {
+            let mut tx = self.store.begin_write().await?;
+            tx.record_sign_in_failure(email, CHANGE_PASSWORD, self.clock.now())
+                .await?;
+            tx.commit().await?;
             return Err(AppError::Unauthorized("the current password is wrong"));
         }
         let hash = self.hash_off_thread(new).await?;

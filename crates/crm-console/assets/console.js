@@ -24,7 +24,29 @@ document.addEventListener("change", (e) => {
   if (e.target.matches("select[data-autosubmit]")) e.target.form.submit();
 });
 
-// Drag a card onto a column: its move form is submitted with that column's stage.
+// Moving a card: the board's one move form, filled for the card. Dropped on a column, the form
+// is sent with that column's stage; the card's Move button opens it in a dialog instead.
+const moveForm = () => document.getElementById("move-form");
+function fillMove(card) {
+  const form = moveForm();
+  form.elements.deal.value = card.dataset.deal;
+  form.elements.version.value = card.dataset.version;
+  const column = card.closest("[data-stage]");
+  if (column) form.elements.stage.value = column.dataset.stage;
+  const title = card.querySelector(".title");
+  document.getElementById("move-deal-title").textContent = title ? title.textContent : "a deal";
+  return form;
+}
+document.addEventListener("click", (e) => {
+  const button = e.target.closest && e.target.closest("[data-move]");
+  if (button && moveForm()) {
+    fillMove(button.closest("[data-deal]"));
+    document.getElementById("move-dialog").showModal();
+    moveForm().elements.stage.focus();
+  }
+  if (e.target.matches && e.target.matches("[data-close]")) e.target.closest("dialog").close();
+});
+
 let dragged = null;
 document.addEventListener("dragstart", (e) => {
   const card = e.target.closest && e.target.closest("[data-deal]");
@@ -48,11 +70,21 @@ document.addEventListener("drop", (e) => {
   if (!dragged || !column) return;
   e.preventDefault();
   column.classList.remove("drop-target");
-  const form = dragged.querySelector("form.move");
-  const select = form && form.querySelector("select[name=stage]");
-  if (select && select.value !== column.dataset.stage) {
-    select.value = column.dataset.stage;
+  const from = dragged.closest("[data-stage]");
+  if (moveForm() && from !== column) {
+    const form = fillMove(dragged);
+    form.elements.stage.value = column.dataset.stage;
     form.submit();
   }
   dragged = null;
 });
+
+// Settings: imports. A page with an element marked `data-refresh="<seconds>"` (a running
+// import's progress) reloads itself after that long; the server stops marking it once the
+// import ends, so the reloads stop too.
+(() => {
+  const marked = document.querySelector("[data-refresh]");
+  if (!marked) return;
+  const seconds = Math.max(1, Number(marked.dataset.refresh) || 2);
+  window.setTimeout(() => window.location.reload(), seconds * 1000);
+})();

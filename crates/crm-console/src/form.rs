@@ -8,6 +8,19 @@ use axum::{
 
 use crate::pages::error_page;
 
+/// What a path segment or query value escapes: all but letters, digits and `-._~` (RFC 3986's
+/// unreserved), so that ids (`con_...`) stay as they are.
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` escaped for a URL's path segment or query value.
+pub fn encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, ESCAPED).to_string()
+}
+
 /// The most a console form may send: every form is a handful of short fields.
 const MAX_FORM_BYTES: usize = 256 * 1024;
 
@@ -67,6 +80,12 @@ impl<S: Send + Sync> FromRequest<S> for Form {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_stay_readable_in_urls() {
+        assert_eq!(encode("con_01abc"), "con_01abc");
+        assert_eq!(encode("a b&c/d"), "a%20b%26c%2Fd");
+    }
 
     #[test]
     fn pairs_are_decoded_in_order() {

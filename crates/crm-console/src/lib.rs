@@ -60,10 +60,11 @@ pub fn router(api: Arc<Api>, trusted_proxies: Vec<std::net::IpAddr>) -> Router {
         )
         .route("/mode", post(pages::login::switch_mode))
         .route("/", get(pages::board::show))
-        .route("/deals/{id}/move", post(pages::board::move_deal))
+        .route("/board/move", post(pages::board::move_deal))
         .route("/search", get(pages::search::show));
     for kind in pages::Kind::ALL {
         router = pages::records::routes(router, kind);
     }
+    let router = pages::settings::routes(router);
     router.with_state(state)
 }

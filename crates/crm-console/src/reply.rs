@@ -69,3 +69,15 @@ pub fn problem_page(problem: &Problem) -> Response {
         &format!("{}{field}", problem.detail),
     )
 }
+
+/// What a form shows when an operation refuses what it sent (409, 422): the detail, naming the
+/// field. `None` for any other problem, which gets its own page.
+pub fn form_refusal(problem: &Problem) -> Option<String> {
+    if !matches!(problem.status(), 409 | 422) {
+        return None;
+    }
+    Some(match problem.extra.get("field").and_then(|f| f.as_str()) {
+        Some(field) => format!("{} ({field})", problem.detail),
+        None => problem.detail.clone(),
+    })
+}

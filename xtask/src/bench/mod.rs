@@ -11,6 +11,7 @@
 
 mod ab;
 mod background;
+mod console;
 mod data;
 mod export;
 pub(crate) mod http;
@@ -371,13 +372,12 @@ fn run_store(
             (None, Some(p)) => data::Db::Sqlite { path: p },
             _ => bail!("no database"),
         };
-        let ctx = Arc::new(load::block_on(data::load(
-            &addr,
-            &key,
-            &ws.id,
-            db,
-            opts.contacts,
-        ))?);
+        let mut ctx = load::block_on(data::load(&addr, &key, &ws.id, db, opts.contacts))?;
+        ctx.console_session = console::session(bin, &api_url, &ws.id, &addr)?;
+        if opts.wants("console_board") || opts.wants("console_contacts") {
+            console::weights(sname, &addr, &ctx.console_session, rows)?;
+        }
+        let ctx = Arc::new(ctx);
         eprintln!(
             "xtask bench: data set ready in {:.1}s ({} contacts)",
             started.elapsed().as_secs_f64(),

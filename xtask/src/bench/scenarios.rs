@@ -21,6 +21,8 @@ pub struct Ctx {
     /// 3-letter substrings of the generated names.
     pub needles: Vec<String>,
     pub nonce: u64,
+    /// The `crm_session` cookie of the console scenarios' viewer (console.rs).
+    pub console_session: String,
     seeds: AtomicU64,
 }
 
@@ -39,6 +41,7 @@ impl Ctx {
             deal_versions: versions.into_iter().map(AtomicI64::new).collect(),
             needles,
             nonce: rand::random::<u32>().into(),
+            console_session: String::new(),
             seeds: AtomicU64::new(1),
         }
     }
@@ -317,6 +320,19 @@ fn batch_100(ctx: &Ctx, w: &mut Worker) -> Req {
     Req::with_body("POST", "/v1/batch", json!({"operations": ops}).to_string())
 }
 
+/// A console page as the viewer's browser asks for it.
+fn console_page(ctx: &Ctx, path: &str) -> Req {
+    Req::get(path).header(format!("Cookie: crm_session={}", ctx.console_session))
+}
+
+fn console_board(ctx: &Ctx, _: &mut Worker) -> Req {
+    console_page(ctx, super::console::BOARD)
+}
+
+fn console_contacts(ctx: &Ctx, _: &mut Worker) -> Req {
+    console_page(ctx, super::console::CONTACTS)
+}
+
 fn middleware_only(_: &Ctx, _: &mut Worker) -> Req {
     Req::get("/v1/automations-capabilities")
 }
@@ -454,6 +470,29 @@ pub static SCENARIOS: &[Scenario] = &[
         open_loop: false,
         per_request: 1,
         targets: &[Target::Ratio { concurrency: 32, postgres: 0.95, sqlite: 0.95 }],
+        all_concurrencies: false,
+    },
+    // Console pages rendered on the server (issue 38): p99 ≤ 100 ms each.
+    Scenario {
+        name: "console_board",
+        description: "GET / (the board) of the 500-deal pipeline: 50 cards a column, totals from the server",
+        make: console_board,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: true,
+        per_request: 1,
+        targets: &[Target::OpenP99 { max_ms: 100.0 }],
+        all_concurrencies: false,
+    },
+    Scenario {
+        name: "console_contacts",
+        description: "GET /contacts: the first page of the contact list over every contact",
+        make: console_contacts,
+        after: None,
+        baseline: Baseline::None,
+        open_loop: true,
+        per_request: 1,
+        targets: &[Target::OpenP99 { max_ms: 100.0 }],
         all_concurrencies: false,
     },
     Scenario {

@@ -340,3 +340,36 @@ async fn a_new_password_needs_the_current_one_and_ends_the_other_sessions() {
         .await
         .is_ok());
 }
+
+#[tokio::test]
+async fn guessing_the_current_password_is_throttled() {
+    let env = env().await;
+    user(&env, "mia@example.com", "member", Some(PASSWORD)).await;
+    let new = env
+        .app
+        .sign_in("mia@example.com", PASSWORD, "a")
+        .await
+        .unwrap();
+    let session = env.app.console_session(&new.id).await.unwrap().unwrap();
+    for _ in 0..FAILURES_PER_ADDRESS_MINUTE {
+        let wrong = env
+            .app
+            .change_password(&session, "guess", "a new long password")
+            .await;
+        assert!(matches!(wrong, Err(AppError::Unauthorized(_))), "{wrong:?}");
+    }
+    let throttled = env
+        .app
+        .change_password(&session, PASSWORD, "a new long password")
+        .await;
+    assert!(
+        matches!(throttled, Err(AppError::RateLimited { .. })),
+        "{throttled:?}"
+    );
+    env.clock.advance_ms(61_000);
+    assert!(env
+        .app
+        .change_password(&session, PASSWORD, "a new long password")
+        .await
+        .is_ok());
+}

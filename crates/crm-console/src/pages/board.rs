@@ -1,12 +1,14 @@
 //! The board: one column per stage of the chosen pipeline, the first cards of each with "show
-//! more" for the rest, each column's count and value from the server, and moving a card: a form
-//! per card (a select of stages, so it works by keyboard and without script), which the script
-//! submits when a card is dropped on a column. A move is an update with `If-Match`: when someone
-//! else changed the deal first, the board shows its newer state and says so.
+//! more" for the rest, each column's count and value from the server, and moving a card: dropped
+//! on a column, or by its Move button, which opens the board's one move form (a select of the
+//! stages) for that card, so that it works by keyboard; without the script a deal's stage is
+//! changed on its page. One form for the board rather than one per card keeps a board of 250
+//! cards under 100 KB. A move is an update with `If-Match`: when someone else changed the deal
+//! first, the board shows its newer state and says so.
 
 use askama::Template;
 use axum::{
-    extract::{Path, RawQuery, State as AxumState},
+    extract::{RawQuery, State as AxumState},
     response::{IntoResponse, Redirect, Response},
 };
 use crm_api::ErrorCode;
@@ -15,7 +17,7 @@ use serde_json::Value;
 use crate::{
     args,
     chrome::{can_write, Chrome},
-    form::Form,
+    form::{encode, Form},
     ops::call,
     pages::{fields::money, Kind},
     reply::{page, problem_page, secure},
@@ -32,7 +34,6 @@ pub struct Card {
     pub value: String,
     pub company: String,
     pub contact: String,
-    pub stage: String,
     pub version: i64,
 }
 
@@ -77,7 +78,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
     let chosen = query.text("pipeline");
     let pipeline = pipelines
         .iter()
-        .find(|p| Some(p["id"].as_str().unwrap_or_default()) == chosen)
+        .find(|p| chosen.is_some_and(|c| p["id"] == c || p["key"] == c))
         .or_else(|| pipelines.iter().find(|p| p["is_default"] == true))
         .or_else(|| pipelines.first())
         .cloned()
@@ -130,9 +131,9 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         let more = list["next_cursor"].as_str().map(|next| {
             format!(
                 "/?pipeline={}&stage={}&cursor={}",
-                enc(&pipeline_id),
-                enc(key),
-                enc(next)
+                encode(&pipeline_id),
+                encode(key),
+                encode(next)
             )
         });
         columns.push(Column {
@@ -214,7 +215,6 @@ fn card(deal: &Value) -> Card {
         value: money(&deal["value_cents"], &deal["currency"]),
         company,
         contact,
-        stage: deal["stage"].as_str().unwrap_or_default().to_owned(),
         version: deal["version"].as_i64().unwrap_or(0),
     }
 }
@@ -233,22 +233,14 @@ fn totals_text(values: &Value) -> String {
         .unwrap_or_default()
 }
 
-fn enc(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
-}
-
-/// `POST /deals/{id}/move`: the deal to the chosen stage, if it is still the version shown.
-pub async fn move_deal(
-    AxumState(state): AxumState<State>,
-    signed: Signed,
-    Path(id): Path<String>,
-    form: Form,
-) -> Response {
+/// `POST /board/move`: the form's deal to the chosen stage, if it is still the version shown.
+pub async fn move_deal(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
     if !signed.csrf_ok(&form) {
         return csrf_refused();
     }
+    let id = form.text("deal").unwrap_or_default().to_owned();
     let pipeline = form.text("pipeline").unwrap_or_default().to_owned();
-    let back = format!("/?pipeline={}", enc(&pipeline));
+    let back = format!("/?pipeline={}", encode(&pipeline));
     let Some(stage) = form.text("stage") else {
         return secure(Redirect::to(&back).into_response());
     };
@@ -259,7 +251,7 @@ pub async fn move_deal(
     match call(&state, &signed, "svc_update_deal", update).await {
         Ok(_) => secure(Redirect::to(&back).into_response()),
         Err(problem) if problem.code == ErrorCode::VersionConflict => {
-            let to = format!("{back}&conflict={}", enc(&id));
+            let to = format!("{back}&conflict={}", encode(&id));
             secure(Redirect::to(&to).into_response())
         }
         Err(problem) => problem_page(&problem),

@@ -122,8 +122,9 @@ fn field(schema: &Value, doc: &Value, record: &Value) -> Field {
         (_, false) if doc["enum_group"].is_string() => Input::Select(options()),
         ("select", true) => Input::Select(options()),
         ("multiselect", true) => Input::Multiselect(options()),
-        ("number" | "currency", true) | ("number", false) => Input::Number,
-        ("integer", false) => Input::Integer,
+        ("number", _) => Input::Number,
+        // Currency fields hold integer minor units.
+        ("currency", true) | ("integer", false) => Input::Integer,
         ("boolean", _) => Input::Checkbox,
         ("date", true) => Input::Date,
         ("email", true) => Input::Email,

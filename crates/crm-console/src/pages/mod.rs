@@ -7,6 +7,7 @@ pub mod lists;
 pub mod login;
 pub mod records;
 pub mod search;
+pub mod settings;
 pub mod timeline;
 
 use askama::Template;

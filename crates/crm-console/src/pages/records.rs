@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::{
     args,
     chrome::{can_write, Chrome},
-    form::Form,
+    form::{encode, Form},
     ops::call,
     pages::{
         fields::{self, value_text, Field, Input},
@@ -24,7 +24,7 @@ use crate::{
         timeline::{self, Entry},
         Kind,
     },
-    reply::{page, problem_page, secure},
+    reply::{form_refusal, page, problem_page, secure},
     session::{csrf_refused, Signed},
     State,
 };
@@ -140,12 +140,8 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn back_to(kind: Kind, id: &str, notice: &str) -> Response {
-    let to = format!("/{}/{}?notice={notice}", kind.path(), enc(id));
+    let to = format!("/{}/{}?notice={notice}", kind.path(), encode(id));
     secure(Redirect::to(&to).into_response())
-}
-
-fn enc(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 async fn schema(state: &State, signed: &Signed) -> Result<Value, Problem> {
@@ -431,7 +427,7 @@ async fn create(state: &State, signed: &Signed, kind: Kind, form: &Form) -> Resp
     let body = fields::body(&fields, form, None);
     match call(state, signed, kind.op("create"), body).await {
         Ok(created) => {
-            let to = format!("/{}/{}", kind.path(), enc(&value_text(&created["id"])));
+            let to = format!("/{}/{}", kind.path(), encode(&value_text(&created["id"])));
             secure(Redirect::to(&to).into_response())
         }
         Err(problem) if problem.status() == 422 || problem.status() == 409 => {
@@ -443,10 +439,7 @@ async fn create(state: &State, signed: &Signed, kind: Kind, form: &Form) -> Resp
 
 /// A refusal as one line for the form: the detail, naming the field.
 fn refusal(problem: &Problem) -> String {
-    match problem.extra.get("field").and_then(Value::as_str) {
-        Some(field) => format!("{} ({field})", problem.detail),
-        None => problem.detail.clone(),
-    }
+    form_refusal(problem).unwrap_or_else(|| problem.detail.clone())
 }
 
 /// `POST /<kind>/{id}`: the fields that changed, if the record is still the version shown.
