@@ -90,16 +90,19 @@ impl App {
         let counted = normalised
             .as_ref()
             .map_or_else(|| email.trim().to_lowercase(), |e| e.as_str().to_owned());
-        self.check_throttle(&counted, address).await?;
         let user = match &normalised {
             Some(e) => self.store.begin_read().await?.find_user_by_email(e).await?,
             None => None,
         };
+        let attempt = self
+            .reserve_attempt(user.as_ref(), &counted, address)
+            .await?;
         let hash = user.as_ref().and_then(|u| u.password_hash.clone());
+        let checked = hash.clone();
         let password = password.to_owned();
         let verified = self
             .background
-            .off_thread(Box::new(move || match hash {
+            .off_thread(Box::new(move || match checked {
                 Some(h) => verify_password(&h, &password),
                 None => {
                     verify_nothing(&password);
@@ -108,23 +111,45 @@ impl App {
             }))
             .await;
         let Some(user) = user.filter(|_| verified) else {
-            let mut tx = self.store.begin_write().await?;
-            tx.record_sign_in_failure(&counted, address, self.clock.now())
-                .await?;
-            tx.commit().await?;
             return Err(wrong());
         };
         let mut tx = self.store.begin_write().await?;
+        // The user as it is now: a password changed while this one was checked, or a deleted
+        // user, refuses the sign-in; a role or name changed meanwhile is kept.
+        let Some(user) = tx
+            .record_login(&user.workspace_id, &user.id, attempt)
+            .await?
+            .filter(|fresh| fresh.password_hash == hash)
+        else {
+            return Err(wrong());
+        };
+        tx.delete_sign_in_failure(&counted, address, attempt)
+            .await?;
         let session = self.open_session(&mut tx, user).await?;
         tx.commit().await?;
         Ok(session)
     }
 
-    /// 429 once the failures of `email` reach a limit: per address this minute, or in all this
-    /// hour.
-    async fn check_throttle(&self, email: &str, address: &str) -> Result<(), AppError> {
+    /// Counts an attempt of `email` from `address` as a failure before its password is checked
+    /// (a right one forgets it), so that parallel guesses cannot all pass the throttle before
+    /// any is recorded: 429 once the failures reach a limit, per address this minute or in all
+    /// this hour. Attempts on one account are serialized by a lock on its email. Answers when
+    /// the attempt was recorded.
+    async fn reserve_attempt(
+        &self,
+        user: Option<&User>,
+        email: &str,
+        address: &str,
+    ) -> Result<crm_domain::Timestamp, AppError> {
         let now = self.clock.now();
-        let mut tx = self.store.begin_read().await?;
+        let mut tx = self.store.begin_write().await?;
+        if let Some(user) = user {
+            let tenant = Tenant {
+                workspace_id: user.workspace_id.clone(),
+                mode: Mode::Live,
+            };
+            tx.lock_key(&tenant, &format!("sign-in:{email}")).await?;
+        }
         let minute = now.plus_millis(-MINUTE_MS);
         if tx
             .count_sign_in_failures(email, Some(address), minute)
@@ -141,15 +166,13 @@ impl App {
                 retry_after_secs: 3600,
             });
         }
-        Ok(())
+        tx.record_sign_in_failure(email, address, now).await?;
+        tx.commit().await?;
+        Ok(now)
     }
 
-    /// A new session of `user` in live mode, and its sign-in stamped on the user.
-    async fn open_session(
-        &self,
-        tx: &mut Box<dyn Tx>,
-        mut user: User,
-    ) -> Result<NewSession, AppError> {
+    /// A new session of `user` in live mode.
+    async fn open_session(&self, tx: &mut Box<dyn Tx>, user: User) -> Result<NewSession, AppError> {
         let now = self.clock.now();
         let id = generate_token();
         let csrf_token = generate_token();
@@ -163,8 +186,6 @@ impl App {
             last_seen_at: now,
         })
         .await?;
-        user.last_login_at = Some(now);
-        tx.update_user(&user).await?;
         Ok(NewSession {
             id,
             csrf_token,
@@ -261,7 +282,10 @@ impl App {
         password: &str,
     ) -> Result<NewSession, AppError> {
         check_password(password)?;
+        // A link that does not work costs no hash.
+        self.sign_in_link_user(token).await?;
         let hash = self.hash_off_thread(password).await?;
+        let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         let link = self.working_link(&mut tx, token).await?;
         // Of two uses of one link, only the one that deletes it goes on.
@@ -269,7 +293,7 @@ impl App {
             return Err(link_unusable());
         }
         let mut user = tx
-            .get_user(&link.workspace_id, &link.user_id)
+            .record_login(&link.workspace_id, &link.user_id, now)
             .await?
             .ok_or_else(link_unusable)?;
         user.password_hash = Some(hash);
@@ -290,7 +314,9 @@ impl App {
         check_password(new)?;
         // Guessing the current password from a session is throttled with the email's sign-ins.
         let email = session.user.email.as_str();
-        self.check_throttle(email, CHANGE_PASSWORD).await?;
+        let attempt = self
+            .reserve_attempt(Some(&session.user), email, CHANGE_PASSWORD)
+            .await?;
         let stored = session.user.password_hash.clone();
         let current = current.to_owned();
         let verified = self
@@ -300,25 +326,24 @@ impl App {
             }))
             .await;
         if !verified {
-            let mut tx = self.store.begin_write().await?;
-            tx.record_sign_in_failure(email, CHANGE_PASSWORD, self.clock.now())
-                .await?;
-            tx.commit().await?;
             return Err(AppError::Unauthorized("the current password is wrong"));
         }
         let hash = self.hash_off_thread(new).await?;
         let mut tx = self.store.begin_write().await?;
         let mut user = tx
-            .get_user(&session.user.workspace_id, &session.user.id)
+            .record_login(&session.user.workspace_id, &session.user.id, attempt)
             .await?
             .ok_or(AppError::Unauthorized("this user no longer exists"))?;
+        tx.delete_sign_in_failure(email, CHANGE_PASSWORD, attempt)
+            .await?;
         user.password_hash = Some(hash);
         let new_session = self.replace_sessions(&mut tx, user).await?;
         tx.commit().await?;
         Ok(new_session)
     }
 
-    /// Stores `user` (its new password), ends all its sessions and opens a new one.
+    /// Stores `user` (its new password; read locked in this transaction), ends all its sessions
+    /// and opens a new one.
     async fn replace_sessions(
         &self,
         tx: &mut Box<dyn Tx>,

@@ -66,5 +66,8 @@ pub fn router(api: Arc<Api>, trusted_proxies: Vec<std::net::IpAddr>) -> Router {
         router = pages::records::routes(router, kind);
     }
     let router = pages::settings::routes(router);
-    router.with_state(state)
+    // Every console answer carries the security headers, extractors' own refusals included.
+    router
+        .layer(axum::middleware::map_response(reply::secured))
+        .with_state(state)
 }

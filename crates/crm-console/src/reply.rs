@@ -36,6 +36,11 @@ pub fn secure(mut res: Response) -> Response {
     res
 }
 
+/// [`secure`] as the console router's layer.
+pub async fn secured(res: Response) -> Response {
+    secure(res)
+}
+
 /// A rendered template as a page with `status`.
 pub fn page(status: u16, template: &impl Template) -> Response {
     match template.render() {

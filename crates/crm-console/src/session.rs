@@ -68,17 +68,21 @@ pub fn csrf_refused() -> Response {
     )
 }
 
+fn to_login() -> Response {
+    crate::reply::secure(Redirect::to("/login").into_response())
+}
+
 /// A request without a working session is sent to the login page.
 impl FromRequestParts<State> for Signed {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Signed, Response> {
         let Some(id) = cookie(&parts.headers, SESSION_COOKIE).filter(|v| !v.is_empty()) else {
-            return Err(Redirect::to("/login").into_response());
+            return Err(to_login());
         };
         let session = match state.api.console_session(id).await {
             Ok(Some(session)) => session,
-            Ok(None) => return Err(Redirect::to("/login").into_response()),
+            Ok(None) => return Err(to_login()),
             Err(problem) => return Err(crate::reply::problem_page(&problem)),
         };
         let request_id = parts
@@ -107,21 +111,23 @@ pub fn client_address(parts: &Parts, trusted: &[IpAddr]) -> String {
     if !trusted.contains(&peer) {
         return peer.to_string();
     }
-    let forwarded: Vec<IpAddr> = parts
+    // From the right: the proxies' own entries, then the client as the nearest proxy saw it.
+    // The first entry that is not a trusted proxy is the client, whatever it says (an entry the
+    // proxy wrote as `address:port` included): skipping it would let an address the client
+    // claimed before it stand in.
+    let forwarded: Vec<&str> = parts
         .headers
         .get_all("x-forwarded-for")
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|a| a.trim().parse().ok())
+        .map(str::trim)
         .collect();
     forwarded
         .iter()
         .rev()
-        .find(|a| !trusted.contains(a))
-        .copied()
-        .unwrap_or(peer)
-        .to_string()
+        .find(|a| a.parse::<IpAddr>().map_or(true, |ip| !trusted.contains(&ip)))
+        .map_or_else(|| peer.to_string(), |a| (*a).to_owned())
 }
 
 #[cfg(test)]
@@ -148,6 +154,9 @@ mod tests {
         assert_eq!(client_address(&direct, &[proxy]), "203.0.113.9");
         let proxied = parts("10.0.0.1:5000", Some("192.0.2.66, 198.51.100.7, 10.0.0.1"));
         assert_eq!(client_address(&proxied, &[proxy]), "198.51.100.7");
+        // An entry that is no bare address is still the client: the one before it is not.
+        let with_port = parts("10.0.0.1:5000", Some("192.0.2.66, 198.51.100.7:4711"));
+        assert_eq!(client_address(&with_port, &[proxy]), "198.51.100.7:4711");
         let no_header = parts("10.0.0.1:5000", None);
         assert_eq!(client_address(&no_header, &[proxy]), "10.0.0.1");
     }

@@ -205,7 +205,7 @@ where
 fn log_response(res: &Response, route: &Route, latency: Duration) {
     let status = res.status().as_u16();
     let latency_ms = latency.as_secs_f64() * 1e3;
-    let (method, path) = (route.method.as_str(), route.uri.path());
+    let (method, path) = (route.method.as_str(), loggable(route.uri.path()));
     if status >= 500 {
         tracing::warn!(method, path, status, latency_ms, "response");
     } else if latency >= SLOW {
@@ -214,6 +214,18 @@ fn log_response(res: &Response, route: &Route, latency: Duration) {
         tracing::debug!(method, path, status, latency_ms, "response");
     }
 }
+
+/// A path as the log may show it: a console sign-in link's token is a credential.
+fn loggable(path: &str) -> &str {
+    if path.starts_with(SIGN_IN_LINKS) {
+        "/sign-in/[redacted]"
+    } else {
+        path
+    }
+}
+
+/// The console's one-time sign-in links, whose last segment is the token.
+const SIGN_IN_LINKS: &str = "/sign-in/";
 
 #[cfg(test)]
 mod tests {
@@ -331,5 +343,11 @@ mod tests {
             .join()
             .unwrap();
         assert!(!seen.contains(&other));
+    }
+
+    #[test]
+    fn sign_in_tokens_never_reach_the_log() {
+        assert_eq!(super::loggable("/sign-in/abcDEF123"), "/sign-in/[redacted]");
+        assert_eq!(super::loggable("/v1/contacts"), "/v1/contacts");
     }
 }

@@ -134,6 +134,7 @@ macro_rules! conformance_suite {
             import_keys_are_kept_per_import_until_its_chunks_go,
             users_round_trip_list_in_their_workspace_and_keep_emails_unique,
             a_users_newest_sign_in_link_alone_works_and_only_once,
+            a_login_is_stamped_on_the_user_as_it_is_now,
             sessions_round_trip_every_field_and_are_found_only_by_their_hash,
             touching_a_session_or_setting_its_mode_changes_that_session_alone,
             a_session_is_deleted_once_and_alone,

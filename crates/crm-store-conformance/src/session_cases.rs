@@ -302,5 +302,19 @@ pub async fn session_sign_in_failures_count_per_email_and_address_from_a_time_un
             .unwrap(),
         3
     );
+    // One attempt forgotten by its email, address and time: the others stay.
+    tx.delete_sign_in_failure(&email, here, at(T))
+        .await
+        .unwrap();
+    tx.delete_sign_in_failure(&email, there, at(T + 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        tx.count_sign_in_failures(&email, None, at(0))
+            .await
+            .unwrap(),
+        2,
+        "only the failure at that time from that address is forgotten"
+    );
     tx.commit().await.unwrap();
 }

@@ -136,3 +136,34 @@ pub async fn a_users_newest_sign_in_link_alone_works_and_only_once(store: Arc<dy
     assert!(!tx.delete_sign_in_link(&second.token_hash).await.unwrap());
     tx.commit().await.unwrap();
 }
+
+/// A sign-in stamps `last_login_at` alone: a change committed since the user was read stays.
+pub async fn a_login_is_stamped_on_the_user_as_it_is_now(store: Arc<dyn Store>) {
+    let (ws, _) = setup(&store).await;
+    let ws = ws.id;
+    let tag = uuid().simple().to_string();
+    let read = user(&ws, &format!("l.{tag}@example.com"), Role::Admin);
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_user(&read).await.unwrap();
+    tx.commit().await.unwrap();
+    // Someone demotes the user after it was read.
+    let mut demoted = read.clone();
+    demoted.role = Role::Viewer;
+    let mut tx = store.begin_write().await.unwrap();
+    assert!(tx.update_user(&demoted).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_write().await.unwrap();
+    let at = Timestamp::from_millis(1_900_000_000_000);
+    let now = tx.record_login(&ws, &read.id, at).await.unwrap().unwrap();
+    assert_eq!(now.role, Role::Viewer, "the demotion is kept");
+    assert_eq!(now.last_login_at, Some(at));
+    let unknown = UserId::from_uuid(uuid());
+    assert!(tx.record_login(&ws, &unknown, at).await.unwrap().is_none());
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let stored = tx.get_user(&ws, &read.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.role, stored.last_login_at),
+        (Role::Viewer, Some(at))
+    );
+}

@@ -112,6 +112,22 @@ pub async fn record_sign_in_failure<U: Unit>(
     Ok(())
 }
 
+pub async fn delete_sign_in_failure<U: Unit>(
+    tx: &mut U,
+    email: &str,
+    address: &str,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    let q = sqlx::query::<U::Db>(
+        "DELETE FROM sign_in_failures WHERE email = $1 AND address = $2 AND at = $3",
+    )
+    .arg(email)
+    .arg(address)
+    .arg(at.millis());
+    tx.execute(q).await?;
+    Ok(())
+}
+
 /// (`CAST` gives the address parameter a type where it is compared with NULL; Postgres cannot
 /// infer one there.)
 pub async fn count_sign_in_failures<U: Unit>(
@@ -152,6 +168,7 @@ macro_rules! impl_session_repo {
             fn delete_user_sessions(user_id: &$crate::reexport::UserId) -> Result<u64, $crate::reexport::StoreError>;
             fn delete_sessions_created_before(before: $crate::reexport::Timestamp) -> Result<u64, $crate::reexport::StoreError>;
             fn record_sign_in_failure(email: &str, address: &str, at: $crate::reexport::Timestamp) -> Result<(), $crate::reexport::StoreError>;
+            fn delete_sign_in_failure(email: &str, address: &str, at: $crate::reexport::Timestamp) -> Result<(), $crate::reexport::StoreError>;
             fn count_sign_in_failures(email: &str, address: Option<&str>, since: $crate::reexport::Timestamp) -> Result<u64, $crate::reexport::StoreError>;
             fn delete_sign_in_failures_before(before: $crate::reexport::Timestamp) -> Result<u64, $crate::reexport::StoreError>;
         ], []);

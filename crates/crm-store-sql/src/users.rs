@@ -4,7 +4,7 @@ use crm_app::{
     ports::{RowLock, SignInLink, Slice},
     StoreError,
 };
-use crm_domain::{Email, Role, User, UserId, WorkspaceId};
+use crm_domain::{Email, Role, Timestamp, User, UserId, WorkspaceId};
 use sqlx::{QueryBuilder, Row};
 
 use crate::{
@@ -75,6 +75,24 @@ pub async fn get_user<U: Unit>(
         .arg(workspace.as_str())
         .arg(id.as_str());
     tx.optional(q, user).await
+}
+
+pub async fn record_login<U: Unit>(
+    tx: &mut U,
+    workspace: &WorkspaceId,
+    id: &UserId,
+    at: Timestamp,
+) -> Result<Option<User>, StoreError> {
+    let q = sqlx::query::<U::Db>(
+        "UPDATE users SET last_login_at = $1 WHERE workspace_id = $2 AND id = $3",
+    )
+    .arg(at.millis())
+    .arg(workspace.as_str())
+    .arg(id.as_str());
+    if tx.execute(q).await? == 0 {
+        return Ok(None);
+    }
+    get_user(tx, workspace, id).await
 }
 
 pub async fn find_user_by_email<U: Unit>(
@@ -194,6 +212,7 @@ macro_rules! impl_user_repo {
             fn list_users(workspace: &$crate::reexport::WorkspaceId, slice: &$crate::reexport::Slice) -> Result<Vec<$crate::reexport::User>, $crate::reexport::StoreError>;
             fn update_user(user: &$crate::reexport::User) -> Result<bool, $crate::reexport::StoreError>;
             fn delete_user(workspace: &$crate::reexport::WorkspaceId, id: &$crate::reexport::UserId) -> Result<bool, $crate::reexport::StoreError>;
+            fn record_login(workspace: &$crate::reexport::WorkspaceId, id: &$crate::reexport::UserId, at: $crate::reexport::Timestamp) -> Result<Option<$crate::reexport::User>, $crate::reexport::StoreError>;
             fn count_admins(workspace: &$crate::reexport::WorkspaceId) -> Result<u64, $crate::reexport::StoreError>;
             fn replace_sign_in_link(link: &$crate::reexport::SignInLink) -> Result<(), $crate::reexport::StoreError>;
             fn get_sign_in_link(token_hash: &str) -> Result<Option<$crate::reexport::SignInLink>, $crate::reexport::StoreError>;

@@ -57,6 +57,14 @@ pub trait SessionRepo {
         address: &str,
         at: Timestamp,
     ) -> Result<(), StoreError>;
+    /// Forgets the failure recorded for `email` from `address` at `at` (an attempt counted before
+    /// its password was checked, which proved right).
+    async fn delete_sign_in_failure(
+        &mut self,
+        email: &str,
+        address: &str,
+        at: Timestamp,
+    ) -> Result<(), StoreError>;
     /// Failed sign-ins for `email` at or after `since`: from `address` only when it is given,
     /// else from every address.
     async fn count_sign_in_failures(

@@ -54,6 +54,15 @@ pub trait UserRepo {
         workspace: &WorkspaceId,
         id: &UserId,
     ) -> Result<bool, StoreError>;
+    /// Stamps a sign-in on the user (`last_login_at` alone, so that a change committed since the
+    /// user was read is kept) and answers the user as it is now, locked until the transaction
+    /// ends (Postgres); `None` when it is gone.
+    async fn record_login(
+        &mut self,
+        workspace: &WorkspaceId,
+        id: &UserId,
+        at: Timestamp,
+    ) -> Result<Option<User>, StoreError>;
     /// How many admins the workspace has, locking them (Postgres) so that two demotions cannot
     /// both see the other admin.
     async fn count_admins(&mut self, workspace: &WorkspaceId) -> Result<u64, StoreError>;

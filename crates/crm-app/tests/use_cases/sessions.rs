@@ -373,3 +373,29 @@ async fn guessing_the_current_password_is_throttled() {
         .await
         .is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_guesses_get_no_more_than_the_limit() {
+    let env = env().await;
+    user(&env, "mia@example.com", "member", Some(PASSWORD)).await;
+    let mut guesses = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let app = env.app.clone();
+        guesses.spawn(async move {
+            app.sign_in("mia@example.com", &format!("guess {i}"), "192.0.2.1")
+                .await
+        });
+    }
+    let (mut checked, mut throttled) = (0, 0);
+    while let Some(answer) = guesses.join_next().await {
+        match answer.unwrap() {
+            Err(AppError::Unauthorized(_)) => checked += 1,
+            Err(AppError::RateLimited { .. }) => throttled += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        (checked, throttled),
+        (FAILURES_PER_ADDRESS_MINUTE as usize, 7)
+    );
+}

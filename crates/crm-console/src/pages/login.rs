@@ -43,15 +43,13 @@ struct SetPasswordPage<'a> {
     error: Option<&'a str>,
 }
 
-/// The pre-session token: the request's cookie, or a new one to set.
+/// The pre-session token: the request's cookie, or a new one; set again either way, so that a
+/// form shown is good for its whole hour.
 fn pre_session(headers: &HeaderMap) -> (String, Option<String>) {
-    match cookie(headers, PRE_SESSION_COOKIE).filter(|v| v.len() >= 32) {
-        Some(token) => (token.to_owned(), None),
-        None => {
-            let token = crm_app::auth::generate_token();
-            (token.clone(), Some(token))
-        }
-    }
+    let token = cookie(headers, PRE_SESSION_COOKIE)
+        .filter(|v| v.len() >= 32)
+        .map_or_else(crm_app::auth::generate_token, str::to_owned);
+    (token.clone(), Some(token))
 }
 
 /// A page, with the pre-session cookie set when it is new.
