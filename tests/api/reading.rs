@@ -468,7 +468,11 @@ async fn mcp_tool_lists_follow_scopes_and_toolsets(s: Server) {
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect::<Vec<_>>(),
-        ["svc_list_pipelines", "svc_get_pipeline", "svc_get_pipeline_totals"]
+        [
+            "svc_list_pipelines",
+            "svc_get_pipeline",
+            "svc_get_pipeline_totals"
+        ]
     );
     let two = list_tools(&s, &s.keys.test, "?toolsets=pipelines,registry").await;
     assert!(two.len() > only.len());

@@ -126,7 +126,10 @@ pub fn client_address(parts: &Parts, trusted: &[IpAddr]) -> String {
     forwarded
         .iter()
         .rev()
-        .find(|a| a.parse::<IpAddr>().map_or(true, |ip| !trusted.contains(&ip)))
+        .find(|a| {
+            a.parse::<IpAddr>()
+                .map_or(true, |ip| !trusted.contains(&ip))
+        })
         .map_or_else(|| peer.to_string(), |a| (*a).to_owned())
 }
 
