@@ -304,6 +304,44 @@ async fn behind_a_trusted_proxy_each_forwarded_client_is_counted_apart(backend: 
     assert_eq!(other.status(), StatusCode::SEE_OTHER);
 }
 
+/// A page is one request to the rate limit and the meter, however many operations render it.
+async fn a_page_counts_as_one_request(backend: Backend) {
+    let database_url = fresh_database(backend).await;
+    let keys = create_workspace(&database_url, &["--rate-limit-per-minute", "3"]);
+    let s = start(backend, database_url, keys, &[]);
+    let args = [
+        "--workspace",
+        s.keys.workspace_id.as_str(),
+        "--email",
+        "ada@example.com",
+        "--name",
+        "Ada",
+        "--role",
+        "admin",
+        "--password-stdin",
+    ];
+    let (ok, _, err) = user_create(&s.database_url, &args, &format!("{PASSWORD}\n"));
+    assert!(ok, "{err}");
+    let client = browser();
+    let res = log_in(&s, &client, "ada@example.com", PASSWORD, None).await;
+    let cookie = set_cookie(&res, "crm_session").expect("a session cookie");
+    let board = || {
+        client
+            .get(format!("{}/", s.base))
+            .header(header::COOKIE, format!("crm_session={cookie}"))
+            .send()
+    };
+    // The board runs several operations (pipelines, totals, a list per stage): each page still
+    // takes one of the three a minute.
+    for _ in 0..3 {
+        assert_eq!(board().await.unwrap().status(), StatusCode::OK);
+    }
+    assert_eq!(
+        board().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
 async fn served(backend: Backend) -> Server {
     serve(backend, &[]).await
 }
@@ -319,5 +357,8 @@ crate::on_both_stores!(
 mod proxies {
     use super::*;
 
-    crate::on_both_backends!(behind_a_trusted_proxy_each_forwarded_client_is_counted_apart);
+    crate::on_both_backends!(
+        behind_a_trusted_proxy_each_forwarded_client_is_counted_apart,
+        a_page_counts_as_one_request,
+    );
 }

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
 import pytest
+from conftest import switch_to_test_mode, wait_for_next_page
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -32,32 +33,23 @@ def _unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _to_test_mode(browser):
-    """Clicks the header's "Switch to test mode" unless the session already works in test mode."""
-    if browser.find_element(By.CSS_SELECTOR, "#mode").text.strip() == "Test mode":
-        return
-    button = browser.find_element(By.CSS_SELECTOR, "form#mode-switch").find_element(By.CSS_SELECTOR, SUBMIT)
-    button.click()
-    WebDriverWait(browser, 10).until(EC.staleness_of(button))
-    WebDriverWait(browser, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, "#mode").text.strip() == "Test mode"
-    )
-
-
 def _signed_in_test_mode(browser, sign_in, role: str):
     sign_in(browser, role)
-    _to_test_mode(browser)
-    return browser
+    return switch_to_test_mode(browser)
 
 
 def _submit(browser, form, confirm: bool = False):
     """Clicks the form's submit button and waits for the next page (accepting the console's
-    confirmation dialog first when the form asks for one)."""
+    confirmation dialog first when the form asks for one). Waits for a new document rather than
+    for the button to go stale, which chromedriver sometimes answers with an inspector error."""
     button = form.find_element(By.CSS_SELECTOR, SUBMIT)
-    button.click()
-    if confirm:
-        WebDriverWait(browser, 5).until(EC.alert_is_present()).accept()
-    WebDriverWait(browser, 10).until(EC.staleness_of(button))
+
+    def click():
+        button.click()
+        if confirm:
+            WebDriverWait(browser, 5).until(EC.alert_is_present()).accept()
+
+    wait_for_next_page(browser, click)
 
 
 def _path(browser) -> str:

@@ -4,6 +4,7 @@
 from urllib.parse import urlparse
 
 import httpx
+from conftest import wait_for_next_page
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -37,8 +38,7 @@ def test_a_wrong_password_is_refused(browser, console_url, users, screenshot):
 
     email.send_keys(users["admin"][0])
     password.send_keys("not-the-password-1")
-    submit[0].click()
-    WebDriverWait(browser, 10).until(EC.staleness_of(form))
+    wait_for_next_page(browser, submit[0].click)
     error = WebDriverWait(browser, 10).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".error")))
     assert "Wrong email or password" in error.text
     assert path_of(browser.current_url) == "/login"

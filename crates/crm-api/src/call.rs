@@ -26,6 +26,9 @@ pub enum Credentials<'a> {
     /// The caller [`Api::authenticate`] found for this same request: the agent transports need
     /// a valid key for every message before they read its framing.
     Caller(&'a Caller),
+    /// A caller whose request the transport already admitted ([`Api::admit_request`]): a console
+    /// page is one request, counted once, however many operations render it.
+    Admitted(&'a Caller),
 }
 
 /// An operation call's input as its transport read it: what REST carries in its path, query,
@@ -83,17 +86,19 @@ impl Api {
         request: impl ReadRequest,
         rate: &mut Option<RateStatus>,
     ) -> Result<Reply, Problem> {
-        let caller = match credentials {
-            Credentials::Authorization(header) => self.authenticate(header).await?,
-            Credentials::Caller(caller) => caller.clone(),
-        }
-        .with_origin(origin);
-        let caller = &caller;
-        match self.admit(op, caller).await {
-            Ok(admission) => *rate = Some(admission.rate),
-            Err((problem, refused_rate)) => {
-                *rate = refused_rate;
-                return Err(problem);
+        let (caller, admitted) = match credentials {
+            Credentials::Authorization(header) => (self.authenticate(header).await?, false),
+            Credentials::Caller(caller) => (caller.clone(), false),
+            Credentials::Admitted(caller) => (caller.clone(), true),
+        };
+        let caller = &caller.with_origin(origin);
+        if !admitted {
+            match self.admit(op, caller).await {
+                Ok(admission) => *rate = Some(admission.rate),
+                Err((problem, refused_rate)) => {
+                    *rate = refused_rate;
+                    return Err(problem);
+                }
             }
         }
         let Request {
@@ -110,6 +115,17 @@ impl Api {
         }
         self.dispatch(op, caller, input, idempotency_key.as_deref(), dry_run)
             .await
+    }
+
+    /// Lets one request of a transport that runs several operations for it (a console page)
+    /// through the rate limit, the quota and the spend cap, counting it once; its operations
+    /// then run with [`Credentials::Admitted`].
+    pub async fn admit_request(&self, caller: &Caller) -> Result<(), Problem> {
+        self.app
+            .admit(caller, "console")
+            .await
+            .map(|_| ())
+            .map_err(|refused| refused.error.into())
     }
 
     /// Lets one call of `op` through the rate limit, the quota and the spend cap, counting it

@@ -1,6 +1,7 @@
 //! Running a catalog operation for the signed-in user: its arguments as an agent tool call's
 //! (one flat object: path and query parameters as strings, the rest the body), through
-//! [`crm_api::Api::call`], with the session's caller and channel `console`.
+//! [`crm_api::Api::call`], with the session's caller and channel `console`. The page's request
+//! was admitted once (rate limit, quota, metering) when its session was read ([`Signed`]).
 
 use crm_api::{agent::ToolArguments, Credentials, Problem};
 use serde_json::{Map, Value};
@@ -21,7 +22,7 @@ pub async fn call(
         .api
         .call(
             op,
-            Credentials::Caller(&signed.caller),
+            Credentials::Admitted(&signed.caller),
             signed.caller.origin().clone(),
             ToolArguments(args),
         )

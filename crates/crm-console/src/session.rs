@@ -94,6 +94,10 @@ impl FromRequestParts<State> for Signed {
             channel: Channel::Console,
             request_id,
         });
+        // One page, one request: counted here, and its operations run admitted.
+        if let Err(problem) = state.api.admit_request(&caller).await {
+            return Err(crate::reply::problem_page(&problem));
+        }
         Ok(Signed { session, caller })
     }
 }
