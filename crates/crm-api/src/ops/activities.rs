@@ -40,6 +40,7 @@ pub struct ActivityCreate {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ActivityUpdate {
     #[serde(default, rename = "type")]
+    #[schemars(with = "String", pattern(crate::schema::NON_BLANK))]
     pub activity_type: PatchField<String>,
     #[serde(default)]
     #[schemars(pattern(crm_domain::ContactId::PATTERN))]
