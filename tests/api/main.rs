@@ -28,6 +28,7 @@ mod imports_bulk;
 mod keys;
 mod limits;
 mod merges;
+mod owners;
 mod pipelines;
 mod plans;
 mod platform;

@@ -80,7 +80,14 @@ async fn schema_lists_objects_fields_enums_types_and_controls(s: Server) {
         .collect();
     assert_eq!(
         filters,
-        ["q", "email", "company_id", "type", "custom_fields.tier"],
+        [
+            "q",
+            "email",
+            "company_id",
+            "type",
+            "owner_id",
+            "custom_fields.tier"
+        ],
         "one filter per registered custom field"
     );
 

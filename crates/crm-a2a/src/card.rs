@@ -23,7 +23,8 @@ parameters and body fields in one object (schemas in the tool-call extension), p
 if_match where a skill takes them, and dry_run (true: the write runs, is rolled back, and answers its \
 would-be result and effects). Lists take limit and cursor (the previous page's next_cursor) and \
 include_deleted; gets and lists of contacts, companies, deals and activities take fields (comma-separated members; \
-id and object always come) and expand (related records added whole, e.g. a deal's company,primary_contact). The answer is a finished task: TASK_STATE_COMPLETED with the REST \
+id and object always come) and expand (related records added whole, e.g. a deal's company,primary_contact). Contacts, companies and deals have an \
+owner_id, a user's usr_ id, which their lists filter on. The answer is a finished task: TASK_STATE_COMPLETED with the REST \
 response body as an artifact data part, TASK_STATE_FAILED with an RFC 9457 problem document as a data part \
 of status.message, or TASK_STATE_REJECTED for an unknown tool or a message that is no tool call. Send the \
 API key as a bearer token.";

@@ -240,7 +240,7 @@ pub const INCLUDE_DELETED: QueryParam = QueryParam {
 
 /// Arguments whose meaning is the same on every tool that takes them, explained once in the agent
 /// transports' instructions rather than in each tool's schema.
-const SHARED_ARGUMENTS: [&str; 4] = ["limit", "cursor", "include_deleted", "fields"];
+const SHARED_ARGUMENTS: [&str; 5] = ["limit", "cursor", "include_deleted", "fields", "owner_id"];
 
 /// Drops from an argument's schema what a model does not need to be told twice: a description
 /// that restates the `enum` beside it; below the argument itself (`top`), the descriptions of

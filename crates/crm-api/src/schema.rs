@@ -284,6 +284,14 @@ pub(crate) const COMPANY_ID_OR_BLANK: &str = concat!(
     ws!(),
     "]*$"
 );
+/// An owner: a user's id (`crm_domain::UserId::PATTERN`), or white space only (no owner).
+pub(crate) const USER_ID_OR_BLANK: &str = concat!(
+    "^[",
+    ws!(),
+    "]*(usr_[0-7][0-9a-hjkmnp-tv-z]{25})?[",
+    ws!(),
+    "]*$"
+);
 pub(crate) const CONTACT_ID_OR_BLANK: &str = concat!(
     "^[",
     ws!(),
@@ -366,5 +374,6 @@ mod tests {
         assert!(
             CONTACT_ID_OR_BLANK.contains(&format!("({})?", core(crm_domain::ContactId::PATTERN)))
         );
+        assert!(USER_ID_OR_BLANK.contains(&format!("({})?", core(crm_domain::UserId::PATTERN))));
     }
 }

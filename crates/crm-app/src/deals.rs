@@ -4,6 +4,7 @@
 use crm_domain::{
     history::{ChangeAction, Via},
     CompanyId, ContactId, Deal, DealDraft, DealId, DealPatch, EventType, ObjectKind, Tenant,
+    UserId,
 };
 
 use crate::{
@@ -32,6 +33,7 @@ pub struct DealQuery {
     pub stage: Option<String>,
     pub company_id: Option<CompanyId>,
     pub primary_contact_id: Option<ContactId>,
+    pub owner_id: Option<UserId>,
     pub include_deleted: bool,
 }
 
@@ -379,6 +381,7 @@ pub(crate) async fn resolve_query(
         stage: query.stage,
         company_id: query.company_id,
         primary_contact_id: query.primary_contact_id,
+        owner_id: query.owner_id,
         include_deleted: query.include_deleted,
     })
 }

@@ -9,7 +9,7 @@
 
 use crm_domain::{
     history::{Author, Change, ChangeAction, FieldChange, Via},
-    ChangeId, ObjectKind,
+    ChangeId, ObjectKind, Timestamp,
 };
 use serde_json::{json, Value};
 
@@ -17,7 +17,7 @@ use crate::{
     audit::Audited,
     auth::{Caller, Scope},
     error::AppError,
-    ports::Erasure,
+    ports::{ClearedReference, Erasure},
     App,
 };
 
@@ -40,12 +40,37 @@ impl App {
             .erase_record(&caller.tenant, object, id, now)
             .await?
             .ok_or_else(|| AppError::not_found(object.as_str(), id))?;
+        let changes = self.cleared_reference_changes(caller, &erasure.references, id, now);
+        tx.insert_changes(&caller.tenant, &changes).await?;
+        let what = Audited::new(
+            match object {
+                ObjectKind::Contact => "contact.erased",
+                ObjectKind::Company => "company.erased",
+                _ => "deal.erased",
+            },
+            object.as_str(),
+            id,
+            Vec::new(),
+        );
+        self.audit(&mut tx, caller, what).await?;
+        tx.commit().await?;
+        Ok(erasure)
+    }
+
+    /// The history entries of records whose reference to `id` the system set to null (an
+    /// erased record, a deleted owner): by `system`, `via: direct`, in the caller's request.
+    pub(crate) fn cleared_reference_changes(
+        &self,
+        caller: &Caller,
+        cleared: &[ClearedReference],
+        id: &str,
+        now: Timestamp,
+    ) -> Vec<Change> {
         let author = Author {
             request_id: caller.author(Via::Direct).request_id,
             ..Author::system()
         };
-        let changes: Vec<Change> = erasure
-            .references
+        cleared
             .iter()
             .map(|r| Change {
                 id: ChangeId::from_uuid(self.ids.new_uuid()),
@@ -62,20 +87,6 @@ impl App {
                 merged_ids: None,
                 erased: false,
             })
-            .collect();
-        tx.insert_changes(&caller.tenant, &changes).await?;
-        let what = Audited::new(
-            match object {
-                ObjectKind::Contact => "contact.erased",
-                ObjectKind::Company => "company.erased",
-                _ => "deal.erased",
-            },
-            object.as_str(),
-            id,
-            Vec::new(),
-        );
-        self.audit(&mut tx, caller, what).await?;
-        tx.commit().await?;
-        Ok(erasure)
+            .collect()
     }
 }

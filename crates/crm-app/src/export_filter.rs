@@ -3,7 +3,7 @@
 //! the list's own order (newest first, keyset by id; activities by `(occurred_at, id)`).
 
 use crm_domain::{
-    email::Email, ActivityId, CompanyId, ContactId, DealId, ObjectKind, PipelineId, Tenant,
+    email::Email, ActivityId, CompanyId, ContactId, DealId, ObjectKind, PipelineId, Tenant, UserId,
 };
 use serde_json::{json, Value};
 
@@ -67,13 +67,17 @@ impl ExportFilter {
                 "email": f.email.as_ref().map(|e| e.as_str().to_owned()),
                 "company_id": f.company_id.as_ref().map(|c| c.to_string()),
                 "type": f.contact_type,
+                "owner_id": f.owner_id.as_ref().map(|u| u.to_string()),
                 "custom_fields": f.custom_fields.iter()
                     .map(|c| json!({"key": c.key, "value": c.value}))
                     .collect::<Vec<_>>(),
                 "include_deleted": f.include_deleted,
             }),
             ExportFilter::Company(f) => json!({
-                "q": f.q, "domain": f.domain, "include_deleted": f.include_deleted,
+                "q": f.q,
+                "domain": f.domain,
+                "owner_id": f.owner_id.as_ref().map(|u| u.to_string()),
+                "include_deleted": f.include_deleted,
             }),
             ExportFilter::Deal(f) => json!({
                 "q": f.q,
@@ -81,6 +85,7 @@ impl ExportFilter {
                 "stage": f.stage,
                 "company_id": f.company_id.as_ref().map(|c| c.to_string()),
                 "primary_contact_id": f.primary_contact_id.as_ref().map(|c| c.to_string()),
+                "owner_id": f.owner_id.as_ref().map(|u| u.to_string()),
                 "include_deleted": f.include_deleted,
             }),
             ExportFilter::Activity(f) => json!({
@@ -103,6 +108,7 @@ impl ExportFilter {
                 },
                 company_id: id(&v["company_id"], CompanyId::parse),
                 contact_type: text(&v["type"]),
+                owner_id: id(&v["owner_id"], UserId::parse),
                 custom_fields: v["custom_fields"]
                     .as_array()?
                     .iter()
@@ -118,6 +124,7 @@ impl ExportFilter {
             ObjectKind::Company => ExportFilter::Company(CompanyFilter {
                 q: text(&v["q"]),
                 domain: text(&v["domain"]),
+                owner_id: id(&v["owner_id"], UserId::parse),
                 include_deleted: deleted,
             }),
             ObjectKind::Deal => ExportFilter::Deal(DealFilter {
@@ -126,6 +133,7 @@ impl ExportFilter {
                 stage: text(&v["stage"]),
                 company_id: id(&v["company_id"], CompanyId::parse),
                 primary_contact_id: id(&v["primary_contact_id"], ContactId::parse),
+                owner_id: id(&v["owner_id"], UserId::parse),
                 include_deleted: deleted,
             }),
             ObjectKind::Activity => ExportFilter::Activity(ActivityFilter {
@@ -232,6 +240,7 @@ mod tests {
                 email: Email::parse("ada@example.com"),
                 company_id: None,
                 contact_type: Some("lead".into()),
+                owner_id: Some(UserId::from_uuid(uuid::Uuid::from_u128(7))),
                 custom_fields: vec![FieldFilter {
                     key: "tier".into(),
                     value: json!("gold"),
@@ -241,6 +250,7 @@ mod tests {
             ExportFilter::Company(CompanyFilter {
                 q: None,
                 domain: Some("example.com".into()),
+                owner_id: None,
                 include_deleted: false,
             }),
             ExportFilter::Deal(DealFilter {

@@ -31,8 +31,8 @@ use crate::{
     contacts::conflict,
     error::AppError,
     import_run::{ChunkRows, RowOutcome},
-    ports::Tx,
-    write::{invalid_reference, Effects, RecordRef},
+    ports::{Referent, Tx},
+    write::{invalid_reference, reference_exists, referent, Effects, RecordRef},
     App,
 };
 
@@ -63,7 +63,7 @@ struct Decided {
 /// The answers of one chunk's lookups, read once each.
 #[derive(Default)]
 struct Lookups {
-    exists: HashMap<(ObjectKind, String), bool>,
+    exists: HashMap<(Referent, String), bool>,
     domains: HashMap<String, Vec<String>>,
 }
 
@@ -344,14 +344,14 @@ impl Lookups {
         refs: &[ReferenceCheck],
     ) -> Result<(), AppError> {
         for r in refs {
-            let Some(object) = r.object() else {
+            let Some(referent) = referent(r) else {
                 return Err(invalid_reference(r));
             };
-            let key = (object, r.id.clone());
+            let key = (referent, r.id.clone());
             let exists = match self.exists.get(&key) {
                 Some(e) => *e,
                 None => {
-                    let e = tx.record_exists(tenant, object, &r.id).await?;
+                    let e = reference_exists(tx, tenant, referent, &r.id).await?;
                     self.exists.insert(key, e);
                     e
                 }

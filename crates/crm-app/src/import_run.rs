@@ -509,6 +509,7 @@ pub(crate) async fn companies_with_domain(
     let filter = CompanyFilter {
         q: None,
         domain: Some(domain.to_owned()),
+        owner_id: None,
         include_deleted: false,
     };
     let page = Slice {

@@ -18,7 +18,7 @@ use crm_domain::{
     history::{field_changes, ChangeAction, FieldChange, Via},
     record_merge::{check_merge_ids, fill_company, fill_contact, plan_enrollments},
     Company, CompanyId, Contact, ContactId, DataType, EventType, ObjectKind, Tenant, Timestamp,
-    ValidationError,
+    UserId, ValidationError,
 };
 use serde_json::{json, Value};
 
@@ -253,6 +253,9 @@ impl App {
         let before = self.views.contact(&survivor);
         let refs: Vec<&Contact> = merged.iter().collect();
         let changed = fill_contact(&mut survivor, &refs);
+        if changed.contains(&"owner_id") {
+            hold_owner(&mut *tx, tenant, &mut survivor.owner_id).await?;
+        }
         survivor.updated_at = now;
         survivor.version += 1;
         match tx.update_contact(tenant, &survivor).await {
@@ -358,7 +361,9 @@ impl App {
         }
         let before = self.views.company(&survivor);
         let refs: Vec<&Company> = merged.iter().collect();
-        fill_company(&mut survivor, &refs);
+        if fill_company(&mut survivor, &refs).contains(&"owner_id") {
+            hold_owner(&mut *tx, tenant, &mut survivor.owner_id).await?;
+        }
         survivor.updated_at = now;
         survivor.version += 1;
         match tx.update_company(tenant, &survivor).await {
@@ -518,4 +523,19 @@ impl App {
         tx.move_enrollments(tenant, &plan.moved).await?;
         Ok(())
     }
+}
+
+/// An owner a survivor takes from a merged record is held against deletion as any owner a write
+/// names (`RecordRepo::owner_exists`); one deleted meanwhile leaves the survivor without.
+async fn hold_owner(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    owner: &mut Option<UserId>,
+) -> Result<(), AppError> {
+    if let Some(id) = owner {
+        if !tx.owner_exists(tenant, id.as_str()).await? {
+            *owner = None;
+        }
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crm_domain::{
     audit::changes, history::Author, pipeline::AddStageError, Pipeline, PipelineDraft, PipelineId,
-    StageDraft, StageId, Tenant, ValidationError,
+    StageDraft, StageId, Tenant, UserId, ValidationError,
 };
 
 use crate::{
@@ -315,18 +315,19 @@ impl App {
         find(&mut *tx, &caller.tenant, id_or_key).await
     }
 
-    /// The pipeline with its active deals counted and summed per stage and currency (the
-    /// board's column totals). Needs `deals:read` besides the pipeline's own read: it discloses
-    /// deals.
+    /// The pipeline with its active deals (only `owner`'s when given) counted and summed per
+    /// stage and currency (the board's column totals). Needs `deals:read` besides the
+    /// pipeline's own read: it discloses deals.
     pub async fn pipeline_totals(
         &self,
         caller: &Caller,
         id_or_key: &str,
+        owner: Option<&UserId>,
     ) -> Result<(Pipeline, Vec<crate::ports::StageTotal>), AppError> {
         caller.require(crate::auth::Scope::read("deals"))?;
         let mut tx = self.store.begin_read().await?;
         let pipeline = find(&mut *tx, &caller.tenant, id_or_key).await?;
-        let totals = tx.stage_totals(&caller.tenant, &pipeline.id).await?;
+        let totals = tx.stage_totals(&caller.tenant, &pipeline.id, owner).await?;
         Ok((pipeline, totals))
     }
 

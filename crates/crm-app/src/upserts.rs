@@ -289,6 +289,7 @@ impl App {
         let filter = |include_deleted| CompanyFilter {
             q: None,
             domain: Some(domain.to_owned()),
+            owner_id: None,
             include_deleted,
         };
         let page = Slice {

@@ -9,7 +9,7 @@ use crm_domain::{
     audit::{changes, REDACTED},
     history::{Actor, Channel, FieldChange, Via},
     user::{check_email, check_name, check_password, SIGN_IN_LINK_MS},
-    Email, Role, Timestamp, User, UserId, ValidationError, WorkspaceId,
+    Email, Mode, Role, Tenant, Timestamp, User, UserId, ValidationError, WorkspaceId,
 };
 use serde_json::{json, Value};
 
@@ -349,7 +349,9 @@ impl App {
         Ok(user)
     }
 
-    /// Deletes a user with its sign-in links and sessions; the last admin stays.
+    /// Deletes a user with its sign-in links and sessions; the last admin stays. The records
+    /// the user owned, in both modes, are left without an owner (decisions §24), each with a
+    /// history entry by `system`.
     #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
     pub async fn delete_user(&self, caller: &Caller, id: &str) -> Result<User, AppError> {
         let workspace = &caller.tenant.workspace_id;
@@ -359,6 +361,16 @@ impl App {
             return Err(last_admin());
         }
         tx.delete_user(workspace, &user.id).await?;
+        let now = self.clock.now();
+        for mode in [Mode::Live, Mode::Test] {
+            let tenant = Tenant {
+                workspace_id: workspace.clone(),
+                mode,
+            };
+            let cleared = tx.clear_owner(&tenant, &user.id, now).await?;
+            let changes = self.cleared_reference_changes(caller, &cleared, user.id.as_str(), now);
+            tx.insert_changes(&tenant, &changes).await?;
+        }
         let diff = changes(Some(&audit_shape(&user)), None);
         let what = Audited::new("user.deleted", "user", user.id.as_str(), diff);
         self.audit_user(&mut tx, workspace, &By::caller(caller), what)

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::{
     error::AppError,
     idempotency::{IdemClaim, StoredReply},
-    ports::{Reference, Tx},
+    ports::{Reference, Referent, Tx},
     App,
 };
 
@@ -206,11 +206,37 @@ impl Touched {
 /// An id whose prefix names no object cannot exist: that is refused here.
 pub(crate) fn store_references(refs: &[ReferenceCheck]) -> Result<Vec<Reference<'_>>, AppError> {
     refs.iter()
-        .map(|r| match r.object() {
-            Some(object) => Ok(Reference { object, id: &r.id }),
+        .map(|r| match referent(r) {
+            Some(referent) => Ok(Reference {
+                referent,
+                id: &r.id,
+            }),
             None => Err(invalid_reference(r)),
         })
         .collect()
+}
+
+/// What a reference names, by its id's prefix: a record, a user (an owner), or nothing there
+/// can be.
+pub(crate) fn referent(r: &ReferenceCheck) -> Option<Referent> {
+    if r.names_user() {
+        return Some(Referent::User);
+    }
+    r.object().map(Referent::Record)
+}
+
+/// Whether what `referent` names exists with this id (an owner is held against deletion for the
+/// rest of the transaction: [`crate::ports::RecordRepo::owner_exists`]).
+pub(crate) async fn reference_exists(
+    tx: &mut dyn Tx,
+    tenant: &Tenant,
+    referent: Referent,
+    id: &str,
+) -> Result<bool, AppError> {
+    Ok(match referent {
+        Referent::Record(object) => tx.record_exists(tenant, object, id).await?,
+        Referent::User => tx.owner_exists(tenant, id).await?,
+    })
 }
 
 /// The `invalid_reference` error for the reference a store reported missing.
@@ -232,15 +258,16 @@ pub(crate) fn invalid_reference(r: &ReferenceCheck) -> AppError {
     .into()
 }
 
-/// Fails with `invalid_reference` when a referenced record does not exist in the tenant.
+/// Fails with `invalid_reference` when a referenced record (or owner) does not exist in the
+/// tenant.
 pub(crate) async fn check_references(
     tx: &mut dyn Tx,
     tenant: &Tenant,
     refs: &[ReferenceCheck],
 ) -> Result<(), AppError> {
     for r in refs {
-        let exists = match r.object() {
-            Some(object) => tx.record_exists(tenant, object, &r.id).await?,
+        let exists = match referent(r) {
+            Some(referent) => reference_exists(tx, tenant, referent, &r.id).await?,
             None => false,
         };
         if !exists {

@@ -21,7 +21,7 @@ document.addEventListener("submit", (e) => {
 });
 
 document.addEventListener("change", (e) => {
-  if (e.target.matches("select[data-autosubmit]")) e.target.form.submit();
+  if (e.target.matches("[data-autosubmit]")) e.target.form.submit();
 });
 
 // Moving a card: the board's one move form, filled for the card. Dropped on a column, the form

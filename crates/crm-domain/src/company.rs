@@ -3,7 +3,8 @@
 use crate::{
     contact::{clean, clean_patch},
     error::ValidationError,
-    ids::CompanyId,
+    ids::{CompanyId, UserId},
+    owner,
     patch::Patch,
     registry::{ReferenceCheck, Registry},
     time::Timestamp,
@@ -17,6 +18,8 @@ pub struct Company {
     pub id: CompanyId,
     pub name: String,
     pub domain: Option<String>,
+    /// The user of the workspace who owns the company.
+    pub owner_id: Option<UserId>,
     pub custom_fields: JsonMap,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -30,6 +33,7 @@ pub struct Company {
 pub struct CompanyDraft {
     pub name: Option<String>,
     pub domain: Option<String>,
+    pub owner_id: Option<String>,
     pub custom_fields: JsonMap,
 }
 
@@ -37,6 +41,7 @@ pub struct CompanyDraft {
 pub struct CompanyPatch {
     pub name: Patch<String>,
     pub domain: Patch<String>,
+    pub owner_id: Patch<String>,
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -84,11 +89,13 @@ impl Company {
         let name =
             clean(draft.name).ok_or_else(|| ValidationError::invalid("name", "is required"))?;
         let domain = clean(draft.domain).map(normalise_domain).transpose()?;
-        let (custom_fields, refs) = registry.validate_new(draft.custom_fields)?;
+        let (custom_fields, mut refs) = registry.validate_new(draft.custom_fields)?;
+        let owner_id = owner::from_draft(draft.owner_id, &mut refs)?;
         let company = Company {
             id,
             name,
             domain,
+            owner_id,
             custom_fields,
             created_at: now,
             updated_at: now,
@@ -124,9 +131,12 @@ impl Company {
         {
             changed.push("domain");
         }
+        if owner::apply(patch.owner_id, &mut self.owner_id, &mut refs)? {
+            changed.push(owner::FIELD);
+        }
         if let Some(cf) = patch.custom_fields {
             let (cf_changed, custom) = registry.merge(&mut self.custom_fields, cf)?;
-            refs = custom;
+            refs.extend(custom);
             if cf_changed {
                 changed.push("custom_fields");
             }

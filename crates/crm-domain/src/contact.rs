@@ -4,7 +4,8 @@
 use crate::{
     email::Email,
     error::ValidationError,
-    ids::{CompanyId, ContactId},
+    ids::{CompanyId, ContactId, UserId},
+    owner,
     patch::Patch,
     registry::{ReferenceCheck, Registry},
     time::Timestamp,
@@ -23,6 +24,8 @@ pub struct Contact {
     pub linkedin_url: Option<String>,
     pub company_id: Option<CompanyId>,
     pub contact_type: Option<String>,
+    /// The user of the workspace who owns the contact.
+    pub owner_id: Option<UserId>,
     pub custom_fields: JsonMap,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -43,6 +46,7 @@ pub struct ContactDraft {
     pub linkedin_url: Option<String>,
     pub company_id: Option<String>,
     pub contact_type: Option<String>,
+    pub owner_id: Option<String>,
     pub custom_fields: JsonMap,
 }
 
@@ -56,6 +60,7 @@ pub struct ContactPatch {
     pub linkedin_url: Patch<String>,
     pub company_id: Patch<String>,
     pub contact_type: Patch<String>,
+    pub owner_id: Patch<String>,
     /// Keys set; `null` values remove the key.
     pub custom_fields: Option<JsonMap>,
 }
@@ -117,6 +122,7 @@ impl Contact {
         if let Some(c) = &company_id {
             refs.push(ReferenceCheck::new("company_id", c.as_str()));
         }
+        let owner_id = owner::from_draft(draft.owner_id, &mut refs)?;
         let contact = Contact {
             id,
             first_name: clean(draft.first_name),
@@ -126,6 +132,7 @@ impl Contact {
             linkedin_url,
             company_id: company_id.clone(),
             contact_type,
+            owner_id,
             custom_fields,
             created_at: now,
             updated_at: now,
@@ -182,6 +189,9 @@ impl Contact {
         }
         if contact_type.apply_to(&mut self.contact_type) {
             changed.push("type");
+        }
+        if owner::apply(patch.owner_id, &mut self.owner_id, &mut refs)? {
+            changed.push(owner::FIELD);
         }
         if let Some(cf) = patch.custom_fields {
             let (cf_changed, custom) = registry.merge(&mut self.custom_fields, cf)?;

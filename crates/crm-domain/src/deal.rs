@@ -3,7 +3,8 @@
 use crate::{
     contact::{clean, clean_patch},
     error::ValidationError,
-    ids::{CompanyId, ContactId, DealId, PipelineId},
+    ids::{CompanyId, ContactId, DealId, PipelineId, UserId},
+    owner,
     patch::Patch,
     pipeline::{Pipeline, StageType},
     registry::{ReferenceCheck, Registry},
@@ -28,6 +29,8 @@ pub struct Deal {
     pub value_cents: Option<i64>,
     pub currency: Option<String>,
     pub close_date: Option<Date>,
+    /// The user of the workspace who owns the deal.
+    pub owner_id: Option<UserId>,
     pub custom_fields: JsonMap,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -45,6 +48,7 @@ pub struct DealDraft {
     pub value_cents: Option<i64>,
     pub currency: Option<String>,
     pub close_date: Option<String>,
+    pub owner_id: Option<String>,
     pub custom_fields: JsonMap,
 }
 
@@ -57,6 +61,7 @@ pub struct DealPatch {
     pub value_cents: Patch<i64>,
     pub currency: Patch<String>,
     pub close_date: Patch<String>,
+    pub owner_id: Patch<String>,
     pub custom_fields: Option<JsonMap>,
 }
 
@@ -139,6 +144,7 @@ impl Deal {
         if let Some(c) = &company_id {
             refs.push(ReferenceCheck::new("company_id", c.as_str()));
         }
+        let owner_id = owner::from_draft(draft.owner_id, &mut refs)?;
         let deal = Deal {
             id,
             title,
@@ -151,6 +157,7 @@ impl Deal {
             value_cents: draft.value_cents.map(check_value).transpose()?,
             currency: clean(draft.currency).map(parse_currency).transpose()?,
             close_date: clean(draft.close_date).map(parse_date).transpose()?,
+            owner_id,
             custom_fields,
             created_at: now,
             updated_at: now,
@@ -239,6 +246,9 @@ impl Deal {
             .apply_to(&mut self.close_date)
         {
             change.changed.push("close_date");
+        }
+        if owner::apply(patch.owner_id, &mut self.owner_id, &mut change.references)? {
+            change.changed.push(owner::FIELD);
         }
         if let Some(cf) = patch.custom_fields {
             let (cf_changed, refs) = registry.merge(&mut self.custom_fields, cf)?;

@@ -164,8 +164,9 @@ fn builtins(object: ObjectKind) -> &'static [&'static str] {
             "linkedin_url",
             "company_id",
             "type",
+            "owner_id",
         ],
-        ObjectKind::Company => &["name", "domain"],
+        ObjectKind::Company => &["name", "domain", "owner_id"],
         ObjectKind::Deal => &[
             "title",
             "pipeline",
@@ -175,6 +176,7 @@ fn builtins(object: ObjectKind) -> &'static [&'static str] {
             "value_cents",
             "currency",
             "close_date",
+            "owner_id",
         ],
         ObjectKind::Activity => &[],
     }
@@ -339,6 +341,7 @@ impl ImportRow {
             linkedin_url: self.take("linkedin_url"),
             company_id: self.take("company_id"),
             contact_type: self.take("type"),
+            owner_id: self.take("owner_id"),
             custom_fields: self.custom_fields.clone(),
         }
     }
@@ -354,6 +357,7 @@ impl ImportRow {
             linkedin_url: set("linkedin_url"),
             company_id: set("company_id"),
             contact_type: set("type"),
+            owner_id: set("owner_id"),
             custom_fields: (!self.custom_fields.is_empty()).then(|| self.custom_fields.clone()),
         }
     }
@@ -362,6 +366,7 @@ impl ImportRow {
         CompanyDraft {
             name: self.take("name"),
             domain: self.take("domain"),
+            owner_id: self.take("owner_id"),
             custom_fields: self.custom_fields.clone(),
         }
     }
@@ -371,6 +376,7 @@ impl ImportRow {
         CompanyPatch {
             name: set("name"),
             domain: set("domain"),
+            owner_id: set("owner_id"),
             custom_fields: (!self.custom_fields.is_empty()).then(|| self.custom_fields.clone()),
         }
     }
@@ -391,6 +397,7 @@ impl ImportRow {
             value_cents,
             currency: self.take("currency"),
             close_date: self.take("close_date"),
+            owner_id: self.take("owner_id"),
             custom_fields: self.custom_fields.clone(),
         };
         Ok((draft, self.take("pipeline")))

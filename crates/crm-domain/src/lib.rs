@@ -24,6 +24,7 @@ pub mod import;
 pub mod mail;
 pub mod merge;
 pub mod object;
+pub mod owner;
 pub mod patch;
 pub mod pipeline;
 pub mod plan;

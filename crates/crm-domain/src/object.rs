@@ -11,7 +11,7 @@ use crate::{
 pub const CONTACT_TYPE_GROUP: &str = "contact.type";
 
 /// Built-in fields a client may write on a contact.
-pub const CONTACT_WRITABLE_FIELDS: [&str; 8] = [
+pub const CONTACT_WRITABLE_FIELDS: [&str; 9] = [
     "first_name",
     "last_name",
     "email",
@@ -19,14 +19,15 @@ pub const CONTACT_WRITABLE_FIELDS: [&str; 8] = [
     "linkedin_url",
     "company_id",
     "type",
+    "owner_id",
     "custom_fields",
 ];
 
 /// Built-in fields a client may write on a company.
-pub const COMPANY_WRITABLE_FIELDS: [&str; 3] = ["name", "domain", "custom_fields"];
+pub const COMPANY_WRITABLE_FIELDS: [&str; 4] = ["name", "domain", "owner_id", "custom_fields"];
 
 /// Built-in fields a client may write on a deal (`pipeline_id` is an alias of `pipeline`).
-pub const DEAL_WRITABLE_FIELDS: [&str; 10] = [
+pub const DEAL_WRITABLE_FIELDS: [&str; 11] = [
     "title",
     "pipeline",
     "stage",
@@ -35,6 +36,7 @@ pub const DEAL_WRITABLE_FIELDS: [&str; 10] = [
     "value_cents",
     "currency",
     "close_date",
+    "owner_id",
     "custom_fields",
     "pipeline_id",
 ];
@@ -59,6 +61,7 @@ pub const CONTACT_TAG_FIELDS: &[&str] = &[
     "linkedin_url",
     "company_id",
     "type",
+    "owner_id",
     "created_at",
     "updated_at",
 ];
@@ -75,11 +78,19 @@ pub const DEAL_TAG_FIELDS: &[&str] = &[
     "value_cents",
     "currency",
     "close_date",
+    "owner_id",
     "created_at",
     "updated_at",
 ];
 /// Built-in fields of a company snapshot (`{{company.<field>}}`).
-pub const COMPANY_TAG_FIELDS: &[&str] = &["id", "name", "domain", "created_at", "updated_at"];
+pub const COMPANY_TAG_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "domain",
+    "owner_id",
+    "created_at",
+    "updated_at",
+];
 
 /// The enum group an activity's `type` must belong to (seeded with note, call, email, task).
 pub const ACTIVITY_TYPE_GROUP: &str = "activity.type";

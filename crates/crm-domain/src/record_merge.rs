@@ -133,6 +133,10 @@ pub fn fill_contact(survivor: &mut Contact, merged: &[&Contact]) -> Vec<&'static
         ),
     );
     take(
+        "owner_id",
+        fill(&mut survivor.owner_id, merged.iter().map(|m| &m.owner_id)),
+    );
+    take(
         "custom_fields",
         fill_custom(
             &mut survivor.custom_fields,
@@ -142,12 +146,15 @@ pub fn fill_contact(survivor: &mut Contact, merged: &[&Contact]) -> Vec<&'static
     changed
 }
 
-/// [`fill_contact`] for companies (`name` is never empty, so only `domain` and custom fields
-/// can be filled).
+/// [`fill_contact`] for companies (`name` is never empty, so only `domain`, the owner and
+/// custom fields can be filled).
 pub fn fill_company(survivor: &mut Company, merged: &[&Company]) -> Vec<&'static str> {
     let mut changed = Vec::new();
     if fill(&mut survivor.domain, merged.iter().map(|m| &m.domain)) {
         changed.push("domain");
+    }
+    if fill(&mut survivor.owner_id, merged.iter().map(|m| &m.owner_id)) {
+        changed.push("owner_id");
     }
     if fill_custom(
         &mut survivor.custom_fields,

@@ -297,8 +297,8 @@ impl ObjectType {
     }
 }
 
-/// A reference to another record found in the input; the caller checks that the record exists
-/// (the object is told by the id's prefix).
+/// A reference to another record found in the input, or to the user who owns the record; the
+/// caller checks that it exists (what it names is told by the id's prefix).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferenceCheck {
     pub field: String,
@@ -311,6 +311,12 @@ impl ReferenceCheck {
             field: field.to_owned(),
             id: id.to_owned(),
         }
+    }
+
+    /// Whether the id names a user of the workspace (an owner, [`crate::owner`]) rather than a
+    /// record of the tenant.
+    pub fn names_user(&self) -> bool {
+        self.id.starts_with(crate::ids::UserId::PREFIX)
     }
 
     /// The kind of record the id names, by its prefix.

@@ -34,6 +34,7 @@ pub const CONTACT_SETTABLE: &[&str] = &[
     "linkedin_url",
     "company_id",
     "type",
+    "owner_id",
 ];
 /// Built-in deal fields `set_field` may write (stages move with `move_deal_stage`).
 pub const DEAL_SETTABLE: &[&str] = &[
@@ -43,6 +44,7 @@ pub const DEAL_SETTABLE: &[&str] = &[
     "value_cents",
     "currency",
     "close_date",
+    "owner_id",
 ];
 
 /// `send_email`'s parameters as the rule holds them (merge tags not yet filled).

@@ -36,7 +36,8 @@ Lists take `limit` (1 to 100, default 25) and `cursor` (the `next_cursor` of the
 it works only with the filters it came from); `include_deleted: true` lists soft-deleted records too. Gets and lists \
 of contacts, companies, deals and activities take `fields` (comma-separated members to return; `id` and `object` \
 always come; `custom_fields.<key>` picks one custom field) and `expand` (related records to add whole beside their \
-`_id`, e.g. a deal's `company,primary_contact`). \
+`_id`, e.g. a deal's `company,primary_contact`). Contacts, companies and deals have an `owner_id`, a user's \
+`usr_` id (svc_list_users), which their lists filter on. \
 Successful results carry the REST response body as structuredContent. A failed call returns isError with an \
 RFC 9457 problem document as structuredContent: read its `code`, `detail`, `field`, `valid_options` and \
 `suggestion` to fix the call. Custom fields must be registered (svc_create_field) before they are written.";

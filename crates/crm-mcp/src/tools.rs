@@ -153,9 +153,10 @@ mod tests {
     }
 
     /// Decisions §24: at most 50,000 bytes for a `*` key once §18-21's operations exist. With
-    /// every operation of §18-20 and §25 and §21's users merged, the catalog measures 48,636
-    /// bytes for 108 tools, with bounds, key shapes and closed objects left to the server's
-    /// refusals (tests/api/reading.rs holds the 50,000 line over HTTP).
+    /// every operation of §18-21 and §25 and §24's owners merged, the catalog measures 49,938
+    /// bytes for 109 tools, with bounds, key shapes and closed objects left to the server's
+    /// refusals and `owner_id` filters explained once in the instructions (tests/api/reading.rs
+    /// holds the 50,000 line over HTTP).
     #[test]
     fn what_a_model_is_shown_fits_the_budget() {
         let all = tools();

@@ -19,6 +19,7 @@ pub use crate::idempotency_cases::{
 pub use crate::import_cases::*;
 pub use crate::key_cases::*;
 pub use crate::merge_cases::*;
+pub use crate::owner_cases::*;
 pub use crate::pipeline_cases::*;
 pub use crate::plan_cases::*;
 pub use crate::record_cases::*;

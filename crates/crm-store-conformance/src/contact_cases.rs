@@ -83,10 +83,7 @@ pub async fn insert_checks_references_first_and_leaves_the_transaction_usable(
         .await
         .unwrap();
     fn company_ref(id: &CompanyId) -> Reference<'_> {
-        Reference {
-            object: ObjectKind::Company,
-            id: id.as_str(),
-        }
+        Reference::record(ObjectKind::Company, id.as_str())
     }
     // The second of two references is missing: its index is reported, nothing is written.
     let a = contact(Some("a@b.co"));
@@ -117,10 +114,7 @@ pub async fn insert_checks_references_first_and_leaves_the_transaction_usable(
     tx.insert_contact(&t, &a, &[company_ref(&co.id), company_ref(&deleted.id)])
         .await
         .unwrap();
-    let person = Reference {
-        object: ObjectKind::Contact,
-        id: held.id.as_str(),
-    };
+    let person = Reference::record(ObjectKind::Contact, held.id.as_str());
     tx.insert_contact(&t, &contact(None), &[person])
         .await
         .unwrap();
@@ -150,10 +144,7 @@ pub async fn a_contact_inserted_alone_comes_with_its_queued_event_or_not_at_all(
     let (co_id, missing) = (co.id.as_str(), missing.as_str());
     fn refs<'a>(ids: &[&'a str]) -> Vec<Reference<'a>> {
         ids.iter()
-            .map(|id| Reference {
-                object: ObjectKind::Company,
-                id,
-            })
+            .map(|id| Reference::record(ObjectKind::Company, id))
             .collect()
     }
     let created = |c: &crm_domain::Contact| Event {

@@ -22,6 +22,7 @@ pub mod idempotency_cases;
 pub mod import_cases;
 pub mod key_cases;
 pub mod merge_cases;
+pub mod owner_cases;
 pub mod pipeline_cases;
 pub mod plan_cases;
 pub mod record_cases;
@@ -143,7 +144,13 @@ macro_rules! conformance_suite {
             session_sign_in_failures_count_per_email_and_address_from_a_time_until_forgotten,
             exports_round_trip_with_their_chunks_and_stay_in_their_tenant,
             exports_are_claimed_once_under_a_lease_only_its_token_renews,
-            purging_drops_expired_exports_with_their_chunks
+            purging_drops_expired_exports_with_their_chunks,
+            owners_round_trip_on_every_write_of_contacts_companies_and_deals,
+            lists_filter_by_owner_on_every_path,
+            stage_totals_count_only_an_owners_deals_when_asked,
+            an_owner_reference_names_a_user_of_the_tenants_workspace,
+            owner_exists_finds_the_users_of_the_tenants_workspace_alone,
+            clearing_an_owner_frees_that_users_records_in_the_tenant_alone
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

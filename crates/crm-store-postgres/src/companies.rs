@@ -5,7 +5,7 @@ use crm_app::{
     ports::{CompanyFilter, Slice},
     StoreError,
 };
-use crm_domain::{Company, Tenant};
+use crm_domain::{Company, Tenant, UserId};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
@@ -13,7 +13,7 @@ use crm_store_sql::Unit;
 use crate::{
     rows,
     search::{planned_per_needle, search_filter, search_page},
-    tx::{slice_clause, tenant_where},
+    tx::{and_equals, slice_clause, tenant_where},
 };
 
 crm_store_sql::impl_company_repo!(crate::PostgresTx, {
@@ -23,7 +23,9 @@ crm_store_sql::impl_company_repo!(crate::PostgresTx, {
         filter: &CompanyFilter,
         slice: &Slice,
     ) -> Result<Vec<Company>, StoreError> {
-        if filter.q.is_some() && filter.domain.is_none() {
+        // A list filtered by an indexed column as well keeps one statement (see `search_page`).
+        let indexed_filter = filter.domain.is_some() || filter.owner_id.is_some();
+        if filter.q.is_some() && !indexed_filter {
             let table = ("companies", rows::COMPANY_COLUMNS);
             return search_page(
                 self,
@@ -62,6 +64,7 @@ fn company_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a Compa
     if let Some(domain) = &filter.domain {
         qb.push(" AND domain = ").push_bind(domain.to_lowercase());
     }
+    and_equals(qb, "owner_id", filter.owner_id.as_ref().map(UserId::as_str));
     if let Some(q) = &filter.q {
         search_filter(qb, q);
     }

@@ -3,10 +3,12 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Slice},
+    ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Referent, Slice},
     StoreError,
 };
-use crm_domain::{history::Change, CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp};
+use crm_domain::{
+    history::Change, CompanyId, Contact, ContactId, Email, Event, Tenant, Timestamp, UserId,
+};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
@@ -35,14 +37,14 @@ impl PostgresTx {
         change: &Change,
     ) -> Result<(), StoreError> {
         let mut sql = format!("WITH c AS ({INSERT_CONTACT}");
-        push_reference_guard(&mut sql, refs, 22);
+        push_reference_guard(&mut sql, refs, 23);
         sql.push_str(
             " ON CONFLICT DO NOTHING RETURNING 1),
               e AS (INSERT INTO events (workspace_id, mode, id, type, created_at, body)
-                    SELECT $1, $2, $16, $17, $18, $19::json WHERE EXISTS (SELECT 1 FROM c)
+                    SELECT $1, $2, $17, $18, $19, $20::json WHERE EXISTS (SELECT 1 FROM c)
                     RETURNING workspace_id, mode, id, type, created_at),
               h AS (INSERT INTO record_changes (workspace_id, mode, record_id, id, object, body)
-                    SELECT $1, $2, $3, $20, 'contact', $21::jsonb WHERE EXISTS (SELECT 1 FROM c))
+                    SELECT $1, $2, $3, $21, 'contact', $22::jsonb WHERE EXISTS (SELECT 1 FROM c))
              INSERT INTO event_dispatch_queue (workspace_id, mode, id, type, created_at) SELECT * FROM e",
         );
         let q = bind_contact(
@@ -72,7 +74,11 @@ impl PostgresTx {
         refs: &[Reference<'_>],
     ) -> Result<StoreError, StoreError> {
         for (i, r) in refs.iter().enumerate() {
-            if !self.record_exists(tenant, r.object, r.id).await? {
+            let exists = match r.referent {
+                Referent::Record(object) => self.record_exists(tenant, object, r.id).await?,
+                Referent::User => self.owner_exists(tenant, r.id).await?,
+            };
+            if !exists {
                 return Ok(StoreError::MissingReference(i));
             }
         }
@@ -83,8 +89,8 @@ impl PostgresTx {
 /// One contact's INSERT, its values bound by `tenant_query`, the id and `created_at`, then
 /// [`bind_contact`]; a reference guard (`push_reference_guard`) may follow.
 const INSERT_CONTACT: &str = "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
-                                   company_id, type, custom_fields, updated_at, version, deleted_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15";
+                                   company_id, type, owner_id, custom_fields, updated_at, version, deleted_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14, $15, $16";
 
 #[async_trait]
 impl ContactRepo for PostgresTx {
@@ -97,7 +103,7 @@ impl ContactRepo for PostgresTx {
         // The references are checked by the INSERT itself (one round trip for both); ON
         // CONFLICT, unlike a failed INSERT, leaves the transaction usable.
         let mut sql = String::from(INSERT_CONTACT);
-        push_reference_guard(&mut sql, refs, 16);
+        push_reference_guard(&mut sql, refs, 17);
         sql.push_str(" ON CONFLICT DO NOTHING");
         let q = tenant_query(&sql, tenant)
             .bind(c.id.as_str())
@@ -122,13 +128,13 @@ impl ContactRepo for PostgresTx {
             |f: fn(&Contact) -> Option<&str>| contacts.iter().map(|c| f(c)).collect::<Vec<_>>();
         let q = tenant_query(
             "INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url,
-                                   company_id, type, custom_fields, updated_at, version, deleted_at)
+                                   company_id, type, owner_id, custom_fields, updated_at, version, deleted_at)
              SELECT $1, $2, v.id, v.created_at, v.first_name, v.last_name, v.email, v.phone, v.linkedin_url,
-                    v.company_id, v.type, v.custom_fields::jsonb, v.updated_at, v.version, v.deleted_at
+                    v.company_id, v.type, v.owner_id, v.custom_fields::jsonb, v.updated_at, v.version, v.deleted_at
              FROM unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                         $12::text[], $13::int8[], $14::int8[], $15::int8[])
+                         $12::text[], $13::text[], $14::int8[], $15::int8[], $16::int8[])
                   WITH ORDINALITY AS v(id, created_at, first_name, last_name, email, phone, linkedin_url, company_id, type,
-                                       custom_fields, updated_at, version, deleted_at, n)
+                                       owner_id, custom_fields, updated_at, version, deleted_at, n)
              WHERE v.company_id IS NULL
                 OR EXISTS (SELECT 1 FROM companies c WHERE c.workspace_id = $1 AND c.mode = $2 AND c.id = v.company_id COLLATE \"C\")
              ORDER BY v.n
@@ -145,6 +151,7 @@ impl ContactRepo for PostgresTx {
         .bind(col(|c| c.linkedin_url.as_deref()))
         .bind(col(|c| c.company_id.as_ref().map(CompanyId::as_str)))
         .bind(col(|c| c.contact_type.as_deref()))
+        .bind(col(|c| c.owner_id.as_ref().map(UserId::as_str)))
         .bind(contacts.iter().map(|c| json_text(&c.custom_fields)).collect::<Vec<_>>())
         .bind(contacts.iter().map(|c| c.updated_at.millis()).collect::<Vec<_>>())
         .bind(contacts.iter().map(|c| c.version).collect::<Vec<_>>())
@@ -213,12 +220,12 @@ impl ContactRepo for PostgresTx {
             |f: fn(&Contact) -> Option<&str>| updates.iter().map(|(c, _)| f(c)).collect::<Vec<_>>();
         let q = tenant_query(
             "UPDATE contacts c SET first_name = v.first_name, last_name = v.last_name, phone = v.phone,
-                    linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type,
+                    linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type, owner_id = v.owner_id,
                     custom_fields = v.custom_fields::jsonb, updated_at = v.updated_at, version = v.version,
                     deleted_at = v.deleted_at
              FROM unnest($3::text[], $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                         $11::text[], $12::int8[], $13::int8[], $14::int8[])
-                  AS v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, custom_fields,
+                         $11::text[], $12::text[], $13::int8[], $14::int8[], $15::int8[])
+                  AS v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, owner_id, custom_fields,
                        updated_at, version, deleted_at)
              WHERE c.workspace_id = $1 AND c.mode = $2 AND c.id = v.id COLLATE \"C\" AND c.version = v.expected
              RETURNING c.id",
@@ -232,6 +239,7 @@ impl ContactRepo for PostgresTx {
         .bind(col(|c| c.linkedin_url.as_deref()))
         .bind(col(|c| c.company_id.as_ref().map(CompanyId::as_str)))
         .bind(col(|c| c.contact_type.as_deref()))
+        .bind(col(|c| c.owner_id.as_ref().map(UserId::as_str)))
         .bind(updates.iter().map(|(c, _)| json_text(&c.custom_fields)).collect::<Vec<_>>())
         .bind(updates.iter().map(|(c, _)| c.updated_at.millis()).collect::<Vec<_>>())
         .bind(updates.iter().map(|(c, _)| c.version).collect::<Vec<_>>())
@@ -243,7 +251,7 @@ impl ContactRepo for PostgresTx {
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
         let q = tenant_query(
             "UPDATE contacts SET first_name = $5, last_name = $6, email = $7, phone = $8, linkedin_url = $9, company_id = $10,
-                    type = $11, custom_fields = $12::jsonb, updated_at = $13, version = $14, deleted_at = $15
+                    type = $11, owner_id = $12, custom_fields = $13::jsonb, updated_at = $14, version = $15, deleted_at = $16
              WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4",
             tenant,
         )
@@ -261,8 +269,10 @@ impl ContactRepo for PostgresTx {
         filter: &ContactFilter,
         slice: &Slice,
     ) -> Result<Vec<Contact>, StoreError> {
-        let indexed_filter =
-            filter.email.is_some() || filter.company_id.is_some() || filter.contact_type.is_some();
+        let indexed_filter = filter.email.is_some()
+            || filter.company_id.is_some()
+            || filter.contact_type.is_some()
+            || filter.owner_id.is_some();
         if filter.custom_fields.is_empty() && !indexed_filter && filter.q.is_some() {
             let table = ("contacts", rows::CONTACT_COLUMNS);
             return search_page(
@@ -347,6 +357,7 @@ fn contact_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a Conta
         filter.company_id.as_ref().map(CompanyId::as_str),
     );
     and_equals(qb, "type", filter.contact_type.as_deref());
+    and_equals(qb, "owner_id", filter.owner_id.as_ref().map(UserId::as_str));
     if let Some(q) = &filter.q {
         search_filter(qb, q);
     }

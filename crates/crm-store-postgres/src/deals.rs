@@ -5,7 +5,7 @@ use crm_app::{
     ports::{DealFilter, Slice},
     StoreError,
 };
-use crm_domain::{CompanyId, ContactId, Deal, PipelineId, Tenant};
+use crm_domain::{CompanyId, ContactId, Deal, PipelineId, Tenant, UserId};
 use sqlx::{Postgres, QueryBuilder};
 
 use crm_store_sql::Unit;
@@ -69,6 +69,7 @@ fn deal_conditions<'a>(qb: &mut QueryBuilder<'a, Postgres>, filter: &'a DealFilt
         "primary_contact_id",
         filter.primary_contact_id.as_ref().map(ContactId::as_str),
     );
+    and_equals(qb, "owner_id", filter.owner_id.as_ref().map(UserId::as_str));
     if let Some(q) = &filter.q {
         search_filter(qb, q);
     }

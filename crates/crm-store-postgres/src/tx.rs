@@ -84,6 +84,7 @@ impl PostgresTx {
             (PostgresTx::Read(..), _) => "",
             (PostgresTx::Write(..), RowLock::Update) => " FOR UPDATE",
             (PostgresTx::Write(..), RowLock::Share) => " FOR SHARE",
+            (PostgresTx::Write(..), RowLock::KeyShare) => " FOR KEY SHARE",
             (PostgresTx::Write(..), RowLock::Unlocked) => "",
         }
     }

@@ -10,11 +10,12 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use crm_app::{
     auth::Workspace,
-    ports::{ContactFilter, DealFilter, Slice},
+    ports::{ContactFilter, DealFilter, Reference, Referent, Slice},
     Store, StoreError, Tx,
 };
 use crm_domain::{
-    Email, Event, EventId, EventType, Mode, ObjectKind, PipelineId, Tenant, Timestamp,
+    Email, Event, EventId, EventType, Mode, ObjectKind, PipelineId, Role, Tenant, Timestamp, User,
+    UserId,
 };
 use crm_store_conformance::{activity, contact, deal, pipeline, sample_change, tenant, workspace};
 use crm_store_postgres::PostgresStore;
@@ -609,6 +610,77 @@ async fn a_write_dropped_without_commit_rolls_back_and_frees_its_locks_at_once()
             .and_then(|c| c.first_name),
         Some("Grace".into())
     );
+}
+
+/// A user named as an owner by a write transaction (checked with `owner_exists`, or by the
+/// guard of an insert that checks its own references) cannot be deleted until that transaction
+/// ends, so no record is left owned by a deleted user; a sign-in's stamp on the user is not held
+/// up meanwhile (`FOR KEY SHARE`, not `FOR SHARE`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_named_by_a_write_cannot_be_deleted_until_it_ends_but_can_sign_in() {
+    let (url, store) = store_with_pool(3).await;
+    let (ws, t) = setup(&store).await;
+    let owner = User {
+        id: UserId::from_uuid(uuid::Uuid::now_v7()),
+        workspace_id: ws.id.clone(),
+        email: Email::parse("owner@example.com").unwrap(),
+        name: "Owner".into(),
+        role: Role::Member,
+        password_hash: None,
+        created_at: Timestamp::from_millis(1_700_000_000_000),
+        last_login_at: None,
+    };
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_user(&owner).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut other = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SET lock_timeout = '300ms'")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let named = [Reference {
+        referent: Referent::User,
+        id: owner.id.as_str(),
+    }];
+    for by_insert in [false, true] {
+        let mut tx = store.begin_write().await.unwrap();
+        if by_insert {
+            let mut c = contact(None);
+            c.owner_id = Some(owner.id.clone());
+            tx.insert_contact(&t, &c, &named).await.unwrap();
+        } else {
+            assert!(tx.owner_exists(&t, owner.id.as_str()).await.unwrap());
+        }
+        let mut login = store.begin_write().await.unwrap();
+        let at = Timestamp::from_millis(1_800_000_000_000);
+        let stamped = tokio::time::timeout(
+            Duration::from_secs(5),
+            login.record_login(&ws.id, &owner.id, at),
+        )
+        .await
+        .expect("a sign-in is not held up")
+        .unwrap();
+        assert_eq!(stamped.and_then(|u| u.last_login_at), Some(at));
+        login.commit().await.unwrap();
+        let err = sqlx::query("DELETE FROM users WHERE id = $1")
+            .bind(owner.id.as_str())
+            .execute(&mut other)
+            .await
+            .expect_err("the deletion waits for the write");
+        assert_eq!(
+            err.as_database_error().and_then(|e| e.code()).as_deref(),
+            Some("55P03"),
+            "{err}"
+        );
+        tx.commit().await.unwrap();
+    }
+    let deleted = sqlx::query("DELETE FROM users WHERE id = $1")
+        .bind(owner.id.as_str())
+        .execute(&mut other)
+        .await
+        .expect("nothing holds the user once the writes ended")
+        .rows_affected();
+    assert_eq!(deleted, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

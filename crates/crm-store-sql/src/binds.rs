@@ -2,12 +2,12 @@
 //! update binds its record with one call whatever the backend.
 
 use crm_domain::{
-    Activity, Company, CompanyId, Contact, ContactId, Deal, DealId, Email, Timestamp,
+    Activity, Company, CompanyId, Contact, ContactId, Deal, DealId, Email, Timestamp, UserId,
 };
 
 use crate::{json_text, Arg, Sql, SqlQuery};
 
-/// A contact's writable fields, first name to `deleted_at` (eleven arguments).
+/// A contact's writable fields, first name to `deleted_at` (twelve arguments).
 #[inline]
 pub fn bind_contact<'q, DB: Sql>(q: SqlQuery<'q, DB>, c: &'q Contact) -> SqlQuery<'q, DB> {
     q.arg(c.first_name.as_deref())
@@ -17,24 +17,26 @@ pub fn bind_contact<'q, DB: Sql>(q: SqlQuery<'q, DB>, c: &'q Contact) -> SqlQuer
         .arg(c.linkedin_url.as_deref())
         .arg(c.company_id.as_ref().map(CompanyId::as_str))
         .arg(c.contact_type.as_deref())
+        .arg(c.owner_id.as_ref().map(UserId::as_str))
         .arg(json_text(&c.custom_fields))
         .arg(c.updated_at.millis())
         .arg(c.version)
         .arg(c.deleted_at.map(Timestamp::millis))
 }
 
-/// A company's writable fields, name to `deleted_at` (six arguments).
+/// A company's writable fields, name to `deleted_at` (seven arguments).
 #[inline]
 pub fn bind_company<'q, DB: Sql>(q: SqlQuery<'q, DB>, c: &'q Company) -> SqlQuery<'q, DB> {
     q.arg(c.name.as_str())
         .arg(c.domain.as_deref())
+        .arg(c.owner_id.as_ref().map(UserId::as_str))
         .arg(json_text(&c.custom_fields))
         .arg(c.updated_at.millis())
         .arg(c.version)
         .arg(c.deleted_at.map(Timestamp::millis))
 }
 
-/// A deal's id and writable fields, id to `deleted_at` (fifteen arguments).
+/// A deal's id and writable fields, id to `deleted_at` (sixteen arguments).
 #[inline]
 pub fn bind_deal<'q, DB: Sql>(q: SqlQuery<'q, DB>, d: &'q Deal) -> SqlQuery<'q, DB> {
     q.arg(d.id.as_str())
@@ -48,6 +50,7 @@ pub fn bind_deal<'q, DB: Sql>(q: SqlQuery<'q, DB>, d: &'q Deal) -> SqlQuery<'q, 
         .arg(d.value_cents)
         .arg(d.currency.as_deref())
         .arg(d.close_date.map(|c| c.to_string()))
+        .arg(d.owner_id.as_ref().map(UserId::as_str))
         .arg(json_text(&d.custom_fields))
         .arg(d.updated_at.millis())
         .arg(d.version)

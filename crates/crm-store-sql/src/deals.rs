@@ -7,7 +7,7 @@ use crm_app::{
     ports::{DealFilter, RowLock, StageTotal},
     StoreError,
 };
-use crm_domain::{Company, CompanyId, Deal, DealId, PipelineId, Tenant};
+use crm_domain::{Company, CompanyId, Deal, DealId, PipelineId, Tenant, UserId};
 
 use crate::{
     binds::{bind_company, bind_deal},
@@ -26,6 +26,7 @@ pub fn filtered_by_index(filter: &DealFilter) -> bool {
         || filter.stage.is_some()
         || filter.company_id.is_some()
         || filter.primary_contact_id.is_some()
+        || filter.owner_id.is_some()
 }
 
 /// A deal by id, locked for update in a write transaction.
@@ -43,27 +44,40 @@ pub async fn get_deal<U: Unit>(
 }
 
 /// The pipeline's active deals per stage and currency (the board's column totals), by the
-/// `deals_stage` index.
+/// `deals_stage` index; only `owner`'s when given.
 pub async fn stage_totals<U: Unit>(
     tx: &mut U,
     tenant: &Tenant,
     pipeline: &PipelineId,
+    owner: Option<&UserId>,
 ) -> Result<Vec<StageTotal>, StoreError> {
-    let sql = "SELECT stage, currency, COUNT(*) AS deals, \
-               CAST(COALESCE(SUM(value_cents), 0) AS BIGINT) AS value_cents \
-               FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 \
-               AND deleted_at IS NULL GROUP BY stage, currency ORDER BY stage, currency";
-    tx.all(
-        tenant_query::<U::Db>(sql, tenant).arg(pipeline.as_str()),
-        |r| {
-            Ok(StageTotal {
-                stage: r.col("stage")?,
-                currency: r.col("currency")?,
-                deals: u64::try_from(r.col::<i64>("deals")?).unwrap_or(0),
-                value_cents: r.col("value_cents")?,
-            })
-        },
-    )
+    // Two texts rather than `($4 IS NULL OR owner_id = $4)`, so each keeps a plan of its own.
+    let sql = match owner {
+        None => {
+            "SELECT stage, currency, COUNT(*) AS deals, \
+             CAST(COALESCE(SUM(value_cents), 0) AS BIGINT) AS value_cents \
+             FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 \
+             AND deleted_at IS NULL GROUP BY stage, currency ORDER BY stage, currency"
+        }
+        Some(_) => {
+            "SELECT stage, currency, COUNT(*) AS deals, \
+             CAST(COALESCE(SUM(value_cents), 0) AS BIGINT) AS value_cents \
+             FROM deals WHERE workspace_id = $1 AND mode = $2 AND pipeline_id = $3 \
+             AND deleted_at IS NULL AND owner_id = $4 GROUP BY stage, currency ORDER BY stage, currency"
+        }
+    };
+    let mut q = tenant_query::<U::Db>(sql, tenant).arg(pipeline.as_str());
+    if let Some(owner) = owner {
+        q = q.arg(owner.as_str());
+    }
+    tx.all(q, |r| {
+        Ok(StageTotal {
+            stage: r.col("stage")?,
+            currency: r.col("currency")?,
+            deals: u64::try_from(r.col::<i64>("deals")?).unwrap_or(0),
+            value_cents: r.col("value_cents")?,
+        })
+    })
     .await
 }
 
@@ -147,7 +161,7 @@ macro_rules! impl_deal_repo {
             fn insert_deal(tenant: &$crate::reexport::Tenant, d: &$crate::reexport::Deal) -> Result<(), $crate::reexport::StoreError>;
             fn get_deal(tenant: &$crate::reexport::Tenant, id: &$crate::reexport::DealId) -> Result<Option<$crate::reexport::Deal>, $crate::reexport::StoreError>;
             fn update_deal(tenant: &$crate::reexport::Tenant, d: &$crate::reexport::Deal) -> Result<(), $crate::reexport::StoreError>;
-            fn stage_totals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId) -> Result<Vec<$crate::reexport::StageTotal>, $crate::reexport::StoreError>;
+            fn stage_totals(tenant: &$crate::reexport::Tenant, pipeline: &$crate::reexport::PipelineId, owner: Option<&$crate::reexport::UserId>) -> Result<Vec<$crate::reexport::StageTotal>, $crate::reexport::StoreError>;
         ], [$($own)*]);
     };
 }

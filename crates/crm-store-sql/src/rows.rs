@@ -13,7 +13,7 @@ use crm_domain::{
     registry::{DataType, EnumValue, FieldDef},
     Activity, ActivityId, ApiKeyId, Company, CompanyId, Contact, ContactId, Date, Deal, DealId,
     Email, Event, JsonMap, Mode, ObjectKind, Pipeline, PipelineId, Plan, StageType, Tenant,
-    Timestamp, WorkspaceId,
+    Timestamp, UserId, WorkspaceId,
 };
 use sqlx::Row;
 
@@ -69,8 +69,18 @@ where
     serde_json::from_str(&row.col::<String>("custom_fields")?).map_err(|_| corrupt("custom_fields"))
 }
 
+/// A record's `owner_id` column.
+fn owner<R: Row>(row: &R) -> Result<Option<UserId>, StoreError>
+where
+    R::Database: Sql,
+{
+    Ok(row
+        .col::<Option<String>>("owner_id")?
+        .map(UserId::from_trusted))
+}
+
 pub const CONTACT_COLUMNS: &str =
-    "id, first_name, last_name, email, phone, linkedin_url, company_id, type, \
+    "id, first_name, last_name, email, phone, linkedin_url, company_id, type, owner_id, \
      CAST(custom_fields AS TEXT) AS custom_fields, created_at, updated_at, version, deleted_at, merged_into";
 
 pub fn contact<R: Row>(row: &R) -> Result<Contact, StoreError>
@@ -88,6 +98,7 @@ where
             .col::<Option<String>>("company_id")?
             .map(CompanyId::from_trusted),
         contact_type: row.col("type")?,
+        owner_id: owner(row)?,
         custom_fields: custom_fields(row)?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
@@ -100,7 +111,7 @@ where
 }
 
 pub const COMPANY_COLUMNS: &str =
-    "id, name, domain, CAST(custom_fields AS TEXT) AS custom_fields, \
+    "id, name, domain, owner_id, CAST(custom_fields AS TEXT) AS custom_fields, \
      created_at, updated_at, version, deleted_at, merged_into";
 
 pub fn company<R: Row>(row: &R) -> Result<Company, StoreError>
@@ -111,6 +122,7 @@ where
         id: CompanyId::from_trusted(row.col("id")?),
         name: row.col("name")?,
         domain: row.col("domain")?,
+        owner_id: owner(row)?,
         custom_fields: custom_fields(row)?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,
@@ -239,8 +251,8 @@ where
 
 pub const DEAL_COLUMNS: &str =
     "id, title, pipeline_id, pipeline_key, stage, stage_type, primary_contact_id, company_id, \
-     value_cents, currency, close_date, CAST(custom_fields AS TEXT) AS custom_fields, created_at, \
-     updated_at, version, deleted_at";
+     value_cents, currency, close_date, owner_id, CAST(custom_fields AS TEXT) AS custom_fields, \
+     created_at, updated_at, version, deleted_at";
 
 pub fn deal<R: Row>(row: &R) -> Result<Deal, StoreError>
 where
@@ -266,6 +278,7 @@ where
         close_date: close_date
             .map(|d| Date::parse(&d).ok_or_else(|| corrupt("close_date")))
             .transpose()?,
+        owner_id: owner(row)?,
         custom_fields: custom_fields(row)?,
         created_at: ts(row, "created_at")?,
         updated_at: ts(row, "updated_at")?,

@@ -47,25 +47,25 @@ macro_rules! impl_statements {
         impl $crate::statements::Statements for $tx {
             const INSERT_DEAL: &'static str = concat!(
                 "INSERT INTO deals (workspace_id, mode, id, title, pipeline_id, pipeline_key, stage, stage_type, \
-                 primary_contact_id, company_id, value_cents, currency, close_date, custom_fields, updated_at, \
-                 version, deleted_at, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14", $json,
-                ", $15, $16, $17, $18)"
+                 primary_contact_id, company_id, value_cents, currency, close_date, owner_id, custom_fields, \
+                 updated_at, version, deleted_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15", $json,
+                ", $16, $17, $18, $19)"
             );
             const UPDATE_DEAL: &'static str = concat!(
                 "UPDATE deals SET title = $4, pipeline_id = $5, pipeline_key = $6, stage = $7, stage_type = $8, \
                  primary_contact_id = $9, company_id = $10, value_cents = $11, currency = $12, close_date = $13, \
-                 custom_fields = $14", $json, ", updated_at = $15, version = $16, deleted_at = $17 \
-                 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $18"
+                 owner_id = $14, custom_fields = $15", $json, ", updated_at = $16, version = $17, deleted_at = $18 \
+                 WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $19"
             );
             const INSERT_COMPANY: &'static str = concat!(
-                "INSERT INTO companies (workspace_id, mode, id, created_at, name, domain, custom_fields, \
+                "INSERT INTO companies (workspace_id, mode, id, created_at, name, domain, owner_id, custom_fields, \
                  updated_at, version, deleted_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7", $json, ", $8, $9, $10)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8", $json, ", $9, $10, $11)"
             );
             const UPDATE_COMPANY: &'static str = concat!(
-                "UPDATE companies SET name = $5, domain = $6, custom_fields = $7", $json,
-                ", updated_at = $8, version = $9, deleted_at = $10 \
+                "UPDATE companies SET name = $5, domain = $6, owner_id = $7, custom_fields = $8", $json,
+                ", updated_at = $9, version = $10, deleted_at = $11 \
                  WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4"
             );
             const INSERT_ACTIVITY: &'static str = concat!(

@@ -21,7 +21,9 @@ crm_store_sql::impl_company_repo!(crate::SqliteTx, {
         filter: &CompanyFilter,
         slice: &Slice,
     ) -> Result<Vec<Company>, StoreError> {
-        if let Some(q) = trigram_needle(filter.q.as_ref()).filter(|_| filter.domain.is_none()) {
+        // A list filtered by an indexed column as well keeps one statement (see `search_page`).
+        let indexed_filter = filter.domain.is_some() || filter.owner_id.is_some();
+        if let Some(q) = trigram_needle(filter.q.as_ref()).filter(|_| !indexed_filter) {
             return search_page(
                 self,
                 tenant,
@@ -40,6 +42,9 @@ crm_store_sql::impl_company_repo!(crate::SqliteTx, {
         push_not_deleted(&mut qb, "companies", filter.include_deleted);
         if let Some(domain) = &filter.domain {
             qb.push(" AND domain = ").push_bind(domain.to_lowercase());
+        }
+        if let Some(owner) = &filter.owner_id {
+            qb.push(" AND owner_id = ").push_bind(owner.as_str());
         }
         if let Some(q) = &filter.q {
             push_search(&mut qb, "companies_fts", q);

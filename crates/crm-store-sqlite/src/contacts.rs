@@ -2,10 +2,10 @@
 
 use async_trait::async_trait;
 use crm_app::{
-    ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Slice},
+    ports::{ContactFilter, ContactRepo, RecordRepo, Reference, Referent, Slice},
     StoreError,
 };
-use crm_domain::{CompanyId, Contact, ContactId, Email, Tenant, Timestamp};
+use crm_domain::{CompanyId, Contact, ContactId, Email, Tenant, Timestamp, UserId};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use crm_store_sql::binds::bind_contact;
@@ -30,13 +30,22 @@ impl ContactRepo for SqliteTx {
         // round trip to the connection's thread, taken while the write lock is held. (`WHERE
         // true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT.)
         let mut sql = String::from(
-            "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
-                                   updated_at, version, deleted_at, workspace_id, mode, id, created_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 WHERE true",
+            "INSERT INTO contacts (first_name, last_name, email, phone, linkedin_url, company_id, type, owner_id,
+                                   custom_fields, updated_at, version, deleted_at, workspace_id, mode, id, created_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 WHERE true",
         );
         for (i, r) in refs.iter().enumerate() {
-            let (table, n) = (record_table(r.object), 16 + i);
-            sql.push_str(&format!(" AND EXISTS (SELECT 1 FROM {table} WHERE workspace_id = $12 AND mode = $13 AND id = ${n})"));
+            let n = 17 + i;
+            // An owner is a user of the workspace (users have no mode).
+            sql.push_str(&match r.referent {
+                Referent::Record(object) => format!(
+                    " AND EXISTS (SELECT 1 FROM {} WHERE workspace_id = $13 AND mode = $14 AND id = ${n})",
+                    record_table(object)
+                ),
+                Referent::User => {
+                    format!(" AND EXISTS (SELECT 1 FROM users WHERE workspace_id = $13 AND id = ${n})")
+                }
+            });
         }
         sql.push_str(" ON CONFLICT DO NOTHING");
         let q = bind_contact(sqlx::query(&sql), c)
@@ -56,7 +65,11 @@ impl ContactRepo for SqliteTx {
         // Only a failed insert pays these reads: the first missing reference, else the
         // uniqueness rule `ON CONFLICT DO NOTHING` hit.
         for (i, r) in refs.iter().enumerate() {
-            if !self.record_exists(tenant, r.object, r.id).await? {
+            let exists = match r.referent {
+                Referent::Record(object) => self.record_exists(tenant, object, r.id).await?,
+                Referent::User => self.owner_exists(tenant, r.id).await?,
+            };
+            if !exists {
                 return Err(StoreError::MissingReference(i));
             }
         }
@@ -68,14 +81,14 @@ impl ContactRepo for SqliteTx {
         tenant: &Tenant,
         contacts: &[&Contact],
     ) -> Result<Vec<ContactId>, StoreError> {
-        // One statement per 500 contacts (15 parameters each, under SQLite's 32,766): every
+        // One statement per 500 contacts (16 parameters each, under SQLite's 32,766): every
         // statement is a round trip to the connection's thread under the write lock. In the
         // caller's order (`ORDER BY n`), so of two with one email the first is kept.
         let mut inserted = Vec::with_capacity(contacts.len());
         for chunk in contacts.chunks(500) {
             let mut qb = QueryBuilder::<Sqlite>::new(
-                "WITH v(n, id, created_at, first_name, last_name, email, phone, linkedin_url, company_id, type, custom_fields,
-                        updated_at, version, deleted_at) AS (",
+                "WITH v(n, id, created_at, first_name, last_name, email, phone, linkedin_url, company_id, type, owner_id,
+                        custom_fields, updated_at, version, deleted_at) AS (",
             );
             qb.push_values(chunk.iter().enumerate(), |mut b, (n, c)| {
                 b.push_bind(n as i64)
@@ -88,6 +101,7 @@ impl ContactRepo for SqliteTx {
                     .push_bind(c.linkedin_url.as_deref())
                     .push_bind(c.company_id.as_ref().map(CompanyId::as_str))
                     .push_bind(c.contact_type.as_deref())
+                    .push_bind(c.owner_id.as_ref().map(UserId::as_str))
                     .push_bind(json_text(&c.custom_fields))
                     .push_bind(c.updated_at.millis())
                     .push_bind(c.version)
@@ -95,9 +109,9 @@ impl ContactRepo for SqliteTx {
             });
             qb.push(
                 ") INSERT INTO contacts (workspace_id, mode, id, created_at, first_name, last_name, email, phone, linkedin_url, company_id,
-                                         type, custom_fields, updated_at, version, deleted_at)
+                                         type, owner_id, custom_fields, updated_at, version, deleted_at)
                   SELECT w.workspace_id, w.mode, v.id, v.created_at, v.first_name, v.last_name, v.email, v.phone, v.linkedin_url,
-                         v.company_id, v.type, v.custom_fields, v.updated_at, v.version, v.deleted_at
+                         v.company_id, v.type, v.owner_id, v.custom_fields, v.updated_at, v.version, v.deleted_at
                   FROM v, (SELECT ",
             );
             qb.push_bind(tenant.workspace_id.as_str()).push(" AS workspace_id, ").push_bind(tenant.mode.as_str()).push(
@@ -188,12 +202,12 @@ impl ContactRepo for SqliteTx {
         tenant: &Tenant,
         updates: &[(&Contact, i64)],
     ) -> Result<Vec<ContactId>, StoreError> {
-        // One statement per 500 contacts (12 parameters each), as `insert_contacts`.
+        // One statement per 500 contacts (13 parameters each), as `insert_contacts`.
         let mut written = Vec::with_capacity(updates.len());
         for part in updates.chunks(500) {
             let mut qb = QueryBuilder::<Sqlite>::new(
-                "WITH v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, custom_fields,
-                        updated_at, version, deleted_at) AS (",
+                "WITH v(id, expected, first_name, last_name, phone, linkedin_url, company_id, type, owner_id,
+                        custom_fields, updated_at, version, deleted_at) AS (",
             );
             qb.push_values(part, |mut b, (c, expected)| {
                 b.push_bind(c.id.as_str())
@@ -204,6 +218,7 @@ impl ContactRepo for SqliteTx {
                     .push_bind(c.linkedin_url.as_deref())
                     .push_bind(c.company_id.as_ref().map(CompanyId::as_str))
                     .push_bind(c.contact_type.as_deref())
+                    .push_bind(c.owner_id.as_ref().map(UserId::as_str))
                     .push_bind(json_text(&c.custom_fields))
                     .push_bind(c.updated_at.millis())
                     .push_bind(c.version)
@@ -211,7 +226,7 @@ impl ContactRepo for SqliteTx {
             });
             qb.push(
                 ") UPDATE contacts SET first_name = v.first_name, last_name = v.last_name, phone = v.phone,
-                        linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type,
+                        linkedin_url = v.linkedin_url, company_id = v.company_id, type = v.type, owner_id = v.owner_id,
                         custom_fields = v.custom_fields, updated_at = v.updated_at, version = v.version,
                         deleted_at = v.deleted_at
                   FROM v WHERE contacts.workspace_id = ",
@@ -233,8 +248,8 @@ impl ContactRepo for SqliteTx {
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
         let q = sqlx::query(
             "UPDATE contacts SET first_name = $1, last_name = $2, email = $3, phone = $4, linkedin_url = $5, company_id = $6,
-                    type = $7, custom_fields = $8, updated_at = $9, version = $10, deleted_at = $11
-             WHERE workspace_id = $12 AND mode = $13 AND id = $14 AND version = $15",
+                    type = $7, owner_id = $8, custom_fields = $9, updated_at = $10, version = $11, deleted_at = $12
+             WHERE workspace_id = $13 AND mode = $14 AND id = $15 AND version = $16",
         );
         let done = bind_contact(q, c)
             .bind(tenant.workspace_id.as_str())
@@ -262,8 +277,10 @@ impl ContactRepo for SqliteTx {
         filter: &ContactFilter,
         slice: &Slice,
     ) -> Result<Vec<Contact>, StoreError> {
-        let indexed_filter =
-            filter.email.is_some() || filter.company_id.is_some() || filter.contact_type.is_some();
+        let indexed_filter = filter.email.is_some()
+            || filter.company_id.is_some()
+            || filter.contact_type.is_some()
+            || filter.owner_id.is_some();
         if let Some(q) = trigram_needle(filter.q.as_ref())
             .filter(|_| filter.custom_fields.is_empty() && !indexed_filter)
         {
@@ -337,6 +354,9 @@ impl ContactRepo for SqliteTx {
         }
         if let Some(t) = &filter.contact_type {
             qb.push(" AND type = ").push_bind(t.as_str());
+        }
+        if let Some(owner) = &filter.owner_id {
+            qb.push(" AND owner_id = ").push_bind(owner.as_str());
         }
         if let Some(q) = &filter.q {
             push_search(&mut qb, "contacts_fts", q);

@@ -51,6 +51,9 @@ crm_store_sql::impl_deal_repo!(crate::SqliteTx, {
         if let Some(c) = &filter.primary_contact_id {
             qb.push(" AND primary_contact_id = ").push_bind(c.as_str());
         }
+        if let Some(owner) = &filter.owner_id {
+            qb.push(" AND owner_id = ").push_bind(owner.as_str());
+        }
         if let Some(q) = &filter.q {
             push_search(&mut qb, "deals_fts", q);
         }

@@ -22,6 +22,8 @@ pub struct ContactBody {
     pub company_id: Option<String>,
     #[serde(rename = "type")]
     pub contact_type: Option<String>,
+    /// The `usr_` id of the user who owns it, or null.
+    pub owner_id: Option<String>,
     pub custom_fields: JsonMap,
     pub created_at: String,
     pub updated_at: String,
@@ -48,6 +50,7 @@ impl From<&Contact> for ContactBody {
             linkedin_url: c.linkedin_url.clone(),
             company_id: c.company_id.as_ref().map(|id| id.as_str().to_owned()),
             contact_type: c.contact_type.clone(),
+            owner_id: c.owner_id.as_ref().map(|id| id.as_str().to_owned()),
             custom_fields: c.custom_fields.clone(),
             created_at: ts(c.created_at),
             updated_at: ts(c.updated_at),
@@ -91,6 +94,7 @@ mod tests {
             "linkedin_url": null,
             "company_id": c.company_id.as_ref().unwrap().as_str(),
             "type": null,
+            "owner_id": null,
             "custom_fields": {"tier": "gold"},
             "created_at": "2023-11-14T22:13:20.000Z",
             "updated_at": "2023-11-14T22:13:20.000Z",

@@ -5,7 +5,7 @@ use crm_domain::{CompanyDraft, CompanyPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{filter_value, handler, if_match};
+use super::{filter_value, handler, if_match, owner_filter, OWNER_FILTER};
 use crate::view::{self, Shape};
 use crate::{
     bodies::{CompanyBody, DeletedBody, ListBody},
@@ -28,6 +28,9 @@ pub struct CompanyCreate {
     /// A bare domain such as `example.com`; not unique.
     #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN_OR_BLANK))]
     pub domain: Option<String>,
+    /// A user's `usr_` id.
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -44,6 +47,10 @@ pub struct CompanyUpdate {
     #[serde(default)]
     #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN_OR_BLANK))]
     pub domain: PatchField<String>,
+    /// A user's `usr_` id.
+    #[serde(default)]
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
@@ -61,6 +68,9 @@ pub struct CompanyUpsert {
     /// against the active companies; required without `match`.
     #[schemars(length(max = 1024), pattern(crate::schema::DOMAIN))]
     pub domain: Option<String>,
+    /// A user's `usr_` id.
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -69,6 +79,7 @@ pub struct CompanyUpsert {
 const LIST_QUERY: &[QueryParam] = &[
     QueryParam::string("q", "Case-insensitive substring of name or domain."),
     QueryParam::string("domain", "Exact domain (case-insensitive)."),
+    OWNER_FILTER,
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
@@ -82,6 +93,7 @@ pub(crate) fn filter(input: &crate::operation::Input) -> Result<CompanyFilter, P
         domain: filter_value(input, "domain").map(|d| {
             crm_domain::company::normalise_domain(d.clone()).unwrap_or_else(|_| d.to_lowercase())
         }),
+        owner_id: owner_filter(input)?,
         include_deleted: input.query_bool("include_deleted")?,
     })
 }
@@ -99,7 +111,7 @@ handler!(list(api, caller, input) {
 
 handler!(create(api, caller, input) {
     let c: CompanyCreate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let draft = CompanyDraft { name: c.name, domain: c.domain, custom_fields: c.custom_fields.unwrap_or_default() };
+    let draft = CompanyDraft { name: c.name, domain: c.domain, owner_id: c.owner_id, custom_fields: c.custom_fields.unwrap_or_default() };
     let company = api.app.create_company(caller, draft, input.idem.as_ref()).await?;
     Ok(Reply::versioned(&CompanyBody::from(&company)))
 });
@@ -115,11 +127,13 @@ pub(crate) fn upsert_body(
     let draft = CompanyDraft {
         name: c.name,
         domain: c.domain,
+        owner_id: c.owner_id,
         custom_fields: c.custom_fields.unwrap_or_default(),
     };
     let patch = CompanyPatch {
         name: u.name.into_patch(),
         domain: u.domain.into_patch(),
+        owner_id: u.owner_id.into_patch(),
         custom_fields: u.custom_fields,
     };
     Ok((draft, patch))
@@ -148,7 +162,7 @@ handler!(get(api, caller, input) {
 handler!(update(api, caller, input) {
     let expected = if_match(input.if_match.as_deref())?;
     let u: CompanyUpdate = body::parse(input.body.as_ref(), Some(REGISTER_HINT))?;
-    let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), custom_fields: u.custom_fields };
+    let patch = CompanyPatch { name: u.name.into_patch(), domain: u.domain.into_patch(), owner_id: u.owner_id.into_patch(), custom_fields: u.custom_fields };
     let company = api.app.update_company(caller, input.path_param("id"), patch, expected).await?;
     Ok(Reply::versioned(&CompanyBody::from(&company)))
 });

@@ -5,7 +5,7 @@ use crm_domain::{ContactDraft, ContactPatch, Email, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{filter_value, handler, if_match, match_key, MATCH};
+use super::{filter_value, handler, if_match, match_key, owner_filter, MATCH, OWNER_FILTER};
 use crate::view::{self, Shape};
 use crate::{
     bodies::{ContactBody, DeletedBody, ListBody},
@@ -43,6 +43,9 @@ pub struct ContactCreate {
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
     pub contact_type: Option<String>,
+    /// A user's `usr_` id.
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -69,6 +72,9 @@ pub struct ContactUpsert {
     /// A registered `contact.type` enum value (see GET /enums).
     #[serde(rename = "type")]
     pub contact_type: Option<String>,
+    /// A user's `usr_` id.
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: Option<String>,
     /// Registered custom field keys only (see POST /fields).
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -90,6 +96,7 @@ pub(crate) fn upsert_body(
         linkedin_url: c.linkedin_url,
         company_id: c.company_id,
         contact_type: c.contact_type,
+        owner_id: c.owner_id,
         custom_fields: c.custom_fields.unwrap_or_default(),
     };
     Ok((draft, patch.into()))
@@ -119,6 +126,10 @@ pub struct ContactUpdate {
     pub company_id: PatchField<String>,
     #[serde(default, rename = "type")]
     pub contact_type: PatchField<String>,
+    /// A user's `usr_` id.
+    #[serde(default)]
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
@@ -133,6 +144,7 @@ impl From<ContactCreate> for ContactDraft {
             linkedin_url: c.linkedin_url,
             company_id: c.company_id,
             contact_type: c.contact_type,
+            owner_id: c.owner_id,
             custom_fields: c.custom_fields.unwrap_or_default(),
         }
     }
@@ -148,6 +160,7 @@ impl From<ContactUpdate> for ContactPatch {
             linkedin_url: u.linkedin_url.into_patch(),
             company_id: u.company_id.into_patch(),
             contact_type: u.contact_type.into_patch(),
+            owner_id: u.owner_id.into_patch(),
             custom_fields: u.custom_fields,
         }
     }
@@ -181,6 +194,7 @@ const LIST_QUERY: &[QueryParam] = &[
         "Contacts of this company (`cmp_` id).",
     ),
     QueryParam::string("type", "A registered `contact.type` value."),
+    OWNER_FILTER,
     CUSTOM_FIELDS,
     LIMIT,
     CURSOR,
@@ -227,6 +241,7 @@ pub(crate) async fn filter(
         email,
         company_id,
         contact_type,
+        owner_id: owner_filter(input)?,
         custom_fields,
         include_deleted: input.query_bool("include_deleted")?,
     })

@@ -5,7 +5,7 @@ use crm_domain::{CompanyId, ContactId, DealDraft, DealPatch, JsonMap};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{filter_value, handler, if_match};
+use super::{filter_value, handler, if_match, owner_filter, OWNER_FILTER};
 use crate::view::{self, Shape};
 use crate::{
     bodies::{DealBody, DeletedBody, ListBody},
@@ -45,6 +45,9 @@ pub struct DealCreate {
     /// YYYY-MM-DD; blank is none.
     #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: Option<String>,
+    /// A user's `usr_` id.
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: Option<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
@@ -78,6 +81,10 @@ pub struct DealUpdate {
     #[serde(default)]
     #[schemars(extend("anyOf" = [{"format": "date"}, {"pattern": crate::schema::BLANK}]))]
     pub close_date: PatchField<String>,
+    /// A user's `usr_` id.
+    #[serde(default)]
+    #[schemars(pattern(crate::schema::USER_ID_OR_BLANK))]
+    pub owner_id: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
 }
@@ -106,6 +113,7 @@ pub(crate) fn draft(c: DealCreate) -> Result<(DealDraft, Option<String>), Proble
         value_cents: c.value_cents.map(|v| v.0),
         currency: c.currency,
         close_date: c.close_date,
+        owner_id: c.owner_id,
         custom_fields: c.custom_fields.unwrap_or_default(),
     };
     Ok((draft, pipeline))
@@ -121,6 +129,7 @@ pub(crate) fn patch(u: DealUpdate) -> Result<(DealPatch, Option<String>), Proble
         value_cents: u.value_cents.into_patch().map(|v| v.0),
         currency: u.currency.into_patch(),
         close_date: u.close_date.into_patch(),
+        owner_id: u.owner_id.into_patch(),
         custom_fields: u.custom_fields,
     };
     Ok((patch, pipeline))
@@ -152,6 +161,7 @@ const LIST_QUERY: &[QueryParam] = &[
         crm_domain::ContactId::PATTERN,
         "Deals of this primary contact.",
     ),
+    OWNER_FILTER,
     LIMIT,
     CURSOR,
     INCLUDE_DELETED,
@@ -184,6 +194,7 @@ pub(crate) fn query(input: &crate::operation::Input) -> Result<DealQuery, Proble
         stage: filter_value(input, "stage"),
         company_id,
         primary_contact_id,
+        owner_id: owner_filter(input)?,
         include_deleted: input.query_bool("include_deleted")?,
     })
 }

@@ -577,10 +577,17 @@ mod tests {
             .collect();
         assert_eq!(
             filters,
-            ["q", "email", "company_id", "type", "custom_fields.tier"]
+            [
+                "q",
+                "email",
+                "company_id",
+                "type",
+                "owner_id",
+                "custom_fields.tier"
+            ]
         );
         assert_eq!(
-            contact["list_filters"][4],
+            contact["list_filters"][5],
             json!({"name": "custom_fields.tier", "type": "select", "enum_group": "contact.tier",
             "description": "Records whose `tier` equals this value."})
         );

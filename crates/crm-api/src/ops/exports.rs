@@ -31,11 +31,15 @@ const FILTERS: &[(ObjectKind, &[&str])] = &[
             "email",
             "company_id",
             "type",
+            "owner_id",
             "custom_fields",
             "include_deleted",
         ],
     ),
-    (ObjectKind::Company, &["q", "domain", "include_deleted"]),
+    (
+        ObjectKind::Company,
+        &["q", "domain", "owner_id", "include_deleted"],
+    ),
     (
         ObjectKind::Deal,
         &[
@@ -45,6 +49,7 @@ const FILTERS: &[(ObjectKind, &[&str])] = &[
             "stage",
             "company_id",
             "primary_contact_id",
+            "owner_id",
             "include_deleted",
         ],
     ),
@@ -71,6 +76,11 @@ const CREATE_QUERY: &[QueryParam] = &[
         "Contacts, deals: `cmp_` id.",
     ),
     QueryParam::string("type", "Contacts, activities: a registered type."),
+    QueryParam::id_filter(
+        "owner_id",
+        crm_domain::UserId::PATTERN,
+        "The owner's `usr_` id.",
+    ),
     QueryParam {
         name: "custom_fields",
         kind: ParamKind::FieldMap,

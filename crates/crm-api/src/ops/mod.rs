@@ -123,6 +123,26 @@ pub(crate) fn filter_value(input: &crate::Input, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `owner_id=`: the records a user owns (decisions §24), on the contact, company and deal lists.
+pub(crate) const OWNER_FILTER: crate::operation::QueryParam =
+    crate::operation::QueryParam::id_filter(
+        "owner_id",
+        crm_domain::UserId::PATTERN,
+        "The owner's `usr_` id.",
+    );
+
+/// The `owner_id` filter as `input` sends it; blank is no filter.
+pub(crate) fn owner_filter(
+    input: &crate::Input,
+) -> Result<Option<crm_domain::UserId>, crate::Problem> {
+    filter_value(input, OWNER_FILTER.name)
+        .map(|raw| {
+            crm_domain::UserId::parse(&raw)
+                .map_err(|e| crate::Problem::validation(OWNER_FILTER.name, e.to_string()))
+        })
+        .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

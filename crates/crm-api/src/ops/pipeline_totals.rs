@@ -6,7 +6,7 @@ use crm_domain::Pipeline;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::handler;
+use super::{handler, owner_filter, OWNER_FILTER};
 use crate::operation::{Hints, Method, Operation, Output, Reply};
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -64,7 +64,8 @@ impl TotalsBody {
 }
 
 handler!(totals(api, caller, input) {
-    let (pipeline, totals) = api.app.pipeline_totals(caller, input.path_param("id")).await?;
+    let owner = owner_filter(&input)?;
+    let (pipeline, totals) = api.app.pipeline_totals(caller, input.path_param("id"), owner.as_ref()).await?;
     Ok(Reply::serialized(&TotalsBody::new(&pipeline, &totals)))
 });
 
@@ -74,12 +75,12 @@ pub fn operations() -> Vec<Operation> {
         method: Method::Get,
         path: "/pipelines/{id}/totals",
         summary: "Count and sum a pipeline's deals per stage",
-        description: "Each stage of the pipeline (by id or key), in order, with its active deals' count and summed value_cents per currency: a board's column totals. Needs deals:read too. Errors: not_found, forbidden.",
+        description: "Each stage of the pipeline (by id or key), in order, with its active deals' count and summed value_cents per currency: a board's column totals; `owner_id` counts only that user's deals. Needs deals:read too. Errors: not_found, forbidden.",
         scope: Scope::read("pipelines"),
         idempotency_key: false,
         if_match: false,
         success_status: 200,
-        query: &[],
+        query: &[OWNER_FILTER],
         body: None,
         output: Output::of::<TotalsBody>(),
         hints: Hints::READ,

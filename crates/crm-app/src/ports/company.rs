@@ -1,7 +1,7 @@
 //! Companies.
 
 use async_trait::async_trait;
-use crm_domain::{Company, CompanyId, Tenant};
+use crm_domain::{Company, CompanyId, Tenant, UserId};
 
 use super::{Slice, StoreError};
 
@@ -10,6 +10,8 @@ pub struct CompanyFilter {
     /// Case-insensitive substring of name or domain.
     pub q: Option<String>,
     pub domain: Option<String>,
+    /// Owned by this user (decisions §24).
+    pub owner_id: Option<UserId>,
     pub include_deleted: bool,
 }
 

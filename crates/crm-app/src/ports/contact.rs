@@ -1,7 +1,7 @@
 //! Contacts.
 
 use async_trait::async_trait;
-use crm_domain::{CompanyId, Contact, ContactId, Email, ObjectKind, Tenant};
+use crm_domain::{CompanyId, Contact, ContactId, Email, ObjectKind, Tenant, UserId};
 
 use super::{Reference, Slice, StoreError};
 
@@ -13,6 +13,8 @@ pub struct ContactFilter {
     pub email: Option<Email>,
     pub company_id: Option<CompanyId>,
     pub contact_type: Option<String>,
+    /// Owned by this user (decisions §24).
+    pub owner_id: Option<UserId>,
     /// Equality on custom fields, sorted by key (the order is part of the cursor's fingerprint).
     pub custom_fields: Vec<FieldFilter>,
     pub include_deleted: bool,
@@ -43,8 +45,8 @@ pub trait ContactRepo {
     /// those it inserted. One whose company does not exist or whose email is taken (by a stored
     /// contact or by an earlier one of `contacts`) is skipped, writing nothing and leaving the
     /// transaction usable. The caller MUST NOT pass a contact with any other reference (a
-    /// reference-typed custom field) unless it checked those in the same transaction (a bulk
-    /// import does); others go through `insert_contact`. Stores override the
+    /// reference-typed custom field, or an owner) unless it checked those in the same
+    /// transaction (a bulk import does); others go through `insert_contact`. Stores override the
     /// default, one `insert_contact` each, with a multi-row statement (coalesced creates).
     async fn insert_contacts(
         &mut self,
@@ -53,10 +55,10 @@ pub trait ContactRepo {
     ) -> Result<Vec<ContactId>, StoreError> {
         let mut inserted = Vec::with_capacity(contacts.len());
         for c in contacts {
-            let company = c.company_id.as_ref().map(|id| Reference {
-                object: ObjectKind::Company,
-                id: id.as_str(),
-            });
+            let company = c
+                .company_id
+                .as_ref()
+                .map(|id| Reference::record(ObjectKind::Company, id.as_str()));
             match self.insert_contact(tenant, c, company.as_slice()).await {
                 Ok(()) => inserted.push(c.id.clone()),
                 Err(StoreError::Duplicate | StoreError::MissingReference(_)) => {}

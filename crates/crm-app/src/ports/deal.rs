@@ -1,7 +1,7 @@
 //! Deals.
 
 use async_trait::async_trait;
-use crm_domain::{CompanyId, ContactId, Deal, DealId, PipelineId, Tenant};
+use crm_domain::{CompanyId, ContactId, Deal, DealId, PipelineId, Tenant, UserId};
 
 use super::{Slice, StoreError};
 
@@ -14,6 +14,8 @@ pub struct DealFilter {
     pub stage: Option<String>,
     pub company_id: Option<CompanyId>,
     pub primary_contact_id: Option<ContactId>,
+    /// Owned by this user (decisions §24).
+    pub owner_id: Option<UserId>,
     pub include_deleted: bool,
 }
 
@@ -39,11 +41,12 @@ pub trait DealRepo {
         filter: &DealFilter,
         slice: &Slice,
     ) -> Result<Vec<Deal>, StoreError>;
-    /// The pipeline's active (not deleted) deals counted and summed per stage and currency,
-    /// ordered by stage then currency.
+    /// The pipeline's active (not deleted) deals, only those `owner` owns when given, counted
+    /// and summed per stage and currency, ordered by stage then currency.
     async fn stage_totals(
         &mut self,
         tenant: &Tenant,
         pipeline: &PipelineId,
+        owner: Option<&UserId>,
     ) -> Result<Vec<StageTotal>, StoreError>;
 }

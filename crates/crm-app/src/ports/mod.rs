@@ -74,7 +74,7 @@ pub use outbox_signal::{NoOutboxSignal, OutboxSignal};
 pub use pipeline::{PipelineRepo, RowLock};
 pub use plan::{PlanCounts, PlanRepo, UsageLock};
 pub use rate_limiter::{RateLimiter, RateStatus};
-pub use record::{RecordRepo, Reference};
+pub use record::{RecordRepo, Reference, Referent};
 pub use registry::RegistryRepo;
 pub use retention::{RetentionRepo, RetentionSettings};
 pub use secret::{SecretRepo, StoredSecret};

@@ -14,6 +14,9 @@ pub enum RowLock {
     Share,
     /// This transaction will change the row: concurrent writers of it wait.
     Update,
+    /// The row cannot be deleted (nor its key changed) until this transaction ends; updates of
+    /// its other columns are not blocked. For a user named as a record's owner.
+    KeyShare,
     /// No lock: a first look, to learn which rows to lock and in which order.
     Unlocked,
 }

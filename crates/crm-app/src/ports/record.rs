@@ -1,17 +1,36 @@
-//! Records by kind and id: what a reference-typed field or a write's references point at.
+//! Records by kind and id: what a reference-typed field or a write's references point at (and
+//! the users records name as their owners).
 
 use async_trait::async_trait;
-use crm_domain::{Company, CompanyId, ObjectKind, Tenant};
+use crm_domain::{Company, CompanyId, ObjectKind, Tenant, Timestamp, UserId};
 
-use super::StoreError;
+use super::{ClearedReference, StoreError};
 
-/// A record a write points at, which must exist (as [`RecordRepo::record_exists`] says) for the
-/// write to happen. Handing these to the insert instead of checking them first lets a networked
-/// store check them in the INSERT itself: one round trip fewer per create.
+/// What a reference points at: a record of the tenant, or a user of its workspace (a record's
+/// owner, decisions §24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Referent {
+    Record(ObjectKind),
+    User,
+}
+
+/// A record (or owner) a write points at, which must exist (as [`RecordRepo::record_exists`]
+/// and [`RecordRepo::owner_exists`] say) for the write to happen. Handing these to the insert
+/// instead of checking them first lets a networked store check them in the INSERT itself: one
+/// round trip fewer per create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reference<'a> {
-    pub object: ObjectKind,
+    pub referent: Referent,
     pub id: &'a str,
+}
+
+impl Reference<'_> {
+    pub fn record(object: ObjectKind, id: &str) -> Reference<'_> {
+        Reference {
+            referent: Referent::Record(object),
+            id,
+        }
+    }
 }
 
 #[async_trait]
@@ -24,6 +43,21 @@ pub trait RecordRepo {
         object: ObjectKind,
         id: &str,
     ) -> Result<bool, StoreError>;
+    /// Whether the tenant's workspace has a user with this id, who may own its records. In a
+    /// writing transaction of a store with concurrent writers, the user cannot be deleted until
+    /// it ends (so no record is left owned by a deleted user); an insert that checks its
+    /// references itself MUST hold the user the same way.
+    async fn owner_exists(&mut self, tenant: &Tenant, id: &str) -> Result<bool, StoreError>;
+    /// Sets `owner_id` to null on every contact, company and deal of the tenant that `user`
+    /// owns (merged tombstones and soft-deleted records included), with `version` + 1 and
+    /// `updated_at` = `now`; returns them. A user's deletion calls it for each mode, after
+    /// deleting the user (so no write can name the user meanwhile: see `owner_exists`).
+    async fn clear_owner(
+        &mut self,
+        tenant: &Tenant,
+        user: &UserId,
+        now: Timestamp,
+    ) -> Result<Vec<ClearedReference>, StoreError>;
     /// The companies of `ids` in the tenant, soft-deleted ones included, in any order, read in
     /// one statement (the related records of a page: decisions §19). Ids of no company are
     /// absent.

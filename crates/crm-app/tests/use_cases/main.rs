@@ -11,6 +11,7 @@ mod dry_run;
 mod idempotency;
 mod keys;
 mod mail;
+mod owners;
 mod pipelines;
 mod records;
 mod registry;

@@ -256,7 +256,8 @@ impl RecordViews for Views {
             "email": c.email.as_ref().map(|e| e.as_str().to_owned()),
             "phone": c.phone, "linkedin_url": c.linkedin_url,
             "company_id": c.company_id.as_ref().map(|id| id.as_str().to_owned()),
-            "type": c.contact_type, "custom_fields": c.custom_fields,
+            "type": c.contact_type, "owner_id": c.owner_id.as_ref().map(|id| id.as_str().to_owned()),
+            "custom_fields": c.custom_fields,
             "created_at": ts(c.created_at), "updated_at": ts(c.updated_at),
             "version": c.version,
         })
@@ -265,6 +266,7 @@ impl RecordViews for Views {
     fn company(&self, c: &crm_domain::Company) -> serde_json::Value {
         serde_json::json!({
             "id": c.id.as_str(), "object": "company", "name": c.name, "domain": c.domain,
+            "owner_id": c.owner_id.as_ref().map(|id| id.as_str().to_owned()),
             "custom_fields": c.custom_fields, "version": c.version,
         })
     }
@@ -276,6 +278,7 @@ impl RecordViews for Views {
             "stage": d.stage, "stage_type": d.stage_type.as_str(),
             "company_id": d.company_id.as_ref().map(|id| id.as_str().to_owned()),
             "value_cents": d.value_cents, "currency": d.currency,
+            "owner_id": d.owner_id.as_ref().map(|id| id.as_str().to_owned()),
             "custom_fields": d.custom_fields, "version": d.version,
         })
     }

@@ -60,10 +60,14 @@ struct BoardPage {
     stages: Vec<(String, String)>,
     can_move: bool,
     notice: Option<String>,
+    /// Only the signed-in user's deals (`mine=true`).
+    mine: bool,
 }
 
-/// `GET /?pipeline=<id>&stage=<key>&cursor=<c>&conflict=<deal id>`.
+/// `GET /?pipeline=<id>&mine=true&stage=<key>&cursor=<c>&conflict=<deal id>`.
 pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Response {
+    let mine = query.get("mine").is_some();
+    let owner = signed.session.user.id.to_string();
     let pipelines = match call(
         state,
         signed,
@@ -92,14 +96,11 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
     let totals = if pipeline_id.is_empty() {
         Value::Null
     } else {
-        match call(
-            state,
-            signed,
-            "svc_get_pipeline_totals",
-            args! {"id" => pipeline_id.clone()},
-        )
-        .await
-        {
+        let mut totals_args = args! {"id" => pipeline_id.clone()};
+        if mine {
+            totals_args.insert("owner_id".into(), owner.clone().into());
+        }
+        match call(state, signed, "svc_get_pipeline_totals", totals_args).await {
             Ok(t) => t,
             Err(problem) => return problem_page(&problem),
         }
@@ -119,6 +120,9 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         if let Some(c) = cursor {
             list_args.insert("cursor".into(), c.into());
         }
+        if mine {
+            list_args.insert("owner_id".into(), owner.clone().into());
+        }
         let list = match call(state, signed, "svc_list_deals", list_args).await {
             Ok(list) => list,
             Err(problem) => return problem_page(&problem),
@@ -130,8 +134,8 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
             .unwrap_or(Value::Null);
         let more = list["next_cursor"].as_str().map(|next| {
             format!(
-                "/?pipeline={}&stage={}&cursor={}",
-                encode(&pipeline_id),
+                "{}&stage={}&cursor={}",
+                board_path(&pipeline_id, mine),
                 encode(key),
                 encode(next)
             )
@@ -184,6 +188,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         columns,
         can_move: can_write(signed, Kind::Deals),
         notice,
+        mine,
     };
     secure(page(200, &board))
 }
@@ -196,6 +201,12 @@ pub async fn show(
 ) -> Response {
     let query = Form::parse(query.unwrap_or_default().as_bytes());
     page_handler(&state, &signed, &query).await
+}
+
+/// The board of a pipeline, of the signed-in user's deals only when `mine`.
+fn board_path(pipeline_id: &str, mine: bool) -> String {
+    let mine = if mine { "&mine=true" } else { "" };
+    format!("/?pipeline={}{mine}", encode(pipeline_id))
 }
 
 fn card(deal: &Value) -> Card {
@@ -240,7 +251,7 @@ pub async fn move_deal(AxumState(state): AxumState<State>, signed: Signed, form:
     }
     let id = form.text("deal").unwrap_or_default().to_owned();
     let pipeline = form.text("pipeline").unwrap_or_default().to_owned();
-    let back = format!("/?pipeline={}", encode(&pipeline));
+    let back = board_path(&pipeline, form.get("mine").is_some());
     let Some(stage) = form.text("stage") else {
         return secure(Redirect::to(&back).into_response());
     };

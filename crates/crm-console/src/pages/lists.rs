@@ -43,6 +43,7 @@ struct ListPage {
     filter: String,
     value: String,
     include_deleted: bool,
+    mine: bool,
     next: Option<String>,
     can_create: bool,
 }
@@ -68,9 +69,9 @@ fn cells(kind: Kind, record: &Value) -> Vec<String> {
     }
 }
 
-/// The list's arguments from the page's query: search, the chosen filter, deleted records and
-/// the cursor.
-fn list_args(query: &Form) -> Map<String, Value> {
+/// The list's arguments from the page's query: search, the chosen filter, only the records
+/// `me` owns (`mine`), deleted records and the cursor.
+fn list_args(query: &Form, me: &str) -> Map<String, Value> {
     let mut args = crate::args! {"limit" => PAGE_SIZE};
     if let Some(q) = query.text("q") {
         args.insert("q".into(), q.into());
@@ -87,6 +88,9 @@ fn list_args(query: &Form) -> Map<String, Value> {
             }
         }
     }
+    if query.get("mine").is_some() {
+        args.insert("owner_id".into(), me.into());
+    }
     if query.get("include_deleted").is_some() {
         args.insert("include_deleted".into(), "true".into());
     }
@@ -102,7 +106,8 @@ pub async fn show(state: &State, signed: &Signed, kind: Kind, query: &Form) -> R
         Ok(schema) => schema,
         Err(problem) => return problem_page(&problem),
     };
-    let list = match call(state, signed, kind.op("list"), list_args(query)).await {
+    let me = signed.session.user.id.to_string();
+    let list = match call(state, signed, kind.op("list"), list_args(query, &me)).await {
         Ok(list) => list,
         Err(problem) => return problem_page(&problem),
     };
@@ -113,7 +118,7 @@ pub async fn show(state: &State, signed: &Signed, kind: Kind, query: &Form) -> R
         .map(|all| {
             all.iter()
                 .filter_map(|f| f["name"].as_str())
-                .filter(|name| *name != "q" && *name != "include_deleted")
+                .filter(|name| !["q", "include_deleted", "owner_id"].contains(name))
                 .map(|name| (name.to_owned(), filter_label(name)))
                 .collect()
         })
@@ -157,6 +162,7 @@ pub async fn show(state: &State, signed: &Signed, kind: Kind, query: &Form) -> R
         filter: query.text("filter").unwrap_or_default().to_owned(),
         value: query.text("value").unwrap_or_default().to_owned(),
         include_deleted: query.get("include_deleted").is_some(),
+        mine: query.get("mine").is_some(),
         next,
         can_create: can_write(signed, kind),
     };

@@ -11,6 +11,7 @@ use axum::{
     Router,
 };
 use crm_api::{ErrorCode, Problem};
+use crm_app::Scope;
 use serde_json::{Map, Value};
 
 use crate::{
@@ -201,7 +202,36 @@ async fn inputs(
             }
         }
     }
+    if let Some(owner) = inputs.iter_mut().find(|f| f.name == "owner_id") {
+        owner.label = "Owner".into();
+        owner.input = Input::Select(owner_options(state, signed, &owner.value).await?);
+    }
     Ok(inputs)
+}
+
+/// Who a record may be given to: the signed-in user first, then the workspace's other users
+/// when the user may list them (admins: `users:read`); an owner the user cannot list is shown
+/// as such, so that saving the form keeps it.
+async fn owner_options(
+    state: &State,
+    signed: &Signed,
+    current: &str,
+) -> Result<Vec<(String, String)>, Problem> {
+    let me = &signed.session.user;
+    let mut options = vec![(me.id.to_string(), format!("Me ({})", me.name))];
+    if signed.caller.scopes.allows(Scope::read("users")) {
+        let users = call(state, signed, "svc_list_users", args! {"limit" => "100"}).await?;
+        for user in users["data"].as_array().into_iter().flatten() {
+            let id = value_text(&user["id"]);
+            if id != me.id.as_str() {
+                options.push((id, value_text(&user["name"])));
+            }
+        }
+    }
+    if !current.is_empty() && !options.iter().any(|(id, _)| id == current) {
+        options.push((current.to_owned(), "Another user".into()));
+    }
+    Ok(options)
 }
 
 /// `GET /<kind>/{id}`.
@@ -392,6 +422,9 @@ async fn new_form(
     for field in &mut fields {
         if let Some(v) = sent.get(&field.name) {
             field.value = v.to_owned();
+        } else if field.name == "owner_id" {
+            // A new record is the creator's unless they choose otherwise.
+            field.value = signed.session.user.id.to_string();
         }
         field.values = sent
             .0

@@ -17,6 +17,7 @@ fn contact(n: u128) -> Contact {
         linkedin_url: None,
         company_id: None,
         contact_type: None,
+        owner_id: None,
         custom_fields: JsonMap::new(),
         created_at: Timestamp::from_millis(1),
         updated_at: Timestamp::from_millis(1),
@@ -60,13 +61,14 @@ fn the_survivor_keeps_its_values_and_fills_empty_ones_from_the_first_source_that
     b.phone = Some("+44 2".into());
     b.email = Email::parse("ada@example.com");
     b.company_id = Some(CompanyId::from_uuid(Uuid::from_u128(9)));
+    b.owner_id = Some(crate::UserId::from_uuid(Uuid::from_u128(4)));
     b.custom_fields.insert("score".into(), json!(7));
     b.custom_fields
         .insert("notes".into(), json!("met at a fair"));
     let changed = fill_contact(&mut survivor, &[&a, &b]);
     assert_eq!(
         changed,
-        ["email", "phone", "company_id", "custom_fields"],
+        ["email", "phone", "company_id", "owner_id", "custom_fields"],
         "in field order"
     );
     assert_eq!(survivor.first_name.as_deref(), Some("Ada"));
@@ -85,6 +87,7 @@ fn a_company_fills_its_domain_and_custom_fields() {
         id: CompanyId::from_uuid(Uuid::from_u128(n)),
         name: format!("c{n}"),
         domain: domain.map(String::from),
+        owner_id: None,
         custom_fields: JsonMap::new(),
         created_at: Timestamp::from_millis(1),
         updated_at: Timestamp::from_millis(1),
@@ -97,6 +100,10 @@ fn a_company_fills_its_domain_and_custom_fields() {
     a.custom_fields.insert("size".into(), json!([1]));
     let changed = fill_company(&mut survivor, &[&company(3, None), &a]);
     assert_eq!(changed, ["domain", "custom_fields"]);
+    let mut b = company(4, None);
+    b.owner_id = Some(crate::UserId::from_uuid(Uuid::from_u128(5)));
+    assert_eq!(fill_company(&mut survivor, &[&b]), ["owner_id"]);
+    assert_eq!(survivor.owner_id, b.owner_id);
     assert_eq!(survivor.name, "c1");
     assert_eq!(survivor.domain.as_deref(), Some("a.test"));
 }

@@ -142,6 +142,7 @@ pub fn contact_patch(target: &SetTarget, value: Value) -> Result<ContactPatch, V
                 "linkedin_url" => p.linkedin_url = v,
                 "company_id" => p.company_id = v,
                 "type" => p.contact_type = v,
+                "owner_id" => p.owner_id = v,
                 other => {
                     return Err(ValidationError::invalid(
                         other,
@@ -175,6 +176,7 @@ pub fn deal_patch(target: &SetTarget, value: Value) -> Result<DealPatch, Validat
                 "company_id" => p.company_id = v,
                 "currency" => p.currency = v,
                 "close_date" => p.close_date = v,
+                "owner_id" => p.owner_id = v,
                 other => {
                     return Err(ValidationError::invalid(
                         other,
