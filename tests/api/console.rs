@@ -342,6 +342,61 @@ async fn a_page_counts_as_one_request(backend: Backend) {
     );
 }
 
+/// Behind https the cookies carry the `__Host-` prefix, and only those names are read.
+async fn behind_https_the_cookies_are_host_prefixed(backend: Backend) {
+    let s = serve(backend, &[("CRM_PUBLIC_URL", "https://crm.example.test")]).await;
+    let client = browser();
+    let res = client
+        .get(format!("{}/login", s.base))
+        .send()
+        .await
+        .unwrap();
+    let set = res.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        set.starts_with("__Host-crm_pre_session=") && set.contains("; Secure"),
+        "{set}"
+    );
+    let token = set_cookie(&res, "__Host-crm_pre_session").unwrap();
+    let login = |cookie: String| {
+        client
+            .post(format!("{}/login", s.base))
+            .header(header::COOKIE, cookie)
+            .form(&[
+                ("csrf", token.as_str()),
+                ("email", "ada@example.com"),
+                ("password", PASSWORD),
+            ])
+            .send()
+    };
+    // The unprefixed name is not the pre-session cookie any more: the form is refused.
+    let refused = login(format!("crm_pre_session={token}")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let res = login(format!("__Host-crm_pre_session={token}"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let session = set_cookie(&res, "__Host-crm_session").expect("a prefixed session cookie");
+    let board = |cookie: String| {
+        client
+            .get(format!("{}/", s.base))
+            .header(header::COOKIE, cookie)
+            .send()
+    };
+    let res = board(format!("__Host-crm_session={session}"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = board(format!("crm_session={session}")).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::SEE_OTHER,
+        "the unprefixed name is ignored"
+    );
+}
+
 async fn served(backend: Backend) -> Server {
     serve(backend, &[]).await
 }
@@ -360,5 +415,6 @@ mod proxies {
     crate::on_both_backends!(
         behind_a_trusted_proxy_each_forwarded_client_is_counted_apart,
         a_page_counts_as_one_request,
+        behind_https_the_cookies_are_host_prefixed,
     );
 }

@@ -24,6 +24,11 @@ async fn new_user(s: &Server, key: &str, email: &str) -> String {
         .to_owned()
 }
 
+/// `POST path` with `body`, which must answer 201; the created record.
+async fn created(s: &Server, path: &str, body: Value) -> Value {
+    s.post(path, body).await.ok(201).clone()
+}
+
 fn ids(list: &Value) -> Vec<&str> {
     list["data"]
         .as_array()
@@ -38,43 +43,29 @@ async fn owners_are_written_filtered_and_checked(s: Server) {
     let kate = new_user(&s, &test, "kate@example.com").await;
     let omar = new_user(&s, &test, "omar@example.com").await;
 
-    let mine = s
-        .post(
-            "/contacts",
-            json!({"email": "a@example.com", "owner_id": kate}),
-        )
-        .await
-        .ok(201)
-        .clone();
+    let mine = created(
+        &s,
+        "/contacts",
+        json!({"email": "a@example.com", "owner_id": kate}),
+    )
+    .await;
     assert_eq!(mine["owner_id"], kate.as_str());
-    let theirs = s
-        .post(
-            "/contacts",
-            json!({"email": "b@example.com", "owner_id": omar}),
-        )
-        .await
-        .ok(201)
-        .clone();
-    let nobody = s
-        .post("/contacts", json!({"email": "c@example.com"}))
-        .await
-        .ok(201)
-        .clone();
+    let theirs = created(
+        &s,
+        "/contacts",
+        json!({"email": "b@example.com", "owner_id": omar}),
+    )
+    .await;
+    let nobody = created(&s, "/contacts", json!({"email": "c@example.com"})).await;
     assert_eq!(nobody["owner_id"], Value::Null);
-    let company = s
-        .post("/companies", json!({"name": "Acme", "owner_id": omar}))
-        .await
-        .ok(201)
-        .clone();
+    let company = created(&s, "/companies", json!({"name": "Acme", "owner_id": omar})).await;
     assert_eq!(company["owner_id"], omar.as_str());
-    let deal = s
-        .post(
-            "/deals",
-            json!({"title": "Big one", "owner_id": kate, "value_cents": 500, "currency": "USD"}),
-        )
-        .await
-        .ok(201)
-        .clone();
+    let deal = created(
+        &s,
+        "/deals",
+        json!({"title": "Big one", "owner_id": kate, "value_cents": 500, "currency": "USD"}),
+    )
+    .await;
     assert_eq!(deal["owner_id"], kate.as_str());
     s.post(
         "/deals",
@@ -210,22 +201,18 @@ async fn deleting_a_user_leaves_their_records_without_an_owner(s: Server) {
     let (test, live) = (s.keys.test.clone(), s.keys.live.clone());
     let kate = new_user(&s, &test, "kate@example.com").await;
     let omar = new_user(&s, &test, "omar@example.com").await;
-    let contact = s
-        .post(
-            "/contacts",
-            json!({"email": "a@example.com", "owner_id": kate}),
-        )
-        .await
-        .ok(201)
-        .clone();
-    let kept = s
-        .post(
-            "/contacts",
-            json!({"email": "b@example.com", "owner_id": omar}),
-        )
-        .await
-        .ok(201)
-        .clone();
+    let contact = created(
+        &s,
+        "/contacts",
+        json!({"email": "a@example.com", "owner_id": kate}),
+    )
+    .await;
+    let kept = created(
+        &s,
+        "/contacts",
+        json!({"email": "b@example.com", "owner_id": omar}),
+    )
+    .await;
     // Users belong to the workspace, records to a mode: the live deal is released too.
     let deal = s
         .req(Method::POST, "/deals")

@@ -1,6 +1,6 @@
 """Test and live mode: a new session works in live mode; one click on the header's button
 switches it (and one click back); in test mode every page says so, with a banner and the
-header's `#mode`, and shows the test-mode records (those the test key made)."""
+header's `#mode` (error pages too), and shows the test-mode records (those the test key made)."""
 
 from urllib.parse import quote, urlparse
 
@@ -57,6 +57,10 @@ def test_switching_mode_is_one_click_and_test_mode_is_marked_on_every_page(
         assert_test_mode_marked(browser, where)
     # The search found the test-mode contact.
     assert browser.find_elements(By.LINK_TEXT, f"Tess {last_name}")
+    # An error page too: a record that is not there is a 404 page inside the header.
+    browser.get(f"{console_url}/contacts/con_{'0' * 26}")
+    assert "HTTP 404" in browser.find_element(By.CSS_SELECTOR, "#problem").text
+    assert_test_mode_marked(browser, "a 404 page")
 
     # And one click back to live mode: no banner, the test-mode deal gone from the board.
     next_page(browser, mode_button(browser).click)

@@ -360,23 +360,41 @@ impl App {
         if user.role == Role::Admin && tx.count_admins(workspace).await? <= 1 {
             return Err(last_admin());
         }
-        tx.delete_user(workspace, &user.id).await?;
+        // Owners are cleared before the user goes, so that a write holding one of the user's
+        // records while it names the user finishes first instead of deadlocking with this
+        // deletion, and again after, for records written meanwhile: a write naming the user
+        // holds the user's row until it commits, which the deletion waits for.
         let now = self.clock.now();
-        for mode in [Mode::Live, Mode::Test] {
-            let tenant = Tenant {
-                workspace_id: workspace.clone(),
-                mode,
-            };
-            let cleared = tx.clear_owner(&tenant, &user.id, now).await?;
-            let changes = self.cleared_reference_changes(caller, &cleared, user.id.as_str(), now);
-            tx.insert_changes(&tenant, &changes).await?;
-        }
+        self.clear_owner(&mut tx, caller, &user.id, now).await?;
+        tx.delete_user(workspace, &user.id).await?;
+        self.clear_owner(&mut tx, caller, &user.id, now).await?;
         let diff = changes(Some(&audit_shape(&user)), None);
         let what = Audited::new("user.deleted", "user", user.id.as_str(), diff);
         self.audit_user(&mut tx, workspace, &By::caller(caller), what)
             .await?;
         tx.commit().await?;
         Ok(user)
+    }
+
+    /// Leaves the records `user` owns, in both modes, without an owner, each with a history entry
+    /// by `system`.
+    async fn clear_owner(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        caller: &Caller,
+        user: &UserId,
+        now: Timestamp,
+    ) -> Result<(), AppError> {
+        for mode in [Mode::Live, Mode::Test] {
+            let tenant = Tenant {
+                workspace_id: caller.tenant.workspace_id.clone(),
+                mode,
+            };
+            let cleared = tx.clear_owner(&tenant, user, now).await?;
+            let changes = self.cleared_reference_changes(caller, &cleared, user.as_str(), now);
+            tx.insert_changes(&tenant, &changes).await?;
+        }
+        Ok(())
     }
 
     /// A new one-time sign-in link for a user (a password reset), replacing older ones. It is a

@@ -6,22 +6,18 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use crate::reply::secure;
-
 const CSS: &str = include_str!("../assets/console.css");
 const JS: &str = include_str!("../assets/console.js");
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    secure(
-        (
-            [
-                (header::CONTENT_TYPE, content_type),
-                (header::CACHE_CONTROL, "public, max-age=3600"),
-            ],
-            body,
-        )
-            .into_response(),
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
     )
+        .into_response()
 }
 
 pub async fn css() -> Response {

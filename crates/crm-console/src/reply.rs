@@ -8,7 +8,7 @@ use axum::{
 };
 use crm_api::Problem;
 
-use crate::pages::error_page;
+use crate::{chrome::Chrome, pages::error_page, session::Signed};
 
 /// Scripts and styles only from this server, no inline script, no framing (decisions §24).
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
@@ -16,7 +16,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
     base-uri 'none'; frame-ancestors 'none'";
 
 /// The headers every console response carries.
-pub fn secure(mut res: Response) -> Response {
+fn secure(mut res: Response) -> Response {
     let headers = res.headers_mut();
     let set = |headers: &mut axum::http::HeaderMap, name: HeaderName, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
@@ -60,19 +60,40 @@ pub fn page(status: u16, template: &impl Template) -> Response {
     }
 }
 
-/// The error page of an operation's problem: its status, title and detail.
-pub fn problem_page(problem: &Problem) -> Response {
-    let field = problem
-        .extra
-        .get("field")
-        .and_then(|f| f.as_str())
-        .map(|f| format!(" ({f})"))
-        .unwrap_or_default();
-    error_page(
+/// The error page of an operation's problem for a signed-in user: its status, title and detail
+/// inside the console's header, which marks test mode, as on every other page.
+pub fn problem_page(signed: &Signed, problem: &Problem) -> Response {
+    page(
         problem.status(),
-        problem.code.title(),
-        &format!("{}{field}", problem.detail),
+        &ProblemPage {
+            chrome: Chrome::new(signed, ""),
+            status: problem.status(),
+            title: problem.code.title(),
+            detail: detail(problem),
+        },
     )
+}
+
+/// [`problem_page`] where no one is signed in (sign-in, a sign-in link): no header.
+pub fn bare_problem_page(problem: &Problem) -> Response {
+    error_page(problem.status(), problem.code.title(), &detail(problem))
+}
+
+/// The problem's detail, naming its field when it has one.
+fn detail(problem: &Problem) -> String {
+    match problem.extra.get("field").and_then(|f| f.as_str()) {
+        Some(field) => format!("{} ({field})", problem.detail),
+        None => problem.detail.clone(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "problem.html")]
+struct ProblemPage<'a> {
+    chrome: Chrome,
+    status: u16,
+    title: &'a str,
+    detail: String,
 }
 
 /// What a form shows when an operation refuses what it sent (409, 422): the detail, naming the
@@ -81,8 +102,5 @@ pub fn form_refusal(problem: &Problem) -> Option<String> {
     if !matches!(problem.status(), 409 | 422) {
         return None;
     }
-    Some(match problem.extra.get("field").and_then(|f| f.as_str()) {
-        Some(field) => format!("{} ({field})", problem.detail),
-        None => problem.detail.clone(),
-    })
+    Some(detail(problem))
 }

@@ -16,6 +16,17 @@ use crate::{form::Form, pages::error_page, State};
 pub const SESSION_COOKIE: &str = "crm_session";
 /// Before sign-in, the login and set-password forms' CSRF token is this cookie's value.
 pub const PRE_SESSION_COOKIE: &str = "crm_pre_session";
+
+/// The name a console cookie goes by: behind https with the `__Host-` prefix, which browsers
+/// accept only when set over https by this host for the whole site, so that no subdomain or
+/// plain-http page can set or shadow it.
+pub fn cookie_name(name: &'static str, secure: bool) -> &'static str {
+    match (name, secure) {
+        (SESSION_COOKIE, true) => "__Host-crm_session",
+        (PRE_SESSION_COOKIE, true) => "__Host-crm_pre_session",
+        (name, _) => name,
+    }
+}
 /// Sessions end 30 days after sign-in (decisions §24); the cookie no later.
 const SESSION_MAX_AGE_SECS: i64 = 30 * 24 * 60 * 60;
 
@@ -31,8 +42,10 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, v)| v)
 }
 
-/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, the whole site, `Secure` behind https.
-pub fn set_cookie(name: &str, value: &str, max_age_secs: i64, secure: bool) -> String {
+/// A `Set-Cookie` value of console cookie `name` ([`cookie_name`]): `HttpOnly`, `SameSite=Lax`,
+/// the whole site, `Secure` behind https.
+pub fn set_cookie(name: &'static str, value: &str, max_age_secs: i64, secure: bool) -> String {
+    let name = cookie_name(name, secure);
     let secure = if secure { "; Secure" } else { "" };
     format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{secure}")
 }
@@ -69,7 +82,7 @@ pub fn csrf_refused() -> Response {
 }
 
 fn to_login() -> Response {
-    crate::reply::secure(Redirect::to("/login").into_response())
+    Redirect::to("/login").into_response()
 }
 
 /// A request without a working session is sent to the login page.
@@ -77,13 +90,14 @@ impl FromRequestParts<State> for Signed {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Signed, Response> {
-        let Some(id) = cookie(&parts.headers, SESSION_COOKIE).filter(|v| !v.is_empty()) else {
+        let name = cookie_name(SESSION_COOKIE, state.secure_cookies);
+        let Some(id) = cookie(&parts.headers, name).filter(|v| !v.is_empty()) else {
             return Err(to_login());
         };
         let session = match state.api.console_session(id).await {
             Ok(Some(session)) => session,
             Ok(None) => return Err(to_login()),
-            Err(problem) => return Err(crate::reply::problem_page(&problem)),
+            Err(problem) => return Err(crate::reply::bare_problem_page(&problem)),
         };
         let request_id = parts
             .headers
@@ -96,7 +110,7 @@ impl FromRequestParts<State> for Signed {
         });
         // One page, one request: counted here, and its operations run admitted.
         if let Err(problem) = state.api.admit_request(&caller).await {
-            return Err(crate::reply::problem_page(&problem));
+            return Err(crate::reply::bare_problem_page(&problem));
         }
         Ok(Signed { session, caller })
     }
@@ -180,6 +194,13 @@ mod tests {
         let set = session_cookie("xyz", true);
         assert!(
             set.contains("HttpOnly") && set.contains("SameSite=Lax") && set.ends_with("Secure")
+        );
+        // Behind https the names carry `__Host-` (which needs `Secure`, `Path=/`, no `Domain`).
+        assert!(set.starts_with("__Host-crm_session=xyz; Path=/;") && !set.contains("Domain"));
+        assert!(session_cookie("xyz", false).starts_with("crm_session=xyz;"));
+        assert_eq!(
+            cookie_name(PRE_SESSION_COOKIE, true),
+            "__Host-crm_pre_session"
         );
     }
 }

@@ -50,8 +50,9 @@ pub trait RecordRepo {
     async fn owner_exists(&mut self, tenant: &Tenant, id: &str) -> Result<bool, StoreError>;
     /// Sets `owner_id` to null on every contact, company and deal of the tenant that `user`
     /// owns (merged tombstones and soft-deleted records included), with `version` + 1 and
-    /// `updated_at` = `now`; returns them. A user's deletion calls it for each mode, after
-    /// deleting the user (so no write can name the user meanwhile: see `owner_exists`).
+    /// `updated_at` = `now`; returns them. A user's deletion calls it for each mode before and
+    /// after deleting the user (after: for records whose writes named the user meanwhile, which
+    /// the deletion waited for: see `owner_exists`).
     async fn clear_owner(
         &mut self,
         tenant: &Tenant,

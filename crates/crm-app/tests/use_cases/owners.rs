@@ -28,11 +28,18 @@ async fn user(env: &Env, workspace: &crm_domain::WorkspaceId, email: &str) -> Us
         .id
 }
 
-fn owned_by(draft: crm_domain::ContactDraft, owner: &UserId) -> crm_domain::ContactDraft {
-    crm_domain::ContactDraft {
-        owner_id: Some(owner.to_string()),
-        ..draft
-    }
+/// Creates, as `caller`, a contact `owner` owns (none when `None`).
+async fn new_contact(
+    env: &Env,
+    caller: &crm_app::Caller,
+    email: &str,
+    owner: Option<&UserId>,
+) -> Result<crm_domain::Contact, AppError> {
+    let draft = crm_domain::ContactDraft {
+        owner_id: owner.map(UserId::to_string),
+        ..person("Ada", email)
+    };
+    env.app.create_contact(caller, draft, None).await
 }
 
 fn is_invalid_owner(result: Result<impl std::fmt::Debug, AppError>) -> bool {
@@ -53,36 +60,17 @@ async fn an_owner_is_a_user_of_the_workspace() {
         .unwrap();
     let stranger = user(&env, &other.workspace.id, "stranger@example.com").await;
 
-    let contact = env
-        .app
-        .create_contact(
-            &env.caller,
-            owned_by(person("Ada", "ada@example.com"), &kate),
-            None,
-        )
+    let contact = new_contact(&env, &env.caller, "ada@example.com", Some(&kate))
         .await
         .unwrap();
     assert_eq!(contact.owner_id, Some(kate.clone()));
     // Live mode: users belong to the workspace, not to a mode.
-    let live = env
-        .app
-        .create_contact(
-            &env.live,
-            owned_by(person("Ada", "ada@example.com"), &kate),
-            None,
-        )
+    let live = new_contact(&env, &env.live, "ada@example.com", Some(&kate))
         .await
         .unwrap();
     assert_eq!(live.owner_id, Some(kate.clone()));
 
-    let refused = env
-        .app
-        .create_contact(
-            &env.caller,
-            owned_by(person("Bo", "bo@example.com"), &stranger),
-            None,
-        )
-        .await;
+    let refused = new_contact(&env, &env.caller, "bo@example.com", Some(&stranger)).await;
     assert!(is_invalid_owner(refused));
     let refused = env
         .app
@@ -118,22 +106,10 @@ async fn deleting_a_user_releases_their_records_in_both_modes_with_history() {
     let workspace = env.caller.tenant.workspace_id.clone();
     let kate = user(&env, &workspace, "kate@example.com").await;
     let omar = user(&env, &workspace, "omar@example.com").await;
-    let contact = env
-        .app
-        .create_contact(
-            &env.caller,
-            owned_by(person("Ada", "ada@example.com"), &kate),
-            None,
-        )
+    let contact = new_contact(&env, &env.caller, "ada@example.com", Some(&kate))
         .await
         .unwrap();
-    let kept = env
-        .app
-        .create_contact(
-            &env.caller,
-            owned_by(person("Bo", "bo@example.com"), &omar),
-            None,
-        )
+    let kept = new_contact(&env, &env.caller, "bo@example.com", Some(&omar))
         .await
         .unwrap();
     let deal = env
@@ -210,18 +186,10 @@ async fn deleting_a_user_releases_their_records_in_both_modes_with_history() {
 async fn a_survivor_without_an_owner_takes_a_merged_records() {
     let env = env().await;
     let kate = user(&env, &env.caller.tenant.workspace_id, "kate@example.com").await;
-    let survivor = env
-        .app
-        .create_contact(&env.caller, person("Ada", "ada@example.com"), None)
+    let survivor = new_contact(&env, &env.caller, "ada@example.com", None)
         .await
         .unwrap();
-    let duplicate = env
-        .app
-        .create_contact(
-            &env.caller,
-            owned_by(person("Ada", "ada2@example.com"), &kate),
-            None,
-        )
+    let duplicate = new_contact(&env, &env.caller, "ada2@example.com", Some(&kate))
         .await
         .unwrap();
     let merged = env

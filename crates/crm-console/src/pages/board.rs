@@ -20,7 +20,7 @@ use crate::{
     form::{encode, Form},
     ops::call,
     pages::{fields::money, Kind},
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -77,7 +77,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
     .await
     {
         Ok(list) => list["data"].as_array().cloned().unwrap_or_default(),
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let chosen = query.text("pipeline");
     let pipeline = pipelines
@@ -102,7 +102,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         }
         match call(state, signed, "svc_get_pipeline_totals", totals_args).await {
             Ok(t) => t,
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(signed, &problem),
         }
     };
     let mut columns = Vec::new();
@@ -125,7 +125,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         }
         let list = match call(state, signed, "svc_list_deals", list_args).await {
             Ok(list) => list,
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(signed, &problem),
         };
         let total = totals["stages"]
             .as_array()
@@ -190,7 +190,7 @@ pub async fn page_handler(state: &State, signed: &Signed, query: &Form) -> Respo
         notice,
         mine,
     };
-    secure(page(200, &board))
+    page(200, &board)
 }
 
 /// `GET /`: the board.
@@ -253,18 +253,18 @@ pub async fn move_deal(AxumState(state): AxumState<State>, signed: Signed, form:
     let pipeline = form.text("pipeline").unwrap_or_default().to_owned();
     let back = board_path(&pipeline, form.get("mine").is_some());
     let Some(stage) = form.text("stage") else {
-        return secure(Redirect::to(&back).into_response());
+        return Redirect::to(&back).into_response();
     };
     let mut update = args! {"id" => id.clone(), "stage" => stage};
     if let Some(version) = form.text("version") {
         update.insert("if_match".into(), version.into());
     }
     match call(&state, &signed, "svc_update_deal", update).await {
-        Ok(_) => secure(Redirect::to(&back).into_response()),
+        Ok(_) => Redirect::to(&back).into_response(),
         Err(problem) if problem.code == ErrorCode::VersionConflict => {
             let to = format!("{back}&conflict={}", encode(&id));
-            secure(Redirect::to(&to).into_response())
+            Redirect::to(&to).into_response()
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }

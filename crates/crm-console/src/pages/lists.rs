@@ -14,7 +14,7 @@ use crate::{
         fields::{money, value_text, CUSTOM},
         Kind,
     },
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::Signed,
     State,
 };
@@ -104,12 +104,12 @@ fn list_args(query: &Form, me: &str) -> Map<String, Value> {
 pub async fn show(state: &State, signed: &Signed, kind: Kind, query: &Form) -> Response {
     let schema = match call(state, signed, "svc_describe_schema", Map::new()).await {
         Ok(schema) => schema,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let me = signed.session.user.id.to_string();
     let list = match call(state, signed, kind.op("list"), list_args(query, &me)).await {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let filters = schema["objects"]
         .as_array()
@@ -166,7 +166,7 @@ pub async fn show(state: &State, signed: &Signed, kind: Kind, query: &Form) -> R
         next,
         can_create: can_write(signed, kind),
     };
-    secure(page(200, &body))
+    page(200, &body)
 }
 
 /// `custom_fields.tier` → `Tier (custom)`; `company_id` → `Company`.

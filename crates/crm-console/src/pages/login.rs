@@ -14,10 +14,10 @@ use crm_domain::Mode;
 
 use crate::{
     form::Form,
-    reply::{page, problem_page, secure},
+    reply::{bare_problem_page, page, problem_page},
     session::{
-        cleared_session_cookie, client_address, cookie, csrf_refused, session_cookie, set_cookie,
-        Signed, PRE_SESSION_COOKIE,
+        cleared_session_cookie, client_address, cookie, cookie_name, csrf_refused, session_cookie,
+        set_cookie, Signed, PRE_SESSION_COOKIE,
     },
     State,
 };
@@ -45,16 +45,19 @@ struct SetPasswordPage<'a> {
 
 /// The pre-session token: the request's cookie, or a new one; set again either way, so that a
 /// form shown is good for its whole hour.
-fn pre_session(headers: &HeaderMap) -> (String, Option<String>) {
-    let token = cookie(headers, PRE_SESSION_COOKIE)
-        .filter(|v| v.len() >= 32)
-        .map_or_else(crm_app::auth::generate_token, str::to_owned);
+fn pre_session(state: &State, headers: &HeaderMap) -> (String, Option<String>) {
+    let token = cookie(
+        headers,
+        cookie_name(PRE_SESSION_COOKIE, state.secure_cookies),
+    )
+    .filter(|v| v.len() >= 32)
+    .map_or_else(crm_app::auth::generate_token, str::to_owned);
     (token.clone(), Some(token))
 }
 
 /// A page, with the pre-session cookie set when it is new.
 fn with_pre_session(state: &State, res: Response, new_token: Option<String>) -> Response {
-    let mut res = secure(res);
+    let mut res = res;
     if let Some(token) = new_token {
         let value = set_cookie(
             PRE_SESSION_COOKIE,
@@ -70,8 +73,9 @@ fn with_pre_session(state: &State, res: Response, new_token: Option<String>) -> 
 }
 
 /// Whether the form carries the pre-session cookie's token.
-fn pre_session_matches(headers: &HeaderMap, form: &Form) -> bool {
-    match (cookie(headers, PRE_SESSION_COOKIE), form.get("csrf")) {
+fn pre_session_matches(state: &State, headers: &HeaderMap, form: &Form) -> bool {
+    let name = cookie_name(PRE_SESSION_COOKIE, state.secure_cookies);
+    match (cookie(headers, name), form.get("csrf")) {
         (Some(c), Some(f)) => c.len() >= 32 && constant_time_eq(c.as_bytes(), f.as_bytes()),
         _ => false,
     }
@@ -79,7 +83,7 @@ fn pre_session_matches(headers: &HeaderMap, form: &Form) -> bool {
 
 /// `GET /login`.
 pub async fn form(AxumState(state): AxumState<State>, headers: HeaderMap) -> Response {
-    let (csrf, new) = pre_session(&headers);
+    let (csrf, new) = pre_session(&state, &headers);
     let body = page(
         200,
         &LoginPage {
@@ -104,7 +108,7 @@ pub async fn submit(AxumState(state): AxumState<State>, req: Request) -> Respons
         Ok(split) => split,
         Err(res) => return res,
     };
-    if !pre_session_matches(&parts.headers, &form) {
+    if !pre_session_matches(&state, &parts.headers, &form) {
         return csrf_refused();
     }
     let email = form.get("email").unwrap_or_default();
@@ -113,7 +117,7 @@ pub async fn submit(AxumState(state): AxumState<State>, req: Request) -> Respons
     match state.api.sign_in(email, password, &address).await {
         Ok(session) => signed_in(&state, &session),
         Err(problem) => {
-            let (csrf, new) = pre_session(&parts.headers);
+            let (csrf, new) = pre_session(&state, &parts.headers);
             let message = refusal_message(&problem);
             let body = page(
                 problem.status(),
@@ -141,7 +145,7 @@ fn refusal_message(problem: &Problem) -> String {
 /// The board, with the new session's cookie (a new id at every sign-in: a session id an
 /// attacker planted before it is worth nothing after).
 fn signed_in(state: &State, session: &NewSession) -> Response {
-    let mut res = secure(Redirect::to("/").into_response());
+    let mut res = Redirect::to("/").into_response();
     if let Ok(v) = session_cookie(&session.id, state.secure_cookies).parse() {
         res.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -154,9 +158,9 @@ pub async fn sign_out(AxumState(state): AxumState<State>, signed: Signed, form: 
         return csrf_refused();
     }
     if let Err(problem) = state.api.sign_out(&signed.session).await {
-        return problem_page(&problem);
+        return problem_page(&signed, &problem);
     }
-    let mut res = secure(Redirect::to("/login").into_response());
+    let mut res = Redirect::to("/login").into_response();
     if let Ok(v) = cleared_session_cookie(state.secure_cookies).parse() {
         res.headers_mut().append(header::SET_COOKIE, v);
     }
@@ -176,9 +180,9 @@ pub async fn switch_mode(
         return crate::pages::error_page(422, "Unknown mode", "The mode is test or live.");
     };
     if let Err(problem) = state.api.switch_mode(&signed.session, mode).await {
-        return problem_page(&problem);
+        return problem_page(&signed, &problem);
     }
-    secure(Redirect::to("/").into_response())
+    Redirect::to("/").into_response()
 }
 
 /// `GET /sign-in/{token}`: the set-password form of a working link. Showing it uses nothing up.
@@ -189,9 +193,9 @@ pub async fn link_form(
 ) -> Response {
     let user = match state.api.sign_in_link_user(&token).await {
         Ok(user) => user,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return bare_problem_page(&problem),
     };
-    let (csrf, new) = pre_session(&headers);
+    let (csrf, new) = pre_session(&state, &headers);
     let body = page(
         200,
         &SetPasswordPage {
@@ -215,7 +219,7 @@ pub async fn link_submit(
         Ok(split) => split,
         Err(res) => return res,
     };
-    if !pre_session_matches(&parts.headers, &form) {
+    if !pre_session_matches(&state, &parts.headers, &form) {
         return csrf_refused();
     }
     let password = form.get("password").unwrap_or_default();
@@ -227,16 +231,16 @@ pub async fn link_submit(
         Err(problem) if problem.code == ErrorCode::ValidationFailed => {
             link_form_again(&state, &parts, &token, &problem.detail).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => bare_problem_page(&problem),
     }
 }
 
 async fn link_form_again(state: &State, parts: &Parts, token: &str, error: &str) -> Response {
     let user = match state.api.sign_in_link_user(token).await {
         Ok(user) => user,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return bare_problem_page(&problem),
     };
-    let (csrf, new) = pre_session(&parts.headers);
+    let (csrf, new) = pre_session(state, &parts.headers);
     let body = page(
         422,
         &SetPasswordPage {

@@ -117,12 +117,12 @@ struct ErrorPage<'a> {
 
 /// A page that says what went wrong, with `status`.
 pub fn error_page(status: u16, title: &str, detail: &str) -> Response {
-    crate::reply::secure(page(
+    page(
         status,
         &ErrorPage {
             status,
             title,
             detail,
         },
-    ))
+    )
 }

@@ -25,7 +25,7 @@ use crate::{
         timeline::{self, Entry},
         Kind,
     },
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -142,7 +142,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 
 fn back_to(kind: Kind, id: &str, notice: &str) -> Response {
     let to = format!("/{}/{}?notice={notice}", kind.path(), encode(id));
-    secure(Redirect::to(&to).into_response())
+    Redirect::to(&to).into_response()
 }
 
 async fn schema(state: &State, signed: &Signed) -> Result<Value, Problem> {
@@ -245,7 +245,7 @@ async fn show(
 ) -> Response {
     match record_page(state, signed, kind, id, notice, error).await {
         Ok(res) => res,
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }
 
@@ -312,7 +312,7 @@ async fn record_page(
         notice,
         error,
     };
-    Ok(secure(page(200, &body)))
+    Ok(page(200, &body))
 }
 
 /// The records around this one: a contact's company and deals, a company's contacts and deals,
@@ -413,11 +413,11 @@ async fn new_form(
 ) -> Response {
     let schema = match schema(state, signed).await {
         Ok(s) => s,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let mut fields = match inputs(state, signed, kind, &schema, &Value::Null).await {
         Ok(f) => f,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     for field in &mut fields {
         if let Some(v) = sent.get(&field.name) {
@@ -441,7 +441,7 @@ async fn new_form(
         error: error.clone(),
     };
     let status = if error.is_some() { 422 } else { 200 };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// `POST /<kind>`: creates the record and opens its page.
@@ -451,22 +451,22 @@ async fn create(state: &State, signed: &Signed, kind: Kind, form: &Form) -> Resp
     }
     let schema = match schema(state, signed).await {
         Ok(s) => s,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let fields = match inputs(state, signed, kind, &schema, &Value::Null).await {
         Ok(f) => f,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let body = fields::body(&fields, form, None);
     match call(state, signed, kind.op("create"), body).await {
         Ok(created) => {
             let to = format!("/{}/{}", kind.path(), encode(&value_text(&created["id"])));
-            secure(Redirect::to(&to).into_response())
+            Redirect::to(&to).into_response()
         }
         Err(problem) if problem.status() == 422 || problem.status() == 409 => {
             new_form(state, signed, kind, form, Some(refusal(&problem))).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }
 
@@ -482,15 +482,15 @@ async fn update(state: &State, signed: &Signed, kind: Kind, id: &str, form: &For
     }
     let current = match call(state, signed, kind.op("get"), args! {"id" => id}).await {
         Ok(r) => r,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let schema = match schema(state, signed).await {
         Ok(s) => s,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let before = match inputs(state, signed, kind, &schema, &current).await {
         Ok(f) => f,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let mut patch = fields::body(&before, form, Some(&before));
     if patch.is_empty() {
@@ -506,7 +506,7 @@ async fn update(state: &State, signed: &Signed, kind: Kind, id: &str, form: &For
         Err(problem) if problem.status() == 422 || problem.status() == 409 => {
             show(state, signed, kind, id, None, Some(refusal(&problem))).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }
 
@@ -532,7 +532,7 @@ async fn simple_write(
                 "restored"
             },
         ),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }
 
@@ -563,7 +563,7 @@ async fn add_activity(
         Err(problem) if problem.status() == 422 => {
             show(state, signed, kind, id, None, Some(refusal(&problem))).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }
 
@@ -592,6 +592,6 @@ async fn merge(state: &State, signed: &Signed, kind: Kind, id: &str, form: &Form
         Err(problem) if problem.status() == 422 || problem.status() == 409 => {
             show(state, signed, kind, id, None, Some(refusal(&problem))).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(signed, &problem),
     }
 }

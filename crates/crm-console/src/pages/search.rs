@@ -13,7 +13,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::{fields::value_text, lists::Row, Kind},
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::Signed,
     State,
 };
@@ -52,7 +52,7 @@ pub async fn show(
         .await
         {
             Ok(found) => found,
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(&signed, &problem),
         };
         for kind in Kind::ALL {
             let section = &found[kind.path()];
@@ -86,5 +86,5 @@ pub async fn show(
         q,
         sections,
     };
-    secure(page(200, &body))
+    page(200, &body)
 }

@@ -17,7 +17,7 @@ use crm_domain::Mode;
 use crate::{
     chrome::Chrome,
     form::Form,
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::{csrf_refused, session_cookie, Signed},
     State,
 };
@@ -74,7 +74,7 @@ async fn show(
 ) -> Response {
     let query = Form::parse(q.unwrap_or_default().as_bytes());
     let notice = query.text("notice").and_then(notice_text);
-    secure(page(200, &account_page(&signed, notice, None)))
+    page(200, &account_page(&signed, notice, None))
 }
 
 /// A new session opens in live mode: the one that replaces a test-mode session goes on in test
@@ -116,7 +116,7 @@ async fn change_password(
     let new = form.get("new_password").unwrap_or_default();
     if form.get("confirm_password").unwrap_or_default() != new {
         let error = "The two new passwords differ.".to_owned();
-        return secure(page(422, &account_page(&signed, None, Some(error))));
+        return page(422, &account_page(&signed, None, Some(error)));
     }
     match state
         .api
@@ -125,18 +125,15 @@ async fn change_password(
     {
         Ok(session) => {
             keep_mode(&state, &signed, &session.id).await;
-            let mut res = secure(Redirect::to(&format!("{PATH}?notice=password")).into_response());
+            let mut res = Redirect::to(&format!("{PATH}?notice=password")).into_response();
             if let Ok(v) = session_cookie(&session.id, state.secure_cookies).parse() {
                 res.headers_mut().append(header::SET_COOKIE, v);
             }
             res
         }
         Err(problem) => match refusal(&problem) {
-            Some(error) => secure(page(
-                problem.status(),
-                &account_page(&signed, None, Some(error)),
-            )),
-            None => problem_page(&problem),
+            Some(error) => page(problem.status(), &account_page(&signed, None, Some(error))),
+            None => problem_page(&signed, &problem),
         },
     }
 }

@@ -21,7 +21,7 @@ use crate::{
     form::{encode, Form},
     ops::call,
     pages::fields::{value_text, CUSTOM},
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -227,7 +227,7 @@ fn notice_of(query: Option<String>) -> Option<&'static str> {
 }
 
 fn to(path: &str) -> Response {
-    secure(Redirect::to(path).into_response())
+    Redirect::to(path).into_response()
 }
 
 fn can_write(signed: &Signed) -> bool {
@@ -259,7 +259,7 @@ async fn render_list(
     .await
     {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let rules = list["data"]
         .as_array()
@@ -269,7 +269,7 @@ async fn render_list(
     let activity_types = if can_write {
         match call(state, signed, "svc_describe_schema", Map::new()).await {
             Ok(schema) => activity_types(&schema),
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(signed, &problem),
         }
     } else {
         Vec::new()
@@ -285,7 +285,7 @@ async fn render_list(
         notice,
         error: error.clone(),
     };
-    secure(page(if error.is_some() { 422 } else { 200 }, &body))
+    page(if error.is_some() { 422 } else { 200 }, &body)
 }
 
 /// The `activity.type` values the schema registers, as (value, label).
@@ -390,7 +390,7 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
     }
     let schema = match call(&state, &signed, "svc_describe_schema", Map::new()).await {
         Ok(schema) => schema,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(&signed, &problem),
     };
     let trigger = form.text("trigger_event").unwrap_or_default();
     let mut action = Map::new();
@@ -416,7 +416,7 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
         )),
         Err(problem) => match form_refusal(&problem) {
             Some(error) => render_list(&state, &signed, None, form, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(&signed, &problem),
         },
     }
 }
@@ -437,7 +437,7 @@ async fn show(
     .await
     {
         Ok(rule) => rule,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(&signed, &problem),
     };
     let runs = match call(
         &state,
@@ -448,7 +448,7 @@ async fn show(
     .await
     {
         Ok(runs) => runs,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(&signed, &problem),
     };
     let body = OnePage {
         chrome: Chrome::new(&signed, "settings"),
@@ -460,7 +460,7 @@ async fn show(
         can_write: can_write(&signed),
         notice: notice_of(query),
     };
-    secure(page(200, &body))
+    page(200, &body)
 }
 
 /// `POST /settings/automations/{id}/enabled`: `enabled=true|false`.
@@ -481,7 +481,7 @@ async fn set_enabled(
             encode(&id),
             if enabled { "enabled" } else { "disabled" }
         )),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
@@ -497,7 +497,7 @@ async fn delete(
     }
     match call(&state, &signed, "svc_delete_automation", args! {"id" => id}).await {
         Ok(_) => to("/settings/automations?notice=deleted"),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

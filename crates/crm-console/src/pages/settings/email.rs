@@ -22,7 +22,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -83,7 +83,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn back(notice: &str) -> Response {
-    secure(Redirect::to(&format!("/settings/email?notice={notice}")).into_response())
+    Redirect::to(&format!("/settings/email?notice={notice}")).into_response()
 }
 
 /// This mode's connections, newest first.
@@ -95,7 +95,7 @@ async fn connections(state: &State, signed: &Signed) -> Result<Vec<Connection>, 
         args! {"limit" => "100"},
     )
     .await
-    .map_err(|problem| problem_page(&problem))?;
+    .map_err(|problem| problem_page(signed, &problem))?;
     let mut all: Vec<Connection> = list["data"]
         .as_array()
         .map(|all| all.iter().map(Connection::of).collect())
@@ -140,7 +140,7 @@ async fn render(
         notice,
         error: error.clone(),
     };
-    secure(page(if error.is_some() { 422 } else { 200 }, &body))
+    page(if error.is_some() { 422 } else { 200 }, &body)
 }
 
 /// `POST /settings/email`: a new connection; the older ones are deleted once it exists.
@@ -163,7 +163,7 @@ async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) ->
     if let Err(problem) = call(&state, &signed, "svc_create_connection", body).await {
         return match form_refusal(&problem) {
             Some(error) => render(&state, &signed, None, &form, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(&signed, &problem),
         };
     }
     for old in &before {
@@ -178,7 +178,7 @@ async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) ->
             Ok(_) => {}
             // Already gone (someone removed it meanwhile) is what was wanted.
             Err(problem) if problem.status() == 404 => {}
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(&signed, &problem),
         }
     }
     back(if before.is_empty() {
@@ -196,7 +196,7 @@ async fn remove(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
     let id = form.text("connection").unwrap_or_default();
     match call(&state, &signed, "svc_delete_connection", args! {"id" => id}).await {
         Ok(_) => back("removed"),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

@@ -19,7 +19,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -92,7 +92,7 @@ async fn render(
 ) -> Response {
     let schema = match call(state, signed, "svc_describe_schema", Map::new()).await {
         Ok(schema) => schema,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let objects = schema["objects"]
         .as_array()
@@ -127,7 +127,7 @@ async fn render(
         notice,
         error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// An object's custom fields (the schema lists the built-in ones too).
@@ -159,10 +159,10 @@ async fn answered(
     notice: &str,
 ) -> Response {
     match result {
-        Ok(_) => secure(Redirect::to(&format!("/settings/fields?notice={notice}")).into_response()),
+        Ok(_) => Redirect::to(&format!("/settings/fields?notice={notice}")).into_response(),
         Err(problem) => match form_refusal(&problem) {
             Some(error) => render(state, signed, None, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(signed, &problem),
         },
     }
 }

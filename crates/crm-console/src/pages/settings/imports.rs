@@ -23,7 +23,7 @@ use crate::{
     form::{encode, Form},
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -154,7 +154,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn to(path: &str) -> Response {
-    secure(Redirect::to(path).into_response())
+    Redirect::to(path).into_response()
 }
 
 fn can_write(signed: &Signed) -> bool {
@@ -181,7 +181,7 @@ async fn render_list(
 ) -> Response {
     let list = match call(state, signed, "svc_list_imports", args! {"limit" => "50"}).await {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let body = ListPage {
         chrome: Chrome::new(signed, "settings"),
@@ -202,7 +202,7 @@ async fn render_list(
         notice,
         error: error.clone(),
     };
-    secure(page(if error.is_some() { 422 } else { 200 }, &body))
+    page(if error.is_some() { 422 } else { 200 }, &body)
 }
 
 /// `POST /settings/imports`: the pasted CSV as an import, then its page.
@@ -227,7 +227,7 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
         )),
         Err(problem) => match form_refusal(&problem) {
             Some(error) => render_list(&state, &signed, None, &form, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(&signed, &problem),
         },
     }
 }
@@ -253,7 +253,7 @@ async fn render_one(
 ) -> Response {
     let import = match call(state, signed, "svc_get_import", args! {"id" => id}).await {
         Ok(import) => import,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let errors = match call(
         state,
@@ -264,7 +264,7 @@ async fn render_one(
     .await
     {
         Ok(errors) => errors,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let status = if error.is_some() { 409 } else { 200 };
     let body = OnePage {
@@ -277,7 +277,7 @@ async fn render_one(
         notice,
         error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 fn row_errors(list: &Value) -> Vec<RowError> {
@@ -322,7 +322,7 @@ async fn cancel(
         Err(problem) if problem.status() == 409 => {
             render_one(&state, &signed, &id, None, Some(problem.detail.clone())).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -160,7 +160,7 @@ async fn keys_page(
     }
     let list = match call(state, signed, "svc_list_keys", list_args).await {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let keys = list["data"]
         .as_array()
@@ -186,7 +186,7 @@ async fn keys_page(
         notice: extras.notice,
         error: extras.error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// `GET /settings/keys`.
@@ -249,7 +249,7 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
             };
             keys_page(&state, &signed, problem.status(), None, extras).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
@@ -264,7 +264,7 @@ async fn revoke(
         return csrf_refused();
     }
     match call(&state, &signed, "svc_revoke_key", args! {"id" => id}).await {
-        Ok(_) => secure(Redirect::to(&format!("{PATH}?notice=revoked")).into_response()),
+        Ok(_) => Redirect::to(&format!("{PATH}?notice=revoked")).into_response(),
         Err(problem) if shown_in_page(&problem) => {
             let extras = Extras {
                 error: Some(refusal(&problem)),
@@ -272,7 +272,7 @@ async fn revoke(
             };
             keys_page(&state, &signed, problem.status(), None, extras).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

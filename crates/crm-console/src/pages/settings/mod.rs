@@ -18,12 +18,7 @@ use askama::Template;
 use axum::{extract::State as AxumState, response::Response, routing::get, Router};
 use crm_app::Scope;
 
-use crate::{
-    chrome::Chrome,
-    reply::{page, secure},
-    session::Signed,
-    State,
-};
+use crate::{chrome::Chrome, reply::page, session::Signed, State};
 
 /// A section of the settings: its path under `/settings/`, title, what it holds, and the scope
 /// that shows it (`None`: every signed-in user).
@@ -121,7 +116,7 @@ async fn index(AxumState(_state): AxumState<State>, signed: Signed) -> Response 
         chrome: Chrome::new(&signed, "settings"),
         sections: SECTIONS.iter().filter(|s| visible(&signed, s)).collect(),
     };
-    secure(page(200, &body))
+    page(200, &body)
 }
 
 /// The settings' routes.

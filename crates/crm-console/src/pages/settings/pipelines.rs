@@ -19,7 +19,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -68,7 +68,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn back(notice: &str) -> Response {
-    secure(Redirect::to(&format!("/settings/pipelines?notice={notice}")).into_response())
+    Redirect::to(&format!("/settings/pipelines?notice={notice}")).into_response()
 }
 
 async fn show(
@@ -96,7 +96,7 @@ async fn render(
     .await
     {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let pipelines = list["data"]
         .as_array()
@@ -111,7 +111,7 @@ async fn render(
         notice,
         error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 fn pipeline_row(p: &Value) -> PipelineRow {
@@ -147,7 +147,7 @@ async fn answered(
         Ok(_) => back(notice),
         Err(problem) => match form_refusal(&problem) {
             Some(error) => render(state, signed, None, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(signed, &problem),
         },
     }
 }

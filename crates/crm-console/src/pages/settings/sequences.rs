@@ -19,7 +19,7 @@ use crate::{
     form::{encode, Form},
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -108,7 +108,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn to(path: &str) -> Response {
-    secure(Redirect::to(path).into_response())
+    Redirect::to(path).into_response()
 }
 
 /// `stage eq "won"`, `email exists`.
@@ -169,7 +169,7 @@ async fn list(AxumState(state): AxumState<State>, signed: Signed) -> Response {
     .await
     {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(&signed, &problem),
     };
     let sequences = list["data"]
         .as_array()
@@ -189,7 +189,7 @@ async fn list(AxumState(state): AxumState<State>, signed: Signed) -> Response {
         chrome: Chrome::new(&signed, "settings"),
         sequences,
     };
-    secure(page(200, &body))
+    page(200, &body)
 }
 
 /// `GET /settings/sequences/{id}` (`?preview=1` adds the preview).
@@ -224,12 +224,12 @@ async fn render_one(
 ) -> Response {
     let seq = match call(state, signed, "svc_get_sequence", args! {"id" => id}).await {
         Ok(seq) => seq,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let preview = if with_preview {
         match call(state, signed, "svc_preview_sequence", args! {"id" => id}).await {
             Ok(p) => Some(preview_of(&p)),
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(signed, &problem),
         }
     } else {
         None
@@ -243,7 +243,7 @@ async fn render_one(
     .await
     {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let steps = seq["steps"]
         .as_array()
@@ -279,7 +279,7 @@ async fn render_one(
         notice,
         error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 fn preview_of(p: &Value) -> Preview {
@@ -346,7 +346,7 @@ async fn enroll(
             Some(error) => {
                 render_one(&state, &signed, &id, false, None, Some(error), contact_id).await
             }
-            None => problem_page(&problem),
+            None => problem_page(&signed, &problem),
         },
     }
 }
@@ -367,7 +367,7 @@ async fn unenroll(
             "/settings/sequences/{}?notice=unenrolled",
             encode(&id)
         )),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

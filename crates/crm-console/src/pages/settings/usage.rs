@@ -20,7 +20,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -140,13 +140,13 @@ async fn usage_page(
 ) -> Response {
     let usage = match call(state, signed, "svc_get_usage", Map::new()).await {
         Ok(usage) => usage,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let scopes = &signed.caller.scopes;
     let settings = if scopes.allows(Scope::read("settings")) {
         match call(state, signed, "svc_get_settings", Map::new()).await {
             Ok(settings) => Some(sent.unwrap_or_else(|| settings_form(&settings))),
-            Err(problem) => return problem_page(&problem),
+            Err(problem) => return problem_page(signed, &problem),
         }
     } else {
         None
@@ -179,7 +179,7 @@ async fn usage_page(
         notice,
         error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// `GET /settings/usage`.
@@ -235,7 +235,7 @@ async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) ->
         return csrf_refused();
     }
     match call(&state, &signed, "svc_update_settings", settings_body(&form)).await {
-        Ok(_) => secure(Redirect::to(&format!("{PATH}?notice=saved")).into_response()),
+        Ok(_) => Redirect::to(&format!("{PATH}?notice=saved")).into_response(),
         Err(problem) if matches!(problem.status(), 403 | 422) => {
             let text = |name: &str| form.text(name).unwrap_or_default().to_owned();
             let sent = SettingsForm {
@@ -246,7 +246,7 @@ async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) ->
             let error = Some(refusal(&problem));
             usage_page(&state, &signed, problem.status(), Some(sent), None, error).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 

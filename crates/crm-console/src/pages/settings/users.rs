@@ -20,7 +20,7 @@ use crate::{
     form::Form,
     ops::call,
     pages::fields::value_text,
-    reply::{page, problem_page, secure},
+    reply::{page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -93,7 +93,7 @@ fn notice_text(code: &str) -> Option<&'static str> {
 }
 
 fn back(notice: &str) -> Response {
-    secure(Redirect::to(&format!("{PATH}?notice={notice}")).into_response())
+    Redirect::to(&format!("{PATH}?notice={notice}")).into_response()
 }
 
 /// A refusal shown on the page: the detail, naming the field.
@@ -170,7 +170,7 @@ async fn users_page(
     }
     let list = match call(state, signed, "svc_list_users", list_args).await {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let users = list["data"]
         .as_array()
@@ -193,7 +193,7 @@ async fn users_page(
         notice: extras.notice,
         error: extras.error,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// `GET /settings/users`.
@@ -258,14 +258,14 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
             };
             users_page(&state, &signed, problem.status(), None, extras).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
 /// A write of one user refused: the page again, saying why.
 async fn refused(state: &State, signed: &Signed, problem: &Problem) -> Response {
     if !shown_in_page(problem) {
-        return problem_page(problem);
+        return problem_page(signed, problem);
     }
     let extras = Extras {
         error: Some(refusal(problem)),

@@ -22,7 +22,7 @@ use crate::{
     form::{encode, Form},
     ops::call,
     pages::fields::value_text,
-    reply::{form_refusal, page, problem_page, secure},
+    reply::{form_refusal, page, problem_page},
     session::{csrf_refused, Signed},
     State,
 };
@@ -140,7 +140,7 @@ fn notice_of(query: Option<String>) -> Option<&'static str> {
 }
 
 fn to(path: &str) -> Response {
-    secure(Redirect::to(path).into_response())
+    Redirect::to(path).into_response()
 }
 
 fn can_write(signed: &Signed) -> bool {
@@ -180,7 +180,7 @@ async fn render_list(
 ) -> Response {
     let list = match call(state, signed, "svc_list_webhooks", args! {"limit" => "100"}).await {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let hooks = list["data"]
         .as_array()
@@ -202,7 +202,7 @@ async fn render_list(
         notice,
         error: error.clone(),
     };
-    secure(page(if error.is_some() { 422 } else { 200 }, &body))
+    page(if error.is_some() { 422 } else { 200 }, &body)
 }
 
 /// `POST /settings/webhooks`: registers the webhook and answers its page with the secret.
@@ -228,7 +228,7 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
         }
         Err(problem) => match form_refusal(&problem) {
             Some(error) => render_list(&state, &signed, None, &form, Some(error)).await,
-            None => problem_page(&problem),
+            None => problem_page(&signed, &problem),
         },
     }
 }
@@ -249,7 +249,7 @@ async fn show(
     .await
     {
         Ok(hook) => hook,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(&signed, &problem),
     };
     render_one(&state, &signed, &hook, None, notice_of(query), 200).await
 }
@@ -272,7 +272,7 @@ async fn render_one(
     .await
     {
         Ok(list) => list,
-        Err(problem) => return problem_page(&problem),
+        Err(problem) => return problem_page(signed, &problem),
     };
     let body = OnePage {
         chrome: Chrome::new(signed, "settings"),
@@ -282,7 +282,7 @@ async fn render_one(
         secret,
         notice,
     };
-    secure(page(status, &body))
+    page(status, &body)
 }
 
 /// Attempts (newest first) grouped by delivery: each delivery's newest attempt gives its status
@@ -345,7 +345,7 @@ async fn set_enabled(
     match call(&state, &signed, "svc_update_webhook", body).await {
         Ok(_) => back(if enabled { "enabled" } else { "disabled" }),
         Err(problem) if problem.code == ErrorCode::VersionConflict => back("conflict"),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
@@ -361,7 +361,7 @@ async fn delete(
     }
     match call(&state, &signed, "svc_delete_webhook", args! {"id" => id}).await {
         Ok(_) => to("/settings/webhooks?notice=deleted"),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
@@ -387,7 +387,7 @@ async fn roll_secret(
             let secret = hook["secret"].as_str().unwrap_or_default().to_owned();
             render_one(&state, &signed, &hook, Some(secret), None, 200).await
         }
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
@@ -413,7 +413,7 @@ async fn retry(
             "/settings/webhooks/{}?notice=retried",
             encode(&id)
         )),
-        Err(problem) => problem_page(&problem),
+        Err(problem) => problem_page(&signed, &problem),
     }
 }
 
