@@ -99,6 +99,9 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<(Contact, UpsertOutcome), AppError> {
         let tenant = &caller.tenant;
+        if let Some(created) = self.upsert_as_create(caller, key, &draft, idem).await? {
+            return Ok((created, UpsertOutcome::Created));
+        }
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
         let (contact, outcome) = self
@@ -124,6 +127,39 @@ impl App {
         .await?;
         tx.commit().await?;
         Ok((contact, outcome))
+    }
+
+    /// An upsert by email that no contact holds is a create: run as one ([`App::create_contact`],
+    /// which groups creates into shared transactions or writes a plain one in one statement)
+    /// rather than in a transaction of its own. `None` when the upsert is not such a create (a
+    /// holder, a `match` key, an `Idempotency-Key`, whose reply an upsert stores in its own
+    /// shape, a dry run, an email that does not parse) or when a contact took the email
+    /// meanwhile: the transactional upsert then decides, as it would have.
+    async fn upsert_as_create(
+        &self,
+        caller: &Caller,
+        key: Option<&str>,
+        draft: &ContactDraft,
+        idem: Option<&IdemClaim>,
+    ) -> Result<Option<Contact>, AppError> {
+        if key.is_some() || idem.is_some() || self.dry().is_some() {
+            return Ok(None);
+        }
+        let Some(email) = draft.email.as_deref().and_then(Email::parse) else {
+            return Ok(None);
+        };
+        let held = {
+            let mut tx = self.store.begin_read().await?;
+            tx.get_contact_by_email(&caller.tenant, &email).await?
+        };
+        if held.is_some() {
+            return Ok(None);
+        }
+        match self.create_contact(caller, draft.clone(), None).await {
+            Ok(contact) => Ok(Some(contact)),
+            Err(AppError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// [`App::upsert_contact`] inside a caller's transaction (batch): by email, or by the unique
@@ -170,9 +206,20 @@ impl App {
         let email = Email::parse(raw)
             .ok_or_else(|| ValidationError::invalid("email", "is not a valid e-mail address"))?;
         tx.lock_key(tenant, &contact_key(&email)).await?;
-        let Some(existing) = tx.get_contact_by_email(tenant, &email).await? else {
-            let contact = self.create_contact_in(tx, tenant, draft, fx).await?;
-            return Ok((contact, UpsertOutcome::Created));
+        let existing = match tx.get_contact_by_email(tenant, &email).await? {
+            Some(existing) => existing,
+            None => match self.create_contact_in(tx, tenant, draft, fx).await {
+                Ok(contact) => return Ok((contact, UpsertOutcome::Created)),
+                // An upsert run as a plain create (`upsert_as_create`) takes no key lock, so
+                // it may have created the contact meanwhile: that one is updated instead.
+                Err(conflict @ AppError::Conflict { .. }) => {
+                    match tx.get_contact_by_email(tenant, &email).await? {
+                        Some(existing) => existing,
+                        None => return Err(conflict),
+                    }
+                }
+                Err(e) => return Err(e),
+            },
         };
         if expected_version.is_some_and(|v| v != existing.version) {
             return Err(AppError::VersionConflict {
