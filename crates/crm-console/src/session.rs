@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::{
-    extract::{ConnectInfo, FromRequestParts},
+    extract::{ConnectInfo, FromRequest, FromRequestParts, Request},
     http::{header, request::Parts, HeaderMap},
     response::{IntoResponse, Redirect, Response},
 };
@@ -83,6 +83,27 @@ pub fn csrf_refused() -> Response {
 
 fn to_login() -> Response {
     Redirect::to("/login").into_response()
+}
+
+/// A signed-in user's form post that carries the session's CSRF token: a handler that takes
+/// one never sees a forged post, which is answered [`csrf_refused`] before it runs.
+pub struct Posted {
+    pub signed: Signed,
+    pub form: Form,
+}
+
+impl FromRequest<State> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &State) -> Result<Posted, Response> {
+        let (mut parts, body) = req.into_parts();
+        let signed = Signed::from_request_parts(&mut parts, state).await?;
+        let form = Form::from_request(Request::from_parts(parts, body), state).await?;
+        if !signed.csrf_ok(&form) {
+            return Err(csrf_refused());
+        }
+        Ok(Posted { signed, form })
+    }
 }
 
 /// A request without a working session is sent to the login page.

@@ -21,7 +21,7 @@ use crate::{
     ops::call,
     pages::{fields::money, Kind},
     reply::{page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -245,10 +245,10 @@ fn totals_text(values: &Value) -> String {
 }
 
 /// `POST /board/move`: the form's deal to the chosen stage, if it is still the version shown.
-pub async fn move_deal(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+pub async fn move_deal(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form }: Posted,
+) -> Response {
     let id = form.text("deal").unwrap_or_default().to_owned();
     let pipeline = form.text("pipeline").unwrap_or_default().to_owned();
     let back = board_path(&pipeline, form.get("mine").is_some());

@@ -17,7 +17,7 @@ use crate::{
     reply::{bare_problem_page, page, problem_page},
     session::{
         cleared_session_cookie, client_address, cookie, cookie_name, csrf_refused, session_cookie,
-        set_cookie, Signed, PRE_SESSION_COOKIE,
+        set_cookie, Posted, PRE_SESSION_COOKIE,
     },
     State,
 };
@@ -153,10 +153,10 @@ fn signed_in(state: &State, session: &NewSession) -> Response {
 }
 
 /// `POST /logout`: the session ends on the server, and its cookie is cleared.
-pub async fn sign_out(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+pub async fn sign_out(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form: _ }: Posted,
+) -> Response {
     if let Err(problem) = state.api.sign_out(&signed.session).await {
         return problem_page(&signed, &problem);
     }
@@ -170,12 +170,8 @@ pub async fn sign_out(AxumState(state): AxumState<State>, signed: Signed, form: 
 /// `POST /mode`: the session switches between test and live.
 pub async fn switch_mode(
     AxumState(state): AxumState<State>,
-    signed: Signed,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let Some(mode) = form.get("mode").and_then(Mode::parse) else {
         return crate::pages::error_page(422, "Unknown mode", "The mode is test or live.");
     };

@@ -26,7 +26,7 @@ use crate::{
         Kind,
     },
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -80,7 +80,7 @@ pub fn routes(router: Router<State>, kind: Kind) -> Router<State> {
             get(move |AxumState(state): AxumState<State>, signed: Signed, RawQuery(q): RawQuery| async move {
                 lists::show(&state, &signed, kind, &Form::parse(q.unwrap_or_default().as_bytes())).await
             })
-            .post(move |AxumState(state): AxumState<State>, signed: Signed, form: Form| async move {
+            .post(move |AxumState(state): AxumState<State>, Posted { signed, form }: Posted| async move {
                 create(&state, &signed, kind, &form).await
             }),
         )
@@ -97,31 +97,31 @@ pub fn routes(router: Router<State>, kind: Kind) -> Router<State> {
                 let notice = query.text("notice").and_then(notice_text).map(str::to_owned);
                 show(&state, &signed, kind, &id, notice, None).await
             })
-            .post(move |AxumState(state): AxumState<State>, signed: Signed, Path(id): Path<String>, form: Form| async move {
+            .post(move |AxumState(state): AxumState<State>, Path(id): Path<String>, Posted { signed, form }: Posted| async move {
                 update(&state, &signed, kind, &id, &form).await
             }),
         )
         .route(
             &format!("{base}/{{id}}/delete"),
-            post(move |AxumState(state): AxumState<State>, signed: Signed, Path(id): Path<String>, form: Form| async move {
+            post(move |AxumState(state): AxumState<State>, Path(id): Path<String>, Posted { signed, form }: Posted| async move {
                 simple_write(&state, &signed, kind, &id, &form, "delete").await
             }),
         )
         .route(
             &format!("{base}/{{id}}/restore"),
-            post(move |AxumState(state): AxumState<State>, signed: Signed, Path(id): Path<String>, form: Form| async move {
+            post(move |AxumState(state): AxumState<State>, Path(id): Path<String>, Posted { signed, form }: Posted| async move {
                 simple_write(&state, &signed, kind, &id, &form, "restore").await
             }),
         )
         .route(
             &format!("{base}/{{id}}/activities"),
-            post(move |AxumState(state): AxumState<State>, signed: Signed, Path(id): Path<String>, form: Form| async move {
+            post(move |AxumState(state): AxumState<State>, Path(id): Path<String>, Posted { signed, form }: Posted| async move {
                 add_activity(&state, &signed, kind, &id, &form).await
             }),
         )
         .route(
             &format!("{base}/{{id}}/merge"),
-            post(move |AxumState(state): AxumState<State>, signed: Signed, Path(id): Path<String>, form: Form| async move {
+            post(move |AxumState(state): AxumState<State>, Path(id): Path<String>, Posted { signed, form }: Posted| async move {
                 merge(&state, &signed, kind, &id, &form).await
             }),
         )
@@ -446,9 +446,6 @@ async fn new_form(
 
 /// `POST /<kind>`: creates the record and opens its page.
 async fn create(state: &State, signed: &Signed, kind: Kind, form: &Form) -> Response {
-    if !signed.csrf_ok(form) {
-        return csrf_refused();
-    }
     let schema = match schema(state, signed).await {
         Ok(s) => s,
         Err(problem) => return problem_page(signed, &problem),
@@ -477,9 +474,6 @@ fn refusal(problem: &Problem) -> String {
 
 /// `POST /<kind>/{id}`: the fields that changed, if the record is still the version shown.
 async fn update(state: &State, signed: &Signed, kind: Kind, id: &str, form: &Form) -> Response {
-    if !signed.csrf_ok(form) {
-        return csrf_refused();
-    }
     let current = match call(state, signed, kind.op("get"), args! {"id" => id}).await {
         Ok(r) => r,
         Err(problem) => return problem_page(signed, &problem),
@@ -516,12 +510,9 @@ async fn simple_write(
     signed: &Signed,
     kind: Kind,
     id: &str,
-    form: &Form,
+    _form: &Form,
     verb: &'static str,
 ) -> Response {
-    if !signed.csrf_ok(form) {
-        return csrf_refused();
-    }
     match call(state, signed, kind.op(verb), args! {"id" => id}).await {
         Ok(_) => back_to(
             kind,
@@ -544,9 +535,6 @@ async fn add_activity(
     id: &str,
     form: &Form,
 ) -> Response {
-    if !signed.csrf_ok(form) {
-        return csrf_refused();
-    }
     let owner = match kind {
         Kind::Contacts => "contact_id",
         Kind::Deals => "deal_id",
@@ -569,9 +557,6 @@ async fn add_activity(
 
 /// `POST /<kind>/{id}/merge`: the listed duplicates merged into this record.
 async fn merge(state: &State, signed: &Signed, kind: Kind, id: &str, form: &Form) -> Response {
-    if !signed.csrf_ok(form) {
-        return csrf_refused();
-    }
     let op = match kind {
         Kind::Contacts => "svc_merge_contacts",
         Kind::Companies => "svc_merge_companies",

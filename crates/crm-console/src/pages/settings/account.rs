@@ -18,7 +18,7 @@ use crate::{
     chrome::Chrome,
     form::Form,
     reply::{page, problem_page},
-    session::{csrf_refused, session_cookie, Signed},
+    session::{session_cookie, Posted, Signed},
     State,
 };
 
@@ -106,12 +106,8 @@ fn refusal(problem: &Problem) -> Option<String> {
 /// again saying so.
 async fn change_password(
     AxumState(state): AxumState<State>,
-    signed: Signed,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let current = form.get("current_password").unwrap_or_default();
     let new = form.get("new_password").unwrap_or_default();
     if form.get("confirm_password").unwrap_or_default() != new {

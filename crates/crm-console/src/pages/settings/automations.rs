@@ -22,7 +22,7 @@ use crate::{
     ops::call,
     pages::fields::{value_text, CUSTOM},
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -384,10 +384,7 @@ fn condition(schema: &Value, trigger: &str, form: &Form) -> Option<Value> {
 }
 
 /// `POST /settings/automations`: the rule of the form, then its page.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let schema = match call(&state, &signed, "svc_describe_schema", Map::new()).await {
         Ok(schema) => schema,
         Err(problem) => return problem_page(&signed, &problem),
@@ -466,13 +463,9 @@ async fn show(
 /// `POST /settings/automations/{id}/enabled`: `enabled=true|false`.
 async fn set_enabled(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let enabled = form.text("enabled") == Some("true");
     let body = args! {"id" => id.as_str(), "enabled" => enabled};
     match call(&state, &signed, "svc_update_automation", body).await {
@@ -488,13 +481,9 @@ async fn set_enabled(
 /// `POST /settings/automations/{id}/delete`.
 async fn delete(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(&state, &signed, "svc_delete_automation", args! {"id" => id}).await {
         Ok(_) => to("/settings/automations?notice=deleted"),
         Err(problem) => problem_page(&signed, &problem),

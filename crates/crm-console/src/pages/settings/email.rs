@@ -23,7 +23,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -144,10 +144,7 @@ async fn render(
 }
 
 /// `POST /settings/email`: a new connection; the older ones are deleted once it exists.
-async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn save(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let before = match connections(&state, &signed).await {
         Ok(all) => all,
         Err(res) => return res,
@@ -189,10 +186,7 @@ async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) ->
 }
 
 /// `POST /settings/email/delete`: the connection named by `connection`.
-async fn remove(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn remove(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let id = form.text("connection").unwrap_or_default();
     match call(&state, &signed, "svc_delete_connection", args! {"id" => id}).await {
         Ok(_) => back("removed"),

@@ -20,7 +20,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -168,10 +168,10 @@ async fn answered(
 }
 
 /// `POST /settings/fields`: registers a custom field.
-async fn create_field(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create_field(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form }: Posted,
+) -> Response {
     let mut body = args! {
         "object" => form.text("object").unwrap_or_default(),
         "key" => form.text("key").unwrap_or_default(),
@@ -189,10 +189,10 @@ async fn create_field(AxumState(state): AxumState<State>, signed: Signed, form: 
 }
 
 /// `POST /settings/fields/values`: adds a value to an enum group.
-async fn add_value(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn add_value(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form }: Posted,
+) -> Response {
     let mut body = args! {
         "group" => form.text("group").unwrap_or_default(),
         "value" => form.text("value").unwrap_or_default(),

@@ -24,7 +24,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -206,10 +206,7 @@ async fn render_list(
 }
 
 /// `POST /settings/imports`: the pasted CSV as an import, then its page.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let mut body = args! {
         "object" => form.text("object").unwrap_or_default(),
         "csv" => form.get("csv").unwrap_or_default(),
@@ -299,13 +296,9 @@ fn row_errors(list: &Value) -> Vec<RowError> {
 /// `POST /settings/imports/{id}/cancel`.
 async fn cancel(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(
         &state,
         &signed,

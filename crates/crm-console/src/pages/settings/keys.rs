@@ -22,7 +22,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -216,10 +216,7 @@ fn sent_scopes(form: &Form) -> Vec<String> {
 }
 
 /// `POST /settings/keys`: creates the key and shows its secret, once.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let name = form.text("name").unwrap_or_default().to_owned();
     let scopes = sent_scopes(&form);
     let mut body = args! {"scopes" => scopes.clone()};
@@ -256,13 +253,9 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
 /// `POST /settings/keys/{id}/revoke`.
 async fn revoke(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(&state, &signed, "svc_revoke_key", args! {"id" => id}).await {
         Ok(_) => Redirect::to(&format!("{PATH}?notice=revoked")).into_response(),
         Err(problem) if shown_in_page(&problem) => {

@@ -20,7 +20,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -153,10 +153,7 @@ async fn answered(
 }
 
 /// `POST /settings/pipelines`: a new pipeline; its stages as keys separated by commas.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let mut body = args! {
         "key" => form.text("key").unwrap_or_default(),
         "name" => form.text("name").unwrap_or_default(),
@@ -177,30 +174,27 @@ async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) 
     answered(&state, &signed, result, "created").await
 }
 
-async fn make_default(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn make_default(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form }: Posted,
+) -> Response {
     let id = form.text("pipeline").unwrap_or_default();
     let body = args! {"id" => id, "is_default" => true};
     let result = call(&state, &signed, "svc_update_pipeline", body).await;
     answered(&state, &signed, result, "default").await
 }
 
-async fn delete(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn delete(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let id = form.text("pipeline").unwrap_or_default();
     let result = call(&state, &signed, "svc_delete_pipeline", args! {"id" => id}).await;
     answered(&state, &signed, result, "deleted").await
 }
 
 /// `POST /settings/pipelines/stages`: add, update or remove one stage of a pipeline.
-async fn manage_stage(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn manage_stage(
+    AxumState(state): AxumState<State>,
+    Posted { signed, form }: Posted,
+) -> Response {
     let mut body = args! {
         "pipeline" => form.text("pipeline").unwrap_or_default(),
         "action" => form.text("action").unwrap_or("add"),

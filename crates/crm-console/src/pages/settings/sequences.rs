@@ -20,7 +20,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -328,13 +328,9 @@ fn enrollment_of(e: &Value) -> Enrollment {
 /// `POST /settings/sequences/{id}/enroll`: one contact by its id.
 async fn enroll(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let contact_id = form.text("contact_id").unwrap_or_default();
     let body = args! {"id" => id.as_str(), "contact_id" => contact_id};
     match call(&state, &signed, "svc_enroll_contact", body).await {
@@ -354,13 +350,9 @@ async fn enroll(
 /// `POST /settings/sequences/{id}/enrollments/{enrollment_id}/unenroll`.
 async fn unenroll(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path((id, enrollment_id)): Path<(String, String)>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let body = args! {"id" => id.as_str(), "enrollment_id" => enrollment_id};
     match call(&state, &signed, "svc_unenroll_contact", body).await {
         Ok(_) => to(&format!(

@@ -21,7 +21,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -230,10 +230,7 @@ fn refusal(problem: &Problem) -> String {
 }
 
 /// `POST /settings/usage`: saves the cap and the retention days.
-async fn save(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn save(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     match call(&state, &signed, "svc_update_settings", settings_body(&form)).await {
         Ok(_) => Redirect::to(&format!("{PATH}?notice=saved")).into_response(),
         Err(problem) if matches!(problem.status(), 403 | 422) => {

@@ -21,7 +21,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -222,10 +222,7 @@ fn new_link_of(answer: &Value, why: &'static str) -> NewLink {
 }
 
 /// `POST /settings/users`: creates the user and shows its sign-in link, once.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let text = |name: &str| form.text(name).unwrap_or_default().to_owned();
     let sent = Sent {
         email: text("email"),
@@ -277,13 +274,9 @@ async fn refused(state: &State, signed: &Signed, problem: &Problem) -> Response 
 /// `POST /settings/users/{id}/role`.
 async fn change_role(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let role = form.text("role").unwrap_or_default();
     match call(
         &state,
@@ -301,13 +294,9 @@ async fn change_role(
 /// `POST /settings/users/{id}/delete`.
 async fn delete(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(&state, &signed, "svc_delete_user", args! {"id" => id}).await {
         Ok(_) => back("deleted"),
         Err(problem) => refused(&state, &signed, &problem).await,
@@ -317,13 +306,9 @@ async fn delete(
 /// `POST /settings/users/{id}/sign-in-link`: a new link (older ones stop working), shown once.
 async fn new_link(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(
         &state,
         &signed,

@@ -23,7 +23,7 @@ use crate::{
     ops::call,
     pages::fields::value_text,
     reply::{form_refusal, page, problem_page},
-    session::{csrf_refused, Signed},
+    session::{Posted, Signed},
     State,
 };
 
@@ -206,10 +206,7 @@ async fn render_list(
 }
 
 /// `POST /settings/webhooks`: registers the webhook and answers its page with the secret.
-async fn create(AxumState(state): AxumState<State>, signed: Signed, form: Form) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
+async fn create(AxumState(state): AxumState<State>, Posted { signed, form }: Posted) -> Response {
     let events: Vec<Value> = form
         .0
         .iter()
@@ -320,13 +317,9 @@ fn deliveries(attempts: &Value) -> Vec<Delivery> {
 /// `POST /settings/webhooks/{id}/enabled`: `enabled=true|false`, with the version shown.
 async fn set_enabled(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let enabled = form.text("enabled") == Some("true");
     let mut body = args! {"id" => id.as_str(), "enabled" => enabled};
     if let Some(version) = form.text("version") {
@@ -352,13 +345,9 @@ async fn set_enabled(
 /// `POST /settings/webhooks/{id}/delete`.
 async fn delete(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(&state, &signed, "svc_delete_webhook", args! {"id" => id}).await {
         Ok(_) => to("/settings/webhooks?notice=deleted"),
         Err(problem) => problem_page(&signed, &problem),
@@ -368,13 +357,9 @@ async fn delete(
 /// `POST /settings/webhooks/{id}/roll-secret`: answers the webhook's page with the new secret.
 async fn roll_secret(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path(id): Path<String>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     match call(
         &state,
         &signed,
@@ -394,13 +379,9 @@ async fn roll_secret(
 /// `POST /settings/webhooks/{id}/deliveries/{dlv_id}/retry`.
 async fn retry(
     AxumState(state): AxumState<State>,
-    signed: Signed,
     Path((id, dlv_id)): Path<(String, String)>,
-    form: Form,
+    Posted { signed, form: _ }: Posted,
 ) -> Response {
-    if !signed.csrf_ok(&form) {
-        return csrf_refused();
-    }
     let result: Result<Value, Problem> = call(
         &state,
         &signed,
