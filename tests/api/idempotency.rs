@@ -80,6 +80,30 @@ async fn the_same_key_with_another_body_is_refused(s: Server) {
     res.problem(409, "idempotency_key_reused");
 }
 
+/// The query is part of the request: an upsert matched on another key is another request.
+async fn the_same_key_with_another_query_is_refused(s: Server) {
+    s.post(
+        "/fields",
+        json!({"object": "company", "key": "code", "data_type": "text", "unique": true}),
+    )
+    .await
+    .ok(201);
+    let body = json!({"name": "Acme", "domain": "acme.example", "custom_fields": {"code": "A1"}});
+    let upsert = |path: &'static str| {
+        s.req(Method::POST, path)
+            .header("Idempotency-Key", "k-q")
+            .json(&body)
+            .send()
+    };
+    upsert("/companies/upsert").await.ok(201);
+    upsert("/companies/upsert?match=custom_fields.code")
+        .await
+        .problem(409, "idempotency_key_reused");
+    let replay = upsert("/companies/upsert").await;
+    replay.ok(201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+}
+
 async fn client_errors_are_stored_and_replayed(s: Server) {
     let send = || {
         s.req(Method::POST, "/contacts")
@@ -172,6 +196,7 @@ async fn updates_ignore_the_header(s: Server) {
 crate::on_both_stores!(
     a_replay_returns_the_first_result,
     the_same_key_with_another_body_is_refused,
+    the_same_key_with_another_query_is_refused,
     client_errors_are_stored_and_replayed,
     a_replayed_client_error_carries_the_replayed_header,
     keys_are_scoped_per_mode,

@@ -102,7 +102,10 @@ pub(crate) async fn dispatch(
     result
 }
 
-/// "The same request": method, concrete path and canonical body (keys sorted).
+/// "The same request": method, concrete path, canonical body (keys sorted) and the query's
+/// parameters (sorted), which can change what a write does (an upsert's `match`). A request
+/// without a query hashes as it did before queries counted, so a retry across that change
+/// still replays.
 fn fingerprint(op: &Operation, input: &Input) -> String {
     let mut path = op.path.to_owned();
     for (k, v) in &input.path {
@@ -115,6 +118,17 @@ fn fingerprint(op: &Operation, input: &Input) -> String {
     h.update(b"\n");
     let body = input.body.as_ref().map(JsonBody::to_value);
     h.update(canonical_json(body.as_deref().unwrap_or(&Value::Null)).as_bytes());
+    if !input.query.is_empty() {
+        let mut query: Vec<&(String, String)> = input.query.iter().collect();
+        query.sort();
+        h.update(b"\n?");
+        for (k, v) in query {
+            h.update(canonical_json(&Value::from(k.as_str())).as_bytes());
+            h.update(b"=");
+            h.update(canonical_json(&Value::from(v.as_str())).as_bytes());
+            h.update(b"&");
+        }
+    }
     hex::encode(h.finalize())
 }
 
