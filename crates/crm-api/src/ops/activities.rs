@@ -31,7 +31,8 @@ pub struct ActivityCreate {
     pub deal_id: Option<String>,
     #[schemars(length(max = 100000))]
     pub body: Option<String>,
-    /// When it happened (ISO 8601); defaults to now, may be in the past.
+    /// When it happened (RFC 3339); defaults to now, may be in the past.
+    #[schemars(extend("anyOf" = [{"format": "date-time"}, {"pattern": crate::schema::BLANK}]))]
     pub occurred_at: Option<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
@@ -52,6 +53,8 @@ pub struct ActivityUpdate {
     #[schemars(length(max = 100000))]
     pub body: PatchField<String>,
     #[serde(default)]
+    #[schemars(with = "String", extend("format" = "date-time"))]
+    // null is refused: an activity always has a time
     pub occurred_at: PatchField<String>,
     #[schemars(transform = crate::schema::custom_field_keys)]
     pub custom_fields: Option<JsonMap>,
