@@ -149,6 +149,34 @@ async fn concurrent_upserts_of_one_email_create_one_contact(s: Server) {
     assert_eq!(list["data"].as_array().unwrap().len(), 1);
 }
 
+/// Upserts of a held email update it without the key's lock (a read finds the holder, the
+/// update applies only to the version read); those a concurrent write overtakes fall back to the
+/// locked upsert. None may fail or be lost: 32 upserts each naming the contact differently make
+/// 32 versions.
+async fn concurrent_upserts_of_a_held_email_each_update_it(s: Server) {
+    let created = s
+        .post("/contacts", json!({"email": "held@example.com"}))
+        .await
+        .ok(201)
+        .clone();
+    let sends = (0..32).map(|i| {
+        s.post(
+            "/contacts/upsert",
+            json!({"email": "held@example.com", "first_name": format!("N{i}")}),
+        )
+    });
+    for r in join_all(sends).await {
+        assert_eq!(r.status, 200, "{:#}", r.body);
+        assert_eq!(r.header("upsert-outcome"), Some("updated"));
+    }
+    let now = s
+        .get(&format!("/contacts/{}", created["id"].as_str().unwrap()))
+        .await
+        .ok(200)
+        .clone();
+    assert_eq!(now["version"], 33, "{now:#}");
+}
+
 async fn a_batch_upserts_and_says_each_outcome(s: Server) {
     s.post(
         "/contacts",
@@ -348,5 +376,6 @@ crate::on_both_stores!(
     an_upsert_creates_updates_or_changes_nothing,
     a_replayed_upsert_says_its_outcome_again,
     concurrent_upserts_of_one_email_create_one_contact,
+    concurrent_upserts_of_a_held_email_each_update_it,
     a_batch_upserts_and_says_each_outcome,
 );

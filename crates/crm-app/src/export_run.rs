@@ -67,48 +67,37 @@ impl App {
         }))
     }
 
-    /// Writes the next chunk of a claimed export, or ends it when the list has no more.
-    pub async fn run_export_step(
+    /// Reads `limit` records of `filter` after the list position `after`, on a reader
+    /// connection, so a slow read holds no writer lock.
+    async fn read_export_page(
+        &self,
+        tenant: &Tenant,
+        filter: &ExportFilter,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<ExportedRecord>, AppError> {
+        let mut tx = self.store.begin_read().await?;
+        self.export_page(&mut *tx, tenant, filter, after, limit)
+            .await
+    }
+
+    /// Writes `records` as the export's next chunk, in one transaction with its new position
+    /// and `rows_done`, renewing the lease; ends the export when `last_page`. The claim checked
+    /// there says whether the export still is this worker's to write.
+    async fn write_export_chunk(
         &self,
         claimed: &ClaimedExport,
+        mut export: Export,
+        records: &[ExportedRecord],
+        last_page: bool,
         pace: ExportPace,
     ) -> Result<ExportStep, AppError> {
-        let limit = pace.rows_per_chunk.max(1);
-        let tenant = &claimed.tenant;
-        let id = &claimed.export.id;
-        // The page is read before the write transaction, so a slow read holds no writer lock;
-        // the claim checked below says whether it still is this worker's to write.
-        let Some(mut export) = self
-            .store
-            .begin_read()
-            .await?
-            .get_export(tenant, id.as_str())
-            .await?
-        else {
-            return Ok(ExportStep::Lost);
-        };
-        let Some(filter) = ExportFilter::from_json(export.object, &export.filter) else {
-            return self
-                .fail_export(claimed, export, "its filters are unreadable")
-                .await;
-        };
+        let (tenant, id) = (&claimed.tenant, &claimed.export.id);
         let mut chunk = Vec::new();
         if export.chunks_total == 0 && export.format == ExportFormat::Csv {
             write_csv(&mut chunk, &export.columns)?;
         }
-        let records = {
-            let mut tx = self.store.begin_read().await?;
-            self.export_page(
-                &mut *tx,
-                tenant,
-                &filter,
-                export.resume_after.clone(),
-                limit,
-            )
-            .await?
-        };
-        let last_page = records.len() < limit as usize;
-        render(&mut chunk, &export, &records)?;
+        render(&mut chunk, &export, records)?;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         let lease = Timestamp::from_millis(now.millis() + pace.lease_ms);
@@ -166,22 +155,64 @@ impl App {
     }
 
     /// Runs a claimed export to its end (or until its claim is lost), calling `progress` after
-    /// each step.
+    /// each chunk. The next page is read while the current one is rendered and written: its
+    /// position is the current page's last record's, known before the write commits.
     pub async fn run_export(
         &self,
         claimed: &ClaimedExport,
         pace: ExportPace,
         progress: &mut (dyn FnMut(&Export) + Send),
     ) -> Result<Option<Export>, AppError> {
-        loop {
-            match self.run_export_step(claimed, pace).await? {
-                ExportStep::Progress(export) => progress(&export),
+        let limit = pace.rows_per_chunk.max(1);
+        let tenant = &claimed.tenant;
+        let Some(mut export) = self
+            .store
+            .begin_read()
+            .await?
+            .get_export(tenant, claimed.export.id.as_str())
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(filter) = ExportFilter::from_json(export.object, &export.filter) else {
+            return match self
+                .fail_export(claimed, export, "its filters are unreadable")
+                .await?
+            {
                 ExportStep::Finished(export) => {
                     progress(&export);
-                    return Ok(Some(export));
+                    Ok(Some(export))
+                }
+                _ => Ok(None),
+            };
+        };
+        let mut page = self
+            .read_export_page(tenant, &filter, export.resume_after.clone(), limit)
+            .await?;
+        loop {
+            let last_page = page.len() < limit as usize;
+            let write = self.write_export_chunk(claimed, export, &page, last_page, pace);
+            let (step, next) = if last_page {
+                (write.await?, Vec::new())
+            } else {
+                let after = page.last().map(|r| r.position.clone());
+                // The read is polled first, so its query is on its way before the chunk renders.
+                let read = self.read_export_page(tenant, &filter, after, limit);
+                let (next, step) = futures::future::join(read, write).await;
+                (step?, next?)
+            };
+            match step {
+                ExportStep::Progress(now) => {
+                    progress(&now);
+                    export = now;
+                }
+                ExportStep::Finished(now) => {
+                    progress(&now);
+                    return Ok(Some(now));
                 }
                 ExportStep::Lost => return Ok(None),
             }
+            page = next;
         }
     }
 

@@ -99,8 +99,11 @@ impl App {
         idem: Option<&IdemClaim>,
     ) -> Result<(Contact, UpsertOutcome), AppError> {
         let tenant = &caller.tenant;
-        if let Some(created) = self.upsert_as_create(caller, key, &draft, idem).await? {
-            return Ok((created, UpsertOutcome::Created));
+        if let Some(done) = self
+            .upsert_unlocked(caller, key, &draft, &patch, expected_version, idem)
+            .await?
+        {
+            return Ok(done);
         }
         let mut tx = self.store.begin_write().await?;
         let mut fx = Effects::new(Emit::Events, caller.author(Via::Direct));
@@ -129,19 +132,25 @@ impl App {
         Ok((contact, outcome))
     }
 
-    /// An upsert by email that no contact holds is a create: run as one ([`App::create_contact`],
-    /// which groups creates into shared transactions or writes a plain one in one statement)
-    /// rather than in a transaction of its own. `None` when the upsert is not such a create (a
-    /// holder, a `match` key, an `Idempotency-Key`, whose reply an upsert stores in its own
-    /// shape, a dry run, an email that does not parse) or when a contact took the email
-    /// meanwhile: the transactional upsert then decides, as it would have.
-    async fn upsert_as_create(
+    /// An upsert by email, run without the key's lock when a read on a reader connection
+    /// decides it: an email no contact holds is a create ([`App::create_contact`], which groups
+    /// creates into shared transactions or writes a plain one in one statement); an active
+    /// holder is updated as a PATCH would, with the version read as its `If-Match`, so the
+    /// update applies only to the contact as read (still holding the email, not deleted).
+    /// `None` when the upsert is not such a one (a `match` key, an `Idempotency-Key`, whose
+    /// reply an upsert stores in its own shape, a dry run, an email that does not parse, a
+    /// soft-deleted holder, which is restored first) or when a write came between the read
+    /// and its own: the transactional upsert under the key's lock then decides, as it would
+    /// have.
+    async fn upsert_unlocked(
         &self,
         caller: &Caller,
         key: Option<&str>,
         draft: &ContactDraft,
+        patch: &ContactPatch,
+        expected_version: Option<i64>,
         idem: Option<&IdemClaim>,
-    ) -> Result<Option<Contact>, AppError> {
+    ) -> Result<Option<(Contact, UpsertOutcome)>, AppError> {
         if key.is_some() || idem.is_some() || self.dry().is_some() {
             return Ok(None);
         }
@@ -152,12 +161,37 @@ impl App {
             let mut tx = self.store.begin_read().await?;
             tx.get_contact_by_email(&caller.tenant, &email).await?
         };
-        if held.is_some() {
+        let Some(existing) = held else {
+            return match self.create_contact(caller, draft.clone(), None).await {
+                Ok(contact) => Ok(Some((contact, UpsertOutcome::Created))),
+                Err(AppError::Conflict { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        };
+        if existing.deleted_at.is_some() || existing.merged_into.is_some() {
             return Ok(None);
         }
-        match self.create_contact(caller, draft.clone(), None).await {
-            Ok(contact) => Ok(Some(contact)),
-            Err(AppError::Conflict { .. }) => Ok(None),
+        if expected_version.is_some_and(|v| v != existing.version) {
+            return Ok(None);
+        }
+        let id = existing.id.as_str();
+        match self
+            .update_contact(caller, id, patch.clone(), Some(existing.version))
+            .await
+        {
+            Ok(contact) => {
+                let outcome = if contact.version != existing.version {
+                    UpsertOutcome::Updated
+                } else {
+                    UpsertOutcome::Unchanged
+                };
+                Ok(Some((contact, outcome)))
+            }
+            Err(
+                AppError::VersionConflict { .. }
+                | AppError::NotFound { .. }
+                | AppError::Conflict { .. },
+            ) => Ok(None),
             Err(e) => Err(e),
         }
     }
