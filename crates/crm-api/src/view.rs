@@ -13,6 +13,7 @@ use crm_app::{
 use crm_domain::{CompanyId, ContactId, DealId, ObjectKind};
 use serde_json::Value;
 
+pub(crate) mod cells;
 mod shaped;
 
 pub use shaped::Record;

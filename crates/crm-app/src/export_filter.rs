@@ -3,7 +3,8 @@
 //! the list's own order (newest first, keyset by id; activities by `(occurred_at, id)`).
 
 use crm_domain::{
-    email::Email, ActivityId, CompanyId, ContactId, DealId, ObjectKind, PipelineId, Tenant, UserId,
+    email::Email, Activity, ActivityId, Company, CompanyId, Contact, ContactId, Deal, DealId,
+    ObjectKind, PipelineId, Tenant, UserId,
 };
 use serde_json::{json, Value};
 
@@ -33,10 +34,38 @@ pub enum ExportFilter {
     Activity(ActivityFilter),
 }
 
-/// One record of a page: its body as the list renders it, and the list position after it.
-pub struct ExportedRecord {
-    pub body: Value,
-    pub position: String,
+/// One page of an export's records, as the list reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExportPage {
+    Contacts(Vec<Contact>),
+    Companies(Vec<Company>),
+    Deals(Vec<Deal>),
+    Activities(Vec<Activity>),
+}
+
+impl ExportPage {
+    pub fn len(&self) -> usize {
+        match self {
+            ExportPage::Contacts(r) => r.len(),
+            ExportPage::Companies(r) => r.len(),
+            ExportPage::Deals(r) => r.len(),
+            ExportPage::Activities(r) => r.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The list position after the page's last record: where the next page starts.
+    pub fn last_position(&self) -> Option<String> {
+        match self {
+            ExportPage::Contacts(r) => r.last().map(|c| c.id.to_string()),
+            ExportPage::Companies(r) => r.last().map(|c| c.id.to_string()),
+            ExportPage::Deals(r) => r.last().map(|d| d.id.to_string()),
+            ExportPage::Activities(r) => r.last().map(|a| activity_position(a.occurred_at, &a.id)),
+        }
+    }
 }
 
 impl ExportQuery {
@@ -167,8 +196,8 @@ impl App {
         })
     }
 
-    /// The next `limit` records of `filter` after the list position `after`, rendered as the
-    /// list renders them.
+    /// The next `limit` records of `filter` after the list position `after`, in the list's
+    /// order.
     pub(crate) async fn export_page(
         &self,
         tx: &mut dyn Tx,
@@ -176,49 +205,22 @@ impl App {
         filter: &ExportFilter,
         after: Option<String>,
         limit: u32,
-    ) -> Result<Vec<ExportedRecord>, AppError> {
+    ) -> Result<ExportPage, AppError> {
         let slice = Slice {
             before: after,
             limit,
         };
-        let views = &self.views;
         Ok(match filter {
-            ExportFilter::Contact(f) => tx
-                .list_contacts(tenant, f, &slice)
-                .await?
-                .iter()
-                .map(|c| ExportedRecord {
-                    body: views.contact(c),
-                    position: c.id.to_string(),
-                })
-                .collect(),
-            ExportFilter::Company(f) => tx
-                .list_companies(tenant, f, &slice)
-                .await?
-                .iter()
-                .map(|c| ExportedRecord {
-                    body: views.company(c),
-                    position: c.id.to_string(),
-                })
-                .collect(),
-            ExportFilter::Deal(f) => tx
-                .list_deals(tenant, f, &slice)
-                .await?
-                .iter()
-                .map(|d| ExportedRecord {
-                    body: views.deal(d),
-                    position: d.id.to_string(),
-                })
-                .collect(),
-            ExportFilter::Activity(f) => tx
-                .list_activities(tenant, f, &slice)
-                .await?
-                .iter()
-                .map(|a| ExportedRecord {
-                    body: views.activity(a),
-                    position: activity_position(a.occurred_at, &a.id),
-                })
-                .collect(),
+            ExportFilter::Contact(f) => {
+                ExportPage::Contacts(tx.list_contacts(tenant, f, &slice).await?)
+            }
+            ExportFilter::Company(f) => {
+                ExportPage::Companies(tx.list_companies(tenant, f, &slice).await?)
+            }
+            ExportFilter::Deal(f) => ExportPage::Deals(tx.list_deals(tenant, f, &slice).await?),
+            ExportFilter::Activity(f) => {
+                ExportPage::Activities(tx.list_activities(tenant, f, &slice).await?)
+            }
         })
     }
 }

@@ -8,18 +8,21 @@
 //! first chunk.
 
 use crm_domain::{
-    export::{csv_cells, Export, ExportFormat, ExportStatus},
+    export::{Export, ExportFormat, ExportStatus},
     Tenant, Timestamp,
 };
 
 use crate::{
     error::AppError,
-    export_filter::{ExportFilter, ExportedRecord},
+    export_filter::{ExportFilter, ExportPage},
+    views::write_csv_rows,
     App,
 };
 
-/// Records per chunk by default: one page of the list, and one transaction of the worker.
-pub const ROWS_PER_CHUNK: u32 = 1000;
+/// Records per chunk by default: one read of the list, and one transaction of the worker. Fewer,
+/// larger chunks cost fewer round trips to write and to serve (a chunk of 5,000 contacts is
+/// about 1.2 MiB; docs/performance-history.md has the sizes measured).
+pub const ROWS_PER_CHUNK: u32 = 5000;
 
 /// How a worker runs exports: its lease, and how many records each chunk takes.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +78,7 @@ impl App {
         filter: &ExportFilter,
         after: Option<String>,
         limit: u32,
-    ) -> Result<Vec<ExportedRecord>, AppError> {
+    ) -> Result<ExportPage, AppError> {
         let mut tx = self.store.begin_read().await?;
         self.export_page(&mut *tx, tenant, filter, after, limit)
             .await
@@ -88,16 +91,17 @@ impl App {
         &self,
         claimed: &ClaimedExport,
         mut export: Export,
-        records: &[ExportedRecord],
+        records: &ExportPage,
         last_page: bool,
         pace: ExportPace,
     ) -> Result<ExportStep, AppError> {
         let (tenant, id) = (&claimed.tenant, &claimed.export.id);
         let mut chunk = Vec::new();
         if export.chunks_total == 0 && export.format == ExportFormat::Csv {
-            write_csv(&mut chunk, &export.columns)?;
+            write_csv_rows(&mut chunk, [&export.columns])?;
         }
-        render(&mut chunk, &export, records)?;
+        self.views
+            .write_export_page(records, export.format, &export.columns, &mut chunk)?;
         let now = self.clock.now();
         let mut tx = self.store.begin_write().await?;
         let lease = Timestamp::from_millis(now.millis() + pace.lease_ms);
@@ -113,8 +117,8 @@ impl App {
             export.chunks_total += 1;
         }
         export.rows_done += records.len() as i64;
-        if let Some(last) = records.last() {
-            export.resume_after = Some(last.position.clone());
+        if let Some(last) = records.last_position() {
+            export.resume_after = Some(last);
         }
         export.status = ExportStatus::Running;
         if last_page {
@@ -193,9 +197,9 @@ impl App {
             let last_page = page.len() < limit as usize;
             let write = self.write_export_chunk(claimed, export, &page, last_page, pace);
             let (step, next) = if last_page {
-                (write.await?, Vec::new())
+                (write.await?, ExportPage::Contacts(Vec::new()))
             } else {
-                let after = page.last().map(|r| r.position.clone());
+                let after = page.last_position();
                 // The read is polled first, so its query is on its way before the chunk renders.
                 let read = self.read_export_page(tenant, &filter, after, limit);
                 let (next, step) = futures::future::join(read, write).await;
@@ -224,46 +228,4 @@ impl App {
         tx.commit().await?;
         Ok(gone)
     }
-}
-
-/// Appends `records` to `chunk` in the export's format.
-fn render(
-    chunk: &mut Vec<u8>,
-    export: &Export,
-    records: &[ExportedRecord],
-) -> Result<(), AppError> {
-    match export.format {
-        ExportFormat::Jsonl => {
-            for record in records {
-                serde_json::to_writer(&mut *chunk, &record.body)
-                    .map_err(|e| AppError::Internal(format!("writing a JSON line: {e}")))?;
-                chunk.push(b'\n');
-            }
-        }
-        ExportFormat::Csv => {
-            let mut writer = csv::Writer::from_writer(&mut *chunk);
-            for record in records {
-                writer
-                    .write_record(csv_cells(&record.body, &export.columns))
-                    .map_err(csv_error)?;
-            }
-            writer
-                .flush()
-                .map_err(|e| AppError::Internal(e.to_string()))?;
-        }
-    }
-    Ok(())
-}
-
-/// Appends one CSV row of `cells` to `chunk`.
-fn write_csv(chunk: &mut Vec<u8>, cells: &[String]) -> Result<(), AppError> {
-    let mut writer = csv::Writer::from_writer(&mut *chunk);
-    writer.write_record(cells).map_err(csv_error)?;
-    writer
-        .flush()
-        .map_err(|e| AppError::Internal(e.to_string()))
-}
-
-fn csv_error(e: csv::Error) -> AppError {
-    AppError::Internal(format!("writing a CSV row: {e}"))
 }

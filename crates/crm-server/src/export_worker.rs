@@ -3,7 +3,7 @@
 //! writes its file chunk after chunk (`App::run_export`); once an hour (`CRM_EXPORT_SWEEP_MS`)
 //! it drops the exports whose files expired. Settings: `CRM_EXPORT_LEASE_MS`,
 //! `CRM_EXPORT_POLL_MS`, `CRM_EXPORT_SWEEP_MS`, and `CRM_EXPORT_CHUNK_ROWS` (records per chunk
-//! and per transaction, 1,000).
+//! and per transaction, 5,000).
 
 use crm_app::{
     export_run::{ClaimedExport, ExportPace, ROWS_PER_CHUNK},

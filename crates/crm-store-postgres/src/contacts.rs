@@ -249,6 +249,21 @@ impl ContactRepo for PostgresTx {
     }
 
     async fn update_contact(&mut self, tenant: &Tenant, c: &Contact) -> Result<(), StoreError> {
+        // Most updates keep the email, and then the UPDATE cannot break its uniqueness (the
+        // only unique index on the table's own columns): it is sent without the savepoint that
+        // lets the transaction survive a violation, two round trips fewer. One that changes
+        // the email, or finds the row stale, is sent again behind it.
+        let same_email = tenant_query(
+            "UPDATE contacts SET first_name = $5, last_name = $6, email = $7, phone = $8, linkedin_url = $9, company_id = $10,
+                    type = $11, owner_id = $12, custom_fields = $13::jsonb, updated_at = $14, version = $15, deleted_at = $16
+             WHERE workspace_id = $1 AND mode = $2 AND id = $3 AND version = $4 AND email IS NOT DISTINCT FROM $7",
+            tenant,
+        )
+        .bind(c.id.as_str())
+        .bind(c.version - 1);
+        if self.execute(bind_contact(same_email, c)).await? == 1 {
+            return Ok(());
+        }
         let q = tenant_query(
             "UPDATE contacts SET first_name = $5, last_name = $6, email = $7, phone = $8, linkedin_url = $9, company_id = $10,
                     type = $11, owner_id = $12, custom_fields = $13::jsonb, updated_at = $14, version = $15, deleted_at = $16
