@@ -2,11 +2,9 @@
 
 use std::sync::OnceLock;
 
-use crm_app::{
-    export_filter::ExportQuery,
-    exports::{ExportFile, ExportRequest},
-    Scope,
-};
+use futures::StreamExt;
+
+use crm_app::{export_filter::ExportQuery, exports::ExportRequest, Scope};
 use crm_domain::{export::ExportFormat, ObjectKind};
 use schemars::JsonSchema;
 use serde_json::{json, Value};
@@ -14,9 +12,7 @@ use serde_json::{json, Value};
 use super::handler;
 use crate::{
     bodies::{ActivityBody, CompanyBody, ContactBody, ContactExportBody, DealBody, ExportBody},
-    operation::{
-        BodyStream, Hints, Input, Method, Operation, Output, ParamKind, QueryParam, Reply,
-    },
+    operation::{Hints, Input, Method, Operation, Output, ParamKind, QueryParam, Reply},
     reply_body::{FileReply, ReplyBody},
     schema::schema_of,
     Problem,
@@ -206,14 +202,14 @@ handler!(file(api, caller, input) {
     let filename = format!("{}.{}", export.id, export.format.as_str());
     let content_type = export.format.content_type();
     let app = api.app.clone();
-    let pieces = BodyStream::unfold((app, file, 0_i64), |(app, file, seq): (crm_app::App, ExportFile, i64)| async move {
-        if seq >= file.chunks {
-            return None;
-        }
-        let piece = app.export_chunk(&file, seq).await.map_err(Problem::from);
-        Some((piece, (app, file, seq + 1)))
-    });
-    let body = ReplyBody::File(FileReply::new(content_type, filename, notice, pieces.into_stream()));
+    // The next chunk is read from the database while the current one is sent.
+    let pieces = futures::stream::iter(0..file.chunks)
+        .map(move |seq| {
+            let (app, file) = (app.clone(), file.clone());
+            async move { app.export_chunk(&file, seq).await.map_err(Problem::from) }
+        })
+        .buffered(2);
+    let body = ReplyBody::File(FileReply::new(content_type, filename, notice, Box::pin(pieces)));
     Ok(Reply { body, ..Reply::new(Value::Null) })
 });
 
